@@ -1,0 +1,1 @@
+"""rowbus consumers package."""

@@ -1,0 +1,1 @@
+"""rowbus spark_apply package."""
