@@ -1,0 +1,200 @@
+"""Typed configuration: one YAML file plus ``ROWBUS_`` environment overrides.
+
+Precedence, highest first: environment (``ROWBUS_KAFKA__BOOTSTRAP_SERVERS=…``, nested keys joined
+by ``__``), the YAML file, the defaults below. The defaults describe the embedded local stack, so
+``rowbus`` with no file at all talks to the services ``rowbus local up`` starts.
+
+Unknown keys and wrong types are refused with one line naming the key, the file and what is
+allowed (`ConfigError`). Passwords are `SecretStr`: they print as ``**********``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from rowbus.config_errors import describe_validation_error
+from rowbus.exceptions import ConfigError
+
+DEFAULT_CONFIG_FILE = Path("rowbus.yaml")
+CONFIG_ENV = "ROWBUS_CONFIG"
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LocalPorts(StrictModel):
+    """Loopback ports of the embedded services; each must be free."""
+
+    kafka: int = Field(19092, ge=1, le=65535)
+    zookeeper: int = Field(12181, ge=1, le=65535)
+    source1: int = Field(13306, ge=1, le=65535)
+    source2: int = Field(13307, ge=1, le=65535)
+    sink: int = Field(13308, ge=1, le=65535)
+
+
+class LocalStackSettings(StrictModel):
+    """The embedded stack of `rowbus local up`."""
+
+    state_dir: Path = Path(".rowbus")
+    broker: Literal["noida", "tansu"] = "noida"
+    ports: LocalPorts = LocalPorts()
+    install: bool = True
+    """Install missing Debian and PyPI packages on `up`; when false, a missing one is an error."""
+
+
+class MySQLSettings(StrictModel):
+    host: str = "127.0.0.1"
+    port: int = Field(13306, ge=1, le=65535)
+    user: str = "rowbus"
+    password: SecretStr = SecretStr("rowbus")
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+class SourceSettings(MySQLSettings):
+    """One upstream server a reader tails."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+
+
+class KafkaSettings(StrictModel):
+    bootstrap_servers: str | None = None
+    """``host:port[,host:port]``; unset means the embedded broker."""
+    client: dict[str, str | int | float | bool] = {}
+    """Extra librdkafka settings (dotted keys, e.g. ``security.protocol``) added to every client."""
+
+    def client_config(self, **overrides: str | int | float | bool) -> dict[str, str | int | float | bool]:
+        """The librdkafka dict, rendered at the last moment before a client is built."""
+        assert self.bootstrap_servers is not None, "settings were not resolved"
+        return {"bootstrap.servers": self.bootstrap_servers, **self.client, **overrides}
+
+
+class ZooKeeperSettings(StrictModel):
+    hosts: str | None = None
+    """``host:port[,…]``; unset means the embedded ZooKeeper."""
+    root: str = Field("/rowbus", pattern=r"^/[A-Za-z0-9_./-]*$")
+    session_timeout_s: float = Field(6.0, gt=0)
+
+
+class Settings(BaseSettings):
+    """Everything rowbus reads from its configuration file."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="ROWBUS_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+    )
+
+    local: LocalStackSettings = LocalStackSettings()
+    kafka: KafkaSettings = KafkaSettings()
+    zookeeper: ZooKeeperSettings = ZooKeeperSettings()
+    sources: tuple[SourceSettings, ...] = ()
+    """Upstream servers; unset means the two embedded sources ``source1`` and ``source2``."""
+    sink: MySQLSettings | None = None
+    """The downstream database; unset means the embedded sink."""
+
+    @model_validator(mode="after")
+    def _fill_local_defaults(self) -> Settings:
+        # Connection settings left unset point at the embedded stack, so one port setting moves
+        # both the service and every client of it.
+        ports = self.local.ports
+        updates: dict[str, Any] = {}
+        if self.kafka.bootstrap_servers is None:
+            updates["kafka"] = self.kafka.model_copy(
+                update={"bootstrap_servers": f"127.0.0.1:{ports.kafka}"}
+            )
+        if self.zookeeper.hosts is None:
+            updates["zookeeper"] = self.zookeeper.model_copy(
+                update={"hosts": f"127.0.0.1:{ports.zookeeper}"}
+            )
+        if not self.sources:
+            updates["sources"] = (
+                SourceSettings(name="source1", port=ports.source1),
+                SourceSettings(name="source2", port=ports.source2),
+            )
+        if self.sink is None:
+            updates["sink"] = MySQLSettings(port=ports.sink)
+        names = [s.name for s in updates.get("sources", self.sources)]
+        if len(set(names)) != len(names):
+            raise ValueError(f"source names must be unique, got {names}")
+        for key, value in updates.items():
+            object.__setattr__(self, key, value)
+        return self
+
+    def source(self, name: str) -> SourceSettings:
+        for candidate in self.sources:
+            if candidate.name == name:
+                return candidate
+        known = ", ".join(s.name for s in self.sources)
+        raise ConfigError(f"no source named {name!r} in sources; configured: {known}")
+
+    @property
+    def resolved_sink(self) -> MySQLSettings:
+        assert self.sink is not None
+        return self.sink
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The YAML file arrives as init kwargs; the environment overrides it.
+        return (env_settings, init_settings)
+
+
+def config_path(explicit: Path | None = None) -> Path | None:
+    """The file to read: the explicit one, else ``$ROWBUS_CONFIG``, else ``./rowbus.yaml`` if any."""
+    if explicit is not None:
+        return explicit
+    from_env = os.environ.get(CONFIG_ENV)
+    if from_env:
+        return Path(from_env)
+    return DEFAULT_CONFIG_FILE if DEFAULT_CONFIG_FILE.exists() else None
+
+
+def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
+    """Read and validate the configuration; raise `ConfigError` with one line on bad input."""
+    source = config_path(path)
+    data: Mapping[str, Any] = {}
+    origin = str(source) if source else "defaults"
+    if source is not None:
+        data = _read_yaml(source)
+    merged = {**data, **overrides}
+    try:
+        return Settings(**merged)
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc, origin, Settings)) from exc
+
+
+def _read_yaml(path: Path) -> Mapping[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read configuration file ({exc.strerror})") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(f"{path}:{where}: {problem}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of settings, not {type(data).__name__}")
+    return data

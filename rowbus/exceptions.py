@@ -1,0 +1,23 @@
+"""Errors of the application shell; all derive from `protocol.errors.RowbusError`."""
+
+from __future__ import annotations
+
+from protocol.errors import RowbusError
+
+
+class ConfigError(RowbusError):
+    """A configuration file or override that cannot be accepted; the message is one line."""
+
+
+class LocalStackError(RowbusError):
+    """An embedded service cannot be installed, started or stopped."""
+
+
+class PortInUseError(LocalStackError):
+    """A port the local stack needs is taken by another process."""
+
+
+class WaitTimeout(RowbusError):
+    """A condition did not become true before its deadline; the message says what was awaited."""
+
+    retryable = True

@@ -1,0 +1,136 @@
+"""Processes the local stack starts: launch detached, record, recognise and stop by recorded pid.
+
+A pid file alone is not proof: the pid may have been reused. A recorded process is ours only if
+it is alive (not a zombie) and its command line still contains the marker recorded with it
+(the service's private data folder), so `down` never signals a stranger.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from rowbus.exceptions import LocalStackError, PortInUseError
+from rowbus.waiting import wait_for
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    name: str
+    pid: int
+    marker: str
+    address: str
+
+    def save(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{self.name}.json.tmp"
+        tmp.write_text(json.dumps(asdict(self)), encoding="utf-8")
+        tmp.replace(folder / f"{self.name}.json")
+
+    @classmethod
+    def load(cls, folder: Path, name: str) -> ProcessRecord | None:
+        path = folder / f"{name}.json"
+        try:
+            return cls(**json.loads(path.read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            return None
+        except (ValueError, TypeError) as exc:
+            raise LocalStackError(f"{path}: unreadable pid record ({exc}); remove it") from exc
+
+    @staticmethod
+    def forget(folder: Path, name: str) -> None:
+        (folder / f"{name}.json").unlink(missing_ok=True)
+
+
+def is_ours(record: ProcessRecord) -> bool:
+    """True while the recorded process runs and is still the one we started."""
+    try:
+        stat = Path(f"/proc/{record.pid}/stat").read_text(encoding="utf-8")
+        cmdline = Path(f"/proc/{record.pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return False
+    state = stat.rsplit(")", 1)[-1].split()[0]
+    if state in {"Z", "X"}:
+        _reap(record.pid)
+        return False
+    return record.marker.encode() in cmdline
+
+
+def _reap(pid: int) -> None:
+    # Only our own children can be reaped; for others waitpid raises and that is fine.
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def launch(args: list[str], log_file: Path, env: dict[str, str] | None = None) -> int:
+    """Start a detached process (own session) with output to `log_file`; return its pid."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with log_file.open("ab") as out:
+        proc = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, **(env or {})},
+        )
+    return proc.pid
+
+
+def stop(record: ProcessRecord, sig: signal.Signals, grace: float) -> None:
+    """Signal the recorded process, wait for it to exit, KILL it after `grace` seconds."""
+    if not is_ours(record):
+        return
+    log.info("stopping %s (pid %s) with %s", record.name, record.pid, sig.name)
+    _signal(record.pid, sig)
+    try:
+        wait_for(lambda: not is_ours(record), timeout=grace, what=f"{record.name} to exit")
+    except LocalStackError:
+        raise
+    except Exception:  # noqa: BLE001 - escalate on any timeout
+        log.warning("%s (pid %s) ignored %s; sending SIGKILL", record.name, record.pid, sig.name)
+        _signal(record.pid, signal.SIGKILL)
+        wait_for(lambda: not is_ours(record), timeout=10, what=f"{record.name} to die")
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def require_free_port(port: int, setting: str) -> None:
+    if not port_is_free(port):
+        raise PortInUseError(
+            f"port {port} on 127.0.0.1 is already in use; set {setting} to a free port "
+            f"(in rowbus.yaml or as ROWBUS_{setting.upper().replace('.', '__')})"
+        )
+
+
+def port_answers(port: int, host: str = "127.0.0.1") -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
