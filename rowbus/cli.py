@@ -77,14 +77,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"rowbus {__version__}")
     parser.add_argument(
-        "-c", "--config", type=Path, default=None,
+        "-c",
+        "--config",
+        type=Path,
+        default=None,
         help="YAML configuration file (default: $ROWBUS_CONFIG, else ./rowbus.yaml if present, "
         "else built-in defaults for the embedded local stack)",
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    local = sub.add_parser("local", help="the embedded stack: 2 source MariaDBs, sink, ZooKeeper, broker")
+    local = sub.add_parser(
+        "local", help="the embedded stack: 2 source MariaDBs, sink, ZooKeeper, broker"
+    )
     local_sub = local.add_subparsers(dest="action", required=True, metavar="ACTION")
     local_sub.add_parser(
         "up", help="install what is missing, start every service not running, wait until ready"

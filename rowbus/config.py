@@ -73,7 +73,9 @@ class KafkaSettings(StrictModel):
     client: dict[str, str | int | float | bool] = {}
     """Extra librdkafka settings (dotted keys, e.g. ``security.protocol``) added to every client."""
 
-    def client_config(self, **overrides: str | int | float | bool) -> dict[str, str | int | float | bool]:
+    def client_config(
+        self, **overrides: str | int | float | bool
+    ) -> dict[str, str | int | float | bool]:
         """The librdkafka dict, rendered at the last moment before a client is built."""
         assert self.bootstrap_servers is not None, "settings were not resolved"
         return {"bootstrap.servers": self.bootstrap_servers, **self.client, **overrides}
@@ -158,7 +160,7 @@ class Settings(BaseSettings):
 
 
 def config_path(explicit: Path | None = None) -> Path | None:
-    """The file to read: the explicit one, else ``$ROWBUS_CONFIG``, else ``./rowbus.yaml`` if any."""
+    """The file to read: explicit, else ``$ROWBUS_CONFIG``, else ``./rowbus.yaml`` if present."""
     if explicit is not None:
         return explicit
     from_env = os.environ.get(CONFIG_ENV)
@@ -196,5 +198,7 @@ def _read_yaml(path: Path) -> Mapping[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the top level must be a mapping of settings, not {type(data).__name__}")
+        raise ConfigError(
+            f"{path}: the top level must be a mapping of settings, not {type(data).__name__}"
+        )
     return data

@@ -24,8 +24,10 @@ def describe_validation_error(exc: ValidationError, origin: str, root: type[Base
         shown = "" if isinstance(got, dict) else f" (got {got!r})"
         text = f"{key}: {first['msg']}{shown}"
     more = f" [and {len(errors) - 1} more problem(s)]" if len(errors) > 1 else ""
-    where = f"{origin} or its ROWBUS_* environment overrides" if origin != "defaults" else (
-        "ROWBUS_* environment overrides"
+    where = (
+        f"{origin} or its ROWBUS_* environment overrides"
+        if origin != "defaults"
+        else ("ROWBUS_* environment overrides")
     )
     return f"{where}: {text}{more}"
 

@@ -17,7 +17,7 @@ class PortInUseError(LocalStackError):
     """A port the local stack needs is taken by another process."""
 
 
-class WaitTimeout(RowbusError):
+class WaitTimeoutError(RowbusError):
     """A condition did not become true before its deadline; the message says what was awaited."""
 
     retryable = True

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from rowbus.exceptions import WaitTimeout
+from rowbus.exceptions import WaitTimeoutError
 
 T = TypeVar("T")
 
@@ -24,7 +24,7 @@ def wait_for(
     """Poll `condition` until it returns something truthy, and return that.
 
     Exceptions raised by `condition` count as "not yet"; the last one is chained to the
-    `WaitTimeout` so a failing probe explains itself. Exceptions of a `stop_on` type end the
+    `WaitTimeoutError` so a failing probe explains itself. Exceptions of a `stop_on` type end the
     wait at once: the condition can never become true (e.g. the process died).
     """
     deadline = clock() + timeout
@@ -42,8 +42,8 @@ def wait_for(
             return result
         if clock() >= deadline:
             detail = f" (last error: {last_error})" if last_error else ""
-            raise WaitTimeout(f"timed out after {timeout:.1f}s waiting for {what}{detail}") from (
-                last_error
-            )
+            raise WaitTimeoutError(
+                f"timed out after {timeout:.1f}s waiting for {what}{detail}"
+            ) from (last_error)
         pause(step)
         step = min(step * 1.5, 0.5)

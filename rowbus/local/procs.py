@@ -7,6 +7,7 @@ it is alive (not a zombie) and its command line still contains the marker record
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -66,10 +67,8 @@ def is_ours(record: ProcessRecord) -> bool:
 
 def _reap(pid: int) -> None:
     # Only our own children can be reaped; for others waitpid raises and that is fine.
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def launch(args: list[str], log_file: Path, env: dict[str, str] | None = None) -> int:
@@ -104,10 +103,8 @@ def stop(record: ProcessRecord, sig: signal.Signals, grace: float) -> None:
 
 
 def _signal(pid: int, sig: signal.Signals) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:

@@ -70,8 +70,9 @@ class Service(ABC):
 class MariaDB(Service):
     """A private MariaDB server; sources write a ROW binlog with full metadata and GTIDs."""
 
-    def __init__(self, name: str, port: int, setting: str, state_dir: Path, server_id: int,
-                 binlog: bool) -> None:
+    def __init__(
+        self, name: str, port: int, setting: str, state_dir: Path, server_id: int, binlog: bool
+    ) -> None:
         super().__init__(name, port, setting, state_dir)
         self.server_id = server_id
         self.binlog = binlog
@@ -90,9 +91,17 @@ class MariaDB(Service):
             # A half-initialised datadir from an interrupted install: start over.
             shutil.rmtree(datadir)
         proc = subprocess.run(
-            ["mariadb-install-db", "--no-defaults", f"--datadir={datadir}", "--user=root",
-             "--skip-test-db", "--auth-root-authentication-method=socket"],
-            capture_output=True, text=True, check=False,
+            [
+                "mariadb-install-db",
+                "--no-defaults",
+                f"--datadir={datadir}",
+                "--user=root",
+                "--skip-test-db",
+                "--auth-root-authentication-method=socket",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if proc.returncode != 0:
             last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
@@ -101,26 +110,39 @@ class MariaDB(Service):
     def command(self) -> list[str]:
         binary = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
         args = [
-            binary, "--no-defaults", "--user=root", f"--datadir={self.home / 'data'}",
-            f"--port={self.port}", "--bind-address=127.0.0.1", f"--socket={self.socket_path}",
-            f"--pid-file={self.home / 'mysqld.pid'}", f"--log-error={self.log_file}",
-            f"--server-id={self.server_id}", f"--gtid-domain-id={self.server_id}",
-            "--character-set-server=utf8mb4", "--collation-server=utf8mb4_general_ci",
+            binary,
+            "--no-defaults",
+            "--user=root",
+            f"--datadir={self.home / 'data'}",
+            f"--port={self.port}",
+            "--bind-address=127.0.0.1",
+            f"--socket={self.socket_path}",
+            f"--pid-file={self.home / 'mysqld.pid'}",
+            f"--log-error={self.log_file}",
+            f"--server-id={self.server_id}",
+            f"--gtid-domain-id={self.server_id}",
+            "--character-set-server=utf8mb4",
+            "--collation-server=utf8mb4_general_ci",
             # Development speed: a crash of this private server is not a case we test.
-            "--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0",
-            "--innodb-buffer-pool-size=256M", "--max-connections=300",
+            "--innodb-flush-log-at-trx-commit=2",
+            "--sync-binlog=0",
+            "--innodb-buffer-pool-size=256M",
+            "--max-connections=300",
         ]
         if self.binlog:
             args += [
-                f"--log-bin={self.home / 'binlog' / 'binlog'}", "--binlog-format=ROW",
-                "--binlog-row-image=FULL", "--binlog-row-metadata=FULL", "--gtid-strict-mode=1",
+                f"--log-bin={self.home / 'binlog' / 'binlog'}",
+                "--binlog-format=ROW",
+                "--binlog-row-image=FULL",
+                "--binlog-row-metadata=FULL",
+                "--gtid-strict-mode=1",
             ]
         return args
 
     def ready(self) -> bool:
         with self._root() as conn, conn.cursor() as cur:
             cur.execute("SELECT 1")
-            return cur.fetchone() == (1,)
+            return bool(cur.fetchone() == (1,))
 
     def after_ready(self) -> None:
         # Over the socket, OS root is MariaDB root; clients use a password account over TCP.
@@ -139,8 +161,9 @@ class MariaDB(Service):
         stop(record, signal.SIGTERM, grace=30)
 
     def _root(self) -> pymysql.connections.Connection[pymysql.cursors.Cursor]:
-        return pymysql.connect(unix_socket=str(self.socket_path), user="root", connect_timeout=2,
-                               autocommit=True)
+        return pymysql.connect(
+            unix_socket=str(self.socket_path), user="root", connect_timeout=2, autocommit=True
+        )
 
 
 class ZooKeeper(Service):
@@ -152,13 +175,21 @@ class ZooKeeper(Service):
         conf.mkdir(exist_ok=True)
         (self.home / "data").mkdir(exist_ok=True)
         (conf / "zoo.cfg").write_text(
-            "\n".join([
-                "tickTime=500", "initLimit=10", "syncLimit=5",
-                f"dataDir={self.home / 'data'}", f"clientPort={self.port}",
-                "clientPortAddress=127.0.0.1", "admin.enableServer=false",
-                "4lw.commands.whitelist=ruok,srvr,stat,mntr,envi",
-                "minSessionTimeout=1000", "maxSessionTimeout=60000", "",
-            ]),
+            "\n".join(
+                [
+                    "tickTime=500",
+                    "initLimit=10",
+                    "syncLimit=5",
+                    f"dataDir={self.home / 'data'}",
+                    f"clientPort={self.port}",
+                    "clientPortAddress=127.0.0.1",
+                    "admin.enableServer=false",
+                    "4lw.commands.whitelist=ruok,srvr,stat,mntr,envi",
+                    "minSessionTimeout=1000",
+                    "maxSessionTimeout=60000",
+                    "",
+                ]
+            ),
             encoding="utf-8",
         )
         (conf / "log4j.properties").write_text(
@@ -174,8 +205,14 @@ class ZooKeeper(Service):
         # zookeeper.jar's manifest names the rest of its Debian classpath.
         jars = ["zookeeper.jar", "slf4j-log4j12.jar", "log4j-1.2.jar"]
         classpath = ":".join([str(self.home / "conf"), *(f"/usr/share/java/{j}" for j in jars)])
-        return [java, "-Xmx256m", "-cp", classpath,
-                "org.apache.zookeeper.server.ZooKeeperServerMain", str(self.home / "conf" / "zoo.cfg")]
+        return [
+            java,
+            "-Xmx256m",
+            "-cp",
+            classpath,
+            "org.apache.zookeeper.server.ZooKeeperServerMain",
+            str(self.home / "conf" / "zoo.cfg"),
+        ]
 
     def ready(self) -> bool:
         # `ruok` answers before the server serves; `srvr` reports Mode: only once it does.
@@ -188,8 +225,18 @@ class Noida(Service):
     startup_timeout = 30.0
 
     def command(self) -> list[str]:
-        return [str(install.noida_binary()), "start", "--only", "kafka", "--kafka-port",
-                str(self.port), "--host", "127.0.0.1", "--data-dir", str(self.home / "data")]
+        return [
+            str(install.noida_binary()),
+            "start",
+            "--only",
+            "kafka",
+            "--kafka-port",
+            str(self.port),
+            "--host",
+            "127.0.0.1",
+            "--data-dir",
+            str(self.home / "data"),
+        ]
 
     def ready(self) -> bool:
         return kafka_answers(self.address)
@@ -210,9 +257,18 @@ class Tansu(Service):
 
     def command(self) -> list[str]:
         url = f"tcp://127.0.0.1:{self.port}"
-        return [str(install.tansu_binary()), "broker", "--cluster-id", self.marker,
-                "--listener-url", url, "--advertised-listener-url", url,
-                "--storage-engine", "memory://tansu/"]
+        return [
+            str(install.tansu_binary()),
+            "broker",
+            "--cluster-id",
+            self.marker,
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ]
 
     def ready(self) -> bool:
         return kafka_answers(self.address)

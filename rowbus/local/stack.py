@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rowbus.config import Settings
-from rowbus.exceptions import LocalStackError, WaitTimeout
+from rowbus.exceptions import LocalStackError, WaitTimeoutError
 from rowbus.local import install
 from rowbus.local.procs import ProcessRecord, is_ours, launch, require_free_port
 from rowbus.local.services import MariaDB, Noida, Service, Tansu, ZooKeeper
@@ -53,8 +53,12 @@ class LocalStack:
         self.install = local.install
         broker_cls = Tansu if local.broker == "tansu" else Noida
         self.services: list[Service] = [
-            MariaDB("source1", ports.source1, "local.ports.source1", state, server_id=1, binlog=True),
-            MariaDB("source2", ports.source2, "local.ports.source2", state, server_id=2, binlog=True),
+            MariaDB(
+                "source1", ports.source1, "local.ports.source1", state, server_id=1, binlog=True
+            ),
+            MariaDB(
+                "source2", ports.source2, "local.ports.source2", state, server_id=2, binlog=True
+            ),
             MariaDB("sink", ports.sink, "local.ports.sink", state, server_id=100, binlog=False),
             ZooKeeper("zookeeper", ports.zookeeper, "local.ports.zookeeper", state),
             broker_cls("kafka", ports.kafka, "local.ports.kafka", state),
@@ -127,11 +131,17 @@ class LocalStack:
             return svc.ready()
 
         try:
-            wait_for(probe, timeout=svc.startup_timeout, what=f"{svc.name} on {svc.address}",
-                     stop_on=(LocalStackError,))
-        except (WaitTimeout, LocalStackError) as exc:
+            wait_for(
+                probe,
+                timeout=svc.startup_timeout,
+                what=f"{svc.name} on {svc.address}",
+                stop_on=(LocalStackError,),
+            )
+        except (WaitTimeoutError, LocalStackError) as exc:
             tail = _tail(svc.log_file)
-            raise LocalStackError(f"{svc.name} did not become ready: {exc}; log {svc.log_file}: {tail}") from exc
+            raise LocalStackError(
+                f"{svc.name} did not become ready: {exc}; log {svc.log_file}: {tail}"
+            ) from exc
 
     @contextmanager
     def _lock(self) -> Iterator[None]:

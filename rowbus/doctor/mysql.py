@@ -1,0 +1,150 @@
+"""Check that a source server writes the binlog a reader needs and grants what it needs."""
+
+from __future__ import annotations
+
+import re
+
+import pymysql
+
+from rowbus.config import MySQLSettings
+from rowbus.doctor.report import Check
+
+
+def check_source(settings: MySQLSettings) -> tuple[str, list[Check]]:
+    """(server description, checks). A connection failure is itself one failed check."""
+    try:
+        conn = pymysql.connect(
+            host=settings.host,
+            port=settings.port,
+            user=settings.user,
+            password=settings.password.get_secret_value(),
+            connect_timeout=5,
+        )
+    except pymysql.MySQLError as exc:
+        return "unreachable", [
+            Check(
+                "connect",
+                False,
+                required=True,
+                detail=str(exc),
+                consequence="no reader can tail this server",
+                fix="check the host, port, user and password settings",
+            )
+        ]
+    with conn, conn.cursor() as cur:
+        cur.execute("SELECT VERSION()")
+        row = cur.fetchone()
+        version = str(row[0]) if row else "unknown"
+        mariadb = "mariadb" in version.lower()
+        variables = _variables(cur)
+        cur.execute("SHOW GRANTS FOR CURRENT_USER()")
+        grants = " ".join(str(row[0]) for row in cur.fetchall()).upper()
+    checks = [
+        _expect(
+            variables,
+            "log_bin",
+            "ON",
+            "no binlog is written, nothing can be read",
+            "start the server with --log-bin",
+        ),
+        _expect(
+            variables,
+            "binlog_format",
+            "ROW",
+            "statements cannot be turned into row changes",
+            "set binlog_format=ROW",
+        ),
+        _expect(
+            variables,
+            "binlog_row_image",
+            "FULL",
+            "before-images miss columns; updates and deletes cannot be applied by key",
+            "set binlog_row_image=FULL",
+        ),
+        _expect(
+            variables,
+            "binlog_row_metadata",
+            "FULL",
+            "column names and unsignedness are lost and go wrong after ALTER TABLE",
+            "set binlog_row_metadata=FULL",
+        ),
+        _gtid(variables, mariadb),
+        _privileges(grants, mariadb),
+    ]
+    return f"{'MariaDB' if mariadb else 'MySQL'} {version}", checks
+
+
+def _variables(cur: pymysql.cursors.Cursor) -> dict[str, str]:
+    cur.execute(
+        "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('log_bin', 'binlog_format', "
+        "'binlog_row_image', 'binlog_row_metadata', 'gtid_mode', 'gtid_strict_mode', "
+        "'gtid_domain_id', 'enforce_gtid_consistency')"
+    )
+    return {str(k).lower(): str(v) for k, v in cur.fetchall()}
+
+
+def _expect(variables: dict[str, str], name: str, wanted: str, consequence: str, fix: str) -> Check:
+    got = variables.get(name, "(not supported)")
+    return Check(
+        f"{name}={wanted}",
+        got.upper() == wanted,
+        required=True,
+        detail=f"is {got}",
+        consequence=consequence,
+        fix=fix,
+    )
+
+
+def _gtid(variables: dict[str, str], mariadb: bool) -> Check:
+    consequence = "readers can resume only by file:position, not across a fail-over"
+    if mariadb:
+        # MariaDB always writes GTIDs; strict mode guarantees they are in order per domain.
+        strict = variables.get("gtid_strict_mode", "OFF").upper() == "ON"
+        domain = variables.get("gtid_domain_id", "?")
+        return Check(
+            "GTID enabled (MariaDB, strict mode)",
+            strict,
+            required=True,
+            detail=f"domain {domain}, gtid_strict_mode={'ON' if strict else 'OFF'}",
+            consequence=consequence,
+            fix="set gtid_strict_mode=1",
+        )
+    mode = variables.get("gtid_mode", "OFF").upper()
+    return Check(
+        "GTID enabled (gtid_mode=ON)",
+        mode == "ON",
+        required=True,
+        detail=f"gtid_mode={mode}",
+        consequence=consequence,
+        fix="set gtid_mode=ON and enforce_gtid_consistency=ON",
+    )
+
+
+def _privileges(grants: str, mariadb: bool) -> Check:
+    if re.search(r"GRANT ALL PRIVILEGES ON \*\.\*", grants):
+        return Check(
+            "privileges for a binlog reader", True, required=True, detail="ALL PRIVILEGES ON *.*"
+        )
+    global_grants = " ".join(re.findall(r"GRANT (.*?) ON \*\.\*", grants))
+    needed = {
+        "REPLICATION SLAVE": ("REPLICATION SLAVE", "REPLICATION REPLICA"),
+        ("BINLOG MONITOR" if mariadb else "REPLICATION CLIENT"): (
+            "BINLOG MONITOR",
+            "REPLICATION CLIENT",
+            "SUPER",
+        ),
+        "SELECT": ("SELECT",),
+    }
+    missing = [
+        name
+        for name, aliases in needed.items()
+        if not any(alias in global_grants for alias in aliases)
+    ]
+    return Check(
+        "privileges for a binlog reader",
+        not missing,
+        required=True,
+        detail="missing " + ", ".join(missing) if missing else global_grants.strip(),
+        consequence="the reader cannot tail the binlog or read table schemas",
+        fix=f"GRANT {', '.join(missing) or 'nothing'} ON *.* TO the reader's user",
+    )
