@@ -1,0 +1,110 @@
+"""Session-wide services and per-test factories with unique names.
+
+Tests under tests/integration and tests/e2e are marked automatically and get real services;
+tests under tests/unit must not ask for them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pymysql
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from rowbus.config import MySQLSettings, Settings
+from rowbus.waiting import wait_for
+from tests.services import session_services
+
+_HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = Path(str(item.fspath))
+        if _HERE / "integration" in path.parents:
+            item.add_marker(pytest.mark.integration)
+        elif _HERE / "e2e" in path.parents:
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def services() -> Iterator[Settings]:
+    """Settings pointing at real Kafka, ZooKeeper, two source servers and a sink."""
+    with session_services() as settings:
+        yield settings
+
+
+@pytest.fixture
+def unique() -> Callable[[str], str]:
+    """`unique("orders")` → ``orders_1a2b3c4d``: a name no other test (or run) uses."""
+    return lambda prefix: f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def make_topic(services: Settings, unique: Callable[[str], str]) -> Iterator[Callable[..., str]]:
+    admin = AdminClient(services.kafka.client_config())
+    created: list[str] = []
+
+    def factory(prefix: str = "t", partitions: int = 3, **config: str) -> str:
+        name = unique(f"test.{prefix}").replace("_", ".")
+        futures = admin.create_topics(
+            [
+                NewTopic(
+                    name,
+                    num_partitions=partitions,
+                    replication_factor=1,
+                    config={"retention.ms": "-1", **config},
+                )
+            ],
+            operation_timeout=15,
+        )
+        futures[name].result(15)
+        wait_for(
+            lambda: len(admin.list_topics(name, timeout=2).topics[name].partitions) == partitions,
+            timeout=15,
+            what=f"topic {name} to have {partitions} partitions",
+        )
+        created.append(name)
+        return name
+
+    yield factory
+    if created:
+        for future in admin.delete_topics(created, operation_timeout=10).values():
+            future.result(15)
+
+
+def connect(
+    server: MySQLSettings, database: str | None = None, autocommit: bool = True
+) -> pymysql.connections.Connection[pymysql.cursors.Cursor]:
+    return pymysql.connect(
+        host=server.host,
+        port=server.port,
+        user=server.user,
+        password=server.password.get_secret_value(),
+        database=database,
+        autocommit=autocommit,
+        connect_timeout=5,
+    )
+
+
+@pytest.fixture
+def make_database(
+    services: Settings, unique: Callable[[str], str]
+) -> Iterator[Callable[[MySQLSettings], str]]:
+    """`make_database(server)` creates a fresh database there and drops it after the test."""
+    created: list[tuple[MySQLSettings, str]] = []
+
+    def factory(server: MySQLSettings) -> str:
+        name = unique("db")
+        with connect(server) as conn, conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE `{name}`")
+        created.append((server, name))
+        return name
+
+    yield factory
+    for server, name in created:
+        with connect(server) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
