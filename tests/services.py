@@ -1,6 +1,6 @@
 """Real services for integration and e2e tests, started once per pytest session.
 
-With a Docker engine: testcontainers (apache/kafka in KRaft mode, mysql:8 ×3, zookeeper). Without
+With a Docker engine: testcontainers (apache/kafka in KRaft mode, three mysql:8, zookeeper). Without
 one: the embedded local stack on its own ports and state folder (``.rowbus-test``), so tests never
 touch a developer's `rowbus local up` stack. Either way tests receive a `Settings` pointing at
 the services, and create uniquely named topics and databases through the factories in conftest.
