@@ -1,0 +1,5 @@
+import sys
+
+from rowbus.cli import main
+
+sys.exit(main())
