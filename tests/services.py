@@ -9,6 +9,7 @@ the services, and create uniquely named topics and databases through the factori
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 from collections.abc import Iterator
@@ -38,24 +39,34 @@ def docker_answers() -> bool:
 
 @contextlib.contextmanager
 def local_services() -> Iterator[Settings]:
-    """The embedded stack on test ports; stopped at the end unless it was already running."""
-    settings = load_settings(
-        None,
-        local={"state_dir": str(ROOT / ".rowbus-test"), "ports": TEST_PORTS},
-    )
+    """The embedded stack on test ports, shared by concurrent pytest sessions.
+
+    Each session holds a shared lock while it runs; the last one out (the one that can take the
+    lock exclusively) stops the stack, unless ROWBUS_TEST_KEEP_STACK is set.
+    """
+    state_dir = ROOT / ".rowbus-test"
+    settings = load_settings(None, local={"state_dir": str(state_dir), "ports": TEST_PORTS})
     stack = LocalStack(settings)
-    report = stack.up()
-    log.info(
-        "local test stack: started %s, already running %s (%.1fs)",
-        report.started,
-        report.already_running,
-        report.seconds,
-    )
-    try:
-        yield settings
-    finally:
-        if report.started and not os.environ.get("ROWBUS_TEST_KEEP_STACK"):
-            stack.down()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    with (state_dir / ".sessions").open("w") as users:
+        fcntl.flock(users, fcntl.LOCK_SH)
+        report = stack.up()
+        log.info(
+            "local test stack: started %s, already running %s (%.1fs)",
+            report.started,
+            report.already_running,
+            report.seconds,
+        )
+        try:
+            yield settings
+        finally:
+            if not os.environ.get("ROWBUS_TEST_KEEP_STACK"):
+                try:
+                    fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    log.info("another test session still uses the stack; leaving it up")
+                else:
+                    stack.down()
 
 
 @contextlib.contextmanager

@@ -1,0 +1,76 @@
+"""`rowbus doctor` against the real brokers: noida-db passes, Tansu's deviations are listed."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rowbus.config import Settings, load_settings
+from rowbus.doctor import run_doctor
+from rowbus.local.procs import ProcessRecord, launch
+from rowbus.local.services import Tansu
+from rowbus.waiting import wait_for
+from tests.integration.rowbus.test_local_stack import free_ports
+
+
+def test_doctor_on_the_local_stack_reports_every_guarantee(services: Settings):
+    out = io.StringIO()
+    assert run_doctor(services, out=out) == 0, out.getvalue()
+    text = out.getvalue()
+    assert "FAIL" not in text and "WARN" not in text
+    for check in (
+        "read_committed hides aborted records",
+        "end offset after a 100-record batch",
+        "offsets_for_times",
+        "a second producer with the same transactional.id",
+        "binlog_format=ROW",
+        "binlog_row_image=FULL",
+        "binlog_row_metadata=FULL",
+        "GTID enabled",
+        "privileges for a binlog reader",
+    ):
+        assert f"PASS  {check}" in text
+    assert text.count("source ") == 2
+
+
+def test_doctor_flags_a_source_without_full_row_metadata(services: Settings):
+    source = services.sources[0]
+    from tests.conftest import connect
+
+    with connect(source) as conn, conn.cursor() as cur:
+        cur.execute("SET GLOBAL binlog_row_metadata = 'MINIMAL'")
+        try:
+            out = io.StringIO()
+            assert run_doctor(services, mysql_only=True, out=out) == 1
+        finally:
+            cur.execute("SET GLOBAL binlog_row_metadata = 'FULL'")
+    text = out.getvalue()
+    assert "FAIL  binlog_row_metadata=FULL: is MINIMAL" in text
+    assert "to change:   set binlog_row_metadata=FULL" in text
+
+
+@pytest.fixture
+def tansu(tmp_path: Path) -> Iterator[Settings]:
+    service = Tansu("kafka", free_ports(1)[0], "local.ports.kafka", tmp_path)
+    service.prepare()
+    record = ProcessRecord(
+        "kafka", launch(service.command(), service.log_file), service.marker, service.address
+    )
+    try:
+        wait_for(service.ready, timeout=30, what=f"Tansu on {service.address}")
+        yield load_settings(None, kafka={"bootstrap_servers": service.address})
+    finally:
+        service.shutdown(record)
+
+
+def test_doctor_lists_tansu_deviations(tansu: Settings):
+    out = io.StringIO()
+    assert run_doctor(tansu, kafka_only=True, out=out) == 1
+    text = out.getvalue()
+    assert "WARN  read_committed hides aborted records: read 3/3 committed, 3 aborted" in text
+    assert "FAIL  end offset after a 100-record batch" in text
+    assert "FAIL  offsets_for_times" in text
+    assert "NOT READY" in text

@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+import pytest
+
+from rowbus.cli import main
+from rowbus.config import load_settings
+from rowbus.exceptions import ConfigError
+
+
+def write(tmp_path, text: str):
+    path = tmp_path / "rowbus.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_defaults_point_every_client_at_the_local_stack(monkeypatch):
+    monkeypatch.delenv("ROWBUS_CONFIG", raising=False)
+    monkeypatch.chdir("/")
+    settings = load_settings()
+    assert settings.kafka.bootstrap_servers == "127.0.0.1:19092"
+    assert settings.zookeeper.hosts == "127.0.0.1:12181"
+    assert [(s.name, s.port) for s in settings.sources] == [("source1", 13306), ("source2", 13307)]
+    assert settings.resolved_sink.port == 13308
+
+
+def test_a_local_port_moves_the_service_and_its_clients(tmp_path):
+    settings = load_settings(
+        write(tmp_path, "local:\n  ports:\n    kafka: 20000\n    source2: 20001\n")
+    )
+    assert settings.kafka.bootstrap_servers == "127.0.0.1:20000"
+    assert settings.source("source2").port == 20001
+
+
+def test_environment_overrides_the_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROWBUS_KAFKA__BOOTSTRAP_SERVERS", "broker:9092")
+    settings = load_settings(write(tmp_path, "kafka:\n  bootstrap_servers: file:9092\n"))
+    assert settings.kafka.bootstrap_servers == "broker:9092"
+
+
+def test_unknown_key_is_one_line_naming_key_file_and_allowed(tmp_path):
+    path = write(tmp_path, "kafka:\n  bootstrap_server: x\n")
+    with pytest.raises(ConfigError) as err:
+        load_settings(path)
+    message = str(err.value)
+    assert "\n" not in message
+    assert str(path) in message
+    assert "unknown key 'kafka.bootstrap_server'" in message
+    assert "allowed under kafka: bootstrap_servers, client" in message
+
+
+def test_wrong_type_names_the_key_and_the_value(tmp_path):
+    path = write(tmp_path, "local:\n  ports:\n    sink: lots\n")
+    with pytest.raises(ConfigError, match=r"local\.ports\.sink: .*integer.*'lots'"):
+        load_settings(path)
+
+
+def test_unknown_key_inside_a_list_item(tmp_path):
+    path = write(tmp_path, "sources:\n  - name: a\n    pasword: x\n")
+    with pytest.raises(
+        ConfigError, match=r"'sources\.0\.pasword'.*allowed under sources\.0: .*password"
+    ):
+        load_settings(path)
+
+
+def test_yaml_syntax_error_names_the_line(tmp_path):
+    path = write(tmp_path, "kafka:\n  client: {a: 1\n")
+    with pytest.raises(ConfigError, match=r"line \d+"):
+        load_settings(path)
+
+
+def test_duplicate_source_names_are_refused(tmp_path):
+    path = write(tmp_path, "sources:\n  - {name: a, port: 1}\n  - {name: a, port: 2}\n")
+    with pytest.raises(ConfigError, match="source names must be unique"):
+        load_settings(path)
+
+
+def test_secrets_are_masked_in_the_shown_configuration(tmp_path, capsys):
+    path = write(tmp_path, "sources:\n  - {name: a, password: hunter2}\n")
+    assert main(["-c", str(path), "config", "show"]) == 0
+    out = capsys.readouterr().out
+    assert "hunter2" not in out
+    assert "'**********'" in out or "**********" in out
+    assert "hunter2" not in repr(load_settings(path))
+
+
+def test_cli_refuses_a_bad_file_with_one_line_and_exit_2(tmp_path, capsys):
+    path = write(tmp_path, "zookeeper:\n  hostz: x\n")
+    assert main(["-c", str(path), "local", "status"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert err.startswith("rowbus: error: ") and "zookeeper.hostz" in err

@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import signal
+import sys
+
+from rowbus.local.procs import ProcessRecord, is_ours, launch, port_is_free, stop
+
+
+def test_a_record_is_ours_only_while_alive_and_with_its_marker(tmp_path):
+    marker = str(tmp_path / "marker-dir")
+    pid = launch([sys.executable, "-c", "import time; time.sleep(60)", marker], tmp_path / "p.log")
+    record = ProcessRecord("p", pid, marker, "-")
+    assert is_ours(record)
+    assert not is_ours(ProcessRecord("p", pid, str(tmp_path / "other"), "-"))
+    record.save(tmp_path / "pids")
+    assert ProcessRecord.load(tmp_path / "pids", "p") == record
+    stop(record, signal.SIGTERM, grace=10)
+    assert not is_ours(record)
+
+
+def test_stop_escalates_to_kill_when_the_signal_is_ignored(tmp_path):
+    marker = str(tmp_path / "stubborn")
+    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+    pid = launch([sys.executable, "-c", code, marker], tmp_path / "s.log")
+    record = ProcessRecord("s", pid, marker, "-")
+    stop(record, signal.SIGTERM, grace=0.5)
+    assert not is_ours(record)
+
+
+def test_a_missing_record_loads_as_none(tmp_path):
+    assert ProcessRecord.load(tmp_path, "nothing") is None
+
+
+def test_port_is_free_sees_a_listener():
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        assert not port_is_free(sock.getsockname()[1])
