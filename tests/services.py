@@ -22,7 +22,18 @@ from rowbus.local.stack import LocalStack
 log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parent.parent
-TEST_PORTS = {"kafka": 29092, "zookeeper": 22181, "source1": 23306, "source2": 23307, "sink": 23308}
+# ROWBUS_TEST_PORT_OFFSET shifts every port, so two checkouts can run their suites side by side.
+_OFFSET = int(os.environ.get("ROWBUS_TEST_PORT_OFFSET", "0"))
+TEST_PORTS = {
+    name: port + _OFFSET
+    for name, port in {
+        "kafka": 29092,
+        "zookeeper": 22181,
+        "source1": 23306,
+        "source2": 23307,
+        "sink": 23308,
+    }.items()
+}
 
 
 def docker_answers() -> bool:

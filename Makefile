@@ -1,0 +1,50 @@
+# The README's two commands: `make demo` (the main job on the embedded stack) and `make test`.
+# Everything they need is installed here, idempotently: a venv with rowbus and its extras; the
+# Debian packages and services come from `rowbus local up` (called by demo and by the tests).
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+EXTRAS ?= test,local,tansu
+
+.PHONY: setup lint unit test demo up down status clean proto
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(EXTRAS)]'
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+setup: $(STAMP)
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+unit: setup
+	$(BIN)/pytest tests/unit -q
+
+test: lint
+	$(BIN)/pytest -q -ra --durations=15
+
+demo: setup
+	$(BIN)/rowbus local up
+	$(BIN)/rowbus doctor
+
+up: setup
+	$(BIN)/rowbus local up
+
+down: setup
+	$(BIN)/rowbus local down
+
+status: setup
+	$(BIN)/rowbus local status
+
+proto: setup
+	$(BIN)/python -m protocol.regenerate
+
+clean: down
+	rm -rf .rowbus .rowbus-test
