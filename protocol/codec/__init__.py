@@ -1,0 +1,169 @@
+"""Encode records to Kafka values + headers, and decode them back (PROTOCOL.md §5-§6).
+
+``encode(record, encoding)`` returns the value bytes and the headers ``rowbus-version``,
+``rowbus-encoding`` and ``rowbus-kind``; ``decode(value, headers, position)`` returns the record
+or raises `ProtocolError` located at `position` (``topic[partition]@offset``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from enum import Enum
+
+from protocol.codec import avro, jsonc, pb
+from protocol.errors import ProtocolError
+from protocol.events import (
+    ControlRecord,
+    DdlChange,
+    Heartbeat,
+    ReaderCheckpoint,
+    Record,
+    Resolved,
+    RowChange,
+    SchemaRecord,
+)
+
+PROTOCOL_VERSION = "1.0"
+PROTOCOL_MAJOR = 1
+VERSION_HEADER = "rowbus-version"
+ENCODING_HEADER = "rowbus-encoding"
+KIND_HEADER = "rowbus-kind"
+
+Headers = Sequence[tuple[str, bytes | None]]
+
+
+class Encoding(Enum):
+    """How a record value is encoded; named by the ``rowbus-encoding`` header."""
+
+    PROTOBUF = "protobuf"
+    AVRO = "avro"
+    JSON = "json"
+
+
+KIND_NAMES: dict[type, str] = {
+    RowChange: "row",
+    DdlChange: "ddl",
+    Resolved: "resolved",
+    Heartbeat: "heartbeat",
+    SchemaRecord: "schema",
+    ReaderCheckpoint: "checkpoint",
+    ControlRecord: "control",
+}
+_KNOWN_KINDS = frozenset(KIND_NAMES.values())
+
+_ENCODERS: dict[Encoding, Callable[[Record], bytes]] = {
+    Encoding.PROTOBUF: pb.encode,
+    Encoding.AVRO: avro.encode,
+    Encoding.JSON: jsonc.encode,
+}
+_DECODERS: dict[Encoding, Callable[[bytes], Record]] = {
+    Encoding.PROTOBUF: pb.decode,
+    Encoding.AVRO: avro.decode,
+    Encoding.JSON: jsonc.decode,
+}
+_VERSION_BYTES = PROTOCOL_VERSION.encode()
+_HEADERS: dict[tuple[Encoding, str], list[tuple[str, bytes]]] = {
+    (enc, kind): [
+        (VERSION_HEADER, _VERSION_BYTES),
+        (ENCODING_HEADER, enc.value.encode()),
+        (KIND_HEADER, kind.encode()),
+    ]
+    for enc in Encoding
+    for kind in _KNOWN_KINDS
+}
+
+
+def kind_name(record: Record) -> str:
+    """The ``rowbus-kind`` of `record`: row, ddl, resolved, heartbeat, schema, checkpoint,
+    control."""
+    try:
+        return KIND_NAMES[type(record)]
+    except KeyError:
+        raise ProtocolError(f"{type(record).__name__} is not a rowbus record") from None
+
+
+def encode(
+    record: Record, encoding: Encoding = Encoding.PROTOBUF
+) -> tuple[bytes, list[tuple[str, bytes]]]:
+    """The value bytes of `record` and the headers to send with them (a fresh list)."""
+    kind = kind_name(record)
+    return _ENCODERS[encoding](record), list(_HEADERS[encoding, kind])
+
+
+def decode(value: bytes | None, headers: Headers | None, position: str | None = None) -> Record:
+    """The record in a Kafka value; ProtocolError naming `position` if it is not a valid one.
+
+    Without a ``rowbus-encoding`` header the encoding is sniffed: JSON if the value starts with
+    ``{``, protobuf otherwise (Avro always needs the header). Without a ``rowbus-version`` header
+    the value is read as this major version.
+    """
+    try:
+        encoding, kind = _check_headers(value, headers)
+        assert value is not None
+        record = _DECODERS[encoding](value)
+        if kind is not None and KIND_NAMES[type(record)] != kind:
+            raise ProtocolError(
+                f"header {KIND_HEADER}={kind} but the value holds a {KIND_NAMES[type(record)]}"
+            )
+    except ProtocolError as exc:
+        raise (exc.at(position) if position else exc) from None
+    return record
+
+
+def _check_headers(value: bytes | None, headers: Headers | None) -> tuple[Encoding, str | None]:
+    version = encoding_name = kind = None
+    for name, raw in headers or ():
+        if name == VERSION_HEADER and version is None:
+            version = _text(name, raw)
+        elif name == ENCODING_HEADER and encoding_name is None:
+            encoding_name = _text(name, raw)
+        elif name == KIND_HEADER and kind is None:
+            kind = _text(name, raw)
+    if version is not None:
+        check_version(version)
+    if kind is not None and kind not in _KNOWN_KINDS:
+        raise ProtocolError(f"unknown event kind {kind!r} in header {KIND_HEADER}")
+    if value is None:
+        raise ProtocolError("the record has no value (a tombstone is not a rowbus event)")
+    if encoding_name is None:
+        return (Encoding.JSON if value[:1] == b"{" else Encoding.PROTOBUF), kind
+    try:
+        return Encoding(encoding_name), kind
+    except ValueError:
+        known = ", ".join(e.value for e in Encoding)
+        raise ProtocolError(
+            f"unknown encoding {encoding_name!r} in header {ENCODING_HEADER} (known: {known})"
+        ) from None
+
+
+def check_version(version: str) -> None:
+    """Refuse a protocol version whose major this decoder does not read."""
+    major, dot, minor = version.partition(".")
+    if not (major.isdigit() and dot and minor.isdigit()):
+        raise ProtocolError(f"malformed {VERSION_HEADER} header {version!r} (want MAJOR.MINOR)")
+    if int(major) != PROTOCOL_MAJOR:
+        raise ProtocolError(
+            f"unsupported protocol version {version}: this decoder reads {PROTOCOL_MAJOR}.x; "
+            "upgrade the consumer (or the rowbus package) to read it"
+        )
+
+
+def _text(name: str, raw: bytes | None) -> str:
+    if raw is None:
+        raise ProtocolError(f"header {name} has no value")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ProtocolError(f"header {name} is not UTF-8") from None
+
+
+__all__ = [
+    "ENCODING_HEADER",
+    "KIND_HEADER",
+    "PROTOCOL_VERSION",
+    "VERSION_HEADER",
+    "Encoding",
+    "decode",
+    "encode",
+    "kind_name",
+]

@@ -1,0 +1,327 @@
+"""The protobuf encoding (the default): `rowbus.proto`'s Envelope plus a CRC-32 trailer.
+
+Generated classes stay in this module; callers see only dataclasses.
+"""
+
+from __future__ import annotations
+
+import zlib
+from functools import singledispatch
+from typing import Any
+
+from google.protobuf.message import DecodeError
+
+from protocol._generated import rowbus_pb2 as pb
+from protocol.codec import fastpath
+from protocol.codec.jsonc import control_kind
+from protocol.errors import ProtocolError
+from protocol.events import (
+    BinlogPosition,
+    ColumnSchema,
+    ControlRecord,
+    DdlChange,
+    Heartbeat,
+    Op,
+    ReaderCheckpoint,
+    Record,
+    Resolved,
+    RowChange,
+    SchemaRecord,
+    TableSchema,
+    TxnRef,
+)
+from protocol.values import Value
+
+CRC_TAG = b"\x7d"  # field 15, wire type 5 (fixed32)
+_OP_TO_PB = {Op.INSERT: pb.OP_INSERT, Op.UPDATE: pb.OP_UPDATE, Op.DELETE: pb.OP_DELETE}
+_OP_FROM_PB = {v: k for k, v in _OP_TO_PB.items()}
+_crc32 = zlib.crc32
+_Envelope = pb.Envelope
+
+
+def encode(record: Record) -> bytes:
+    """The value bytes of `record`."""
+    env = _Envelope()
+    try:
+        _fill(record, env)
+        body = env.SerializeToString()
+    except ValueError as exc:  # upb: a string that is not UTF-8, an int out of range
+        raise ProtocolError(f"cannot encode {type(record).__name__}: {exc}") from None
+    return body + CRC_TAG + _crc32(body).to_bytes(4, "little")
+
+
+def decode(data: bytes) -> Record:
+    """The record in `data`; ProtocolError if it is truncated, corrupt or of an unknown kind."""
+    if len(data) < 5 or data[-5:-4] != CRC_TAG:
+        raise ProtocolError("protobuf value is truncated (no CRC trailer)")
+    body = data[:-5]
+    if _crc32(body) != int.from_bytes(data[-4:], "little"):
+        raise ProtocolError("protobuf value is corrupt or truncated (CRC mismatch)")
+    env = _Envelope()
+    try:
+        env.ParseFromString(body)
+    except DecodeError as exc:
+        raise ProtocolError(f"protobuf value does not parse: {exc}") from None
+    kind = env.WhichOneof("body")
+    try:
+        match kind:
+            case "row":
+                return _row_from(env.row)
+            case "ddl":
+                return _ddl_from(env.ddl)
+            case "resolved":
+                return Resolved(source=env.resolved.source, ts=env.resolved.ts)
+            case "heartbeat":
+                return _heartbeat_from(env.heartbeat)
+            case "schema":
+                return _schema_record_from(env.schema)
+            case "checkpoint":
+                return _checkpoint_from(env.checkpoint)
+            case "control":
+                return _control_from(env.control)
+            case _:
+                raise ProtocolError("unknown or missing event kind in protobuf Envelope")
+    except (ValueError, TypeError) as exc:  # dataclass invariants
+        raise ProtocolError(f"invalid {kind}: {exc}") from None
+
+
+# --- encoding ---------------------------------------------------------------------------------
+
+
+@singledispatch
+def _fill(record: object, env: Any) -> None:
+    raise ProtocolError(f"{type(record).__name__} is not a rowbus record")
+
+
+@_fill.register
+def _(r: RowChange, env: Any) -> None:
+    m = env.row
+    m.source = r.source
+    m.ts = r.ts
+    m.op = _OP_TO_PB[r.op]
+    m.schema = r.schema
+    m.table = r.table
+    m.schema_id = r.schema_id
+    m.primary_key.extend(r.primary_key)
+    if r.before is not None:
+        _image_to(r.before, m.before)
+    if r.after is not None:
+        _image_to(r.after, m.after)
+    _txn_to(r.txn, m.txn)
+    _position_to(r.position, m.position)
+
+
+@_fill.register
+def _(r: DdlChange, env: Any) -> None:
+    m = env.ddl
+    m.source = r.source
+    m.ts = r.ts
+    m.schema = r.schema
+    if r.table is not None:
+        m.table = r.table
+    m.statement = r.statement
+    if r.table_schema is not None:
+        _table_to(r.table_schema, m.table_schema)
+    _position_to(r.position, m.position)
+    if r.txn is not None:
+        _txn_to(r.txn, m.txn)
+
+
+@_fill.register
+def _(r: Resolved, env: Any) -> None:
+    env.resolved.source = r.source
+    env.resolved.ts = r.ts
+
+
+@_fill.register
+def _(r: Heartbeat, env: Any) -> None:
+    m = env.heartbeat
+    m.source = r.source
+    m.ts = r.ts
+    m.reader_id = r.reader_id
+    _position_to(r.position, m.position)
+    m.lag_ms = r.lag_ms
+
+
+@_fill.register
+def _(r: SchemaRecord, env: Any) -> None:
+    m = env.schema
+    m.schema_id = r.schema_id
+    _table_to(r.table_schema, m.table_schema)
+    m.source = r.source
+    m.ts = r.ts
+
+
+@_fill.register
+def _(r: ReaderCheckpoint, env: Any) -> None:
+    m = env.checkpoint
+    m.source = r.source
+    _position_to(r.position, m.position)
+    if r.gtid_set is not None:
+        m.gtid_set = r.gtid_set
+    m.ts = r.ts
+    for topic, partition, offset in r.offsets:
+        m.offsets.add(topic=topic, partition=partition, offset=offset)
+    m.reader_id = r.reader_id
+    m.epoch = r.epoch
+
+
+@_fill.register
+def _(r: ControlRecord, env: Any) -> None:
+    m = env.control
+    m.lock_id = r.lock_id
+    m.kind = r.kind.value
+    if r.shard is not None:
+        m.shard = r.shard
+    if r.statement is not None:
+        m.statement = r.statement
+    m.ts = r.ts
+    m.actor = r.actor
+    m.detail = r.detail
+
+
+def _image_to(values: tuple[Value, ...], m: Any) -> None:
+    cols = fastpath.split(values)
+    m.kinds = cols.kinds
+    if cols.ints:
+        m.ints.extend(cols.ints)
+    if cols.uints:
+        m.uints.extend(cols.uints)
+    if cols.doubles:
+        m.doubles.extend(cols.doubles)
+    if cols.strings:
+        m.strings.extend(cols.strings)
+    if cols.blobs:
+        m.blobs.extend(cols.blobs)
+
+
+def _txn_to(t: TxnRef, m: Any) -> None:
+    m.id = t.id
+    m.index = t.index
+    if t.count is not None:
+        m.count = t.count
+
+
+def _position_to(p: BinlogPosition, m: Any) -> None:
+    m.file = p.file
+    m.offset = p.offset
+    if p.gtid is not None:
+        m.gtid = p.gtid
+
+
+def _table_to(t: TableSchema, m: Any) -> None:
+    m.schema = t.schema
+    m.table = t.table
+    for c in t.columns:
+        col = m.columns.add(name=c.name, type=c.type, unsigned=c.unsigned, nullable=c.nullable)
+        for attr in ("length", "precision", "scale", "fsp", "charset"):
+            val = getattr(c, attr)
+            if val is not None:
+                setattr(col, attr, val)
+        col.elements.extend(c.elements)
+    m.primary_key.extend(t.primary_key)
+
+
+# --- decoding ---------------------------------------------------------------------------------
+
+
+def _row_from(m: Any) -> RowChange:
+    if m.op not in _OP_FROM_PB:
+        raise ProtocolError(f"unknown row op {m.op}")
+    return RowChange(
+        source=m.source,
+        ts=m.ts,
+        op=_OP_FROM_PB[m.op],
+        schema=m.schema,
+        table=m.table,
+        schema_id=m.schema_id,
+        primary_key=tuple(m.primary_key),
+        before=_image_from(m.before) if m.HasField("before") else None,
+        after=_image_from(m.after) if m.HasField("after") else None,
+        txn=_txn_from(m.txn),
+        position=_position_from(m.position),
+    )
+
+
+def _image_from(m: Any) -> tuple[Value, ...]:
+    return fastpath.join(m.kinds, m.ints, m.uints, m.doubles, m.strings, m.blobs)
+
+
+def _txn_from(m: Any) -> TxnRef:
+    return TxnRef(m.id, m.index, m.count if m.HasField("count") else None)
+
+
+def _position_from(m: Any) -> BinlogPosition:
+    return BinlogPosition(m.file, m.offset, m.gtid if m.HasField("gtid") else None)
+
+
+def _table_from(m: Any) -> TableSchema:
+    cols = tuple(
+        ColumnSchema(
+            name=c.name,
+            type=c.type,
+            unsigned=c.unsigned,
+            nullable=c.nullable,
+            length=c.length if c.HasField("length") else None,
+            precision=c.precision if c.HasField("precision") else None,
+            scale=c.scale if c.HasField("scale") else None,
+            fsp=c.fsp if c.HasField("fsp") else None,
+            charset=c.charset if c.HasField("charset") else None,
+            elements=tuple(c.elements),
+        )
+        for c in m.columns
+    )
+    return TableSchema(m.schema, m.table, cols, tuple(m.primary_key))
+
+
+def _ddl_from(m: Any) -> DdlChange:
+    return DdlChange(
+        source=m.source,
+        ts=m.ts,
+        schema=m.schema,
+        table=m.table if m.HasField("table") else None,
+        statement=m.statement,
+        table_schema=_table_from(m.table_schema) if m.HasField("table_schema") else None,
+        position=_position_from(m.position),
+        txn=_txn_from(m.txn) if m.HasField("txn") else None,
+    )
+
+
+def _heartbeat_from(m: Any) -> Heartbeat:
+    return Heartbeat(
+        source=m.source,
+        ts=m.ts,
+        reader_id=m.reader_id,
+        position=_position_from(m.position),
+        lag_ms=m.lag_ms,
+    )
+
+
+def _schema_record_from(m: Any) -> SchemaRecord:
+    return SchemaRecord(
+        schema_id=m.schema_id, table_schema=_table_from(m.table_schema), source=m.source, ts=m.ts
+    )
+
+
+def _checkpoint_from(m: Any) -> ReaderCheckpoint:
+    return ReaderCheckpoint(
+        source=m.source,
+        position=_position_from(m.position),
+        gtid_set=m.gtid_set if m.HasField("gtid_set") else None,
+        ts=m.ts,
+        offsets=tuple((o.topic, o.partition, o.offset) for o in m.offsets),
+        reader_id=m.reader_id,
+        epoch=m.epoch,
+    )
+
+
+def _control_from(m: Any) -> ControlRecord:
+    return ControlRecord(
+        lock_id=m.lock_id,
+        kind=control_kind(m.kind),
+        shard=m.shard if m.HasField("shard") else None,
+        statement=m.statement if m.HasField("statement") else None,
+        ts=m.ts,
+        actor=m.actor,
+        detail=m.detail,
+    )

@@ -1,0 +1,294 @@
+"""The event model: frozen dataclasses for every record rowbus writes to Kafka.
+
+Data topics carry `Event` (`RowChange`, `DdlChange`, `Resolved`, `Heartbeat`); the schemas topic
+carries `SchemaRecord`, the checkpoints topic `ReaderCheckpoint`, the control topic
+`ControlRecord`. Every record has `source` (the upstream server's name) and `ts` (the source's
+hybrid logical clock, see `protocol.hlc`), except `ControlRecord`, which has an `actor`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import cached_property
+from typing import Any, TypeAlias
+
+from protocol.values import Value
+
+
+@dataclass(frozen=True, slots=True)
+class BinlogPosition:
+    """Where an event sits in the upstream binlog."""
+
+    file: str
+    offset: int
+    gtid: str | None = None
+
+    def __str__(self) -> str:
+        base = f"{self.file}:{self.offset}"
+        return f"{base} gtid={self.gtid}" if self.gtid else base
+
+
+class Op(Enum):
+    """What a `RowChange` does to its row."""
+
+    INSERT = "insert"
+    UPDATE = "update"
+    DELETE = "delete"
+
+
+@dataclass(frozen=True, slots=True)
+class TxnRef:
+    """The upstream transaction an event belongs to: its id (GTID, or ``file:pos`` of BEGIN),
+    the event's 0-based index in it, and the number of row events when known."""
+
+    id: str
+    index: int
+    count: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnSchema:
+    """One column of a table, as the binlog's table map and FULL row metadata describe it."""
+
+    name: str
+    type: str
+    unsigned: bool = False
+    nullable: bool = True
+    length: int | None = None
+    precision: int | None = None
+    scale: int | None = None
+    fsp: int | None = None
+    charset: str | None = None
+    elements: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The canonical dict form (all fields, fixed names), used by `schema_id` and JSON."""
+        return {
+            "name": self.name,
+            "type": self.type,
+            "unsigned": self.unsigned,
+            "nullable": self.nullable,
+            "length": self.length,
+            "precision": self.precision,
+            "scale": self.scale,
+            "fsp": self.fsp,
+            "charset": self.charset,
+            "elements": list(self.elements),
+        }
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """A table's columns in binlog order and its primary key (column names, key order)."""
+
+    schema: str
+    table: str
+    columns: tuple[ColumnSchema, ...]
+    primary_key: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        names = [c.name for c in self.columns]
+        missing = [k for k in self.primary_key if k not in names]
+        if missing:
+            raise ValueError(f"primary key columns {missing} are not columns of {self.qualified}")
+
+    @property
+    def qualified(self) -> str:
+        """``schema.table``."""
+        return f"{self.schema}.{self.table}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The canonical dict form: keys schema, table, columns, primary_key."""
+        return {
+            "schema": self.schema,
+            "table": self.table,
+            "columns": [c.to_dict() for c in self.columns],
+            "primary_key": list(self.primary_key),
+        }
+
+    def canonical_bytes(self) -> bytes:
+        """Compact JSON of `to_dict` with sorted keys, UTF-8, non-ASCII unescaped."""
+        text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return text.encode("utf-8")
+
+    @cached_property
+    def schema_id(self) -> int:
+        """First 8 bytes of SHA-256 of `canonical_bytes`, big-endian, top bit cleared (< 2**63)."""
+        digest = hashlib.sha256(self.canonical_bytes()).digest()
+        return int.from_bytes(digest[:8], "big") & 0x7FFF_FFFF_FFFF_FFFF
+
+    @cached_property
+    def column_names(self) -> tuple[str, ...]:
+        """Column names in image order."""
+        return tuple(c.name for c in self.columns)
+
+    @cached_property
+    def pk_indexes(self) -> tuple[int, ...]:
+        """Positions of the primary-key columns in an image, in key order."""
+        return tuple(self.column_names.index(k) for k in self.primary_key)
+
+    def index_of(self, column: str) -> int:
+        """Position of `column` in an image (ValueError if absent)."""
+        return self.column_names.index(column)
+
+    def image_dict(self, image: tuple[Value, ...]) -> dict[str, Value]:
+        """An image as ``{column name: value}``; ValueError if its width is wrong."""
+        if len(image) != len(self.columns):
+            raise ValueError(
+                f"image has {len(image)} values, {self.qualified} has {len(self.columns)} columns"
+            )
+        return dict(zip(self.column_names, image, strict=True))
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any]) -> TableSchema:
+        """Inverse of `to_dict`."""
+        cols = tuple(
+            ColumnSchema(**{**c, "elements": tuple(c.get("elements", ()))}) for c in data["columns"]
+        )
+        return TableSchema(data["schema"], data["table"], cols, tuple(data["primary_key"]))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RowChange:
+    """An insert, update or delete of one row.
+
+    Images are positional, in the column order of the `SchemaRecord` whose id is `schema_id`.
+    An insert has only `after`, a delete only `before`, an update both.
+    """
+
+    source: str
+    ts: int
+    op: Op
+    schema: str
+    table: str
+    schema_id: int
+    primary_key: tuple[str, ...]
+    before: tuple[Value, ...] | None
+    after: tuple[Value, ...] | None
+    txn: TxnRef
+    position: BinlogPosition
+
+    def __post_init__(self) -> None:
+        want_before = self.op is not Op.INSERT
+        want_after = self.op is not Op.DELETE
+        if (self.before is not None) != want_before or (self.after is not None) != want_after:
+            raise ValueError(
+                f"{self.op.value} of {self.schema}.{self.table} at {self.position}: "
+                "an insert has only after, a delete only before, an update both"
+            )
+
+    @property
+    def image(self) -> tuple[Value, ...]:
+        """The row as it is after the change (before, for a delete): what keys are taken from."""
+        img = self.after if self.after is not None else self.before
+        assert img is not None
+        return img
+
+    def before_dict(self, table: TableSchema) -> dict[str, Value] | None:
+        """The before image by column name, or None."""
+        return None if self.before is None else table.image_dict(self.before)
+
+    def after_dict(self, table: TableSchema) -> dict[str, Value] | None:
+        """The after image by column name, or None."""
+        return None if self.after is None else table.image_dict(self.after)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DdlChange:
+    """A DDL statement; `table_schema` is the table's schema after it (None if dropped, or if
+    the statement touches no single table)."""
+
+    source: str
+    ts: int
+    schema: str
+    table: str | None
+    statement: str
+    table_schema: TableSchema | None
+    position: BinlogPosition
+    txn: TxnRef | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resolved:
+    """Watermark: every event of `source` with a ts at or below `ts` is already in this
+    partition."""
+
+    source: str
+    ts: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Heartbeat:
+    """The fake binlog: the reader is caught up to `position` at `ts`; also a watermark."""
+
+    source: str
+    ts: int
+    reader_id: str
+    position: BinlogPosition
+    lag_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SchemaRecord:
+    """A table schema by id, on the compacted schemas topic (key: the id in decimal)."""
+
+    schema_id: int
+    table_schema: TableSchema
+    source: str
+    ts: int
+
+    @staticmethod
+    def of(table_schema: TableSchema, source: str, ts: int) -> SchemaRecord:
+        """The record for `table_schema` under its own id."""
+        return SchemaRecord(
+            schema_id=table_schema.schema_id, table_schema=table_schema, source=source, ts=ts
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReaderCheckpoint:
+    """A reader's committed position, on the compacted checkpoints topic (key: source).
+
+    `offsets` holds, per (topic, partition) written, the next offset after this checkpoint's
+    Kafka transaction. `epoch` grows each time a reader takes the source over.
+    """
+
+    source: str
+    position: BinlogPosition
+    gtid_set: str | None
+    ts: int
+    offsets: tuple[tuple[str, int, int], ...]
+    reader_id: str
+    epoch: int
+
+
+class ControlKind(Enum):
+    """What a `ControlRecord` says about a shard-DDL lock. New kinds come with a minor version."""
+
+    INTENT = "intent"
+    DONE = "done"
+    CONFLICT = "conflict"
+    UNLOCK = "unlock"
+    SKIP = "skip"
+    OPERATOR_NOTE = "operator_note"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ControlRecord:
+    """One step of shard-DDL coordination, on the control topic (key: lock_id)."""
+
+    lock_id: str
+    kind: ControlKind
+    shard: str | None
+    statement: str | None
+    ts: int
+    actor: str
+    detail: str = field(default="")
+
+
+Event: TypeAlias = RowChange | DdlChange | Resolved | Heartbeat
+Record: TypeAlias = Event | SchemaRecord | ReaderCheckpoint | ControlRecord
