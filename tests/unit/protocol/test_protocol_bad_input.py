@@ -1,0 +1,228 @@
+"""Bad bytes and bad headers raise ProtocolError naming the position; never a wrong value."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from decimal import Decimal
+
+import pytest
+
+from protocol.codec import Encoding, decode, encode
+from protocol.errors import ProtocolError
+from protocol.events import BinlogPosition, Op, Resolved, RowChange, TxnRef
+
+POS = "rowbus.db1[3]@42"
+ROW = RowChange(
+    source="db1",
+    ts=(1_700_000_000_000 << 16) | 1,
+    op=Op.UPDATE,
+    schema="shop",
+    table="orders",
+    schema_id=123,
+    primary_key=("id",),
+    before=(1, "a", Decimal("1.50"), None, dt.date(2024, 1, 1)),
+    after=(1, "b", Decimal("2.50"), b"\x00", dt.date(2024, 1, 2)),
+    txn=TxnRef("uuid:7", 0, 1),
+    position=BinlogPosition("binlog.000001", 1234, "uuid:7"),
+)
+
+
+@pytest.mark.parametrize("encoding", list(Encoding), ids=lambda e: e.value)
+def test_every_truncation_is_refused_with_the_position(encoding: Encoding) -> None:
+    value, headers = encode(ROW, encoding)
+    for cut in range(len(value)):
+        with pytest.raises(ProtocolError) as info:
+            decode(value[:cut], headers, POS)
+        assert info.value.position == POS
+        assert str(info.value).startswith(POS + ": ")
+
+
+@pytest.mark.parametrize("encoding", [Encoding.PROTOBUF, Encoding.AVRO])
+def test_trailing_garbage_is_refused(encoding: Encoding) -> None:
+    value, headers = encode(ROW, encoding)
+    with pytest.raises(ProtocolError):
+        decode(value + b"\x00", headers, POS)
+
+
+def test_any_flipped_protobuf_byte_is_caught_by_the_crc() -> None:
+    value, headers = encode(ROW)
+    for i in range(len(value)):
+        broken = bytearray(value)
+        broken[i] ^= 0x40
+        with pytest.raises(ProtocolError):
+            decode(bytes(broken), headers, POS)
+
+
+def test_an_unknown_major_version_is_refused_clearly() -> None:
+    value, headers = encode(ROW)
+    headers = [(k, b"2.0" if k == "rowbus-version" else v) for k, v in headers]
+    with pytest.raises(ProtocolError, match=r"unsupported protocol version 2\.0.*reads 1\.x"):
+        decode(value, headers, POS)
+
+
+def test_a_newer_minor_version_is_read() -> None:
+    value, headers = encode(ROW)
+    headers = [(k, b"1.7" if k == "rowbus-version" else v) for k, v in headers]
+    assert decode(value, headers) == ROW
+
+
+@pytest.mark.parametrize("version", [b"one", b"1", b"", b"1.x"])
+def test_a_malformed_version_is_refused(version: bytes) -> None:
+    value, _ = encode(ROW)
+    with pytest.raises(ProtocolError, match="malformed rowbus-version"):
+        decode(value, [("rowbus-version", version)])
+
+
+def test_an_unknown_kind_header_is_refused() -> None:
+    value, _ = encode(ROW)
+    with pytest.raises(ProtocolError, match="unknown event kind 'merge'"):
+        decode(value, [("rowbus-kind", b"merge")], POS)
+
+
+def test_a_kind_header_that_contradicts_the_value_is_refused() -> None:
+    value, _ = encode(ROW)
+    with pytest.raises(ProtocolError, match="holds a row"):
+        decode(value, [("rowbus-kind", b"resolved")], POS)
+
+
+def test_an_unknown_kind_in_the_value_is_refused() -> None:
+    with pytest.raises(ProtocolError, match="unknown event kind 'merge'"):
+        decode(b'{"merge":{}}', [("rowbus-encoding", b"json")])
+    # protobuf: an Envelope whose body is field 9 (a kind from the future), with a valid crc
+    import zlib
+
+    body = b"\x4a\x00"
+    value = body + b"\x7d" + zlib.crc32(body).to_bytes(4, "little")
+    with pytest.raises(ProtocolError, match="unknown or missing event kind"):
+        decode(value, None, POS)
+
+
+def test_an_unknown_encoding_is_refused() -> None:
+    value, _ = encode(ROW)
+    with pytest.raises(ProtocolError, match="unknown encoding 'thrift'"):
+        decode(value, [("rowbus-encoding", b"thrift")])
+
+
+def test_a_header_without_value_is_refused() -> None:
+    with pytest.raises(ProtocolError, match="has no value"):
+        decode(b"{}", [("rowbus-encoding", None)])
+
+
+def test_a_tombstone_is_refused() -> None:
+    with pytest.raises(ProtocolError, match="tombstone"):
+        decode(None, [], POS)
+
+
+@pytest.mark.parametrize("encoding", [Encoding.PROTOBUF, Encoding.JSON])
+def test_without_headers_protobuf_and_json_are_sniffed(encoding: Encoding) -> None:
+    value, _ = encode(ROW, encoding)
+    assert decode(value, None) == ROW
+    assert decode(value, []) == ROW
+
+
+def test_without_headers_avro_is_not_guessed() -> None:
+    value, _ = encode(Resolved(source="a", ts=1), Encoding.AVRO)
+    with pytest.raises(ProtocolError):
+        decode(value, None)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        True,
+        2**64,
+        -(2**63) - 1,
+        math.nan,
+        math.inf,
+        Decimal("NaN"),
+        Decimal("-Infinity"),
+        dt.timedelta(hours=839),
+        frozenset({1}),
+        [1],
+        "\ud800",
+        object(),
+    ],
+    ids=repr,
+)
+@pytest.mark.parametrize("encoding", list(Encoding), ids=lambda e: e.value)
+def test_values_outside_the_domain_are_refused_on_encode(encoding: Encoding, bad: object) -> None:
+    row = RowChange(
+        source="a",
+        ts=1,
+        op=Op.INSERT,
+        schema="d",
+        table="t",
+        schema_id=1,
+        primary_key=(),
+        before=None,
+        after=(1, bad),  # type: ignore[arg-type]
+        txn=TxnRef("x", 0),
+        position=BinlogPosition("f", 4),
+    )
+    with pytest.raises(ProtocolError):
+        encode(row, encoding)
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        '[{"decimal":"NaN"}]',
+        '[{"decimal":"1.2.3"}]',
+        "[NaN]",
+        "[1e999]",
+        "[true]",
+        "[18446744073709551616]",
+        '[{"time":"839:00:00"}]',
+        '[{"timestamp":"2024-01-01T00:00:00"}]',
+        '[{"datetime":"2024-01-01T00:00:00+02:00"}]',
+        '[{"base64":"***"}]',
+        '[{"set":[1]}]',
+        '[{"uuid":"x"}]',
+        "[[1]]",
+    ],
+)
+def test_bad_json_values_are_refused(image: str) -> None:
+    value = (
+        '{"row":{"source":"a","ts":1,"op":"insert","schema":"d","table":"t","schema_id":1,'
+        '"primary_key":[],"before":null,"after":' + image + ',"txn":{"id":"x","index":0,'
+        '"count":null},"position":{"file":"f","offset":4,"gtid":null}}}'
+    )
+    with pytest.raises(ProtocolError):
+        decode(value.encode(), [("rowbus-encoding", b"json")], POS)
+
+
+def test_an_image_whose_arrays_disagree_with_its_kinds_is_refused() -> None:
+    from protocol.codec import fastpath
+    from protocol.codec.image import join_generic
+
+    for join in (fastpath.join, join_generic):
+        with pytest.raises(ProtocolError, match="fewer values"):
+            join(b"\x01\x01", [1], [], [], [], [])
+        with pytest.raises(ProtocolError, match="more values"):
+            join(b"\x01", [1, 2], [], [], [], [])
+        with pytest.raises(ProtocolError, match="unknown value kind"):
+            join(b"\x63", [], [], [], [], [])
+        with pytest.raises(ProtocolError):
+            join(b"\x07", [10**9], [], [], [], [])  # a date past year 9999
+        with pytest.raises(ProtocolError):
+            join(b"\x04", [], [], [], ["Infinity"], [])
+        with pytest.raises(ProtocolError):
+            join(b"\x02", [], [5], [], [], [])  # an unsigned slot below 2**63
+
+
+def test_a_row_with_images_that_do_not_fit_its_op_is_refused() -> None:
+    with pytest.raises(ValueError, match="an insert has only after"):
+        RowChange(
+            source="a",
+            ts=1,
+            op=Op.INSERT,
+            schema="d",
+            table="t",
+            schema_id=1,
+            primary_key=(),
+            before=(1,),
+            after=(1,),
+            txn=TxnRef("x", 0),
+            position=BinlogPosition("f", 4),
+        )
