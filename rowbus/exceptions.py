@@ -21,3 +21,7 @@ class WaitTimeoutError(RowbusError):
     """A condition did not become true before its deadline; the message says what was awaited."""
 
     retryable = True
+
+
+class VerifyError(RowbusError):
+    """Tables that cannot be compared (no primary key, incompatible columns)."""

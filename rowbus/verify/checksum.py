@@ -1,0 +1,131 @@
+"""Chunked checksums of a table by primary-key range, computed inside the database.
+
+A chunk is a half-open key range ``[lo, hi)`` (either end may be open). Its checksum is the row
+count and the BIT_XOR of a CRC32 over every compared column, NULLs made distinct from any value.
+XOR is associative, so the checksum of a union of shards is the XOR of the shards' checksums:
+merged shards are compared against their union without moving rows.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pymysql
+
+Key = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """One physical table on one server; `server` names it in reports (``source1``, ``sink``)."""
+
+    server: str
+    conn: pymysql.connections.Connection[Any]
+    schema: str
+    table: str
+
+    def __str__(self) -> str:
+        return f"{self.server}:{self.schema}.{self.table}"
+
+    @property
+    def quoted(self) -> str:
+        return f"{quote(self.schema)}.{quote(self.table)}"
+
+
+@dataclass(frozen=True)
+class Chunk:
+    lo: Key | None
+    hi: Key | None
+
+    def where(self, key: Sequence[str]) -> tuple[str, list[Any]]:
+        cols = "(" + ", ".join(quote(k) for k in key) + ")"
+        marks = "(" + ", ".join(["%s"] * len(key)) + ")"
+        clauses, args = [], []
+        if self.lo is not None:
+            clauses.append(f"{cols} >= {marks}")
+            args += list(self.lo)
+        if self.hi is not None:
+            clauses.append(f"{cols} < {marks}")
+            args += list(self.hi)
+        return (" AND ".join(clauses) or "1=1"), args
+
+
+def quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def primary_key(ref: TableRef) -> list[str]:
+    with ref.conn.cursor() as cur:
+        cur.execute(
+            "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA=%s "
+            "AND TABLE_NAME=%s AND CONSTRAINT_NAME='PRIMARY' ORDER BY ORDINAL_POSITION",
+            (ref.schema, ref.table),
+        )
+        return [str(row[0]) for row in cur.fetchall()]
+
+
+def columns(ref: TableRef) -> list[str]:
+    with ref.conn.cursor() as cur:
+        cur.execute(
+            "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA=%s "
+            "AND TABLE_NAME=%s ORDER BY ORDINAL_POSITION",
+            (ref.schema, ref.table),
+        )
+        return [str(row[0]) for row in cur.fetchall()]
+
+
+def boundaries(ref: TableRef, key: Sequence[str], chunk_rows: int) -> list[Chunk]:
+    """Split `ref`'s key space into chunks of about `chunk_rows` of its rows."""
+    cols = ", ".join(quote(k) for k in key)
+    cuts: list[Key] = []
+    last: Key | None = None
+    with ref.conn.cursor() as cur:
+        while True:
+            where, args = Chunk(last, None).where(key) if last is not None else ("1=1", [])
+            if last is not None:
+                # Strictly after the previous cut.
+                where = where.replace(">=", ">", 1)
+            cur.execute(
+                f"SELECT {cols} FROM {ref.quoted} WHERE {where} ORDER BY {cols} "
+                f"LIMIT 1 OFFSET {int(chunk_rows)}",
+                args,
+            )
+            row = cur.fetchone()
+            if row is None:
+                break
+            last = tuple(row)
+            cuts.append(last)
+    edges: list[Key | None] = [None, *cuts, None]
+    return [Chunk(lo, hi) for lo, hi in itertools.pairwise(edges)]
+
+
+def checksum(
+    ref: TableRef, key: Sequence[str], cols: Sequence[str], chunk: Chunk
+) -> tuple[int, int]:
+    """(row count, xor of row CRCs) of `chunk` in `ref`."""
+    nulls = "CONCAT(" + ", ".join(f"ISNULL({quote(c)})" for c in cols) + ")"
+    row_text = "CONCAT_WS('\\x1f', " + ", ".join(quote(c) for c in cols) + f", {nulls})"
+    where, args = chunk.where(key)
+    with ref.conn.cursor() as cur:
+        cur.execute(
+            f"SELECT COUNT(*), COALESCE(BIT_XOR(CRC32({row_text})), 0) FROM {ref.quoted} "
+            f"WHERE {where}",
+            args,
+        )
+        row = cur.fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+def rows(ref: TableRef, key: Sequence[str], cols: Sequence[str], chunk: Chunk) -> dict[Key, Key]:
+    """Every row of `chunk` in `ref`, as {primary key: all compared values}."""
+    where, args = chunk.where(key)
+    positions = [list(cols).index(k) for k in key]
+    with ref.conn.cursor() as cur:
+        cur.execute(
+            f"SELECT {', '.join(quote(c) for c in cols)} FROM {ref.quoted} WHERE {where}", args
+        )
+        return {tuple(r[i] for i in positions): tuple(r) for r in cur.fetchall()}
