@@ -135,7 +135,7 @@ def test_by_columns_places_by_the_chosen_columns() -> None:
     with pytest.raises(ValueError, match="BY_COLUMNS needs columns"):
         Dispatch(DispatchRule.BY_COLUMNS)
     bad = Partitioner(3, {"*": Dispatch(DispatchRule.BY_COLUMNS, ("nope",))})
-    with pytest.raises(ProtocolError, match="not all in shop.orders"):
+    with pytest.raises(ProtocolError, match=r"not all in shop\.orders"):
         bad.partition_row(row(Op.INSERT, None, (1, 3, "")), TABLE)
 
 

@@ -1,0 +1,294 @@
+"""Golden vectors: fixed records and their bytes in every encoding, in `protocol/testdata/`.
+
+``python -m protocol.golden`` rewrites the files from `SAMPLES`; the unit tests compare the
+code against the checked-in files, so a change of wire format shows up as a failing test and a
+diff of testdata. Other implementations check themselves against `testdata/manifest.json`:
+
+* for each vector: ``kind``, ``encoding``, ``file`` (the exact Kafka value bytes), ``headers``
+  (the Kafka headers) and ``expected`` (the decoded record, in the JSON encoding's form);
+* ``keys``: message keys with their murmur2 and partition for a few partition counts;
+* ``schema_ids``: the canonical bytes of a table schema and its id;
+* ``invalid``: values a decoder must refuse, with the reason.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+import zlib
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from protocol.codec import Encoding, encode, kind_name
+from protocol.codec.jsonc import to_json
+from protocol.events import (
+    BinlogPosition,
+    ColumnSchema,
+    ControlKind,
+    ControlRecord,
+    DdlChange,
+    Heartbeat,
+    Op,
+    ReaderCheckpoint,
+    Record,
+    Resolved,
+    RowChange,
+    SchemaRecord,
+    TableSchema,
+    TxnRef,
+)
+from protocol.partition import encode_key, java_partition, murmur2
+
+TESTDATA = Path(__file__).resolve().parent / "testdata"
+SUFFIX = {Encoding.PROTOBUF: "pb", Encoding.AVRO: "avro", Encoding.JSON: "json"}
+TS = (1_714_566_645_123 << 16) | 2  # 2024-05-01T12:30:45.123Z, logical 2
+GTID = "3e11fa47-71ca-11e1-9e33-c80aa9429562:23"
+POSITION = BinlogPosition("binlog.000042", 123_456, GTID)
+
+ALL_TYPES = TableSchema(
+    "shop",
+    "all_types",
+    (
+        ColumnSchema("id", "bigint", unsigned=True, nullable=False),
+        ColumnSchema("i", "int"),
+        ColumnSchema("big", "bigint"),
+        ColumnSchema("name", "varchar", length=64, charset="utf8mb4"),
+        ColumnSchema("amount", "decimal", precision=65, scale=30),
+        ColumnSchema("created", "datetime", fsp=6),
+        ColumnSchema("seen", "timestamp", fsp=6),
+        ColumnSchema("ratio", "double"),
+        ColumnSchema("f", "float"),
+        ColumnSchema("flag", "tinyint"),
+        ColumnSchema("body", "text", charset="utf8mb4"),
+        ColumnSchema("day", "date"),
+        ColumnSchema("dur", "time", fsp=6),
+        ColumnSchema("yr", "year"),
+        ColumnSchema("bits", "bit", length=12),
+        ColumnSchema("state", "enum", elements=("new", "paid", "shipped")),
+        ColumnSchema("tags", "set", elements=("a", "b", "c")),
+        ColumnSchema("doc", "json"),
+        ColumnSchema("raw", "blob"),
+        ColumnSchema("code", "binary", length=4),
+        ColumnSchema("gone", "varchar", length=8),
+    ),
+    ("id",),
+)
+ALL_VALUES: tuple[Any, ...] = (
+    2**64 - 1,
+    -2_147_483_648,
+    -(2**63),
+    "Zoë 😀",
+    Decimal("-12345678901234567890123456789012345.123456789012345678901234567890"),
+    dt.datetime(2024, 5, 1, 12, 30, 45, 123456),
+    dt.datetime(2024, 5, 1, 10, 30, 45, 5, tzinfo=dt.UTC),
+    -1.5e-300,
+    0.10000000149011612,
+    -128,
+    'line1\nline2 "quoted" \\ tab\t',
+    dt.date(1000, 1, 1),
+    -dt.timedelta(hours=838, minutes=59, seconds=59, microseconds=999999),
+    2155,
+    0b1010_0000_0001,
+    "paid",
+    frozenset({"a", "c"}),
+    '{"k": [1, 2.5, null]}',
+    b"\x00\x01\xfe\xff",
+    b"ab\x00\x00",
+    None,
+)
+
+SAMPLES: dict[str, Record] = {
+    "row_insert": RowChange(
+        source="db1",
+        ts=TS,
+        op=Op.INSERT,
+        schema="shop",
+        table="all_types",
+        schema_id=ALL_TYPES.schema_id,
+        primary_key=("id",),
+        before=None,
+        after=ALL_VALUES,
+        txn=TxnRef(GTID, 0, 3),
+        position=POSITION,
+    ),
+    "row_update": RowChange(
+        source="db1",
+        ts=TS,
+        op=Op.UPDATE,
+        schema="shop",
+        table="orders",
+        schema_id=7_211_092_761_145_513_123,
+        primary_key=("id",),
+        before=(42, "new", Decimal("10.00"), None),
+        after=(42, "paid", Decimal("10.50"), dt.datetime(2024, 5, 1, 12, 30, 45)),
+        txn=TxnRef(GTID, 1, 3),
+        position=BinlogPosition("binlog.000042", 123_789, GTID),
+    ),
+    "row_delete": RowChange(
+        source="db1",
+        ts=TS,
+        op=Op.DELETE,
+        schema="shop",
+        table="orders",
+        schema_id=7_211_092_761_145_513_123,
+        primary_key=("id",),
+        before=(43, "shipped", Decimal("0.00"), dt.datetime(2023, 12, 31, 23, 59, 59, 999999)),
+        after=None,
+        txn=TxnRef("binlog.000042:123000", 2),
+        position=BinlogPosition("binlog.000042", 124_000),
+    ),
+    "ddl": DdlChange(
+        source="db1",
+        ts=TS + 1,
+        schema="shop",
+        table="all_types",
+        statement="ALTER TABLE all_types ADD COLUMN gone VARCHAR(8)",
+        table_schema=ALL_TYPES,
+        position=BinlogPosition("binlog.000042", 125_000, GTID.replace(":23", ":24")),
+        txn=TxnRef(GTID.replace(":23", ":24"), 0, 1),
+    ),
+    "ddl_drop": DdlChange(
+        source="db1",
+        ts=TS + 2,
+        schema="shop",
+        table=None,
+        statement="DROP DATABASE scratch",
+        table_schema=None,
+        position=BinlogPosition("binlog.000042", 126_000),
+    ),
+    "resolved": Resolved(source="db1", ts=TS + 2),
+    "heartbeat": Heartbeat(
+        source="db1", ts=TS + 3, reader_id="reader-a", position=POSITION, lag_ms=250
+    ),
+    "schema": SchemaRecord.of(ALL_TYPES, "db1", TS + 1),
+    "checkpoint": ReaderCheckpoint(
+        source="db1",
+        position=POSITION,
+        gtid_set="3e11fa47-71ca-11e1-9e33-c80aa9429562:1-23",
+        ts=TS,
+        offsets=(("rowbus.db1", 0, 1001), ("rowbus.db1", 1, 998)),
+        reader_id="reader-a",
+        epoch=3,
+    ),
+    "control": ControlRecord(
+        lock_id="shop.orders:ALTER#1",
+        kind=ControlKind.INTENT,
+        shard="db1/shop.orders_3",
+        statement="ALTER TABLE orders_3 ADD c INT",
+        ts=TS,
+        actor="subscriber-1",
+        detail="waiting for 3 more shards",
+    ),
+}
+
+KEYS: tuple[tuple[str, str | None, tuple[Any, ...]], ...] = (
+    ("shop", "orders", (42,)),
+    ("shop", "orders", (2**64 - 1, "é")),
+    ("shop", "orders", ()),
+    ("shop", "events", (dt.date(2024, 5, 1), Decimal("1.10"))),
+    ("shop", None, ()),
+)
+
+
+def _invalid() -> list[dict[str, Any]]:
+    good, headers = encode(SAMPLES["resolved"])
+    body = b"\x4a\x00"  # Envelope field 9: a kind this version does not know
+    return [
+        {"why": "truncated", "hex": good[:-1].hex(), "headers": _headers(headers)},
+        {
+            "why": "crc mismatch",
+            "hex": (good[:3] + bytes([good[3] ^ 1]) + good[4:]).hex(),
+            "headers": _headers(headers),
+        },
+        {
+            "why": "unknown major version",
+            "hex": good.hex(),
+            "headers": {**_headers(headers), "rowbus-version": "2.0"},
+        },
+        {
+            "why": "unknown kind",
+            "hex": (body + b"\x7d" + zlib.crc32(body).to_bytes(4, "little")).hex(),
+            "headers": {"rowbus-version": "1.0", "rowbus-encoding": "protobuf"},
+        },
+    ]
+
+
+def _headers(headers: list[tuple[str, bytes]]) -> dict[str, str]:
+    return {k: v.decode() for k, v in headers}
+
+
+def build() -> dict[str, bytes]:
+    """Every testdata file: name -> bytes."""
+    files: dict[str, bytes] = {}
+    vectors = []
+    for name, record in SAMPLES.items():
+        expected = f"{name}.expected.json"
+        files[expected] = _pretty(to_json(record))
+        for encoding in Encoding:
+            value, headers = encode(record, encoding)
+            file = f"{name}.{SUFFIX[encoding]}"
+            files[file] = value
+            vectors.append(
+                {
+                    "name": name,
+                    "kind": kind_name(record),
+                    "encoding": encoding.value,
+                    "file": file,
+                    "headers": _headers(headers),
+                    "expected": expected,
+                }
+            )
+    keys = [
+        {
+            "schema": s,
+            "table": t,
+            "values": [to_json_value(v) for v in vals],
+            "key": encode_key(s, t, vals).decode("utf-8"),
+            "murmur2": murmur2(encode_key(s, t, vals)),
+            "partitions": {str(n): java_partition(encode_key(s, t, vals), n) for n in (1, 3, 12)},
+        }
+        for s, t, vals in KEYS
+    ]
+    manifest = {
+        "protocol_version": "1.0",
+        "vectors": vectors,
+        "keys": keys,
+        "schema_ids": [
+            {
+                "canonical": ALL_TYPES.canonical_bytes().decode("utf-8"),
+                "schema_id": ALL_TYPES.schema_id,
+            }
+        ],
+        "invalid": _invalid(),
+    }
+    files["manifest.json"] = _pretty(manifest)
+    return files
+
+
+def to_json_value(v: Any) -> Any:
+    """A value in its JSON form (for the manifest)."""
+    from protocol.codec.jsonc import value_to_json
+
+    return value_to_json(v)
+
+
+def _pretty(obj: Any) -> bytes:
+    return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def write(directory: Path = TESTDATA) -> list[Path]:
+    """Write every file of `build` into `directory`; return their paths."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, data in build().items():
+        path = directory / name
+        path.write_bytes(data)
+        paths.append(path)
+    return paths
+
+
+if __name__ == "__main__":
+    written = write(Path(sys.argv[1]) if len(sys.argv) > 1 else TESTDATA)
+    print(f"wrote {len(written)} files to {written[0].parent}")
