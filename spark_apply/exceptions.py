@@ -1,0 +1,42 @@
+"""Errors of the apply job, under `protocol.errors.RowbusError`::
+
+RowbusError
+└── ApplyError                 an event cannot be applied; nothing of the batch is committed
+    ├── BadEventError          one event cannot be applied (type mismatch, missing target
+    │                          table or column, bad routing); names its position and reason
+    ├── CheckpointConflictError the sink's checkpoint is not the one this batch builds on
+    └── SinkUnavailableError   the sink cannot be reached (retryable)
+"""
+
+from __future__ import annotations
+
+from protocol.errors import RowbusError
+
+
+class ApplyError(RowbusError):
+    """The apply job cannot go on."""
+
+
+class BadEventError(ApplyError):
+    """One event cannot be applied; `position` says where it is (Kafka and binlog)."""
+
+    def __init__(self, reason: str, position: str) -> None:
+        self.reason = reason
+        self.position = position
+        super().__init__(f"{position}: {reason}")
+
+
+class CheckpointConflictError(ApplyError):
+    """The batch does not build on the checkpoint the sink holds (another driver, or a Spark
+    checkpoint that does not belong to this sink)."""
+
+
+class SinkUnavailableError(ApplyError):
+    """The sink database cannot be reached."""
+
+    retryable = True
+
+
+class RoutingError(ApplyError):
+    """A routing rule that cannot be applied to a table (no match under ``unrouted: error``, a
+    key column filtered out, a rename onto an existing name); the caller adds the position."""

@@ -1,0 +1,151 @@
+"""Routing: upstream ``schema.table`` patterns → target tables, with column filters.
+
+Rules are tried in order; the first whose `match` (fnmatch, on ``schema.table``) fits wins.
+Several upstream tables may share a target (shard merge); their primary keys must not collide.
+A `Projection` is computed once per table schema (schema id) and maps an upstream image to the
+target's columns.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from protocol.events import TableSchema
+from protocol.values import Value
+from spark_apply.exceptions import RoutingError
+from spark_apply.settings import RouteSettings
+
+_IDENTITY = RouteSettings(match="*.*")
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A downstream table."""
+
+    schema: str
+    table: str
+
+    def __str__(self) -> str:
+        return f"{self.schema}.{self.table}"
+
+    @property
+    def quoted(self) -> str:
+        return f"{quote(self.schema)}.{quote(self.table)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Projection:
+    """How one upstream table schema maps onto its target."""
+
+    target: Target
+    columns: tuple[str, ...]
+    """Target column names, in projected order."""
+    indexes: tuple[int, ...]
+    """For each target column, its position in the upstream image."""
+    key_positions: tuple[int, ...]
+    """Positions of the key columns in the projected values."""
+    sharded: bool
+
+    def values(self, image: Sequence[Value]) -> tuple[Value, ...]:
+        return tuple(image[i] for i in self.indexes)
+
+    def key(self, image: Sequence[Value]) -> tuple[Value, ...]:
+        return tuple(image[self.indexes[p]] for p in self.key_positions)
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        return tuple(self.columns[p] for p in self.key_positions)
+
+
+def quote(name: str) -> str:
+    """A MySQL identifier in backquotes."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+class Router:
+    """Applies routing rules; caches per table and per schema id."""
+
+    def __init__(self, routes: Sequence[RouteSettings], unrouted: str = "identity") -> None:
+        self._routes = tuple(routes)
+        self._unrouted = unrouted
+        self._rules: dict[tuple[str, str], RouteSettings | None] = {}
+        self._projections: dict[int, Projection | None] = {}
+
+    def rule(self, schema: str, table: str) -> RouteSettings | None:
+        """The rule for `schema.table`; None if its events are skipped."""
+        key = (schema, table)
+        if key not in self._rules:
+            self._rules[key] = self._find(schema, table)
+        return self._rules[key]
+
+    def _find(self, schema: str, table: str) -> RouteSettings | None:
+        name = f"{schema}.{table}"
+        for route in self._routes:
+            if fnmatch.fnmatchcase(name, route.match):
+                return route
+        if self._unrouted == "identity":
+            return _IDENTITY
+        if self._unrouted == "skip":
+            return None
+        raise RoutingError(f"no route matches {name} (unrouted: error)")
+
+    def target(self, schema: str, table: str) -> Target | None:
+        """The target of `schema.table`, or None if skipped."""
+        rule = self.rule(schema, table)
+        if rule is None:
+            return None
+        target_schema, _, target_table = rule.target.partition(".")
+        try:
+            return Target(
+                target_schema.format(schema=schema, table=table),
+                target_table.format(schema=schema, table=table),
+            )
+        except (KeyError, IndexError, ValueError) as exc:
+            raise RoutingError(f"bad target template {rule.target!r}: {exc}") from None
+
+    def sharded(self, schema: str, table: str) -> bool:
+        rule = self.rule(schema, table)
+        return rule is not None and rule.sharded
+
+    def projection(self, table: TableSchema) -> Projection | None:
+        """The projection of `table` onto its target; None if skipped."""
+        sid = table.schema_id
+        if sid not in self._projections:
+            self._projections[sid] = self._project(table)
+        return self._projections[sid]
+
+    def _project(self, table: TableSchema) -> Projection | None:
+        rule = self.rule(table.schema, table.table)
+        target = self.target(table.schema, table.table)
+        if rule is None or target is None:
+            return None
+        if not table.primary_key:
+            raise RoutingError(f"{table.qualified} has no primary key: rows cannot be keyed")
+        names = table.column_names
+        unknown = (set(rule.include) | set(rule.exclude) | set(rule.rename)) - set(names)
+        if unknown:
+            raise RoutingError(
+                f"route {rule.match!r} names columns {sorted(unknown)} that "
+                f"{table.qualified} does not have"
+            )
+        kept = [n for n in names if (not rule.include or n in rule.include)]
+        kept = [n for n in kept if n not in rule.exclude]
+        dropped_keys = [k for k in table.primary_key if k not in kept]
+        if dropped_keys:
+            raise RoutingError(
+                f"route {rule.match!r} filters out key columns {dropped_keys} of {table.qualified}"
+            )
+        columns = tuple(rule.rename.get(n, n) for n in kept)
+        if len(set(columns)) != len(columns):
+            raise RoutingError(
+                f"route {rule.match!r} renames two columns of {table.qualified} to one name"
+            )
+        return Projection(
+            target=target,
+            columns=columns,
+            indexes=tuple(names.index(n) for n in kept),
+            key_positions=tuple(kept.index(k) for k in table.primary_key),
+            sharded=rule.sharded,
+        )

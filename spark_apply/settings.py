@@ -1,0 +1,94 @@
+"""The ``apply`` settings section, and the whole configuration of one apply job.
+
+`ApplySettings` is the section of rowbus' YAML file (``apply:``); `JobConfig` adds what the job
+borrows from the rest of the configuration (Kafka client settings, the sink) so the job, which
+runs under ``spark-submit`` without the application shell, reads one JSON file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from protocol.topics import DEFAULT_DATA_TOPIC_TEMPLATE, SCHEMAS_TOPIC
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RouteSettings(_Strict):
+    """Upstream tables matching `match` (``schema.table`` with fnmatch wildcards) go to `target`
+    (a ``schema.table`` template with ``{schema}`` and ``{table}``); columns are filtered by
+    `include` (empty: all), then `exclude`, then renamed by `rename` (upstream → target name)."""
+
+    match: str = Field(pattern=r"^[^.]+\.[^.]+$")
+    target: str = Field("{schema}.{table}", pattern=r"^[^.]+\.[^.]+$")
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    rename: dict[str, str] = {}
+    sharded: bool = False
+    """Several upstream tables feed the target: their DDL is not applied downstream."""
+
+
+class ApplySettings(_Strict):
+    """The Spark apply job."""
+
+    job: str = Field("rowbus-apply", pattern=r"^[A-Za-z0-9_.-]{1,128}$")
+    """Name of the job: the key of its checkpoint rows in the sink."""
+    sources: tuple[str, ...] = ()
+    """Upstream sources whose watermarks gate the release; empty: every configured source."""
+    topic_template: str = DEFAULT_DATA_TOPIC_TEMPLATE
+    schemas_topic: str = SCHEMAS_TOPIC
+    mode: Literal["snapshot", "parallel"] = "snapshot"
+    """snapshot: one batch is one sink transaction; parallel: one transaction per shard."""
+    parallelism: int = Field(4, ge=1, le=64)
+    """Shards (and sink connections) of parallel mode."""
+    checkpoint_location: Path = Path(".rowbus/apply-checkpoint")
+    """Spark's checkpoint folder (offsets and commits); keep it with the sink it belongs to."""
+    state_database: str = Field("rowbus_apply", pattern=r"^[A-Za-z0-9_]{1,64}$")
+    """Database in the sink holding the checkpoint and stash tables."""
+    kafka_format: Literal["python", "spark"] = "python"
+    """python: the confluent-kafka data source; spark: Spark's kafka connector (needs its jar)."""
+    max_offsets_per_trigger: int | None = Field(200_000, ge=1)
+    trigger_interval_s: float = Field(0.0, ge=0)
+    available_now: bool = False
+    """Apply what is in the topics now, then stop."""
+    routes: tuple[RouteSettings, ...] = ()
+    unrouted: Literal["identity", "skip", "error"] = "identity"
+    """What happens to a table no route matches: same schema.table, ignored, or an error."""
+    master: str = "local[2]"
+    spark_conf: dict[str, str] = {}
+    jdbc_jar: Path | None = None
+    """A JDBC driver jar to put on the classpath (e.g. Debian's mariadb-java-client.jar)."""
+
+
+class SinkConnection(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(3306, ge=1, le=65535)
+    user: str = "root"
+    password: SecretStr = SecretStr("")
+
+
+class JobConfig(_Strict):
+    """Everything the job reads: the apply section, Kafka client settings, the sink."""
+
+    apply: ApplySettings = ApplySettings()
+    kafka: dict[str, str | int | float | bool] = {}
+    """librdkafka settings, rendered (``bootstrap.servers`` at least)."""
+    sink: SinkConnection = SinkConnection()
+    source_names: tuple[str, ...] = ()
+    """All configured sources, used when `apply.sources` is empty."""
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        return self.apply.sources or self.source_names
+
+    def dump(self) -> str:
+        """JSON with secrets revealed, for the job's own config file (mode 0600)."""
+        data = self.model_dump(mode="json")
+        data["sink"]["password"] = self.sink.password.get_secret_value()
+        return json.dumps(data, indent=2, sort_keys=True)
