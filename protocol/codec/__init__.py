@@ -51,25 +51,29 @@ KIND_NAMES: dict[type, str] = {
 }
 _KNOWN_KINDS = frozenset(KIND_NAMES.values())
 
-_ENCODERS: dict[Encoding, Callable[[Record], bytes]] = {
-    Encoding.PROTOBUF: pb.encode,
-    Encoding.AVRO: avro.encode,
-    Encoding.JSON: jsonc.encode,
+# Keyed by the encoding's value: hashing an Enum member runs Python code, a str does not.
+_ENCODERS: dict[str, Callable[[Record], bytes]] = {
+    Encoding.PROTOBUF.value: pb.encode,
+    Encoding.AVRO.value: avro.encode,
+    Encoding.JSON.value: jsonc.encode,
 }
 _DECODERS: dict[Encoding, Callable[[bytes], Record]] = {
     Encoding.PROTOBUF: pb.decode,
     Encoding.AVRO: avro.decode,
     Encoding.JSON: jsonc.decode,
 }
+# Header lists seen before and found valid -> (encoding, kind); bounded.
+_HEADER_CACHE: dict[tuple[tuple[str, bytes | None], ...], tuple[Encoding | None, str | None]] = {}
+_HEADER_CACHE_LIMIT = 256
 _VERSION_BYTES = PROTOCOL_VERSION.encode()
-_HEADERS: dict[tuple[Encoding, str], list[tuple[str, bytes]]] = {
-    (enc, kind): [
+_HEADERS: dict[tuple[str, type], list[tuple[str, bytes]]] = {
+    (enc.value, cls): [
         (VERSION_HEADER, _VERSION_BYTES),
         (ENCODING_HEADER, enc.value.encode()),
         (KIND_HEADER, kind.encode()),
     ]
     for enc in Encoding
-    for kind in _KNOWN_KINDS
+    for cls, kind in KIND_NAMES.items()
 }
 
 
@@ -86,8 +90,13 @@ def encode(
     record: Record, encoding: Encoding = Encoding.PROTOBUF
 ) -> tuple[bytes, list[tuple[str, bytes]]]:
     """The value bytes of `record` and the headers to send with them (a fresh list)."""
-    kind = kind_name(record)
-    return _ENCODERS[encoding](record), list(_HEADERS[encoding, kind])
+    enc = encoding._value_
+    try:
+        headers = _HEADERS[enc, type(record)]
+    except KeyError:
+        kind_name(record)  # raises: not a record
+        raise
+    return _ENCODERS[enc](record), list(headers)
 
 
 def decode(value: bytes | None, headers: Headers | None, position: str | None = None) -> Record:
@@ -98,8 +107,9 @@ def decode(value: bytes | None, headers: Headers | None, position: str | None = 
     the value is read as this major version.
     """
     try:
-        encoding, kind = _check_headers(value, headers)
-        assert value is not None
+        if value is None:
+            raise ProtocolError("the record has no value (a tombstone is not a rowbus event)")
+        encoding, kind = _encoding_of(value, headers)
         record = _DECODERS[encoding](value)
         if kind is not None and KIND_NAMES[type(record)] != kind:
             raise ProtocolError(
@@ -110,9 +120,24 @@ def decode(value: bytes | None, headers: Headers | None, position: str | None = 
     return record
 
 
-def _check_headers(value: bytes | None, headers: Headers | None) -> tuple[Encoding, str | None]:
+def _encoding_of(value: bytes, headers: Headers | None) -> tuple[Encoding, str | None]:
+    found: tuple[Encoding | None, str | None]
+    if headers:
+        key = tuple(headers)
+        found = _HEADER_CACHE.get(key) or _check_headers(headers)
+        if len(_HEADER_CACHE) < _HEADER_CACHE_LIMIT:
+            _HEADER_CACHE[key] = found  # only valid header lists get here
+    else:
+        found = None, None
+    encoding, kind = found
+    if encoding is None:  # no rowbus-encoding header: sniff
+        encoding = Encoding.JSON if value[:1] == b"{" else Encoding.PROTOBUF
+    return encoding, kind
+
+
+def _check_headers(headers: Headers) -> tuple[Encoding | None, str | None]:
     version = encoding_name = kind = None
-    for name, raw in headers or ():
+    for name, raw in headers:
         if name == VERSION_HEADER and version is None:
             version = _text(name, raw)
         elif name == ENCODING_HEADER and encoding_name is None:
@@ -123,10 +148,8 @@ def _check_headers(value: bytes | None, headers: Headers | None) -> tuple[Encodi
         check_version(version)
     if kind is not None and kind not in _KNOWN_KINDS:
         raise ProtocolError(f"unknown event kind {kind!r} in header {KIND_HEADER}")
-    if value is None:
-        raise ProtocolError("the record has no value (a tombstone is not a rowbus event)")
     if encoding_name is None:
-        return (Encoding.JSON if value[:1] == b"{" else Encoding.PROTOBUF), kind
+        return None, kind
     try:
         return Encoding(encoding_name), kind
     except ValueError:

@@ -191,9 +191,9 @@ def _make_joiner(kinds: bytes) -> _Joiner | None:
         elif k == Kind.DATE:
             exprs.append(f"_fo({take('I')} + _EDO)")
         elif k == Kind.DATETIME:
-            exprs.append(f"_EN + _td(microseconds={take('I')})")
+            exprs.append(f"_EN + _td(0, 0, {take('I')})")
         elif k == Kind.TIMESTAMP:
-            exprs.append(f"_EU + _td(microseconds={take('I')})")
+            exprs.append(f"_EU + _td(0, 0, {take('I')})")
         elif k == Kind.TIME:
             exprs.append(f"_time({take('I')})")
         else:

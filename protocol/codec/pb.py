@@ -6,8 +6,8 @@ Generated classes stay in this module; callers see only dataclasses.
 from __future__ import annotations
 
 import zlib
-from functools import singledispatch
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar, get_type_hints
 
 from google.protobuf.message import DecodeError
 
@@ -33,9 +33,12 @@ from protocol.events import (
 from protocol.values import Value
 
 CRC_TAG = b"\x7d"  # field 15, wire type 5 (fixed32)
-_OP_TO_PB = {Op.INSERT: pb.OP_INSERT, Op.UPDATE: pb.OP_UPDATE, Op.DELETE: pb.OP_DELETE}
-_OP_FROM_PB = {v: k for k, v in _OP_TO_PB.items()}
+_OP_FROM_PB = {pb.OP_INSERT: Op.INSERT, pb.OP_UPDATE: Op.UPDATE, pb.OP_DELETE: Op.DELETE}
+_OP_TO_PB = {op.value: n for n, op in _OP_FROM_PB.items()}  # by value: Enum hashing is slow
 _crc32 = zlib.crc32
+_split = fastpath.split
+_join = fastpath.join
+_R = TypeVar("_R")
 _Envelope = pb.Envelope
 
 
@@ -88,17 +91,29 @@ def decode(data: bytes) -> Record:
 # --- encoding ---------------------------------------------------------------------------------
 
 
-@singledispatch
+_FILLERS: dict[type, Callable[[Any, Any], None]] = {}
+
+
 def _fill(record: object, env: Any) -> None:
-    raise ProtocolError(f"{type(record).__name__} is not a rowbus record")
+    try:
+        filler = _FILLERS[type(record)]
+    except KeyError:
+        raise ProtocolError(f"{type(record).__name__} is not a rowbus record") from None
+    filler(record, env)
 
 
-@_fill.register
+def _filler(fn: Callable[[_R, Any], None]) -> Callable[[_R, Any], None]:
+    """Register `fn` as the filler of the record type its first parameter names."""
+    _FILLERS[get_type_hints(fn)["r"]] = fn
+    return fn
+
+
+@_filler
 def _(r: RowChange, env: Any) -> None:
     m = env.row
     m.source = r.source
     m.ts = r.ts
-    m.op = _OP_TO_PB[r.op]
+    m.op = _OP_TO_PB[r.op._value_]
     m.schema = r.schema
     m.table = r.table
     m.schema_id = r.schema_id
@@ -111,7 +126,7 @@ def _(r: RowChange, env: Any) -> None:
     _position_to(r.position, m.position)
 
 
-@_fill.register
+@_filler
 def _(r: DdlChange, env: Any) -> None:
     m = env.ddl
     m.source = r.source
@@ -127,13 +142,13 @@ def _(r: DdlChange, env: Any) -> None:
         _txn_to(r.txn, m.txn)
 
 
-@_fill.register
+@_filler
 def _(r: Resolved, env: Any) -> None:
     env.resolved.source = r.source
     env.resolved.ts = r.ts
 
 
-@_fill.register
+@_filler
 def _(r: Heartbeat, env: Any) -> None:
     m = env.heartbeat
     m.source = r.source
@@ -143,7 +158,7 @@ def _(r: Heartbeat, env: Any) -> None:
     m.lag_ms = r.lag_ms
 
 
-@_fill.register
+@_filler
 def _(r: SchemaRecord, env: Any) -> None:
     m = env.schema
     m.schema_id = r.schema_id
@@ -152,7 +167,7 @@ def _(r: SchemaRecord, env: Any) -> None:
     m.ts = r.ts
 
 
-@_fill.register
+@_filler
 def _(r: ReaderCheckpoint, env: Any) -> None:
     m = env.checkpoint
     m.source = r.source
@@ -166,7 +181,7 @@ def _(r: ReaderCheckpoint, env: Any) -> None:
     m.epoch = r.epoch
 
 
-@_fill.register
+@_filler
 def _(r: ControlRecord, env: Any) -> None:
     m = env.control
     m.lock_id = r.lock_id
@@ -181,7 +196,7 @@ def _(r: ControlRecord, env: Any) -> None:
 
 
 def _image_to(values: tuple[Value, ...], m: Any) -> None:
-    cols = fastpath.split(values)
+    cols = _split(values)
     m.kinds = cols.kinds
     if cols.ints:
         m.ints.extend(cols.ints)
@@ -226,25 +241,28 @@ def _table_to(t: TableSchema, m: Any) -> None:
 
 
 def _row_from(m: Any) -> RowChange:
-    if m.op not in _OP_FROM_PB:
+    op = _OP_FROM_PB.get(m.op)
+    if op is None:
         raise ProtocolError(f"unknown row op {m.op}")
+    t = m.txn
+    p = m.position
     return RowChange(
         source=m.source,
         ts=m.ts,
-        op=_OP_FROM_PB[m.op],
+        op=op,
         schema=m.schema,
         table=m.table,
         schema_id=m.schema_id,
         primary_key=tuple(m.primary_key),
         before=_image_from(m.before) if m.HasField("before") else None,
         after=_image_from(m.after) if m.HasField("after") else None,
-        txn=_txn_from(m.txn),
-        position=_position_from(m.position),
+        txn=TxnRef(t.id, t.index, t.count if t.HasField("count") else None),
+        position=BinlogPosition(p.file, p.offset, p.gtid if p.HasField("gtid") else None),
     )
 
 
 def _image_from(m: Any) -> tuple[Value, ...]:
-    return fastpath.join(m.kinds, m.ints, m.uints, m.doubles, m.strings, m.blobs)
+    return _join(m.kinds, m.ints, m.uints, m.doubles, m.strings, m.blobs)
 
 
 def _txn_from(m: Any) -> TxnRef:
