@@ -1,0 +1,163 @@
+"""Rows of a step collapsed to the last image per target key, then rendered as SQL.
+
+`collapse` turns the released row events of a step into, per target table, the final state of
+each key: an image to upsert, or a deletion. An update that changes the primary key deletes the
+old key and upserts the new one. Deletions run before upserts, so a key that moves onto one just
+freed lands. Both statements are idempotent (DM's safe mode): replaying them changes nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from protocol.events import Op, RowChange, TableSchema
+from protocol.values import Value
+from spark_apply.exceptions import BadEventError, RoutingError
+from spark_apply.planner import Envelope
+from spark_apply.routing import Projection, Router, Target, quote
+
+SqlValue = int | float | str | bytes | dt.date | dt.datetime | dt.timedelta | object | None
+SchemaLookup = Callable[[int], TableSchema | None]
+
+
+@dataclass(slots=True)
+class TableChanges:
+    """The final state of each touched key of one target table."""
+
+    target: Target
+    key_columns: tuple[str, ...]
+    upserts: dict[tuple[Value, ...], tuple[tuple[str, ...], tuple[Value, ...], Envelope]] = field(
+        default_factory=dict
+    )
+    deletes: dict[tuple[Value, ...], tuple[tuple[str, ...], Envelope]] = field(default_factory=dict)
+
+    def upsert(
+        self,
+        key: tuple[Value, ...],
+        columns: tuple[str, ...],
+        values: tuple[Value, ...],
+        env: Envelope,
+    ) -> None:
+        self.deletes.pop(key, None)
+        self.upserts[key] = (columns, values, env)
+
+    def delete(self, key: tuple[Value, ...], key_columns: tuple[str, ...], env: Envelope) -> None:
+        self.upserts.pop(key, None)
+        self.deletes[key] = (key_columns, env)
+
+    def __len__(self) -> int:
+        return len(self.upserts) + len(self.deletes)
+
+
+def project(env: Envelope, router: Router, schemas: SchemaLookup) -> Projection | None:
+    """The projection of a row event's table, or BadEventError naming the event."""
+    ev = env.event
+    assert isinstance(ev, RowChange)
+    table = schemas(ev.schema_id)
+    if table is None:
+        raise BadEventError(
+            f"unknown schema id {ev.schema_id} of {ev.schema}.{ev.table} "
+            "(not in the schemas topic)",
+            env.position,
+        )
+    try:
+        proj = router.projection(table)
+    except RoutingError as exc:
+        raise BadEventError(f"bad routing: {exc}", env.position) from exc
+    if proj is not None:
+        for image in (ev.before, ev.after):
+            if image is not None and len(image) != len(table.columns):
+                raise BadEventError(
+                    f"image has {len(image)} values, schema {ev.schema_id} of "
+                    f"{table.qualified} has {len(table.columns)} columns",
+                    env.position,
+                )
+    return proj
+
+
+def collapse(
+    rows: Iterable[Envelope],
+    router: Router,
+    schemas: SchemaLookup,
+    shard_of: Callable[[Target, tuple[Value, ...]], int] = lambda t, k: 0,
+) -> dict[int, dict[Target, TableChanges]]:
+    """Per shard, per target: the last image of each key (or its deletion)."""
+    out: dict[int, dict[Target, TableChanges]] = {}
+
+    def changes(proj: Projection, key: tuple[Value, ...]) -> TableChanges:
+        per_shard = out.setdefault(shard_of(proj.target, key), {})
+        tc = per_shard.get(proj.target)
+        if tc is None:
+            tc = per_shard[proj.target] = TableChanges(proj.target, proj.key_columns)
+        return tc
+
+    for env in rows:
+        ev = env.event
+        assert isinstance(ev, RowChange)
+        proj = project(env, router, schemas)
+        if proj is None:
+            continue
+        if ev.op is Op.DELETE:
+            assert ev.before is not None
+            key = proj.key(ev.before)
+            changes(proj, key).delete(key, proj.key_columns, env)
+            continue
+        assert ev.after is not None
+        key = proj.key(ev.after)
+        if ev.op is Op.UPDATE and ev.before is not None:
+            old = proj.key(ev.before)
+            if old != key:
+                changes(proj, old).delete(old, proj.key_columns, env)
+        changes(proj, key).upsert(key, proj.columns, proj.values(ev.after), env)
+    return out
+
+
+def sql_value(value: Value) -> SqlValue:
+    """A protocol value as pymysql should send it (session time zone is UTC)."""
+    if isinstance(value, frozenset):
+        return ",".join(sorted(value))
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(dt.UTC).replace(tzinfo=None)
+    return value
+
+
+def upsert_sql(target: Target, columns: Sequence[str], key_columns: Sequence[str]) -> str:
+    cols = ", ".join(quote(c) for c in columns)
+    marks = ", ".join(["%s"] * len(columns))
+    rest = [c for c in columns if c not in key_columns] or list(key_columns[:1])
+    update = ", ".join(f"{quote(c)} = VALUES({quote(c)})" for c in rest)
+    return f"INSERT INTO {target.quoted} ({cols}) VALUES ({marks}) ON DUPLICATE KEY UPDATE {update}"
+
+
+def delete_sql(target: Target, key_columns: Sequence[str], count: int) -> str:
+    if len(key_columns) == 1:
+        marks = ", ".join(["%s"] * count)
+        return f"DELETE FROM {target.quoted} WHERE {quote(key_columns[0])} IN ({marks})"
+    one = "(" + ", ".join(["%s"] * len(key_columns)) + ")"
+    cols = "(" + ", ".join(quote(c) for c in key_columns) + ")"
+    return f"DELETE FROM {target.quoted} WHERE {cols} IN ({', '.join([one] * count)})"
+
+
+_TABLE_AFTER_KEYWORD = re.compile(
+    r"(?P<head>\b(?:ALTER|CREATE|DROP|TRUNCATE|RENAME)\s+TABLE\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?)"
+    r"(?P<name>(?:`[^`]+`|\w+)(?:\s*\.\s*(?:`[^`]+`|\w+))?)",
+    re.IGNORECASE,
+)
+
+
+def rewrite_ddl(statement: str, upstream: Target, target: Target) -> str:
+    """The statement with the upstream table name (qualified or not) after ``… TABLE`` replaced
+    by the target's qualified name."""
+
+    def sub(match: re.Match[str]) -> str:
+        parts = [p.strip().strip("`") for p in match.group("name").split(".")]
+        name = parts[-1]
+        schema = parts[0] if len(parts) == 2 else upstream.schema
+        if (schema, name) == (upstream.schema, upstream.table):
+            return match.group("head") + target.quoted
+        return match.group(0)
+
+    return _TABLE_AFTER_KEYWORD.sub(sub, statement, count=1)

@@ -1,0 +1,514 @@
+"""The MySQL/MariaDB sink: a batch's rows, its checkpoint and its stash in one transaction.
+
+Lifecycle: ``MySQLSink(...)`` does no I/O; `start()` connects and creates the state tables;
+`previous_state(batch_id)` says what the batch builds on (None: already committed, skip it);
+`apply(batch_id, plan)` commits it; `close()` disconnects.
+
+Guarantee: exactly once. Every transaction advances the job's *head* row with a precondition
+(``UPDATE … WHERE`` the head it read), so a batch is applied on top of the batch before it or not
+at all; a replayed batch that is committed is skipped, one that is half-way (a DDL step, or some
+shards in parallel mode) resumes after its last committed part. State tables, in `state_database`:
+
+- ``apply_head``: one row per job: last batch id, step, phase, whether the batch is complete.
+- ``apply_checkpoint``: one row per (job, batch, step, shard) committed, with the Kafka offsets
+  and the watermark; its primary key makes a second application of the same part fail.
+- ``apply_state``: the planner state (watermarks + stash) after each complete batch.
+
+Modes: snapshot — one step of a batch is one transaction (a batch without DDL is one
+transaction), so readers only see upstream-consistent states; parallel — each step's rows are
+split by key hash into shards, each committed in its own transaction on its own connection.
+DDL of a table that is not sharded is executed at its barrier, between the rows before it and
+those after it (MySQL commits DDL implicitly, so a DDL step is a phase of its own).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import zlib
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import pymysql
+from pymysql.connections import Connection
+
+from protocol.events import DdlChange
+from protocol.values import Value
+from spark_apply.changes import (
+    SchemaLookup,
+    TableChanges,
+    collapse,
+    delete_sql,
+    rewrite_ddl,
+    sql_value,
+    upsert_sql,
+)
+from spark_apply.exceptions import (
+    ApplyError,
+    BadEventError,
+    CheckpointConflictError,
+    RoutingError,
+    SinkUnavailableError,
+)
+from spark_apply.planner import Envelope, Plan, PlannerState, Step
+from spark_apply.routing import Router, Target, quote
+from spark_apply.settings import SinkConnection
+
+log = logging.getLogger(__name__)
+
+_DELETE_CHUNK = 1000
+_UNAVAILABLE = (2003, 2006, 2013, 2055)
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    batch_id: int
+    step: int
+    phase: str  # "rows" (DDL of the step pending) or "done"
+    complete: bool
+
+
+@contextlib.contextmanager
+def db_errors(what: str) -> Iterator[None]:
+    """Translate pymysql errors (the one choke point), keeping their codes."""
+    try:
+        yield
+    except pymysql.err.OperationalError as exc:
+        code = exc.args[0] if exc.args else None
+        if code in _UNAVAILABLE:
+            raise SinkUnavailableError(f"{what}: sink unavailable ({code}: {exc})") from exc
+        raise ApplyError(f"{what}: {exc}") from exc
+    except pymysql.err.MySQLError as exc:
+        raise ApplyError(f"{what}: {exc}") from exc
+
+
+class MySQLSink:
+    """Applies plans to one MySQL/MariaDB server; see the module docstring."""
+
+    def __init__(
+        self,
+        conn: SinkConnection,
+        job: str,
+        state_database: str,
+        router: Router,
+        schemas: SchemaLookup,
+        mode: str = "snapshot",
+        parallelism: int = 1,
+    ) -> None:
+        self._conn_settings = conn
+        self.job = job
+        self._db = quote(state_database)
+        self._router = router
+        self._schemas = schemas
+        self._mode = mode
+        self._parallelism = parallelism if mode == "parallel" else 1
+        self._conns: list[Connection[Any]] = []
+        self._pool: ThreadPoolExecutor | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def _connect(self) -> Connection[Any]:
+        c = self._conn_settings
+        with db_errors(f"connecting to the sink {c.host}:{c.port}"):
+            conn = pymysql.connect(
+                host=c.host,
+                port=c.port,
+                user=c.user,
+                password=c.password.get_secret_value(),
+                autocommit=False,
+                connect_timeout=10,
+                charset="utf8mb4",
+            )
+            with conn.cursor() as cur:
+                cur.execute("SET SESSION time_zone = '+00:00'")
+                cur.execute("SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO'")
+            conn.commit()
+        return conn
+
+    def start(self) -> MySQLSink:
+        self._conns = [self._connect() for _ in range(self._parallelism)]
+        if self._parallelism > 1:
+            self._pool = ThreadPoolExecutor(self._parallelism, thread_name_prefix="sink")
+        db = self._db
+        with db_errors("creating the apply state tables"), self._conns[0].cursor() as cur:
+            cur.execute(f"CREATE DATABASE IF NOT EXISTS {db}")
+            cur.execute(
+                f"CREATE TABLE IF NOT EXISTS {db}.apply_head (job VARCHAR(128) PRIMARY KEY, "
+                "batch_id BIGINT NOT NULL, step INT NOT NULL, phase VARCHAR(8) NOT NULL, "
+                "complete BOOL NOT NULL) ENGINE=InnoDB"
+            )
+            cur.execute(
+                f"CREATE TABLE IF NOT EXISTS {db}.apply_checkpoint (job VARCHAR(128) NOT NULL, "
+                "batch_id BIGINT NOT NULL, step INT NOT NULL, shard INT NOT NULL, "
+                "offsets LONGTEXT NOT NULL, watermark BIGINT NOT NULL, row_count INT NOT NULL, "
+                "ddl LONGTEXT NULL, committed_at DATETIME(6) NOT NULL, "
+                "PRIMARY KEY (job, batch_id, step, shard)) ENGINE=InnoDB"
+            )
+            cur.execute(
+                f"CREATE TABLE IF NOT EXISTS {db}.apply_state (job VARCHAR(128) NOT NULL, "
+                "batch_id BIGINT NOT NULL, state LONGBLOB NOT NULL, "
+                "PRIMARY KEY (job, batch_id)) ENGINE=InnoDB"
+            )
+        self._conns[0].commit()
+        return self
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+        for conn in self._conns:
+            with contextlib.suppress(Exception):
+                conn.close()
+        self._conns = []
+
+    def __enter__(self) -> MySQLSink:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- checkpoints -----------------------------------------------------------------------
+
+    def head(self) -> Head | None:
+        conn = self._conns[0]
+        with db_errors("reading the apply head"), conn.cursor() as cur:
+            cur.execute(
+                f"SELECT batch_id, step, phase, complete FROM {self._db}.apply_head WHERE job = %s",
+                (self.job,),
+            )
+            row = cur.fetchone()
+        conn.commit()
+        return None if row is None else Head(int(row[0]), int(row[1]), row[2], bool(row[3]))
+
+    def previous_state(self, batch_id: int) -> PlannerState | None:
+        """The state `batch_id` builds on; None if the batch is already committed."""
+        head = self.head()
+        if head is None:
+            if batch_id > 0:
+                log.warning(
+                    "job %s: no checkpoint in the sink; batch %d starts fresh", self.job, batch_id
+                )
+            return PlannerState()
+        if head.batch_id > batch_id or (head.batch_id == batch_id and head.complete):
+            return None
+        if not (head.batch_id == batch_id or (head.batch_id == batch_id - 1 and head.complete)):
+            raise CheckpointConflictError(
+                f"job {self.job}: batch {batch_id} cannot build on the sink's head "
+                f"(batch {head.batch_id} step {head.step}, complete={head.complete}); is the "
+                "Spark checkpoint folder the one of this sink?"
+            )
+        conn = self._conns[0]
+        with db_errors("reading the apply state"), conn.cursor() as cur:
+            cur.execute(
+                f"SELECT state FROM {self._db}.apply_state WHERE job = %s AND batch_id = %s",
+                (self.job, batch_id - 1),
+            )
+            row = cur.fetchone()
+        conn.commit()
+        return PlannerState() if row is None else PlannerState.from_bytes(bytes(row[0]))
+
+    def committed_batches(self) -> list[tuple[int, int, int]]:
+        """(batch id, step, shard) of every checkpoint row of this job, in order."""
+        conn = self._conns[0]
+        with db_errors("listing checkpoints"), conn.cursor() as cur:
+            cur.execute(
+                f"SELECT batch_id, step, shard FROM {self._db}.apply_checkpoint WHERE job = %s "
+                "ORDER BY batch_id, step, shard",
+                (self.job,),
+            )
+            rows = cur.fetchall()
+        conn.commit()
+        return [(int(a), int(b), int(c)) for a, b, c in rows]
+
+    # -- applying --------------------------------------------------------------------------
+
+    def apply(self, batch_id: int, plan: Plan) -> int:
+        """Commit `plan` as batch `batch_id` (resuming a half-applied one); rows applied."""
+        head = self.head()
+        if head is not None and (
+            head.batch_id > batch_id or (head.batch_id == batch_id and head.complete)
+        ):
+            log.info("job %s: batch %d is already committed; skipped", self.job, batch_id)
+            return 0
+        start_step, ddl_only = 0, False
+        if head is not None and head.batch_id == batch_id:
+            start_step = head.step + (1 if head.phase == "done" else 0)
+            ddl_only = head.phase == "rows"
+        applied = 0
+        last = len(plan.steps) - 1
+        for index in range(start_step, len(plan.steps)):
+            step = plan.steps[index]
+            if not (ddl_only and index == start_step):
+                applied += self._apply_rows(batch_id, index, index == last, step, plan, head)
+                head = self.head()
+            if step.ddl is not None:
+                self._apply_ddl(step.ddl)
+                head = self._advance(self._conns[0], head, Head(batch_id, index, "done", False))
+                self._conns[0].commit()
+        return applied
+
+    def _apply_rows(
+        self, batch_id: int, index: int, final: bool, step: Step, plan: Plan, head: Head | None
+    ) -> int:
+        shard_of = self._shard_of if self._parallelism > 1 else _zero
+        shards = collapse(step.rows, self._router, self._schemas, shard_of)
+        new_head = Head(batch_id, index, "done" if step.ddl is None else "rows", final)
+        ddl = step.ddl.event.statement if step.ddl else None  # type: ignore[union-attr]
+        checkpoint = (
+            batch_id,
+            index,
+            json.dumps(sorted([*k, v] for k, v in plan.state.offsets.items())),
+            plan.bound,
+            ddl,
+        )
+        if self._parallelism == 1:
+            conn = self._conns[0]
+            tables = shards.get(0, {})
+            self._write(conn, tables, step)
+            self._checkpoint(conn, checkpoint, 0, sum(len(t) for t in tables.values()))
+            self._advance(conn, head, new_head)
+            if final:
+                self._save_state(conn, batch_id, plan.state)
+            self._commit(conn)
+            return len(step.rows)
+        done = self._done_shards(batch_id, index)
+        assert self._pool is not None
+        futures = [
+            self._pool.submit(
+                self._shard_tx, self._conns[s], shards.get(s, {}), step, checkpoint, s
+            )
+            for s in range(self._parallelism)
+            if s not in done
+        ]
+        for f in futures:
+            f.result()
+        conn = self._conns[0]
+        self._advance(conn, head, new_head)
+        if final:
+            self._save_state(conn, batch_id, plan.state)
+        self._commit(conn)
+        return len(step.rows)
+
+    def _shard_tx(
+        self,
+        conn: Connection[Any],
+        tables: dict[Target, TableChanges],
+        step: Step,
+        checkpoint: tuple[Any, ...],
+        shard: int,
+    ) -> None:
+        self._write(conn, tables, step)
+        self._checkpoint(conn, checkpoint, shard, sum(len(t) for t in tables.values()))
+        self._commit(conn)
+
+    def _shard_of(self, target: Target, key: tuple[Value, ...]) -> int:
+        return zlib.crc32(repr((target.schema, target.table, key)).encode()) % self._parallelism
+
+    def _done_shards(self, batch_id: int, step: int) -> set[int]:
+        conn = self._conns[0]
+        with db_errors("reading shard checkpoints"), conn.cursor() as cur:
+            cur.execute(
+                f"SELECT shard FROM {self._db}.apply_checkpoint "
+                "WHERE job = %s AND batch_id = %s AND step = %s",
+                (self.job, batch_id, step),
+            )
+            rows = cur.fetchall()
+        conn.commit()
+        return {int(r[0]) for r in rows}
+
+    def _commit(self, conn: Connection[Any]) -> None:
+        with db_errors("committing a batch"):
+            conn.commit()
+
+    def _checkpoint(
+        self, conn: Connection[Any], cp: tuple[Any, ...], shard: int, rows: int
+    ) -> None:
+        batch_id, step, offsets, watermark, ddl = cp
+        with db_errors("writing the checkpoint"), conn.cursor() as cur:
+            cur.execute(
+                f"INSERT INTO {self._db}.apply_checkpoint (job, batch_id, step, shard, offsets, "
+                "watermark, row_count, ddl, committed_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, UTC_TIMESTAMP(6))",
+                (self.job, batch_id, step, shard, offsets, watermark, rows, ddl),
+            )
+
+    def _advance(self, conn: Connection[Any], old: Head | None, new: Head) -> Head:
+        """Move the head from `old` to `new`; CheckpointConflictError if it is not `old`."""
+        with db_errors("advancing the apply head"), conn.cursor() as cur:
+            if old is None:
+                try:
+                    cur.execute(
+                        f"INSERT INTO {self._db}.apply_head (job, batch_id, step, phase, "
+                        "complete) VALUES (%s, %s, %s, %s, %s)",
+                        (self.job, new.batch_id, new.step, new.phase, new.complete),
+                    )
+                except pymysql.err.IntegrityError:
+                    conn.rollback()
+                    raise CheckpointConflictError(
+                        f"job {self.job}: another driver wrote the first checkpoint"
+                    ) from None
+                return new
+            n = cur.execute(
+                f"UPDATE {self._db}.apply_head SET batch_id = %s, step = %s, phase = %s, "
+                "complete = %s WHERE job = %s AND batch_id = %s AND step = %s AND phase = %s "
+                "AND complete = %s",
+                (
+                    new.batch_id,
+                    new.step,
+                    new.phase,
+                    new.complete,
+                    self.job,
+                    old.batch_id,
+                    old.step,
+                    old.phase,
+                    old.complete,
+                ),
+            )
+        if n != 1:
+            conn.rollback()
+            raise CheckpointConflictError(
+                f"job {self.job}: the sink's head moved away from {old} (another driver?)"
+            )
+        return new
+
+    def _save_state(self, conn: Connection[Any], batch_id: int, state: PlannerState) -> None:
+        with db_errors("writing the apply state"), conn.cursor() as cur:
+            cur.execute(
+                f"INSERT INTO {self._db}.apply_state (job, batch_id, state) VALUES (%s, %s, %s)",
+                (self.job, batch_id, state.to_bytes()),
+            )
+            cur.execute(
+                f"DELETE FROM {self._db}.apply_state WHERE job = %s AND batch_id < %s",
+                (self.job, batch_id - 1),
+            )
+
+    def _write(self, conn: Connection[Any], tables: dict[Target, TableChanges], step: Step) -> None:
+        try:
+            with conn.cursor() as cur:
+                for tc in tables.values():
+                    _write_table(cur, tc)
+        except pymysql.err.MySQLError as exc:
+            conn.rollback()
+            code = exc.args[0] if exc.args else None
+            if code in _UNAVAILABLE:
+                raise SinkUnavailableError(f"writing rows: {exc}") from exc
+            raise self._diagnose(conn, tables, exc) from exc
+
+    def _diagnose(
+        self,
+        conn: Connection[Any],
+        tables: dict[Target, TableChanges],
+        error: pymysql.err.MySQLError,
+    ) -> ApplyError:
+        """Find the event a failed statement stumbled on, by replaying key by key (then roll
+        back): the error names its position and the reason."""
+        try:
+            with conn.cursor() as cur:
+                for tc in tables.values():
+                    for key, (cols, env) in tc.deletes.items():
+                        one = TableChanges(tc.target, tc.key_columns, deletes={key: (cols, env)})
+                        _try_one(cur, one, env)
+                    for key, entry in tc.upserts.items():
+                        one = TableChanges(tc.target, tc.key_columns, upserts={key: entry})
+                        _try_one(cur, one, entry[2])
+        except BadEventError as bad:
+            return bad
+        finally:
+            conn.rollback()
+        return ApplyError(f"applying a batch failed: {error}")
+
+    def _apply_ddl(self, env: Envelope) -> None:
+        ev = env.event
+        assert isinstance(ev, DdlChange)
+        if ev.table is None:
+            log.warning(
+                "%s: DDL without a table is not applied downstream: %s", env.position, ev.statement
+            )
+            return
+        try:
+            target = self._router.target(ev.schema, ev.table)
+            sharded = self._router.sharded(ev.schema, ev.table)
+        except RoutingError as exc:
+            raise BadEventError(f"bad routing: {exc}", env.position) from exc
+        if target is None:
+            return
+        if sharded:
+            log.warning(
+                "%s: DDL of sharded table %s.%s is not applied downstream: %s",
+                env.position,
+                ev.schema,
+                ev.table,
+                ev.statement,
+            )
+            return
+        columns = None
+        if ev.table_schema is not None:
+            try:
+                proj = self._router.projection(ev.table_schema)
+            except RoutingError as exc:
+                raise BadEventError(f"bad routing: {exc}", env.position) from exc
+            columns = proj.columns if proj else None
+        conn = self._conns[0]
+        if self._target_columns(conn, target) == columns and columns is not None:
+            log.info("%s: DDL already applied to %s", env.position, target)
+            return
+        if columns is None and ev.table_schema is None and not self._target_columns(conn, target):
+            log.info("%s: %s is already gone", env.position, target)
+            return
+        sql = rewrite_ddl(ev.statement, Target(ev.schema, ev.table), target)
+        log.info("%s: applying DDL to %s: %s", env.position, target, sql)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"USE {quote(target.schema)}")
+                cur.execute(sql)
+            conn.commit()
+        except pymysql.err.MySQLError as exc:
+            conn.rollback()
+            raise BadEventError(f"DDL failed on {target}: {exc}", env.position) from exc
+
+    def _target_columns(self, conn: Connection[Any], target: Target) -> tuple[str, ...] | None:
+        with db_errors("reading the target's columns"), conn.cursor() as cur:
+            cur.execute(
+                "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+                "AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+                (target.schema, target.table),
+            )
+            rows = cur.fetchall()
+        conn.commit()
+        return tuple(r[0] for r in rows) or None
+
+
+def _zero(target: Target, key: tuple[Value, ...]) -> int:
+    return 0
+
+
+def _write_table(cur: Any, tc: TableChanges) -> None:
+    by_cols: dict[tuple[str, ...], list[tuple[Value, ...]]] = {}
+    for key, (cols, _env) in tc.deletes.items():
+        by_cols.setdefault(cols, []).append(key)
+    for cols, keys in by_cols.items():
+        for i in range(0, len(keys), _DELETE_CHUNK):
+            chunk = keys[i : i + _DELETE_CHUNK]
+            args = [sql_value(v) for k in chunk for v in k]
+            cur.execute(delete_sql(tc.target, cols, len(chunk)), args)
+    groups: dict[tuple[str, ...], list[list[Any]]] = {}
+    for _key, (cols, values, _env) in tc.upserts.items():
+        groups.setdefault(cols, []).append([sql_value(v) for v in values])
+    for cols, rows in groups.items():
+        cur.executemany(upsert_sql(tc.target, cols, tc.key_columns), rows)
+
+
+def _try_one(cur: Any, one: TableChanges, env: Envelope) -> None:
+    try:
+        cur.execute("SAVEPOINT one")
+        _write_table(cur, one)
+        cur.execute("RELEASE SAVEPOINT one")
+    except pymysql.err.MySQLError as exc:
+        code = int(exc.args[0]) if exc.args else 0
+        reason = {1146: "missing target table", 1054: "target has no such column"}.get(
+            code, "cannot apply"
+        )
+        raise BadEventError(f"{reason} {one.target}: {exc}", env.position) from exc

@@ -1,0 +1,147 @@
+"""The MySQL sink against the real sink server, without Spark: upserts, deletes, key changes,
+replays, DDL steps and bad events."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pymysql
+import pytest
+
+from protocol.events import Op, TableSchema
+from rowbus.config import Settings
+from spark_apply.exceptions import BadEventError
+from spark_apply.planner import Envelope, PlannerState, plan
+from spark_apply.routing import Router
+from spark_apply.settings import RouteSettings, SinkConnection
+from spark_apply.sink import MySQLSink
+from tests.conftest import connect
+from tests.unit.spark_apply.events import ddl, resolved, row, table
+
+T = "topic"
+EXPECTED = [(T, 0, "s1")]
+
+
+def sink_connection(settings: Settings) -> SinkConnection:
+    s = settings.resolved_sink
+    return SinkConnection(host=s.host, port=s.port, user=s.user, password=s.password)
+
+
+def rows_of(settings: Settings, db: str, tbl: str = "t") -> list[tuple[object, ...]]:
+    with connect(settings.resolved_sink, db) as conn, conn.cursor() as cur:
+        cur.execute(f"SELECT * FROM `{tbl}` ORDER BY 1")
+        return list(cur.fetchall())
+
+
+@pytest.fixture
+def sink_db(services: Settings, make_database: Callable[..., str]) -> str:
+    db = make_database(services.resolved_sink)
+    with connect(services.resolved_sink, db) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v VARCHAR(20))")
+    return db
+
+
+def make_sink(
+    services: Settings,
+    unique: Callable[[str], str],
+    db: str,
+    schemas: dict[int, TableSchema],
+    mode: str = "snapshot",
+) -> MySQLSink:
+    router = Router([RouteSettings(match="up.*", target=f"{db}.{{table}}")], unrouted="error")
+    return MySQLSink(
+        sink_connection(services),
+        unique("job"),
+        f"{db}_state",
+        router,
+        schemas.get,
+        mode=mode,
+        parallelism=3,
+    )
+
+
+def batch(*events: object) -> list[Envelope]:
+    return [Envelope(T, 0, i, e) for i, e in enumerate(events)]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mode", ["snapshot", "parallel"])
+def test_rows_collapse_and_replays_are_skipped(
+    services: Settings, unique: Callable[[str], str], sink_db: str, mode: str
+) -> None:
+    up = table("up", "t")
+    sink = make_sink(services, unique, sink_db, {up.schema_id: up}, mode)
+    events = batch(
+        row(1, Op.INSERT, after=(1, "a"), tbl=up),
+        row(2, Op.INSERT, after=(2, "b"), tbl=up),
+        row(3, Op.UPDATE, before=(1, "a"), after=(1, "a2"), tbl=up),
+        row(4, Op.UPDATE, before=(2, "b"), after=(5, "b"), tbl=up),  # key change
+        row(5, Op.INSERT, after=(3, "c"), tbl=up),
+        row(6, Op.DELETE, before=(3, "c"), tbl=up),
+        row(7, Op.INSERT, after=(4, "d"), tbl=up),
+        resolved(6),
+    )
+    with sink:
+        prev = sink.previous_state(0)
+        assert prev == PlannerState()
+        p = plan(prev, events, EXPECTED)
+        assert sink.apply(0, p) == 6
+        assert rows_of(services, sink_db) == [(1, "a2"), (5, "b")]
+        assert sink.previous_state(0) is None  # committed: a replay is skipped
+        assert sink.apply(0, p) == 0
+        p1 = plan(
+            sink.previous_state(1) or PlannerState(),
+            [Envelope(T, 0, 8, resolved(8))],
+            EXPECTED,
+        )
+        sink.apply(1, p1)
+        assert rows_of(services, sink_db) == [(1, "a2"), (4, "d"), (5, "b")]
+        batches = [b for b, _, _ in sink.committed_batches()]
+        assert sorted(set(batches)) == [0, 1]
+
+
+def test_ddl_is_applied_between_rows(
+    services: Settings, unique: Callable[[str], str], sink_db: str
+) -> None:
+    up, up2 = table("up", "t"), table("up", "t", ("id", "v", "w"))
+    sink = make_sink(services, unique, sink_db, {up.schema_id: up, up2.schema_id: up2})
+    events = batch(
+        row(1, Op.INSERT, after=(1, "a"), tbl=up),
+        ddl(2, "ALTER TABLE `up`.`t` ADD COLUMN w INT", up2),
+        row(3, Op.INSERT, after=(2, "b", 7), tbl=up2),
+        row(4, Op.UPDATE, before=(1, "a", None), after=(1, "a", 1), tbl=up2),
+        resolved(9),
+    )
+    with sink:
+        p = plan(sink.previous_state(0) or PlannerState(), events, EXPECTED)
+        assert len(p.steps) == 2
+        sink.apply(0, p)
+        assert rows_of(services, sink_db) == [(1, "a", 1), (2, "b", 7)]
+        assert [s for _, s, _ in sink.committed_batches()] == [0, 1]
+
+
+def test_a_bad_event_stops_the_batch_with_its_position(
+    services: Settings, unique: Callable[[str], str], sink_db: str
+) -> None:
+    up = table("up", "t")
+    missing = table("up", "nope")
+    sink = make_sink(services, unique, sink_db, {up.schema_id: up, missing.schema_id: missing})
+    with sink:
+        bad_type = batch(
+            row(1, Op.INSERT, after=(1, "ok"), tbl=up),
+            row(2, Op.INSERT, after=(2, "x" * 50), tbl=up),  # longer than VARCHAR(20)
+            resolved(9),
+        )
+        with pytest.raises(BadEventError, match=r"topic\[0\]@1 \(binlog bin.000001:20\)"):
+            sink.apply(0, plan(PlannerState(), bad_type, EXPECTED))
+        no_table = batch(
+            row(1, Op.INSERT, after=(1, "ok"), tbl=up),
+            row(2, Op.INSERT, after=(2, "x"), tbl=missing),
+            resolved(9),
+        )
+        with pytest.raises(BadEventError, match=r"@1 .*missing target table"):
+            sink.apply(0, plan(PlannerState(), no_table, EXPECTED))
+        assert rows_of(services, sink_db) == []
+        assert sink.committed_batches() == []
+        assert sink.head() is None
+    with pytest.raises(pymysql.err.ProgrammingError):
+        rows_of(services, sink_db, "nope")
