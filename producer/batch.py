@@ -1,0 +1,251 @@
+"""The batcher: whole transactions in, the records of one Kafka transaction out (pure).
+
+`Batch` turns each `Transaction` into encoded records — a `SchemaRecord` ahead of the first row
+that uses a schema not yet published by this reader, then the transaction's `RowChange` and
+`DdlChange` events with their keys and partitions — and decides when to flush (`due`). The
+records of a transaction are never split across two batches. Every transaction, even one with
+no wanted table, takes one tick of the hybrid clock, so the watermark written at a flush
+(`Resolved` to every partition) covers everything read so far.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from producer.assembler import DdlItem, RowItem, Transaction
+from protocol.codec import Encoding, encode
+from protocol.events import (
+    BinlogPosition,
+    DdlChange,
+    Heartbeat,
+    Op,
+    Record,
+    Resolved,
+    RowChange,
+    SchemaRecord,
+    TableSchema,
+    TxnRef,
+)
+from protocol.hlc import HybridClock
+from protocol.partition import Partitioner
+from protocol.topics import data_topic, schema_key
+
+OutRecord = tuple[str, int | None, bytes | None, bytes, list[tuple[str, bytes]]]
+"""(topic, partition or None for the client's partitioner, key, value, headers)."""
+
+
+@dataclass(frozen=True)
+class FlushPolicy:
+    rows: int = 20_000
+    bytes: int = 8 * 1024 * 1024
+    interval_s: float = 0.2
+    idle_interval_s: float = 1.0
+    """A batch that only moves the position (no events) waits this long."""
+
+
+@dataclass
+class BatchStats:
+    transactions: int = 0
+    events: int = 0
+    rows: int = 0
+    bytes: int = 0
+
+
+@dataclass
+class Batch:
+    """The records of the next Kafka transaction, and the position it reaches."""
+
+    records: list[OutRecord] = field(default_factory=list)
+    stats: BatchStats = field(default_factory=BatchStats)
+    end: BinlogPosition | None = None
+    started: float | None = None
+    last_commit_time: int = 0
+
+
+class Batcher:
+    """Builds batches for one source. `topics` gives a data topic's partition count
+    (creating it if needed); `ddl_schema` the table schema after a DDL."""
+
+    def __init__(
+        self,
+        source: str,
+        clock: HybridClock,
+        topic_template: str,
+        partitions_of: Callable[[str], int],
+        partitioner_for: Callable[[int], Partitioner],
+        ddl_schema: Callable[[DdlItem], TableSchema | None],
+        schemas_topic: str,
+        encoding: Encoding = Encoding.PROTOBUF,
+        policy: FlushPolicy | None = None,
+    ) -> None:
+        self.source = source
+        self.clock = clock
+        self._template = topic_template
+        self._partitions_of = partitions_of
+        self._partitioner_for = partitioner_for
+        self._ddl_schema = ddl_schema
+        self._schemas_topic = schemas_topic
+        self._encoding = encoding
+        self.policy = policy or FlushPolicy()
+        self.published_schemas: set[int] = set()
+        self._topic_cache: dict[tuple[str, str], tuple[str, Partitioner]] = {}
+        self.topics: dict[str, int] = {}
+        self.batch = Batch()
+
+    # ---- topics -----------------------------------------------------------------------------
+
+    def topic_for(self, schema: str, table: str | None) -> tuple[str, Partitioner]:
+        key = (schema, table or "")
+        found = self._topic_cache.get(key)
+        if found is None:
+            name = data_topic(self._template, self.source, schema, table or "_")
+            n = self._partitions_of(name)
+            self.topics[name] = n
+            found = self._topic_cache[key] = (name, self._partitioner_for(n))
+        return found
+
+    def _emit(self, topic: str, partition: int | None, key: bytes | None, record: Record) -> None:
+        value, headers = encode(record, self._encoding)
+        self.batch.records.append((topic, partition, key, value, headers))
+        self.batch.stats.bytes += len(value)
+
+    # ---- transactions -----------------------------------------------------------------------
+
+    def add(self, txn: Transaction, now: float) -> None:
+        """Append `txn`'s records; stamps it with the next hybrid-clock tick."""
+        ts = self.clock.next(txn.commit_time * 1000)
+        batch = self.batch
+        if batch.started is None:
+            batch.started = now
+        batch.end = txn.end
+        batch.last_commit_time = txn.commit_time
+        batch.stats.transactions += 1
+        if not txn.changes:
+            return
+        planned = list(self._plan(txn))
+        count = len(planned)
+        for index, (item, op, before, after) in enumerate(planned):
+            ref = TxnRef(txn.id, index, count)
+            if isinstance(item, DdlItem):
+                self._add_ddl(item, ts, ref)
+            else:
+                self._add_row(item, op, before, after, ts, ref)
+        batch.stats.events += count
+
+    def _plan(self, txn: Transaction) -> Iterable[tuple[RowItem | DdlItem, Op, object, object]]:
+        for item in txn.changes:
+            if isinstance(item, DdlItem):
+                yield item, Op.UPDATE, None, None
+                continue
+            if item.op is Op.UPDATE:
+                _, partitioner = self.topic_for(item.table.schema, item.table.table)
+                probe = self._row(item, Op.UPDATE, item.before, item.after, 0, TxnRef("", 0))
+                if partitioner.key_changed(probe, item.table):
+                    yield item, Op.DELETE, item.before, None
+                    yield item, Op.INSERT, None, item.after
+                    continue
+            yield item, item.op, item.before, item.after
+
+    def _row(
+        self, item: RowItem, op: Op, before: object, after: object, ts: int, ref: TxnRef
+    ) -> RowChange:
+        table = item.table
+        return RowChange(
+            source=self.source,
+            ts=ts,
+            op=op,
+            schema=table.schema,
+            table=table.table,
+            schema_id=table.schema_id,
+            primary_key=table.primary_key,
+            before=before,  # type: ignore[arg-type]
+            after=after,  # type: ignore[arg-type]
+            txn=ref,
+            position=item.position,
+        )
+
+    def _add_row(
+        self, item: RowItem, op: Op, before: object, after: object, ts: int, ref: TxnRef
+    ) -> None:
+        table = item.table
+        sid = table.schema_id
+        if sid not in self.published_schemas:
+            self._emit(
+                self._schemas_topic, None, schema_key(sid), SchemaRecord.of(table, self.source, ts)
+            )
+            self.published_schemas.add(sid)
+        topic, partitioner = self.topic_for(table.schema, table.table)
+        row = self._row(item, op, before, after, ts, ref)
+        key, partition = partitioner.partition_row(row, table)
+        self._emit(topic, partition, key, row)
+        self.batch.stats.rows += 1
+
+    def _add_ddl(self, item: DdlItem, ts: int, ref: TxnRef) -> None:
+        target = item.target
+        schema = target.schema if target else item.schema
+        table = target.table if target else None
+        after = None if target is None or target.dropped else self._ddl_schema(item)
+        ddl = DdlChange(
+            source=self.source,
+            ts=ts,
+            schema=schema,
+            table=table,
+            statement=item.statement,
+            table_schema=after,
+            position=item.position,
+            txn=ref,
+        )
+        topic, partitioner = self.topic_for(schema, table)
+        for key, partition in partitioner.route(ddl):
+            self._emit(topic, partition, key, ddl)
+
+    # ---- watermarks -------------------------------------------------------------------------
+
+    def add_resolved(self) -> int:
+        """A `Resolved` at the clock's last tick to every partition of every topic written."""
+        ts = self.clock.last
+        record = Resolved(source=self.source, ts=ts)
+        self._broadcast(record)
+        return ts
+
+    def add_heartbeat(
+        self, reader_id: str, position: BinlogPosition, lag_ms: int, now: float
+    ) -> int:
+        """A `Heartbeat` with a fresh tick to every partition of every topic written."""
+        ts = self.clock.next(int(now * 1000))
+        self._broadcast(
+            Heartbeat(
+                source=self.source, ts=ts, reader_id=reader_id, position=position, lag_ms=lag_ms
+            )
+        )
+        return ts
+
+    def _broadcast(self, record: Resolved | Heartbeat) -> None:
+        if not self.topics:
+            self.topic_for("", None)
+        value, headers = encode(record, self._encoding)
+        for topic, n in self.topics.items():
+            for partition in range(n):
+                self.batch.records.append((topic, partition, None, value, list(headers)))
+
+    # ---- flushing ---------------------------------------------------------------------------
+
+    def due(self, now: float) -> bool:
+        """Whether the open batch should be committed now."""
+        batch = self.batch
+        if batch.started is None:
+            return False
+        stats = batch.stats
+        if stats.events:
+            return (
+                stats.events >= self.policy.rows
+                or stats.bytes >= self.policy.bytes
+                or now - batch.started >= self.policy.interval_s
+            )
+        return now - batch.started >= self.policy.idle_interval_s
+
+    def take(self) -> Batch:
+        """The open batch, replaced by an empty one."""
+        batch, self.batch = self.batch, Batch()
+        return batch

@@ -1,0 +1,275 @@
+"""The seam around mysql-replication: a binlog stream in file/position mode, as assembler events.
+
+Why file/position mode and not GTID mode. mysql-replication's MariaDB GTID mode has three traps
+(see notes/ENVIRONMENT.md): its COM_BINLOG_DUMP packet declares a wrong length (the server
+resets the stream at the end of a backlog), its automatic reconnect restarts from the *original*
+GTID, and with ``is_mariadb=True`` it ignores log_file/log_pos. In file/position mode the dump
+packet is right, the same code serves MySQL and MariaDB, and the library still sets
+``@mariadb_slave_capability=4`` so MariaDB sends its real GTID events: every transaction still
+carries its GTID. The reader tracks the position itself (transaction ends only, see
+`producer.assembler`); a GTID start position is turned into a file/position by a scan
+(`producer.server.locate`).
+
+The one patch: the library reconnects by itself when the stream drops (2006/2013), from *its*
+idea of the position, which can be inside a transaction. `_GuardedConnect` refuses every stream
+connection after the first, so a drop surfaces as `SourceUnavailableError` and the reader builds
+a new stream from the last transaction end it tracked.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pymysql
+from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.event import (
+    GtidEvent,
+    HeartbeatLogEvent,
+    MariadbGtidEvent,
+    QueryEvent,
+    RotateEvent,
+    XidEvent,
+)
+from pymysqlreplication.row_event import (
+    DeleteRowsEvent,
+    TableMapEvent,
+    UpdateRowsEvent,
+    WriteRowsEvent,
+)
+
+from producer.assembler import (
+    BinlogEvent,
+    GtidMark,
+    Query,
+    Rotate,
+    Rows,
+    ServerHeartbeat,
+    Skipped,
+    Xid,
+)
+from producer.exceptions import (
+    PositionPurgedError,
+    ReaderError,
+    ServerMisconfiguredError,
+    SourceUnavailableError,
+)
+from producer.settings import SourceConnection
+from producer.tables import (
+    Converter,
+    MissingMetadataError,
+    TableFilter,
+    converter_for,
+    table_schema_from_map,
+)
+from protocol.events import Op, TableSchema
+
+log = logging.getLogger(__name__)
+
+MARIADB_FL_STANDALONE = 0x01
+ER_MASTER_FATAL_READING_BINLOG = 1236
+_EVENTS = [
+    RotateEvent,
+    MariadbGtidEvent,
+    GtidEvent,
+    QueryEvent,
+    XidEvent,
+    TableMapEvent,
+    WriteRowsEvent,
+    UpdateRowsEvent,
+    DeleteRowsEvent,
+    HeartbeatLogEvent,
+]
+
+
+class _ReconnectRefused(Exception):  # noqa: N818 - control flow inside this module
+    """The library tried to reconnect the stream by itself."""
+
+
+class _GuardedConnect:
+    """`pymysql_wrapper` that allows one stream connection; control connections pass."""
+
+    def __init__(self) -> None:
+        self.stream_connections = 0
+
+    def __call__(self, **kwargs: Any) -> pymysql.connections.Connection[Any]:
+        if "cursorclass" not in kwargs:  # the ctl connection sets a DictCursor
+            self.stream_connections += 1
+            if self.stream_connections > 1:
+                raise _ReconnectRefused
+        return pymysql.connect(**kwargs)
+
+
+def translate_mysql_error(exc: BaseException, where: str) -> ReaderError:
+    """One `ReaderError` for a pymysql (or library) failure at `where`."""
+    if isinstance(exc, _ReconnectRefused):
+        return SourceUnavailableError(f"{where}: the replication stream dropped")
+    args: list[Any] = list(getattr(exc, "args", ()))
+    code = args[0] if args and isinstance(args[0], int) else None
+    text = str(args[1]) if len(args) > 1 else str(exc)
+    if code == ER_MASTER_FATAL_READING_BINLOG:
+        if "purged" in text or "first log file" in text or "not find" in text.lower():
+            return PositionPurgedError(f"{where}: the server no longer has it ({text})")
+        return SourceUnavailableError(f"{where}: the server stopped the stream ({text})")
+    if code in (1045, 1227, 1142, 1044):
+        return ServerMisconfiguredError(f"{where}: access denied ({text}); {GRANT_HINT}")
+    return SourceUnavailableError(f"{where}: {type(exc).__name__} {code or ''} {text}".strip())
+
+
+GRANT_HINT = "grant the reader's user REPLICATION SLAVE, BINLOG MONITOR (MySQL: REPLICATION CLIENT)"
+
+_OPS = {WriteRowsEvent: Op.INSERT, UpdateRowsEvent: Op.UPDATE, DeleteRowsEvent: Op.DELETE}
+
+
+class BinlogStream:
+    """One replication connection from `file:pos` on; `events()` yields assembler events.
+
+    Lifecycle: construct (no I/O), `events()` connects on first use, `close()` releases. A
+    stream is never reconnected: on any drop it raises `SourceUnavailableError` and the caller
+    builds a new one from its own last transaction end.
+    """
+
+    def __init__(
+        self,
+        source: SourceConnection,
+        server_id: int,
+        file: str,
+        pos: int,
+        table_filter: TableFilter,
+        heartbeat_s: float = 0.5,
+        blocking: bool = True,
+        read_timeout_s: float = 30.0,
+    ) -> None:
+        self.source = source
+        self.file = file
+        self.pos = pos
+        self._server_id = server_id
+        self._filter = table_filter
+        self._heartbeat_s = heartbeat_s
+        self._blocking = blocking
+        self._read_timeout = read_timeout_s
+        self._reader: BinLogStreamReader | None = None
+        self._tables: dict[int, tuple[TableSchema, Converter] | None] = {}
+        self._layouts: dict[tuple[Any, ...], tuple[TableSchema, Converter]] = {}
+
+    def _open(self) -> BinLogStreamReader:
+        settings = {
+            **self.source.pymysql_kwargs(),
+            "read_timeout": max(self._read_timeout, self._heartbeat_s * 4),
+            "connect_timeout": 10,
+        }
+        return BinLogStreamReader(
+            connection_settings=settings,
+            server_id=self._server_id,
+            log_file=self.file,
+            log_pos=self.pos,
+            resume_stream=True,
+            blocking=self._blocking,
+            only_events=_EVENTS,
+            slave_heartbeat=self._heartbeat_s if self._blocking else None,
+            pymysql_wrapper=_GuardedConnect(),
+            enable_logging=False,
+        )
+
+    def close(self) -> None:
+        if self._reader is not None:
+            try:
+                self._reader.close()
+            except Exception as exc:  # noqa: BLE001 - closing a broken stream is best effort
+                log.debug("closing binlog stream: %s", exc)
+            self._reader = None
+
+    def events(self) -> Iterator[BinlogEvent]:
+        """Assembler events from `file:pos` on; ends only when a non-blocking stream ends."""
+        where = f"binlog stream of {self.source.name} ({self.source.host}:{self.source.port})"
+        self._reader = self._open()
+        raw = iter(self._reader)
+        translate = self._translate
+        while True:
+            try:
+                event = next(raw)
+            except StopIteration:
+                return
+            except ReaderError:
+                raise
+            except (pymysql.MySQLError, _ReconnectRefused, OSError, EOFError) as exc:
+                raise translate_mysql_error(exc, f"{where} at {self.file}:{self.pos}") from exc
+            out = translate(event)
+            if out is not None:
+                yield out
+
+    def _translate(self, event: Any) -> BinlogEvent | None:
+        kind = type(event)
+        packet = event.packet
+        end = packet.log_pos
+        if kind in _OPS:
+            found = self._tables.get(event.table_id)
+            if found is None:
+                return Skipped(end)
+            table, convert = found
+            return Rows(_OPS[kind], table, end, _decoder(event, kind, convert))
+        if kind is TableMapEvent:
+            self._table_map(event)
+            return Skipped(end)
+        if kind is XidEvent:
+            return Xid(end, event.timestamp)
+        if kind is MariadbGtidEvent:
+            standalone = bool(event.flags & MARIADB_FL_STANDALONE)
+            return GtidMark(event.gtid, end, event.event_size, standalone, opens=True)
+        if kind is GtidEvent:
+            return GtidMark(str(event.gtid), end, event.event_size, False, opens=False)
+        if kind is QueryEvent:
+            schema = event.schema
+            schema = schema.decode("utf-8", "replace") if isinstance(schema, bytes) else schema
+            query = event.query
+            statement = query.decode("utf-8", "replace") if isinstance(query, bytes) else query
+            return Query(statement, str(schema or ""), end, event.event_size, event.timestamp)
+        if kind is RotateEvent:
+            self.file, self.pos = event.next_binlog, event.position
+            return Rotate(event.next_binlog, event.position)
+        if kind is HeartbeatLogEvent:
+            return ServerHeartbeat(event.ident.rstrip("\x00"), end)
+        return Skipped(end)
+
+    def _table_map(self, event: Any) -> None:
+        schema, name = event.schema, event.table
+        if not self._filter.wanted(schema, name):
+            self._tables[event.table_id] = None
+            return
+        cols = event.columns
+        layout = (
+            schema,
+            name,
+            bytes(event.null_bitmask),
+            tuple((c.type, c.name, c.unsigned, c.is_primary, c.collation_name) for c in cols),
+            tuple(tuple(c.enum_values or ()) + tuple(c.set_values or ()) for c in cols),
+            tuple(
+                (getattr(c, "fsp", None), getattr(c, "precision", None), getattr(c, "bits", 0))
+                for c in cols
+            ),
+        )
+        found = self._layouts.get(layout)
+        if found is None:
+            try:
+                table = table_schema_from_map(event)
+            except MissingMetadataError as exc:
+                raise ServerMisconfiguredError(
+                    f"table map of {schema}.{name} has no column names: set "
+                    "binlog_row_metadata=FULL on the source"
+                ) from exc
+            found = (table, converter_for(table))
+            if len(self._layouts) > 10_000:
+                self._layouts.clear()
+            self._layouts[layout] = found
+        self._tables[event.table_id] = found
+
+
+def _decoder(
+    event: Any, kind: type, convert: Converter
+) -> Callable[[], list[tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]]]:
+    if kind is WriteRowsEvent:
+        return lambda: [(None, convert(r["values"])) for r in event.rows]
+    if kind is DeleteRowsEvent:
+        return lambda: [(convert(r["values"]), None) for r in event.rows]
+    return lambda: [(convert(r["before_values"]), convert(r["after_values"])) for r in event.rows]

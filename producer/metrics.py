@@ -1,0 +1,41 @@
+"""Counters a reader keeps for metrics (read by the CLI's status line or an exporter)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ReaderMetrics:
+    events: int = 0
+    """Binlog events read (any kind)."""
+    transactions: int = 0
+    rows: int = 0
+    """Row events published."""
+    bytes: int = 0
+    """Encoded bytes published (values)."""
+    batches: int = 0
+    heartbeats: int = 0
+    lag_ms: int = 0
+    """Wall clock minus the commit time of the last transaction read."""
+    commit_latency_ms: list[float] = field(default_factory=list)
+    """The latest Kafka commit latencies (flush + commit), newest last, at most 1000."""
+
+    def observe_commit(self, ms: float) -> None:
+        self.commit_latency_ms.append(ms)
+        if len(self.commit_latency_ms) > 1000:
+            del self.commit_latency_ms[:500]
+
+    def snapshot(self) -> dict[str, float]:
+        lat = sorted(self.commit_latency_ms)
+        return {
+            "events": self.events,
+            "transactions": self.transactions,
+            "rows": self.rows,
+            "bytes": self.bytes,
+            "batches": self.batches,
+            "heartbeats": self.heartbeats,
+            "lag_ms": self.lag_ms,
+            "commit_latency_p50_ms": lat[len(lat) // 2] if lat else 0.0,
+            "commit_latency_max_ms": lat[-1] if lat else 0.0,
+        }

@@ -1,0 +1,222 @@
+"""The seam around confluent-kafka: a transactional producer, topic admin, and the one place that
+translates `KafkaError` into `PublishError` / `FencedError`.
+
+Lifecycle: construct (no I/O), `start()` (creates the producer and calls ``init_transactions``,
+which fences any older producer with the same transactional.id and aborts its open
+transaction), then per batch `begin()`, `produce()`…, `flush()` (raises on any delivery error,
+returns the offsets written), `produce()` the checkpoint, `commit()`; `abort()` after a failure;
+`close()`. Delivery guarantee: exactly once per committed transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from producer.exceptions import FencedError, PublishError
+
+log = logging.getLogger(__name__)
+
+_FENCED_CODES = {
+    "_FENCED",
+    "PRODUCER_FENCED",
+    "INVALID_PRODUCER_EPOCH",
+    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+}
+
+
+def translate_kafka_error(err: KafkaError | None, what: str) -> PublishError:
+    """The `PublishError` for a librdkafka error (FencedError when this producer is a zombie)."""
+    if err is None:
+        return PublishError(f"{what} failed")
+    name = err.name()
+    text = f"{what}: {name}: {err.str()}"
+    if name in _FENCED_CODES:
+        return FencedError(f"{text} (another reader took this source over)", name)
+    retryable = bool(err.retriable()) or bool(err.txn_requires_abort())
+    return PublishError(text, name, retryable=retryable and not err.fatal())
+
+
+@contextmanager
+def kafka_errors(what: str) -> Iterator[None]:
+    """Translate KafkaException raised inside the block."""
+    try:
+        yield
+    except KafkaException as exc:
+        err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+        raise translate_kafka_error(err, what) from exc
+
+
+class KafkaPublisher:
+    def __init__(
+        self,
+        client_config: Mapping[str, Any],
+        transactional_id: str,
+        transaction_timeout_ms: int = 60_000,
+        timeout_s: float = 30.0,
+    ) -> None:
+        self._config = dict(client_config)
+        self.transactional_id = transactional_id
+        self._txn_timeout = transaction_timeout_ms
+        self._timeout = timeout_s
+        self._producer: Producer | None = None
+        self._admin: AdminClient | None = None
+        self._errors: list[tuple[str, KafkaError]] = []
+        self._offsets: dict[tuple[str, int], int] = {}
+        self._in_txn = False
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        config = {
+            **self._config,
+            "transactional.id": self.transactional_id,
+            "transaction.timeout.ms": self._txn_timeout,
+            "linger.ms": 5,
+            "queue.buffering.max.messages": 500_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "batch.num.messages": 10_000,
+            "partitioner": "murmur2_random",
+        }
+        with kafka_errors(f"creating producer {self.transactional_id}"):
+            self._producer = Producer(config)
+            self._admin = AdminClient(dict(self._config))
+            self._producer.init_transactions(self._timeout)
+
+    def close(self) -> None:
+        if self._producer is not None:
+            if self._in_txn:
+                self.abort()
+            try:
+                self._producer.flush(5)
+            except KafkaException as exc:
+                log.debug("flush on close: %s", exc)
+            self._producer = None
+
+    @property
+    def producer(self) -> Producer:
+        if self._producer is None:
+            raise PublishError("the publisher is not started")
+        return self._producer
+
+    # ---- topics -------------------------------------------------------------------------------
+
+    def partitions(self, topic: str, create_partitions: int, config: Mapping[str, str]) -> int:
+        """The partition count of `topic`, creating it (with `config`) if it does not exist."""
+        assert self._admin is not None
+        with kafka_errors(f"describing topic {topic}"):
+            meta = self._admin.list_topics(topic, timeout=self._timeout).topics.get(topic)
+        if meta is not None and meta.error is None and meta.partitions:
+            return len(meta.partitions)
+        self.create_topic(topic, create_partitions, config)
+        deadline = time.monotonic() + self._timeout
+        while time.monotonic() < deadline:
+            with kafka_errors(f"describing topic {topic}"):
+                meta = self._admin.list_topics(topic, timeout=self._timeout).topics.get(topic)
+            if meta is not None and meta.error is None and meta.partitions:
+                return len(meta.partitions)
+            time.sleep(0.1)
+        raise PublishError(f"topic {topic} did not appear within {self._timeout:.0f}s")
+
+    def create_topic(self, topic: str, partitions: int, config: Mapping[str, str]) -> None:
+        assert self._admin is not None
+        futures = self._admin.create_topics(
+            [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=dict(config))],
+            operation_timeout=self._timeout,
+        )
+        try:
+            futures[topic].result(self._timeout)
+            log.info("created topic %s with %d partitions", topic, partitions)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                return
+            raise translate_kafka_error(
+                err if isinstance(err, KafkaError) else None, f"creating topic {topic}"
+            ) from exc
+
+    # ---- transactions -------------------------------------------------------------------------
+
+    def begin(self) -> None:
+        self._errors.clear()
+        self._offsets.clear()
+        with kafka_errors("begin transaction"):
+            self.producer.begin_transaction()
+        self._in_txn = True
+
+    def _delivered(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            self._errors.append((f"{msg.topic()}[{msg.partition()}]", err))
+            return
+        key = (msg.topic(), msg.partition())
+        offset = msg.offset() + 1
+        if offset > self._offsets.get(key, -1):
+            self._offsets[key] = offset
+
+    def produce(
+        self,
+        records: Sequence[tuple[str, int | None, bytes | None, bytes, list[tuple[str, bytes]]]],
+    ) -> None:
+        producer = self.producer
+        on_delivery = self._delivered
+        for topic, partition, key, value, hdrs in records:
+            headers: Any = hdrs
+            for _ in range(1000):
+                try:
+                    if partition is None:
+                        producer.produce(
+                            topic, value, key, headers=headers, on_delivery=on_delivery
+                        )
+                    else:
+                        producer.produce(
+                            topic, value, key, partition, on_delivery=on_delivery, headers=headers
+                        )
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+                except KafkaException as exc:
+                    err = exc.args[0] if exc.args else None
+                    raise translate_kafka_error(
+                        err if isinstance(err, KafkaError) else None, f"producing to {topic}"
+                    ) from exc
+            else:
+                raise PublishError(f"the producer queue stayed full while producing to {topic}")
+            if self._errors:
+                self._raise_delivery_errors()
+        producer.poll(0)
+
+    def flush(self) -> dict[tuple[str, int], int]:
+        """Wait for every record; PublishError if any failed. The next offsets per partition."""
+        with kafka_errors("flush"):
+            remaining = self.producer.flush(self._timeout)
+        if remaining:
+            raise PublishError(f"{remaining} records still undelivered after {self._timeout:.0f}s")
+        if self._errors:
+            self._raise_delivery_errors()
+        return dict(self._offsets)
+
+    def _raise_delivery_errors(self) -> None:
+        where, err = self._errors[0]
+        raise translate_kafka_error(err, f"delivery to {where} ({len(self._errors)} failed)")
+
+    def commit(self) -> None:
+        with kafka_errors("commit transaction"):
+            self.producer.commit_transaction(self._timeout)
+        self._in_txn = False
+        if self._errors:  # pragma: no cover - commit fails first in practice
+            self._raise_delivery_errors()
+
+    def abort(self) -> None:
+        self._in_txn = False
+        try:
+            self.producer.abort_transaction(self._timeout)
+        except KafkaException as exc:
+            log.warning(
+                "aborting the Kafka transaction of %s failed: %s", self.transactional_id, exc
+            )

@@ -1,0 +1,370 @@
+"""The reader: one source server to the protocol on Kafka, exactly once.
+
+`Reader.run(stop)` loops: win the election for the source (`producer.leader`), then lead —
+fence older producers (``init_transactions``), load the last checkpoint, check the server, and
+tail the binlog from the checkpoint's transaction end. Whole transactions are batched
+(`producer.batch`) and each batch is one Kafka transaction holding its events, a `Resolved` (or
+a `Heartbeat` when idle and caught up) to every partition, and the `ReaderCheckpoint`. A
+delivery error aborts the transaction before the checkpoint moves; leadership lost, a fenced
+producer or a dropped stream end the term, and the next term resumes from the committed
+checkpoint. `stop` (SIGTERM/SIGINT in the CLI) finishes the open batch, commits it with a final
+`Resolved` and gives leadership up.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from producer.assembler import DdlItem, ServerHeartbeat, TransactionAssembler
+from producer.batch import Batcher, FlushPolicy
+from producer.binlog import BinlogStream
+from producer.checkpoints import load_checkpoint
+from producer.ddl import DdlTarget
+from producer.exceptions import (
+    FencedError,
+    LeadershipLostError,
+    ReaderError,
+    SourceUnavailableError,
+)
+from producer.leader import Leadership, NoElection, ZooKeeperLeadership
+from producer.metrics import ReaderMetrics
+from producer.positions import GtidState, parse_start
+from producer.publisher import KafkaPublisher
+from producer.server import SourceServer
+from producer.settings import SYSTEM_SCHEMAS, ReaderSettings, Services, SourceConnection
+from producer.tables import TableFilter
+from protocol.codec import Encoding, encode
+from protocol.events import BinlogPosition, ReaderCheckpoint, TableSchema
+from protocol.hlc import HybridClock
+from protocol.partition import Dispatch, DispatchRule, Partitioner
+from protocol.topics import (
+    CHECKPOINTS_TOPIC_CONFIG,
+    CHECKPOINTS_TOPIC_PARTITIONS,
+    DATA_TOPIC_CONFIG,
+    SCHEMAS_TOPIC_CONFIG,
+    SCHEMAS_TOPIC_PARTITIONS,
+    checkpoint_key,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_STREAM_RETRIES = 30
+MAX_TERM_FAILURES = 20
+
+
+def default_reader_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def derived_server_id(source: str) -> int:
+    """A replica server id shared by every reader of `source`: a new leader's binlog connection
+    makes the server drop a zombie's one."""
+    return 1_000_000 + zlib.crc32(source.encode()) % 2_000_000_000
+
+
+@dataclass
+class _Term:
+    """State of one leadership term."""
+
+    server: SourceServer
+    publisher: KafkaPublisher
+    batcher: Batcher
+    gtid: GtidState
+    epoch: int
+    resume: BinlogPosition
+    offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    last_publish: float = 0.0
+
+
+class Reader:
+    """Tails one source and publishes it. Construct (no I/O), then `run(stop)`."""
+
+    def __init__(
+        self,
+        source: SourceConnection,
+        settings: ReaderSettings,
+        services: Services,
+        leadership: Leadership | None = None,
+        wall: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.source = source
+        self.settings = settings
+        self.services = services
+        self.reader_id = settings.reader_id or default_reader_id()
+        self.server_id = settings.server_id or derived_server_id(source.name)
+        self.transactional_id = f"rowbus-reader-{source.name}"
+        self.metrics = ReaderMetrics()
+        self._wall = wall
+        self._monotonic = monotonic
+        self._encoding = Encoding(settings.encoding)
+        self._filter = TableFilter(
+            settings.include_schemas,
+            settings.exclude_schemas,
+            settings.include_tables,
+            settings.exclude_tables,
+            SYSTEM_SCHEMAS,
+        )
+        self._rules = {
+            pattern: Dispatch(DispatchRule(d.rule), tuple(d.columns))
+            for pattern, d in settings.dispatch.items()
+        }
+        if leadership is None:
+            if settings.election and services.zookeeper_hosts:
+                path = f"{services.zookeeper_root.rstrip('/')}/readers/{source.name}/leader"
+                leadership = ZooKeeperLeadership(
+                    services.zookeeper_hosts,
+                    path,
+                    self.reader_id,
+                    services.zookeeper_session_timeout_s,
+                )
+            else:
+                leadership = NoElection()
+        self.leadership = leadership
+        hb = settings.heartbeat_interval_s
+        self._server_heartbeat_s = max(0.1, min(settings.flush_interval_s, hb / 4))
+
+    # ---- terms ----------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Lead whenever elected, until `stop` is set. Raises a fatal `ReaderError`."""
+        failures = 0
+        self.leadership.start()
+        try:
+            while not stop.is_set():
+                if not self.leadership.acquire(stop):
+                    break
+                try:
+                    self._lead(stop)
+                    failures = 0
+                except (FencedError, LeadershipLostError) as exc:
+                    log.warning("%s: %s; back to the election", self.reader_id, exc)
+                except ReaderError as exc:
+                    if not exc.retryable:
+                        raise
+                    failures += 1
+                    if failures > MAX_TERM_FAILURES:
+                        raise
+                    log.warning("%s: %s; retrying (%d)", self.reader_id, exc, failures)
+                    stop.wait(min(5.0, 0.2 * 2**failures))
+                finally:
+                    self.leadership.release()
+        finally:
+            self.leadership.close()
+
+    def _open_term(self) -> _Term:
+        s = self.settings
+        server = SourceServer(self.source).connect()
+        try:
+            server.check()
+            publisher = KafkaPublisher(
+                {**self.services.kafka, **s.kafka}, self.transactional_id, s.transaction_timeout_ms
+            )
+            publisher.start()
+        except BaseException:
+            server.close()
+            raise
+        publisher.partitions(
+            s.checkpoints_topic, CHECKPOINTS_TOPIC_PARTITIONS, CHECKPOINTS_TOPIC_CONFIG
+        )
+        publisher.partitions(s.schemas_topic, SCHEMAS_TOPIC_PARTITIONS, SCHEMAS_TOPIC_CONFIG)
+        checkpoint = load_checkpoint(self.services.kafka, s.checkpoints_topic, self.source.name)
+        if checkpoint is not None:
+            resume = checkpoint.position
+            server.ensure_available(resume, "checkpoint position")
+            gtid = GtidState(checkpoint.gtid_set)
+            clock = HybridClock(checkpoint.ts)
+            epoch = checkpoint.epoch + 1
+            offsets = {(t, p): o for t, p, o in checkpoint.offsets}
+        else:
+            resume = server.locate(parse_start(s.start), self.server_id)
+            gtid = GtidState(resume.gtid or server.gtid_at(resume.file, resume.offset))
+            clock, epoch, offsets = HybridClock(), 1, {}
+        batcher = Batcher(
+            self.source.name,
+            clock,
+            s.topic_template,
+            lambda topic: publisher.partitions(topic, s.partitions, DATA_TOPIC_CONFIG),
+            lambda n: Partitioner(n, self._rules),
+            lambda item: self._ddl_schema(server, item),
+            s.schemas_topic,
+            self._encoding,
+            FlushPolicy(s.flush_rows, s.flush_bytes, s.flush_interval_s, s.heartbeat_interval_s),
+        )
+        log.info(
+            "%s leads source %s (epoch %d) from binlog %s:%s gtid=%s",
+            self.reader_id,
+            self.source.name,
+            epoch,
+            resume.file,
+            resume.offset,
+            gtid or None,
+        )
+        return _Term(server, publisher, batcher, gtid, epoch, resume, offsets)
+
+    def _ddl_schema(self, server: SourceServer, item: DdlItem) -> TableSchema | None:
+        target: DdlTarget | None = item.target
+        if target is None:
+            return None
+        return server.table_schema(target.schema, target.table)
+
+    def _lead(self, stop: threading.Event) -> None:
+        term = self._open_term()
+        try:
+            # Publish at once: a takeover is visible (new epoch) and a zombie is found out early.
+            self._commit(term, heartbeat=False)
+            self._tail(term, stop)
+            if not self.leadership.lost:
+                self._commit(term, heartbeat=False)  # the final Resolved of a graceful stop
+                log.info("%s stopped at binlog %s", self.reader_id, term.resume)
+        finally:
+            term.publisher.close()
+            term.server.close()
+
+    # ---- tailing --------------------------------------------------------------------------------
+
+    def _tail(self, term: _Term, stop: threading.Event) -> None:
+        retries = 0
+        while not stop.is_set():
+            stream = BinlogStream(
+                self.source,
+                self.server_id,
+                term.resume.file,
+                term.resume.offset,
+                self._filter,
+                heartbeat_s=self._server_heartbeat_s,
+            )
+            try:
+                self._follow(term, stream, stop)
+                return
+            except SourceUnavailableError as exc:
+                retries += 1
+                if retries > MAX_STREAM_RETRIES:
+                    raise
+                log.warning(
+                    "%s; reconnecting from binlog %s (attempt %d)", exc, term.resume, retries
+                )
+                stop.wait(min(5.0, 0.1 * 2**retries))
+            finally:
+                stream.close()
+
+    def _follow(self, term: _Term, stream: BinlogStream, stop: threading.Event) -> None:
+        assembler = TransactionAssembler(term.resume.file, term.resume.offset, self._ddl_wanted)
+        batcher = term.batcher
+        metrics = self.metrics
+        leadership = self.leadership
+        wall = self._wall
+        hb_gap = self.settings.heartbeat_interval_s * 0.95
+        for event in stream.events():
+            metrics.events += 1
+            if leadership.lost:
+                raise LeadershipLostError(f"{self.reader_id} lost leadership of {self.source.name}")
+            now = wall()
+            if isinstance(event, ServerHeartbeat):
+                caught_up = (
+                    not assembler.in_transaction
+                    and event.file == assembler.file
+                    and event.pos == assembler.event_end
+                )
+                if (
+                    caught_up
+                    and not batcher.batch.stats.events
+                    and now - term.last_publish >= hb_gap
+                ):
+                    self._commit(term, heartbeat=True, position=assembler.event_position)
+            else:
+                txn = assembler.feed(event)
+                if txn is not None:
+                    if txn.gtid:
+                        term.gtid.add(txn.gtid)
+                    batcher.add(txn, now)
+                    term.resume = txn.end
+                    metrics.transactions += 1
+                    metrics.lag_ms = max(0, int(now * 1000) - txn.commit_time * 1000)
+            if batcher.due(now):
+                self._commit(term, heartbeat=False)
+            if stop.is_set() and not assembler.in_transaction:
+                return
+
+    def _ddl_wanted(self, schema: str, target: DdlTarget | None) -> bool:
+        if target is None:
+            return self._filter.schema_wanted(schema) if schema else False
+        return self._filter.wanted(target.schema, target.table)
+
+    # ---- publishing -----------------------------------------------------------------------------
+
+    def _commit(self, term: _Term, heartbeat: bool, position: BinlogPosition | None = None) -> None:
+        """One Kafka transaction: the open batch, a watermark to every partition, the checkpoint."""
+        if self.leadership.lost:
+            raise LeadershipLostError(f"{self.reader_id} lost leadership of {self.source.name}")
+        batcher = term.batcher
+        now = self._wall()
+        if heartbeat:
+            assert position is not None
+            where = BinlogPosition(position.file, position.offset, term.resume.gtid)
+            batcher.add_heartbeat(self.reader_id, where, 0, now)
+            self.metrics.heartbeats += 1
+        else:
+            batcher.add_resolved()
+        batch = batcher.take()
+        publisher = term.publisher
+        started = self._monotonic()
+        publisher.begin()
+        try:
+            publisher.produce(batch.records)
+            term.offsets.update(publisher.flush())
+            checkpoint = ReaderCheckpoint(
+                source=self.source.name,
+                position=term.resume,
+                gtid_set=str(term.gtid) or None,
+                ts=batcher.clock.last,
+                offsets=tuple((t, p, o) for (t, p), o in sorted(term.offsets.items())),
+                reader_id=self.reader_id,
+                epoch=term.epoch,
+            )
+            value, headers = encode(checkpoint, self._encoding)
+            publisher.produce(
+                [
+                    (
+                        self.settings.checkpoints_topic,
+                        None,
+                        checkpoint_key(self.source.name),
+                        value,
+                        headers,
+                    )
+                ]
+            )
+            if self.leadership.lost:
+                raise LeadershipLostError(
+                    f"{self.reader_id} lost leadership of {self.source.name} before commit"
+                )
+            publisher.commit()
+        except FencedError:
+            raise
+        except ReaderError:
+            publisher.abort()
+            raise
+        elapsed_ms = (self._monotonic() - started) * 1000
+        term.last_publish = now
+        m = self.metrics
+        m.batches += 1
+        m.rows += batch.stats.rows
+        m.bytes += batch.stats.bytes
+        m.observe_commit(elapsed_ms)
+        log.debug(
+            "committed %d transactions, %d events up to binlog %s:%s gtid=%s ts=%d in %.1f ms",
+            batch.stats.transactions,
+            batch.stats.events,
+            term.resume.file,
+            term.resume.offset,
+            term.resume.gtid,
+            batcher.clock.last,
+            elapsed_ms,
+        )

@@ -1,0 +1,292 @@
+"""Plain SQL against the source server: start-up checks, binlog files, positions, live schemas.
+
+Every pymysql failure is translated into a `ReaderError` here or in `producer.binlog`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pymysql
+
+from producer.assembler import TransactionAssembler
+from producer.binlog import GRANT_HINT, BinlogStream, translate_mysql_error
+from producer.exceptions import BadStartPositionError, PositionPurgedError, ServerMisconfiguredError
+from producer.positions import StartSpec, is_mariadb_gtid
+from producer.settings import SourceConnection
+from producer.tables import TableFilter
+from protocol.events import BinlogPosition, ColumnSchema, TableSchema
+
+log = logging.getLogger(__name__)
+
+_REQUIRED = {"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL"}
+_ENUM_ELEMENTS = re.compile(r"'((?:[^']|'')*)'")
+
+
+class SourceServer:
+    """A control connection to one source. Construct, `connect()`, use, `close()`."""
+
+    def __init__(self, source: SourceConnection) -> None:
+        self.source = source
+        self._conn: pymysql.connections.Connection[Any] | None = None
+        self.mariadb = False
+        self.version = ""
+
+    @property
+    def where(self) -> str:
+        return f"source {self.source.name} ({self.source.host}:{self.source.port})"
+
+    def connect(self) -> SourceServer:
+        try:
+            self._conn = pymysql.connect(
+                host=self.source.host,
+                port=self.source.port,
+                user=self.source.user,
+                password=self.source.password,
+                autocommit=True,
+                connect_timeout=10,
+                read_timeout=60,
+            )
+            version = self.query_one("SELECT VERSION()")
+        except pymysql.MySQLError as exc:
+            raise translate_mysql_error(exc, f"connecting to {self.where}") from exc
+        self.version = str(version[0]) if version else ""
+        self.mariadb = "mariadb" in self.version.lower()
+        return self
+
+    def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(pymysql.MySQLError):
+                self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> SourceServer:
+        return self.connect()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _cursor(self, what: str) -> Iterator[Any]:
+        if self._conn is None:
+            self.connect()
+        assert self._conn is not None
+        try:
+            self._conn.ping()
+            with self._conn.cursor() as cur:
+                yield cur
+        except pymysql.MySQLError as exc:
+            raise translate_mysql_error(exc, f"{what} on {self.where}") from exc
+
+    def query_all(self, sql: str, args: Any = None) -> list[tuple[Any, ...]]:
+        with self._cursor(sql.split(maxsplit=1)[0]) as cur:
+            cur.execute(sql, args)
+            return list(cur.fetchall())
+
+    def query_one(self, sql: str, args: Any = None) -> tuple[Any, ...] | None:
+        rows = self.query_all(sql, args)
+        return rows[0] if rows else None
+
+    # ---- start-up checks --------------------------------------------------------------------
+
+    def check(self) -> None:
+        """ServerMisconfiguredError with one actionable line if the binlog or a grant is wrong."""
+        variables = {
+            str(k).lower(): str(v).upper()
+            for k, v in self.query_all(
+                "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('log_bin', 'binlog_format', "
+                "'binlog_row_image', 'binlog_row_metadata')"
+            )
+        }
+        required = dict(_REQUIRED)
+        required["binlog_row_metadata"] = "FULL"
+        for name, want in required.items():
+            have = variables.get(name)
+            if have != want:
+                flag = "--log-bin" if name == "log_bin" else f"{name}={want}"
+                raise ServerMisconfiguredError(
+                    f"{self.where}: {name} is {have or 'not set'}, the reader needs {want}: "
+                    f"set {flag} in the server configuration and restart it"
+                )
+        grants = " ".join(str(r[0]) for r in self.query_all("SHOW GRANTS FOR CURRENT_USER()"))
+        grants = grants.upper()
+        if "ALL PRIVILEGES ON *.*" in grants:
+            return
+        needed = ["REPLICATION SLAVE"] + (["BINLOG MONITOR"] if self.mariadb else [])
+        if not self.mariadb:
+            needed.append("REPLICATION CLIENT")
+        alt = {"BINLOG MONITOR": ("SUPER", "REPLICATION CLIENT"), "REPLICATION SLAVE": ()}
+        missing = [
+            g
+            for g in needed
+            if g not in grants
+            and not any(a in grants for a in alt.get(g, ()))
+            and not (g == "REPLICATION SLAVE" and "REPLICATION REPLICA" in grants)
+        ]
+        if missing:
+            raise ServerMisconfiguredError(
+                f"{self.where}: user {self.source.user} lacks {', '.join(missing)}: {GRANT_HINT}"
+            )
+
+    # ---- binlog files and positions ---------------------------------------------------------
+
+    def binary_logs(self) -> list[tuple[str, int]]:
+        return [(str(r[0]), int(r[1])) for r in self.query_all("SHOW BINARY LOGS")]
+
+    def master_position(self) -> tuple[str, int]:
+        row = None
+        for sql in ("SHOW BINLOG STATUS", "SHOW BINARY LOG STATUS", "SHOW MASTER STATUS"):
+            try:
+                row = self.query_one(sql)
+                break
+            except Exception as exc:  # noqa: BLE001 - the statement differs per server version
+                log.debug("%s not understood by %s: %s", sql, self.where, exc)
+        if not row:
+            raise ServerMisconfiguredError(f"{self.where}: binary logging is off; set --log-bin")
+        return str(row[0]), int(row[1])
+
+    def gtid_at(self, file: str, pos: int) -> str | None:
+        """The GTID state at `file:pos` (MariaDB's BINLOG_GTID_POS), None elsewhere."""
+        if not self.mariadb:
+            return None
+        row = self.query_one("SELECT BINLOG_GTID_POS(%s, %s)", (file, pos))
+        return str(row[0]) if row and row[0] is not None else None
+
+    def ensure_available(self, position: BinlogPosition, what: str) -> None:
+        """PositionPurgedError naming the oldest position and the choices if it is gone."""
+        logs = self.binary_logs()
+        names = [n for n, _ in logs]
+        if position.file in names:
+            return
+        oldest = f"{names[0]}:4" if names else "none"
+        raise PositionPurgedError(
+            f"{self.where}: {what} {position} was purged from the binlog; the oldest available "
+            f"position is {oldest}. Choose: start again with reader.start=earliest (changes in "
+            "between are lost to subscribers), or take a fresh snapshot and start at its position"
+        )
+
+    # ---- live schemas (DDL) -----------------------------------------------------------------
+
+    def table_schema(self, schema: str, table: str) -> TableSchema | None:
+        """The table's current schema from information_schema (None if it does not exist)."""
+        rows = self.query_all(
+            "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_PRECISION, "
+            "NUMERIC_SCALE, DATETIME_PRECISION, CHARACTER_SET_NAME, COLUMN_KEY "
+            "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s "
+            "ORDER BY ORDINAL_POSITION",
+            (schema, table),
+        )
+        if not rows:
+            return None
+        cols = []
+        for name, data_type, ctype, nullable, prec, scale, fsp, charset, _ in rows:
+            dtype = str(data_type).lower()
+            ctype_s = str(ctype).lower()
+            elements: tuple[str, ...] = ()
+            if dtype in ("enum", "set"):
+                elements = tuple(e.replace("''", "'") for e in _ENUM_ELEMENTS.findall(str(ctype)))
+            bits = None
+            if dtype == "bit":
+                m = re.search(r"\((\d+)\)", ctype_s)
+                bits = int(m.group(1)) if m else 1
+            if dtype == "longtext" and "json" in ctype_s:
+                dtype = "json"
+            cols.append(
+                ColumnSchema(
+                    name=str(name),
+                    type=dtype,
+                    unsigned="unsigned" in ctype_s,
+                    nullable=str(nullable).upper() == "YES",
+                    length=bits,
+                    precision=int(prec) if dtype == "decimal" and prec is not None else None,
+                    scale=int(scale) if dtype == "decimal" and scale is not None else None,
+                    fsp=int(fsp)
+                    if dtype in ("datetime", "timestamp", "time") and fsp is not None
+                    else None,
+                    charset=str(charset) if charset and charset != "binary" else None,
+                    elements=elements,
+                )
+            )
+        pk_rows = self.query_all(
+            "SELECT COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA=%s "
+            "AND TABLE_NAME=%s AND INDEX_NAME='PRIMARY' ORDER BY SEQ_IN_INDEX",
+            (schema, table),
+        )
+        return TableSchema(schema, table, tuple(cols), tuple(str(r[0]) for r in pk_rows))
+
+    # ---- locating a start position ------------------------------------------------------------
+
+    def locate(self, spec: StartSpec, server_id: int) -> BinlogPosition:
+        """The transaction boundary a `StartSpec` names (scans the binlog for gtid/timestamp)."""
+        if spec.kind == "latest":
+            file, pos = self.master_position()
+            return BinlogPosition(file, pos, self.gtid_at(file, pos))
+        logs = self.binary_logs()
+        if not logs:
+            raise ServerMisconfiguredError(f"{self.where}: no binary logs; set --log-bin")
+        if spec.kind == "earliest":
+            return BinlogPosition(logs[0][0], 4, None)
+        if spec.kind == "file":
+            assert spec.file is not None
+            assert spec.pos is not None
+            position = BinlogPosition(spec.file, spec.pos, None)
+            self.ensure_available(position, "start position")
+            return BinlogPosition(spec.file, spec.pos, self.gtid_at(spec.file, spec.pos))
+        return self._scan(spec, logs[0][0], server_id)
+
+    def _scan(self, spec: StartSpec, first: str, server_id: int) -> BinlogPosition:
+        targets = _gtid_targets(spec.gtid_set or "") if spec.kind == "gtid" else set()
+        end_file, end_pos = self.master_position()
+        stream = BinlogStream(
+            self.source, server_id, first, 4, TableFilter(system_schemas=["*"]), blocking=False
+        )
+        assembler = TransactionAssembler(first, 4)
+        last_end: BinlogPosition | None = None
+        try:
+            for event in stream.events():
+                txn = assembler.feed(event)
+                if txn is None:
+                    continue
+                if spec.kind == "timestamp" and txn.commit_time >= (spec.timestamp or 0):
+                    # Start *before* this transaction: at the end of the previous one.
+                    return last_end or BinlogPosition(first, 4, None)
+                last_end = txn.end
+                if spec.kind == "gtid" and txn.gtid in targets:
+                    targets.discard(txn.gtid)
+                    if not targets:
+                        return txn.end
+                if (txn.end.file, txn.end.offset) >= (end_file, end_pos):
+                    break
+        finally:
+            stream.close()
+        if spec.kind == "timestamp":
+            file, pos = self.master_position()
+            return BinlogPosition(file, pos, self.gtid_at(file, pos))
+        raise BadStartPositionError(
+            f"{self.where}: GTID {spec.gtid_set} is not in the binlog (oldest file {first}); "
+            "start from earliest, latest or a file:pos instead"
+        )
+
+
+def _gtid_targets(gtid_set: str) -> set[str]:
+    """The GTIDs whose transactions must be passed: each MariaDB GTID, or for a MySQL set
+    ``uuid:1-42`` its last transaction ``uuid:42``."""
+    out: set[str] = set()
+    for raw in gtid_set.split(","):
+        part = raw.strip()
+        if not part:
+            continue
+        if is_mariadb_gtid(part):
+            out.add(part)
+            continue
+        uuid, _, ranges = part.partition(":")
+        last = ranges.split(":")[-1].split("-")[-1]
+        if not last.isdigit():
+            raise BadStartPositionError(f"GTID set {gtid_set!r} is malformed")
+        out.add(f"{uuid}:{last}")
+    return out

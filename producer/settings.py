@@ -1,0 +1,97 @@
+"""Typed settings of the binlog reader (the ``reader`` section of the rowbus configuration).
+
+`ReaderSettings` is what the YAML file holds; `SourceConnection` is what the application shell
+hands over for one source (producer/ does not import the shell's configuration types).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from protocol.topics import CHECKPOINTS_TOPIC, DEFAULT_DATA_TOPIC_TEMPLATE, SCHEMAS_TOPIC
+
+SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys")
+
+
+class DispatchSettings(BaseModel):
+    """How rows of the tables matching a pattern are spread over partitions."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rule: Literal["primary_key", "table", "columns"] = "primary_key"
+    columns: tuple[str, ...] = ()
+
+
+class ReaderSettings(BaseModel):
+    """Settings shared by every reader; the source itself is named on the command line."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    start: str = "latest"
+    """Where to start when the source has no checkpoint yet: ``earliest``, ``latest``,
+    ``gtid:<gtid set>`` (MariaDB ``0-1-42`` or MySQL ``uuid:1-42``: start after it),
+    ``file:<binlog file>:<pos>`` (a transaction boundary) or ``timestamp:<unix seconds>``
+    (the first transaction committed at or after it)."""
+    reader_id: str | None = None
+    """This reader's name in the election, heartbeats and checkpoints (default: host-pid)."""
+    server_id: int | None = Field(None, ge=1, le=2**32 - 1)
+    """Replica server id to register with (default: derived from the reader id)."""
+    topic_template: str = DEFAULT_DATA_TOPIC_TEMPLATE
+    partitions: int = Field(3, ge=1)
+    """Partitions of a data topic the reader creates because it is missing."""
+    checkpoints_topic: str = CHECKPOINTS_TOPIC
+    schemas_topic: str = SCHEMAS_TOPIC
+    encoding: Literal["protobuf", "avro", "json"] = "protobuf"
+    include_schemas: tuple[str, ...] = ()
+    """Schema patterns (fnmatch) to read; empty means all but the system schemas."""
+    exclude_schemas: tuple[str, ...] = ()
+    include_tables: tuple[str, ...] = ()
+    """``schema.table`` patterns to read; empty means every table of an included schema."""
+    exclude_tables: tuple[str, ...] = ()
+    dispatch: dict[str, DispatchSettings] = {}
+    """``schema.table`` pattern → dispatch rule; first match wins, default by primary key."""
+    flush_rows: int = Field(20_000, ge=1)
+    """Commit a Kafka transaction once this many events are buffered..."""
+    flush_bytes: int = Field(8 * 1024 * 1024, ge=1)
+    """...or this many encoded bytes..."""
+    flush_interval_s: float = Field(0.2, gt=0)
+    """...or when the oldest buffered transaction is this old."""
+    heartbeat_interval_s: float = Field(1.0, gt=0)
+    """Emit a heartbeat when caught up and idle for this long."""
+    election: bool = True
+    """Elect one leader per source through ZooKeeper; off runs a single reader unguarded."""
+    transaction_timeout_ms: int = Field(60_000, ge=1000)
+    kafka: dict[str, str | int | float | bool] = {}
+    """Extra librdkafka settings for the reader's producer."""
+
+
+@dataclass(frozen=True)
+class SourceConnection:
+    """Where one source server is, as the reader needs it."""
+
+    name: str
+    host: str
+    port: int
+    user: str
+    password: str = field(repr=False)
+
+    def pymysql_kwargs(self) -> dict[str, object]:
+        return {
+            "host": self.host,
+            "port": self.port,
+            "user": self.user,
+            "password": self.password,
+        }
+
+
+@dataclass(frozen=True)
+class Services:
+    """The Kafka and ZooKeeper the reader talks to (rendered by the application shell)."""
+
+    kafka: dict[str, str | int | float | bool]
+    zookeeper_hosts: str | None
+    zookeeper_root: str = "/rowbus"
+    zookeeper_session_timeout_s: float = 6.0

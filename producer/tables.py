@@ -1,0 +1,194 @@
+"""Table schemas from the binlog's table map (FULL row metadata), and per-table value converters.
+
+mysql-replication decodes values into Python types close to `protocol.values`; `converter_for`
+fixes the rest once per table layout: TIMESTAMP arrives naive in UTC (made aware), BIT arrives as
+a ``'0101'`` string (made an int), SET arrives as a ``set`` (made a frozenset).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from pymysqlreplication.constants import FIELD_TYPE
+
+from protocol.events import ColumnSchema, TableSchema
+from protocol.values import Value
+
+_BLOB_SIZES = {1: "tiny", 2: "", 3: "medium", 4: "long"}
+_SIMPLE = {
+    FIELD_TYPE.TINY: "tinyint",
+    FIELD_TYPE.SHORT: "smallint",
+    FIELD_TYPE.INT24: "mediumint",
+    FIELD_TYPE.LONG: "int",
+    FIELD_TYPE.LONGLONG: "bigint",
+    FIELD_TYPE.FLOAT: "float",
+    FIELD_TYPE.DOUBLE: "double",
+    FIELD_TYPE.NEWDECIMAL: "decimal",
+    FIELD_TYPE.DATE: "date",
+    FIELD_TYPE.NEWDATE: "date",
+    FIELD_TYPE.YEAR: "year",
+    FIELD_TYPE.DATETIME2: "datetime",
+    FIELD_TYPE.DATETIME: "datetime",
+    FIELD_TYPE.TIMESTAMP2: "timestamp",
+    FIELD_TYPE.TIMESTAMP: "timestamp",
+    FIELD_TYPE.TIME2: "time",
+    FIELD_TYPE.TIME: "time",
+    FIELD_TYPE.BIT: "bit",
+    FIELD_TYPE.ENUM: "enum",
+    FIELD_TYPE.SET: "set",
+    FIELD_TYPE.JSON: "json",
+    FIELD_TYPE.GEOMETRY: "geometry",
+}
+
+
+class MissingMetadataError(ValueError):
+    """The table map carries no column names: the server lacks binlog_row_metadata=FULL."""
+
+
+def _charset(col: Any) -> str | None:
+    collation = getattr(col, "collation_name", None)
+    if not collation:
+        return None
+    return "binary" if collation == "binary" else str(collation).split("_", 1)[0]
+
+
+def _type_name(col: Any, charset: str | None) -> str:
+    code = col.type
+    binary = charset == "binary"
+    if code in (FIELD_TYPE.VARCHAR, FIELD_TYPE.VAR_STRING):
+        return "varbinary" if binary else "varchar"
+    if code == FIELD_TYPE.STRING:
+        return "binary" if binary else "char"
+    if code == FIELD_TYPE.BLOB:
+        size = _BLOB_SIZES.get(getattr(col, "length_size", 2), "")
+        return f"{size}blob" if binary else f"{size}text"
+    return _SIMPLE.get(code, f"type{code}")
+
+
+def column_schema(col: Any, nullable: bool) -> ColumnSchema:
+    """One `ColumnSchema` from a mysql-replication `Column` parsed with FULL metadata."""
+    if not col.name:
+        raise MissingMetadataError("column without a name in the table map")
+    charset = _charset(col)
+    name = _type_name(col, charset)
+    elements: tuple[str, ...] = ()
+    if name == "enum" and col.enum_values:
+        # mysql-replication puts the "invalid value" '' in front of the members.
+        elements = tuple(col.enum_values[1:])
+    elif name == "set" and col.set_values:
+        elements = tuple(col.set_values)
+    return ColumnSchema(
+        name=str(col.name),
+        type=name,
+        unsigned=bool(col.unsigned),
+        nullable=nullable,
+        length=getattr(col, "bits", None) if name == "bit" else None,
+        precision=getattr(col, "precision", None) if name == "decimal" else None,
+        scale=getattr(col, "decimals", None) if name == "decimal" else None,
+        fsp=getattr(col, "fsp", None) if name in ("datetime", "timestamp", "time") else None,
+        charset=charset if charset != "binary" else None,
+        elements=elements,
+    )
+
+
+def _null_bits(null_bitmask: bytes, count: int) -> list[bool]:
+    return [bool(null_bitmask[i >> 3] & (1 << (i & 7))) for i in range(count)]
+
+
+def table_schema_from_map(event: Any) -> TableSchema:
+    """The `TableSchema` a parsed `TableMapEvent` describes (needs FULL row metadata)."""
+    columns = event.columns
+    nullable = _null_bits(bytes(event.null_bitmask), len(columns))
+    cols = tuple(column_schema(c, n) for c, n in zip(columns, nullable, strict=True))
+    pk = event.table_obj.primary_key
+    primary_key: tuple[str, ...]
+    if not pk:
+        primary_key = ()
+    elif isinstance(pk, str):
+        primary_key = (pk,)
+    else:
+        primary_key = tuple(pk)
+    return TableSchema(str(event.schema), str(event.table), cols, primary_key)
+
+
+Converter = Callable[[Mapping[str, Any]], tuple[Value, ...]]
+
+
+def _fix_timestamp(v: Any) -> Any:
+    return v.replace(tzinfo=dt.UTC) if isinstance(v, dt.datetime) else v
+
+
+def _fix_bit(v: Any) -> Any:
+    return int(v, 2) if isinstance(v, str) else v
+
+
+def _fix_set(v: Any) -> Any:
+    return frozenset(v) if isinstance(v, set | frozenset) else v
+
+
+_FIXES: dict[str, Callable[[Any], Any]] = {
+    "timestamp": _fix_timestamp,
+    "bit": _fix_bit,
+    "set": _fix_set,
+}
+
+
+def converter_for(table: TableSchema) -> Converter:
+    """A function turning mysql-replication's ``{column: value}`` dict into a positional image."""
+    fixes = [(i, _FIXES[c.type]) for i, c in enumerate(table.columns) if c.type in _FIXES]
+    if not fixes:
+        return lambda values: tuple(values.values())
+
+    def convert(values: Mapping[str, Any]) -> tuple[Value, ...]:
+        image = list(values.values())
+        for i, fix in fixes:
+            v = image[i]
+            if v is not None:
+                image[i] = fix(v)
+        return tuple(image)
+
+    return convert
+
+
+class TableFilter:
+    """Which ``schema.table`` the reader publishes (fnmatch patterns, cached per name)."""
+
+    def __init__(
+        self,
+        include_schemas: Sequence[str] = (),
+        exclude_schemas: Sequence[str] = (),
+        include_tables: Sequence[str] = (),
+        exclude_tables: Sequence[str] = (),
+        system_schemas: Iterable[str] = (),
+    ) -> None:
+        self._inc_s = tuple(include_schemas)
+        self._exc_s = (*exclude_schemas, *system_schemas)
+        self._inc_t = tuple(include_tables)
+        self._exc_t = tuple(exclude_tables)
+        self._cache: dict[tuple[str, str | None], bool] = {}
+
+    def _match(self, name: str, patterns: tuple[str, ...]) -> bool:
+        return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+    def schema_wanted(self, schema: str) -> bool:
+        return self.wanted(schema, None)
+
+    def wanted(self, schema: str, table: str | None) -> bool:
+        key = (schema, table)
+        found = self._cache.get(key)
+        if found is None:
+            found = not self._match(schema, self._exc_s) and (
+                not self._inc_s or self._match(schema, self._inc_s)
+            )
+            if found and table is not None:
+                qualified = f"{schema}.{table}"
+                found = not self._match(qualified, self._exc_t) and (
+                    not self._inc_t or self._match(qualified, self._inc_t)
+                )
+            if len(self._cache) > 100_000:
+                self._cache.clear()
+            self._cache[key] = found
+        return found

@@ -1,0 +1,61 @@
+"""`rowbus reader run --source NAME`: tail one source and publish it to Kafka."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+from types import FrameType
+
+from rowbus.config import Settings
+
+log = logging.getLogger(__name__)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    reader = sub.add_parser("reader", help="binlog readers")
+    actions = reader.add_subparsers(dest="action", required=True, metavar="ACTION")
+    run = actions.add_parser(
+        "run",
+        help="tail one source's binlog and publish it to Kafka exactly once; several readers "
+        "of one source elect a leader in ZooKeeper; SIGTERM/SIGINT stop after the open batch",
+    )
+    run.add_argument("--source", required=True, help="name of a source in the configuration")
+    run.add_argument("--reader-id", default=None, help="this reader's name (default: host-pid)")
+    run.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    from producer.reader import Reader
+    from producer.settings import Services, SourceConnection
+
+    src = settings.source(args.source)
+    source = SourceConnection(
+        name=src.name,
+        host=src.host,
+        port=src.port,
+        user=src.user,
+        password=src.password.get_secret_value(),
+    )
+    services = Services(
+        kafka=settings.kafka.client_config(),
+        zookeeper_hosts=settings.zookeeper.hosts,
+        zookeeper_root=settings.zookeeper.root,
+        zookeeper_session_timeout_s=settings.zookeeper.session_timeout_s,
+    )
+    reader_settings = settings.reader
+    if args.reader_id:
+        reader_settings = reader_settings.model_copy(update={"reader_id": args.reader_id})
+    reader = Reader(source, reader_settings, services)
+    stop = threading.Event()
+
+    def _stop(signum: int, _frame: FrameType | None) -> None:
+        log.warning("signal %d: finishing the open batch and stopping", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    reader.run(stop)
+    log.warning("reader %s stopped: %s", reader.reader_id, reader.metrics.snapshot())
+    return 0
