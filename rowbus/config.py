@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from producer.settings import ReaderSettings
 from rowbus.config_errors import describe_validation_error
 from rowbus.exceptions import ConfigError
 
@@ -105,6 +106,8 @@ class Settings(BaseSettings):
     """Upstream servers; unset means the two embedded sources ``source1`` and ``source2``."""
     sink: MySQLSettings | None = None
     """The downstream database; unset means the embedded sink."""
+    reader: ReaderSettings = ReaderSettings()
+    """Binlog readers (`rowbus reader run`)."""
 
     @model_validator(mode="after")
     def _fill_local_defaults(self) -> Settings:

@@ -10,4 +10,5 @@ COMMANDS = [
     "rowbus.commands.doctor",
     "rowbus.commands.config",
     "rowbus.commands.verify",
+    "rowbus.commands.reader",
 ]
