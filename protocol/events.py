@@ -31,6 +31,12 @@ class BinlogPosition:
         base = f"{self.file}:{self.offset}"
         return f"{base} gtid={self.gtid}" if self.gtid else base
 
+    @property
+    def file_number(self) -> int:
+        """The numeric suffix of the binlog file name (``binlog.000042`` -> 42), or -1."""
+        digits = self.file.rpartition(".")[2]
+        return int(digits) if digits.isdigit() else -1
+
 
 class Op(Enum):
     """What a `RowChange` does to its row."""
@@ -291,4 +297,14 @@ class ControlRecord:
 
 
 Event: TypeAlias = RowChange | DdlChange | Resolved | Heartbeat
+
+
+def order_key(event: RowChange | DdlChange) -> tuple[int, str, int, int]:
+    """The de-duplication order key of a row or DDL (PROTOCOL.md §9): binlog file number (then
+    name), offset, and index in the transaction. Strictly grows within a source."""
+    pos = event.position
+    index = event.txn.index if event.txn is not None else 0
+    return (pos.file_number, pos.file, pos.offset, index)
+
+
 Record: TypeAlias = Event | SchemaRecord | ReaderCheckpoint | ControlRecord

@@ -25,6 +25,7 @@ from protocol.events import (
 
 PROTOCOL_VERSION = "1.0"
 PROTOCOL_MAJOR = 1
+PROTOCOL_MINOR = 0
 VERSION_HEADER = "rowbus-version"
 ENCODING_HEADER = "rowbus-encoding"
 KIND_HEADER = "rowbus-kind"
@@ -151,12 +152,19 @@ def _check_headers(headers: Headers) -> tuple[Encoding | None, str | None]:
     if encoding_name is None:
         return None, kind
     try:
-        return Encoding(encoding_name), kind
+        encoding = Encoding(encoding_name)
     except ValueError:
         known = ", ".join(e.value for e in Encoding)
         raise ProtocolError(
             f"unknown encoding {encoding_name!r} in header {ENCODING_HEADER} (known: {known})"
         ) from None
+    if encoding is Encoding.AVRO and version is not None and version != PROTOCOL_VERSION:
+        # A bare Avro datum needs its writer's schema, and this decoder has only its own.
+        raise ProtocolError(
+            f"Avro value written by protocol {version}; this decoder has the Avro schema of "
+            f"{PROTOCOL_VERSION} only"
+        )
+    return encoding, kind
 
 
 def check_version(version: str) -> None:

@@ -226,3 +226,10 @@ def test_a_row_with_images_that_do_not_fit_its_op_is_refused() -> None:
             txn=TxnRef("x", 0),
             position=BinlogPosition("f", 4),
         )
+
+
+def test_avro_of_a_newer_minor_is_refused_without_its_schema() -> None:
+    value, headers = encode(ROW, Encoding.AVRO)
+    headers = [(k, b"1.1" if k == "rowbus-version" else v) for k, v in headers]
+    with pytest.raises(ProtocolError, match=r"written by protocol 1\.1"):
+        decode(value, headers, POS)

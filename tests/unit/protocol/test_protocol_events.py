@@ -86,3 +86,32 @@ def test_kinds() -> None:
 def test_time_text(td: dt.timedelta, text: str) -> None:
     assert format_time(td) == text
     assert parse_time(text) == td
+
+
+def test_order_key_grows_in_binlog_order() -> None:
+    from protocol.events import order_key
+
+    def at(file: str, offset: int, index: int) -> RowChange:
+        return RowChange(
+            source="a",
+            ts=1,
+            op=Op.INSERT,
+            schema="s",
+            table="t",
+            schema_id=1,
+            primary_key=(),
+            before=None,
+            after=(1,),
+            txn=TxnRef("x", index),
+            position=BinlogPosition(file, offset),
+        )
+
+    keys = [
+        order_key(at("binlog.000009", 500, 0)),
+        order_key(at("binlog.000009", 500, 1)),
+        order_key(at("binlog.000009", 900, 0)),
+        order_key(at("binlog.000010", 4, 0)),
+    ]
+    assert keys == sorted(keys)
+    assert len(set(keys)) == 4
+    assert BinlogPosition("weird", 1).file_number == -1
