@@ -22,6 +22,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from producer.settings import ReaderSettings
 from rowbus.config_errors import describe_validation_error
 from rowbus.exceptions import ConfigError
+from spark_apply.settings import ApplySettings
 
 DEFAULT_CONFIG_FILE = Path("rowbus.yaml")
 CONFIG_ENV = "ROWBUS_CONFIG"
@@ -108,6 +109,8 @@ class Settings(BaseSettings):
     """The downstream database; unset means the embedded sink."""
     reader: ReaderSettings = ReaderSettings()
     """Binlog readers (`rowbus reader run`)."""
+    apply: ApplySettings = ApplySettings()
+    """The Spark apply job (`rowbus apply`)."""
 
     @model_validator(mode="after")
     def _fill_local_defaults(self) -> Settings:

@@ -11,4 +11,5 @@ COMMANDS = [
     "rowbus.commands.config",
     "rowbus.commands.verify",
     "rowbus.commands.reader",
+    "rowbus.commands.apply",
 ]

@@ -1,0 +1,60 @@
+"""`rowbus apply`: run the Spark apply job (Kafka → the sink, exactly once)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from rowbus.config import Settings
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    cmd = sub.add_parser(
+        "apply",
+        help="run the Spark apply job: merge the sources' topics by watermark and apply them to "
+        "the sink with the checkpoint in the same transaction (settings: the apply section)",
+    )
+    cmd.add_argument(
+        "--available-now", action="store_true", help="apply what is in the topics now, then stop"
+    )
+    cmd.add_argument(
+        "--print-config", action="store_true", help="print the job's JSON config and exit"
+    )
+    cmd.set_defaults(func=_apply)
+
+
+def job_config_json(settings: Settings, available_now: bool = False) -> str:
+    from spark_apply.settings import JobConfig, SinkConnection
+
+    apply = settings.apply
+    if available_now:
+        apply = apply.model_copy(update={"available_now": True})
+    sink = settings.resolved_sink
+    config = JobConfig(
+        apply=apply,
+        kafka=settings.kafka.client_config(),
+        sink=SinkConnection(host=sink.host, port=sink.port, user=sink.user, password=sink.password),
+        source_names=tuple(s.name for s in settings.sources),
+    )
+    return config.dump()
+
+
+def _apply(args: argparse.Namespace, settings: Settings) -> int:
+    text = job_config_json(settings, args.available_now)
+    if args.print_config:
+        print(text)
+        return 0
+    with tempfile.TemporaryDirectory(prefix="rowbus-apply-") as tmp:
+        path = Path(tmp) / "job.json"
+        path.touch(mode=0o600)
+        path.write_text(text)
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+        root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        return subprocess.call(
+            [sys.executable, "-m", "spark_apply", "--config", str(path)], env=env
+        )

@@ -1,0 +1,57 @@
+"""``python -m spark_apply --config job.json`` (or ``spark-submit spark_apply/__main__.py …``).
+
+The JSON file is a `JobConfig` (``rowbus apply`` writes one from rowbus' configuration).
+Exit status: 0 when an ``available_now`` run has caught up, 2 when an event cannot be applied
+(the message names its position and the reason), 1 on any other failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from spark_apply.exceptions import ApplyError
+from spark_apply.settings import JobConfig
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m spark_apply", description=__doc__)
+    parser.add_argument("--config", type=Path, required=True, help="a JobConfig JSON file")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    config = JobConfig.model_validate(json.loads(args.config.read_text()))
+    from spark_apply.job import run
+
+    try:
+        run(config)
+    except ApplyError as exc:
+        logging.getLogger("spark_apply").error("apply stopped: %s", exc)
+        return 2
+    except Exception as exc:
+        cause = _apply_error_in(exc)
+        if cause is not None:
+            logging.getLogger("spark_apply").error("apply stopped: %s", cause)
+            return 2
+        raise
+    return 0
+
+
+def _apply_error_in(exc: BaseException) -> str | None:
+    """Spark wraps a foreachBatch failure in its own exception; find ours in the message."""
+    text = str(exc)
+    for name in ("BadEventError", "CheckpointConflictError", "ApplyError"):
+        if name in text:
+            line = next((ln for ln in text.splitlines() if name in ln), text)
+            return line.strip()
+    return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,208 @@
+"""The apply job: a Structured Streaming query whose foreachBatch plans and applies on the
+driver.
+
+Spark moves the bytes (the Kafka source, decoding in the workers); each micro-batch is
+collected to the driver as Arrow, turned into `Envelope`s, planned over the state the sink
+holds for the previous batch, and applied with the checkpoint in the same transaction(s). A
+batch Spark re-runs after a crash has the same id and offsets, so it plans the same thing and
+is skipped or resumed by the sink.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+from protocol.codec import ENCODING_HEADER, decode
+from protocol.events import BinlogPosition, DdlChange, Heartbeat, Resolved
+from protocol.topics import data_topic
+from spark_apply.catalog import SchemaCatalog
+from spark_apply.planner import Envelope, PairKey, plan
+from spark_apply.routing import Router
+from spark_apply.settings import JobConfig
+from spark_apply.sink import MySQLSink
+
+log = logging.getLogger(__name__)
+
+
+class BatchApplier:
+    """The foreachBatch function. Lifecycle: `start()` connects the sink; `close()`."""
+
+    def __init__(self, config: JobConfig) -> None:
+        self.config = config
+        a = config.apply
+        self.topics = {data_topic(a.topic_template, s): s for s in config.sources}
+        self.catalog = SchemaCatalog(config.kafka, a.schemas_topic)
+        self.router = Router(a.routes, a.unrouted)
+        self.sink = MySQLSink(
+            config.sink,
+            a.job,
+            a.state_database,
+            self.router,
+            self.catalog.get,
+            a.mode,
+            a.parallelism,
+        )
+        self._partitions: dict[str, int] = {}
+
+    def start(self) -> BatchApplier:
+        self.sink.start()
+        return self
+
+    def close(self) -> None:
+        self.sink.close()
+        self.catalog.close()
+
+    def expected(self, seen: Iterable[tuple[str, int]]) -> list[PairKey]:
+        """(topic, partition, source) pairs whose watermarks gate the release."""
+        if not self._partitions or any(p >= self._partitions.get(t, 0) for t, p in seen):
+            self._partitions = _partition_counts(self.config.kafka, list(self.topics))
+        return [(t, p, s) for t, s in self.topics.items() for p in range(self._partitions[t])]
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        previous = self.sink.previous_state(batch_id)
+        if previous is None:
+            log.info("batch %d is already committed in the sink; skipped", batch_id)
+            return
+        envelopes = envelopes_of(df.toArrow())
+        for env in envelopes:
+            if isinstance(env.event, DdlChange) and env.event.table_schema is not None:
+                self.catalog.add(env.event.table_schema)
+        expected = self.expected({(e.topic, e.partition) for e in envelopes})
+        p = plan(previous, envelopes, expected)
+        applied = self.sink.apply(batch_id, p)
+        log.info(
+            "batch %d: %d records, %d rows applied in %d step(s), watermark %d, stash %d",
+            batch_id,
+            len(envelopes),
+            applied,
+            len(p.steps),
+            p.bound,
+            len(p.state.stash),
+        )
+
+
+def envelopes_of(table: Any) -> list[Envelope]:
+    """Arrow rows of the source schema → envelopes; watermarks are rebuilt without decoding."""
+    cols = {
+        name: table.column(name).to_pylist()
+        for name in ("topic", "partition", "offset", "kind", "source", "ts", "encoding", "value")
+    }
+    out: list[Envelope] = []
+    for i in range(table.num_rows):
+        topic, partition, offset = cols["topic"][i], cols["partition"][i], cols["offset"][i]
+        kind = cols["kind"][i]
+        if kind == "resolved":
+            event: Any = Resolved(source=cols["source"][i], ts=cols["ts"][i])
+        elif kind == "heartbeat":
+            event = Heartbeat(
+                source=cols["source"][i],
+                ts=cols["ts"][i],
+                reader_id="",
+                position=_NOWHERE,
+                lag_ms=0,
+            )
+        else:
+            enc = cols["encoding"][i]
+            headers = [(ENCODING_HEADER, enc.encode())] if enc else None
+            event = decode(cols["value"][i], headers, f"{topic}[{partition}]@{offset}")
+        out.append(Envelope(topic, partition, offset, event))
+    return out
+
+
+_NOWHERE = BinlogPosition("", 0)
+
+
+def _partition_counts(kafka: dict[str, Any], topics: list[str]) -> dict[str, int]:
+    from confluent_kafka.admin import AdminClient
+
+    meta = AdminClient(kafka).list_topics(timeout=10)
+    return {t: len(meta.topics[t].partitions) for t in topics}
+
+
+def spark_session(config: JobConfig) -> Any:
+    """A SparkSession for the job (getOrCreate: an existing one is reused)."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    a = config.apply
+    builder = SparkSession.builder.master(a.master).appName(f"rowbus-apply-{a.job}")
+    conf = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", **a.spark_conf}
+    if a.jdbc_jar is not None:
+        conf["spark.jars"] = str(a.jdbc_jar)
+    for k, v in conf.items():
+        builder = builder.config(k, v)
+    return builder.getOrCreate()
+
+
+def start_query(spark: Any, config: JobConfig, applier: BatchApplier) -> Any:
+    """Start the streaming query (the applier must be started); returns the StreamingQuery."""
+    a = config.apply
+    topics = ",".join(applier.topics)
+    if a.kafka_format == "spark":
+        reader = (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", config.kafka["bootstrap.servers"])
+            .option("subscribe", topics)
+            .option("startingOffsets", "earliest")
+            .option("kafka.isolation.level", "read_committed")
+            .option("includeHeaders", "true")
+        )
+        if a.max_offsets_per_trigger:
+            reader = reader.option("maxOffsetsPerTrigger", a.max_offsets_per_trigger)
+        df = _from_spark_kafka(reader.load())
+    else:
+        from spark_apply.source import RowbusKafkaSource
+
+        spark.dataSource.register(RowbusKafkaSource)
+        reader = (
+            spark.readStream.format("rowbus_kafka")
+            .option("topics", topics)
+            .option("kafka", json.dumps(config.kafka))
+        )
+        if a.max_offsets_per_trigger:
+            reader = reader.option("maxOffsetsPerTrigger", str(a.max_offsets_per_trigger))
+        df = reader.load()
+    writer = (
+        df.writeStream.foreachBatch(applier)
+        .option("checkpointLocation", str(a.checkpoint_location))
+        .queryName(f"rowbus_apply_{a.job}".replace("-", "_").replace(".", "_"))
+    )
+    if a.available_now:
+        writer = writer.trigger(availableNow=True)
+    elif a.trigger_interval_s:
+        writer = writer.trigger(processingTime=f"{a.trigger_interval_s} seconds")
+    return writer.start()
+
+
+def _from_spark_kafka(df: Any) -> Any:
+    """Spark's kafka format → the columns of `source.SCHEMA` (kind/source/ts are decoded on
+    the driver from the value, so only the encoding header is extracted here)."""
+    from pyspark.sql import functions as sf
+
+    enc = sf.expr(f"cast(filter(headers, h -> h.key = '{ENCODING_HEADER}')[0].value as string)")
+    return df.select(
+        "topic",
+        "partition",
+        "offset",
+        sf.lit(None).cast("string").alias("kind"),
+        sf.lit(None).cast("string").alias("source"),
+        sf.lit(None).cast("long").alias("ts"),
+        enc.alias("encoding"),
+        "value",
+    )
+
+
+def run(config: JobConfig) -> None:
+    """Run the job until it fails or (with ``available_now``) until it has caught up."""
+    spark = spark_session(config)
+    applier = BatchApplier(config).start()
+    try:
+        query = start_query(spark, config, applier)
+        query.awaitTermination()
+    finally:
+        applier.close()
