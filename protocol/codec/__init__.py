@@ -58,10 +58,10 @@ _ENCODERS: dict[str, Callable[[Record], bytes]] = {
     Encoding.AVRO.value: avro.encode,
     Encoding.JSON.value: jsonc.encode,
 }
-_DECODERS: dict[Encoding, Callable[[bytes], Record]] = {
-    Encoding.PROTOBUF: pb.decode,
-    Encoding.AVRO: avro.decode,
-    Encoding.JSON: jsonc.decode,
+_DECODERS: dict[str, Callable[[bytes], Record]] = {
+    Encoding.PROTOBUF.value: pb.decode,
+    Encoding.AVRO.value: avro.decode,
+    Encoding.JSON.value: jsonc.decode,
 }
 # Header lists seen before and found valid -> (encoding, kind); bounded.
 _HEADER_CACHE: dict[tuple[tuple[str, bytes | None], ...], tuple[Encoding | None, str | None]] = {}
@@ -111,7 +111,7 @@ def decode(value: bytes | None, headers: Headers | None, position: str | None = 
         if value is None:
             raise ProtocolError("the record has no value (a tombstone is not a rowbus event)")
         encoding, kind = _encoding_of(value, headers)
-        record = _DECODERS[encoding](value)
+        record = _DECODERS[encoding._value_](value)
         if kind is not None and KIND_NAMES[type(record)] != kind:
             raise ProtocolError(
                 f"header {KIND_HEADER}={kind} but the value holds a {KIND_NAMES[type(record)]}"

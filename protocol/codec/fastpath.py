@@ -16,7 +16,6 @@ from decimal import Decimal
 from typing import Any, cast
 
 from protocol.codec.image import Columns, join_generic, split_generic
-from protocol.errors import ProtocolError
 from protocol.values import (
     EPOCH_DATE_ORDINAL,
     EPOCH_NAIVE,
@@ -40,19 +39,6 @@ class _Fallback(Exception):  # noqa: N818 - control flow, never escapes this mod
     """The fast path cannot vouch for a value; use the generic loop."""
 
 
-def _decimal(text: str) -> Decimal:
-    d = Decimal(text)
-    if not d.is_finite():
-        raise ValueError(f"decimal {text!r} is not finite")
-    return d
-
-
-def _time(us: int) -> dt.timedelta:
-    if not -TIME_MAX_US <= us <= TIME_MAX_US:
-        raise ValueError(f"TIME of {us} µs is outside ±838:59:59.999999")
-    return dt.timedelta(microseconds=us)
-
-
 _NS: dict[str, Any] = {
     "Columns": Columns,
     "_Fallback": _Fallback,
@@ -65,8 +51,7 @@ _NS: dict[str, Any] = {
     "_EDO": EPOCH_DATE_ORDINAL,
     "_td": dt.timedelta,
     "_fo": dt.date.fromordinal,
-    "_dec": _decimal,
-    "_time": _time,
+    "_D": Decimal,
 }
 
 
@@ -105,10 +90,8 @@ def join(
     if fn is not None:
         try:
             return fn(ints, uints, doubles, strings, blobs)
-        except _Fallback:
-            pass
-        except (ValueError, OverflowError) as exc:
-            raise ProtocolError(f"row image: value out of range ({exc})") from None
+        except (_Fallback, ValueError, ArithmeticError):
+            pass  # the generic loop finds the value and says what is wrong with it
     return join_generic(kinds, ints, uints, doubles, strings, blobs)
 
 
@@ -169,11 +152,13 @@ def _make_splitter(sig: tuple[type, ...]) -> _Splitter | None:
 def _make_joiner(kinds: bytes) -> _Joiner | None:
     counts = {"I": 0, "U": 0, "D": 0, "S": 0, "B": 0}
     exprs: list[str] = []
+    checks: list[str] = []
+    decimals: list[str] = []
 
     def take(a: str) -> str:
-        expr = f"{a}[{counts[a]}]"
+        name = f"{a.lower()}{counts[a]}"
         counts[a] += 1
-        return expr
+        return name
 
     for k in kinds:
         if k == Kind.NULL:
@@ -185,7 +170,10 @@ def _make_joiner(kinds: bytes) -> _Joiner | None:
         elif k == Kind.DOUBLE:
             exprs.append(take("D"))
         elif k == Kind.DECIMAL:
-            exprs.append(f"_dec({take('S')})")
+            name = take("S")
+            decimals.append(f"    {name} = _D({name})")
+            exprs.append(name)
+            checks.append(f"{name}.is_finite()")
         elif k == Kind.BYTES:
             exprs.append(take("B"))
         elif k == Kind.DATE:
@@ -195,16 +183,21 @@ def _make_joiner(kinds: bytes) -> _Joiner | None:
         elif k == Kind.TIMESTAMP:
             exprs.append(f"_EU + _td(0, 0, {take('I')})")
         elif k == Kind.TIME:
-            exprs.append(f"_time({take('I')})")
+            name = take("I")
+            exprs.append(f"_td(0, 0, {name})")
+            checks.append(f"-_TMAX <= {name} <= _TMAX")
         else:
             return None  # UINT, SET and unknown kinds: the generic loop checks them
-    lines = [
-        "def _join(I, U, D, S, B):",
-        f"    if len(I) != {counts['I']} or len(U) != {counts['U']} or len(D) != {counts['D']}"
-        f" or len(S) != {counts['S']} or len(B) != {counts['B']}:",
-        "        raise _Fallback",
-        f"    return ({', '.join(exprs)}{',' if exprs else ''})",
-    ]
+    lines = ["def _join(I, U, D, S, B):"]
+    lens = " or ".join(f"len({a}) != {n}" for a, n in counts.items())
+    lines += [f"    if {lens}:", "        raise _Fallback"]
+    for a, n in counts.items():  # one unpacking per array beats indexing a protobuf container
+        if n:
+            lines.append(f"    {''.join(f'{a.lower()}{i}, ' for i in range(n))}= {a}")
+    lines += decimals
+    if checks:  # values that need a check; the generic loop raises the error
+        lines += [f"    if not ({' and '.join(checks)}):", "        raise _Fallback"]
+    lines.append(f"    return ({', '.join(exprs)}{',' if exprs else ''})")
     return cast(_Joiner, _compile(lines, "_join"))
 
 

@@ -12,7 +12,7 @@ from typing import Any, TypeVar, get_type_hints
 from google.protobuf.message import DecodeError
 
 from protocol._generated import rowbus_pb2 as pb
-from protocol.codec import fastpath
+from protocol.codec import construct, fastpath
 from protocol.codec.jsonc import control_kind
 from protocol.errors import ProtocolError
 from protocol.events import (
@@ -246,18 +246,18 @@ def _row_from(m: Any) -> RowChange:
         raise ProtocolError(f"unknown row op {m.op}")
     t = m.txn
     p = m.position
-    return RowChange(
-        source=m.source,
-        ts=m.ts,
-        op=op,
-        schema=m.schema,
-        table=m.table,
-        schema_id=m.schema_id,
-        primary_key=tuple(m.primary_key),
-        before=_image_from(m.before) if m.HasField("before") else None,
-        after=_image_from(m.after) if m.HasField("after") else None,
-        txn=TxnRef(t.id, t.index, t.count if t.HasField("count") else None),
-        position=BinlogPosition(p.file, p.offset, p.gtid if p.HasField("gtid") else None),
+    return construct.row_change(
+        m.source,
+        m.ts,
+        op,
+        m.schema,
+        m.table,
+        m.schema_id,
+        tuple(m.primary_key),
+        _image_from(m.before) if m.HasField("before") else None,
+        _image_from(m.after) if m.HasField("after") else None,
+        construct.txn_ref(t.id, t.index, t.count if t.HasField("count") else None),
+        construct.binlog_position(p.file, p.offset, p.gtid if p.HasField("gtid") else None),
     )
 
 
