@@ -1,8 +1,82 @@
 """The rowbus open protocol: event model, values, codecs, partitioner and topics.
 
-This package imports no I/O library; see PROTOCOL.md for the specification.
+This package imports no I/O library; PROTOCOL.md in this folder is the specification.
+
+    from protocol import RowChange, encode, decode, Encoding
+    value, headers = encode(row)                     # protobuf by default
+    event = decode(value, headers, "rowbus.db1[3]@42")
 """
 
+from protocol.codec import (
+    ENCODING_HEADER,
+    KIND_HEADER,
+    PROTOCOL_VERSION,
+    VERSION_HEADER,
+    Encoding,
+    decode,
+    encode,
+    kind_name,
+)
 from protocol.errors import ProtocolError, RowbusError
+from protocol.events import (
+    BinlogPosition,
+    ColumnSchema,
+    ControlKind,
+    ControlRecord,
+    DdlChange,
+    Event,
+    Heartbeat,
+    Op,
+    ReaderCheckpoint,
+    Record,
+    Resolved,
+    RowChange,
+    SchemaRecord,
+    TableSchema,
+    TxnRef,
+    order_key,
+)
+from protocol.hlc import HybridClock
+from protocol.partition import Dispatch, DispatchRule, Partitioner, encode_key, java_partition
+from protocol.topics import CHECKPOINTS_TOPIC, CONTROL_TOPIC, SCHEMAS_TOPIC, data_topic
+from protocol.values import Value
 
-__all__ = ["ProtocolError", "RowbusError"]
+__all__ = [
+    "CHECKPOINTS_TOPIC",
+    "CONTROL_TOPIC",
+    "ENCODING_HEADER",
+    "KIND_HEADER",
+    "PROTOCOL_VERSION",
+    "SCHEMAS_TOPIC",
+    "VERSION_HEADER",
+    "BinlogPosition",
+    "ColumnSchema",
+    "ControlKind",
+    "ControlRecord",
+    "DdlChange",
+    "Dispatch",
+    "DispatchRule",
+    "Encoding",
+    "Event",
+    "Heartbeat",
+    "HybridClock",
+    "Op",
+    "Partitioner",
+    "ProtocolError",
+    "ReaderCheckpoint",
+    "Record",
+    "Resolved",
+    "RowChange",
+    "RowbusError",
+    "SchemaRecord",
+    "TableSchema",
+    "TxnRef",
+    "Value",
+    "data_topic",
+    "decode",
+    "encode",
+    "encode_key",
+    "java_partition",
+    "kind_name",
+    "order_key",
+]
