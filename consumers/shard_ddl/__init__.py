@@ -1,0 +1,27 @@
+"""Shard-DDL coordination over the control topic (TiDB-DM's pessimistic and optimistic modes).
+
+See README.md in this folder for the protocol: records, lock states, failure cases.
+
+- `locks`: the pure lock state machine (`LockTable.apply(record)`), replayable from the topic;
+- `ddl`: retargeting, normalising and classifying statements;
+- `groups`: shard groups from routing;
+- `gate`: the participant's holding of a shard's events behind its lock (pure);
+- `control`, `election`, `executor`: the control topic, the ZooKeeper election, the sink;
+- `coordinator`: one apply job's end of it all.
+"""
+
+from consumers.shard_ddl.gate import Barrier, ShardGate
+from consumers.shard_ddl.groups import ShardGroups, glob_router, shard_name
+from consumers.shard_ddl.locks import Lock, LockState, LockTable, replay
+
+__all__ = [
+    "Barrier",
+    "Lock",
+    "LockState",
+    "LockTable",
+    "ShardGate",
+    "ShardGroups",
+    "glob_router",
+    "replay",
+    "shard_name",
+]

@@ -1,0 +1,218 @@
+"""DDL text for shard coordination: retarget a shard's statement, normalise it, classify it.
+
+Shards of one group report the "same" DDL in different spellings: their own table name,
+other whitespace, keywords in another case, comments. `retarget` rewrites the table a statement
+names into the target table (keeping everything else byte for byte, so the statement executed
+downstream is the one the shard ran); `normalize` turns a retargeted statement into the key
+statements are compared by (unquoted words upper-cased, identifiers unquoted when simple, one
+space between tokens, none around punctuation, comments dropped; string literals untouched).
+
+`compatible` says whether a statement may use optimistic mode: ``ADD COLUMN`` that is nullable or
+has a default, or ``MODIFY``/``CHANGE`` that widens a column whose previous type is known.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from consumers.shard_ddl.exceptions import DdlTextError
+
+_TOKEN = re.compile(
+    r"""(?P<space>\s+)
+      | (?P<comment>/\*.*?\*/|--[^\n]*|\#[^\n]*)
+      | (?P<ident>`(?:[^`]|``)*`)
+      | (?P<string>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")
+      | (?P<word>[A-Za-z0-9_$]+)
+      | (?P<punct>.)""",
+    re.X | re.S,
+)
+_SIMPLE = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+_TIGHT = {"(", ")", ",", ".", ";"}
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    kind: str
+    text: str
+
+    @property
+    def name(self) -> str:
+        """The identifier this token spells (backquotes removed), or its word."""
+        if self.kind == "ident":
+            return self.text[1:-1].replace("``", "`")
+        return self.text
+
+    @property
+    def upper(self) -> str:
+        return self.text.upper() if self.kind == "word" else self.text
+
+
+def tokenize(statement: str) -> list[Token]:
+    """All tokens of `statement`, whitespace and comments included (their texts join back)."""
+    return [Token(m.lastgroup or "punct", m.group()) for m in _TOKEN.finditer(statement)]
+
+
+def _significant(tokens: list[Token]) -> list[int]:
+    return [i for i, t in enumerate(tokens) if t.kind not in ("space", "comment")]
+
+
+def quote(name: str) -> str:
+    """A MySQL identifier in backquotes."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _table_span(tokens: list[Token]) -> tuple[int, int]:
+    """[first, last] token indexes of the table name an ALTER / CREATE INDEX / DROP INDEX names."""
+    sig = _significant(tokens)
+    words = [tokens[i].upper for i in sig]
+
+    def at(k: int) -> str:
+        return words[k] if k < len(words) else ""
+
+    k = 0
+    if at(0) == "ALTER":
+        k = 1
+        while at(k) in ("ONLINE", "IGNORE"):
+            k += 1
+        if at(k) != "TABLE":
+            raise DdlTextError(f"not an ALTER TABLE: {' '.join(words[:4])}")
+        k += 1
+        if at(k) == "IF" and at(k + 1) == "EXISTS":
+            k += 2
+    elif at(0) in ("CREATE", "DROP"):
+        k = 1
+        while at(k) in ("ONLINE", "UNIQUE", "FULLTEXT", "SPATIAL", "OR", "REPLACE"):
+            k += 1
+        if at(k) != "INDEX":
+            raise DdlTextError(
+                f"only ALTER TABLE and CREATE/DROP INDEX are coordinated: {words[:3]}"
+            )
+        k += 1
+        if at(k) == "IF":
+            k += 3 if at(k + 1) == "NOT" else 2
+        k += 1  # the index name
+        if at(k) != "ON":
+            raise DdlTextError("CREATE/DROP INDEX without ON <table>")
+        k += 1
+    else:
+        raise DdlTextError(f"only ALTER TABLE and CREATE/DROP INDEX are coordinated: {at(0)!r}")
+    if k >= len(sig) or tokens[sig[k]].kind not in ("ident", "word"):
+        raise DdlTextError("the statement names no table")
+    first = last = sig[k]
+    if (
+        k + 2 < len(sig)
+        and tokens[sig[k + 1]].text == "."
+        and tokens[sig[k + 2]].kind
+        in (
+            "ident",
+            "word",
+        )
+    ):
+        last = sig[k + 2]
+    return first, last
+
+
+def coordinated(statement: str) -> bool:
+    """Whether `statement` is a DDL shard coordination handles (ALTER TABLE, CREATE/DROP INDEX)."""
+    try:
+        _table_span(tokenize(statement))
+    except DdlTextError:
+        return False
+    return True
+
+
+def retarget(statement: str, schema: str, table: str) -> str:
+    """`statement` with the table it names replaced by `schema`.`table` (DdlTextError if it is
+    not a coordinated DDL)."""
+    tokens = tokenize(statement)
+    first, last = _table_span(tokens)
+    head = "".join(t.text for t in tokens[:first])
+    tail = "".join(t.text for t in tokens[last + 1 :])
+    return f"{head}{quote(schema)}.{quote(table)}{tail}".strip().rstrip(";").rstrip()
+
+
+def normalize(statement: str) -> str:
+    """The comparison key of a (retargeted) statement."""
+    out: list[str] = []
+    for tok in tokenize(statement):
+        if tok.kind in ("space", "comment"):
+            continue
+        if tok.kind == "ident":
+            name = tok.name
+            text = name.upper() if _SIMPLE.fullmatch(name) else tok.text
+        elif tok.kind == "word":
+            text = tok.text.upper()
+        else:
+            text = tok.text
+        # `INT (11)` and `INT(11)` are one spelling: no space before punctuation or after ( .
+        if out and text not in _TIGHT and out[-1] not in ("(", "."):
+            out.append(" ")
+        out.append(text)
+    return "".join(out).rstrip(";").strip()
+
+
+# --- optimistic mode: which statements are compatible ---------------------------------------
+
+_INT_RANK = {"TINYINT": 1, "SMALLINT": 2, "MEDIUMINT": 3, "INT": 4, "INTEGER": 4, "BIGINT": 5}
+_ADD = re.compile(r"^ALTER TABLE \S+ ADD (?:COLUMN )?(?:IF NOT EXISTS )?(?P<col>\S+) (?P<rest>.*)$")
+_MODIFY = re.compile(
+    r"^ALTER TABLE \S+ (?:MODIFY (?:COLUMN )?(?:IF EXISTS )?(?P<m>\S+)"
+    r"|CHANGE (?:COLUMN )?(?:IF EXISTS )?(?P<old>\S+) (?P<new>\S+)) (?P<type>.*)$"
+)
+_NOT_COLUMNS = {"INDEX", "KEY", "UNIQUE", "PRIMARY", "CONSTRAINT", "FULLTEXT", "SPATIAL", "FOREIGN"}
+_TYPE = re.compile(r"^(?P<base>[A-Z]+)(?: ?\((?P<args>[0-9, ]+)\))?(?P<unsigned> UNSIGNED)?")
+
+
+def _type_key(text: str) -> tuple[str, tuple[int, ...], bool] | None:
+    m = _TYPE.match(text.upper())
+    if not m:
+        return None
+    args = tuple(int(a) for a in (m.group("args") or "").replace(" ", "").split(",") if a)
+    return m.group("base"), args, bool(m.group("unsigned"))
+
+
+def widens(old: str, new: str) -> bool:
+    """Whether column type `new` holds every value of `old` (integers, VARCHAR/CHAR, DECIMAL)."""
+    a, b = _type_key(old), _type_key(new)
+    if a is None or b is None or a[2] != b[2]:
+        return False
+    (base_a, args_a, _), (base_b, args_b, _) = a, b
+    if base_a in _INT_RANK and base_b in _INT_RANK:
+        return _INT_RANK[base_b] >= _INT_RANK[base_a]
+    if base_a in ("VARCHAR", "CHAR") and base_b == "VARCHAR" and args_a and args_b:
+        return args_b[0] >= args_a[0]
+    if base_a == base_b == "DECIMAL" and len(args_a) == len(args_b) == 2:
+        p_a, s_a = args_a
+        p_b, s_b = args_b
+        return s_b >= s_a and p_b - s_b >= p_a - s_a
+    return False
+
+
+def compatible(normalized: str, column_types: Mapping[str, str] | None = None) -> bool:
+    """Whether the normalised statement is safe for optimistic mode.
+
+    ``ADD COLUMN`` qualifies when it is nullable or has a DEFAULT (rows of other shards, which
+    lack the column, still insert); ``MODIFY``/``CHANGE`` (same name) qualifies when
+    `column_types` (upper-case column name → the column's type before the statement, e.g.
+    ``INT``) shows that the new type widens the old one. A statement with several clauses never
+    qualifies.
+    """
+    body = normalized.split(" COMMENT ", maxsplit=1)[0]
+    if "," in re.sub(r"\([^)]*\)", "", body):
+        return False
+    m = _ADD.match(normalized)
+    if m:
+        if m.group("col") in _NOT_COLUMNS:
+            return False
+        rest = m.group("rest")
+        return "NOT NULL" not in rest or " DEFAULT " in f" {rest} "
+    m = _MODIFY.match(normalized)
+    if m and column_types is not None:
+        col = m.group("m") or m.group("old")
+        if m.group("new") and m.group("new") != col:
+            return False
+        old = column_types.get(col.strip("`").upper())
+        return old is not None and widens(old, m.group("type"))
+    return False

@@ -1,0 +1,95 @@
+"""Which apply job executes shard DDL: a coordinator elected through ZooKeeper.
+
+The coordinator holds the ephemeral node ``<root>/shard_ddl/<name>/coordinator`` whose data is
+its identifier. `is_leader()` never blocks long: it takes the node if it is free and otherwise
+compares its data. A node holding our own identifier but created by another session is a leftover
+of our previous incarnation (killed before ZooKeeper expired its session): it is replaced at once,
+so identifiers must be unique per job. Lifecycle: no I/O in the constructor; `start()` connects;
+`close()` gives the node up.
+
+`SoleCoordinator` is the election of a job that shares its targets with nobody.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+from consumers.shard_ddl.exceptions import ElectionError
+
+log = logging.getLogger(__name__)
+
+
+class Election(Protocol):
+    def is_leader(self) -> bool: ...
+    def close(self) -> None: ...
+
+
+class SoleCoordinator:
+    """Always the leader."""
+
+    def is_leader(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
+
+
+class ZkElection:
+    def __init__(
+        self,
+        hosts: str,
+        identifier: str,
+        *,
+        root: str = "/rowbus",
+        name: str = "default",
+        session_timeout_s: float = 6.0,
+    ) -> None:
+        self.path = f"{root.rstrip('/')}/shard_ddl/{name}/coordinator"
+        self.identifier = identifier
+        self._hosts = hosts
+        self._timeout = session_timeout_s
+        self._zk: Any = None
+
+    def start(self) -> ZkElection:
+        from kazoo.client import KazooClient
+        from kazoo.exceptions import KazooException
+        from kazoo.handlers.threading import KazooTimeoutError
+
+        self._zk = KazooClient(hosts=self._hosts, timeout=self._timeout)
+        try:
+            self._zk.start(timeout=max(self._timeout, 5.0))
+        except (KazooException, KazooTimeoutError) as exc:
+            raise ElectionError(f"cannot reach ZooKeeper at {self._hosts}: {exc}") from exc
+        return self
+
+    def is_leader(self) -> bool:
+        from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+
+        data = self.identifier.encode()
+        try:
+            try:
+                self._zk.create(self.path, data, ephemeral=True, makepath=True)
+                log.info("%s is the shard-DDL coordinator (%s)", self.identifier, self.path)
+                return True
+            except NodeExistsError:
+                pass
+            try:
+                value, stat = self._zk.get(self.path)
+            except NoNodeError:
+                return False  # freed meanwhile: taken on the next call
+            if value != data:
+                return False
+            if stat.ephemeralOwner == self._zk.client_id[0]:
+                return True
+            log.info("replacing %s left by a previous session of %s", self.path, self.identifier)
+            self._zk.delete(self.path, version=stat.version)
+            return False
+        except KazooException as exc:
+            raise ElectionError(f"coordinator election at {self.path}: {exc}") from exc
+
+    def close(self) -> None:
+        if self._zk is not None:
+            self._zk.stop()
+            self._zk.close()
+            self._zk = None
