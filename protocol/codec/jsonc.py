@@ -368,8 +368,43 @@ def _row_from(d: Mapping[str, Any]) -> RowChange:
     )
 
 
+_COLUMN_TYPES: dict[str, tuple[type, ...]] = {
+    "name": (str,),
+    "type": (str,),
+    "unsigned": (bool,),
+    "nullable": (bool,),
+    "length": (int, type(None)),
+    "precision": (int, type(None)),
+    "scale": (int, type(None)),
+    "fsp": (int, type(None)),
+    "charset": (str, type(None)),
+    "elements": (list,),
+}
+
+
 def _table_from(d: Any) -> TableSchema | None:
-    return None if d is None else TableSchema.from_dict(d)
+    if d is None:
+        return None
+    if type(d) is not dict or type(d.get("columns")) is not list:
+        raise ProtocolError("a table schema is an object with a columns array")
+    for col in d["columns"]:
+        if type(col) is not dict:
+            raise ProtocolError("a column is a JSON object")
+        for name, value in col.items():
+            want = _COLUMN_TYPES.get(name)
+            if want is None:
+                continue  # a field of a later minor version
+            if type(value) not in want or (
+                name == "elements" and not all(type(e) is str for e in value)
+            ):
+                raise ProtocolError(f"column field {name!r} has a wrong type: {value!r}")
+    _str(d.get("schema"))
+    _str(d.get("table"))
+    if type(d.get("primary_key")) is not list:
+        raise ProtocolError("primary_key is a JSON array")
+    pk = tuple(_str(k) for k in d["primary_key"])
+    cols = [{k: v for k, v in c.items() if k in _COLUMN_TYPES} for c in d["columns"]]
+    return TableSchema.from_dict({**d, "columns": cols, "primary_key": pk})
 
 
 def _ddl_from(d: Mapping[str, Any]) -> DdlChange:
@@ -397,7 +432,9 @@ def _heartbeat_from(d: Mapping[str, Any]) -> Heartbeat:
 
 
 def _schema_from(d: Mapping[str, Any]) -> SchemaRecord:
-    table = TableSchema.from_dict(d["table_schema"])
+    table = _table_from(d["table_schema"])
+    if table is None:
+        raise ProtocolError("a schema record needs its table schema")
     return SchemaRecord(
         schema_id=_int(d["schema_id"]),
         table_schema=table,

@@ -233,3 +233,22 @@ def test_avro_of_a_newer_minor_is_refused_without_its_schema() -> None:
     headers = [(k, b"1.1" if k == "rowbus-version" else v) for k, v in headers]
     with pytest.raises(ProtocolError, match=r"written by protocol 1\.1"):
         decode(value, headers, POS)
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        '{"name":5,"type":"int","unsigned":false,"nullable":true}',
+        '{"name":"a","type":"int","unsigned":"no","nullable":true}',
+        '{"name":"a","type":"int","unsigned":false,"nullable":true,"length":"8"}',
+        '{"name":"a","type":"enum","unsigned":false,"nullable":true,"elements":[1]}',
+        "[]",
+    ],
+)
+def test_json_table_schemas_with_wrong_types_are_refused(column: str) -> None:
+    value = (
+        '{"schema":{"schema_id":1,"source":"a","ts":1,"table_schema":{"schema":"s","table":"t",'
+        '"columns":[' + column + '],"primary_key":[]}}}'
+    )
+    with pytest.raises(ProtocolError):
+        decode(value.encode(), [("rowbus-encoding", b"json")], POS)
