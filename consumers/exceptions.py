@@ -1,0 +1,44 @@
+"""Errors of the subscriber side.
+
+::
+
+    RowbusError                      (protocol.errors)
+    └── SubscriberError              the subscriber cannot go on
+        ├── CheckpointError          a checkpoint cannot be loaded or saved, or would move backwards
+        ├── StartPositionError       a start position (timestamp, GTID, binlog position) cannot
+        │                            be resolved
+        ├── MergeError               the input breaks the protocol's ordering rules (e.g. a
+        │                            transaction still incomplete after the watermark passed it)
+        └── KafkaClientError         the Kafka client failed (`retryable` follows its error)
+
+Foreign errors (KafkaException, kazoo, pymysql) are translated where they are raised, with
+``raise … from exc``.
+"""
+
+from __future__ import annotations
+
+from protocol.errors import RowbusError
+
+
+class SubscriberError(RowbusError):
+    """The subscriber cannot go on."""
+
+
+class CheckpointError(SubscriberError):
+    """A checkpoint store failed, or a checkpoint would move backwards."""
+
+
+class StartPositionError(SubscriberError):
+    """A requested start position cannot be resolved to Kafka offsets."""
+
+
+class MergeError(SubscriberError):
+    """The events break the ordering rules the merge relies on."""
+
+
+class KafkaClientError(SubscriberError):
+    """The Kafka client reported an error."""
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable

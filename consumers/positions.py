@@ -1,0 +1,87 @@
+"""Total order of events inside one source, and the floors below which events are dropped.
+
+A `PosKey` orders the events of one source in binlog order: binlog file (prefix, number),
+offset, then the event's index in its transaction, because the rows of one binlog rows-event
+share an offset. A `Floor` says which events of a source are already behind the subscriber:
+at or below a released position, a start timestamp, or a start GTID.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import TypeAlias
+
+from protocol.events import BinlogPosition, DdlChange, RowChange
+
+PosKey: TypeAlias = tuple[str, int, int, int]
+"""(file prefix, file number, offset, index in transaction)."""
+
+_FILE = re.compile(r"^(.*?)(\d*)$")
+_MARIADB_GTID = re.compile(r"^(\d+)-(\d+)-(\d+)$")
+_MYSQL_GTID = re.compile(r"^([0-9a-fA-F-]{36}):(\d+)$")
+
+
+@lru_cache(maxsize=256)
+def _file_key(name: str) -> tuple[str, int]:
+    match = _FILE.match(name)
+    assert match is not None  # the pattern matches every string
+    prefix, digits = match.groups()
+    return prefix, int(digits) if digits else -1
+
+
+def position_key(position: BinlogPosition, index: int = 0) -> PosKey:
+    """The order key of a binlog position (and an event's index in its transaction)."""
+    prefix, number = _file_key(position.file)
+    return (prefix, number, position.offset, index)
+
+
+def event_key(event: RowChange | DdlChange) -> PosKey:
+    """The order key of a data event within its source."""
+    index = event.txn.index if event.txn is not None else 0
+    return position_key(event.position, index)
+
+
+def parse_gtid(gtid: str) -> tuple[str, int]:
+    """A GTID as (stream, sequence number): MariaDB ``D-S-N`` → (``D``, N), MySQL ``uuid:N`` →
+    (uuid, N). Sequence numbers grow within a stream (a MariaDB domain, a MySQL server uuid)."""
+    if match := _MARIADB_GTID.match(gtid):
+        return match.group(1), int(match.group(3))
+    if match := _MYSQL_GTID.match(gtid):
+        return match.group(1).lower(), int(match.group(2))
+    raise ValueError(f"{gtid!r} is neither a MariaDB (D-S-N) nor a MySQL (uuid:N) GTID")
+
+
+@dataclass(frozen=True, slots=True)
+class Floor:
+    """What of one source is already behind: events at or below it are dropped.
+
+    `position`: the last released event's key; `ts`: a start timestamp (events with ts at or
+    below it); `gtid`: a start GTID as (stream, seq) — the transaction with that GTID and the
+    earlier ones of its stream.
+    """
+
+    position: PosKey | None = None
+    ts: int | None = None
+    gtid: tuple[str, int] | None = None
+
+    def covers(self, event: RowChange | DdlChange, key: PosKey) -> bool:
+        """Whether `event` (whose key is `key`) is at or below this floor."""
+        if self.position is not None and key <= self.position:
+            return True
+        if self.ts is not None and event.ts <= self.ts:
+            return True
+        if self.gtid is not None and event.position.gtid:
+            try:
+                stream, seq = parse_gtid(event.position.gtid)
+            except ValueError:
+                return False
+            return stream == self.gtid[0] and seq <= self.gtid[1]
+        return False
+
+    def raised_to(self, key: PosKey) -> Floor:
+        """This floor with its position raised to `key` (never lowered)."""
+        if self.position is not None and key <= self.position:
+            return self
+        return replace(self, position=key)

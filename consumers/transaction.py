@@ -1,0 +1,125 @@
+"""What the merger releases: whole upstream transactions (or one DDL), in commit order."""
+
+from __future__ import annotations
+
+import heapq
+import weakref
+from array import array
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import chain
+
+from consumers.checkpoint import Checkpoint
+from consumers.spill import Chunk, DataEvent, SpillStore
+from protocol.events import DdlChange
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class KafkaPosition:
+    """A record's place in Kafka."""
+
+    topic: str
+    partition: int
+    offset: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}[{self.partition}]@{self.offset}"
+
+
+@dataclass(slots=True)
+class Run:
+    """The events of one transaction read from one partition, in partition (= binlog) order:
+    the spilled chunks first, then the part still in memory."""
+
+    topic: str
+    partition: int
+    offsets: array[int] = field(default_factory=lambda: array("q"))
+    events: list[DataEvent] = field(default_factory=list)
+    chunks: list[Chunk] = field(default_factory=list)
+    count: int = 0
+
+    def items(self, spill: SpillStore | None) -> Iterator[tuple[int, DataEvent]]:
+        """(offset, event) pairs in order, reading spilled chunks back from `spill`."""
+        spilled: Iterator[tuple[int, DataEvent]] = iter(())
+        if self.chunks:
+            assert spill is not None
+            spilled = chain.from_iterable(spill.read(c) for c in self.chunks)
+        return chain(spilled, zip(self.offsets, self.events, strict=True))
+
+
+def _index(item: tuple[int, DataEvent]) -> int:
+    txn = item[1].txn
+    return txn.index if txn is not None else 0
+
+
+class TransactionEvents:
+    """The events of a transaction in transaction order; iterable more than once.
+
+    Events spilled to disk are read back lazily while iterating, so a huge transaction is never
+    held in memory whole. The spilled chunks are freed when this object is garbage collected.
+    """
+
+    __slots__ = ("__weakref__", "_count", "_runs", "_spill")
+
+    def __init__(self, runs: Sequence[Run], spill: SpillStore | None) -> None:
+        self._runs = tuple(runs)
+        self._spill = spill
+        self._count = sum(r.count for r in runs)
+        chunks = [c for r in runs for c in r.chunks]
+        if chunks and spill is not None:
+            weakref.finalize(self, spill.release, chunks)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[DataEvent]:
+        return (event for _, event in self.with_offsets())
+
+    def with_offsets(self) -> Iterator[tuple[int, DataEvent]]:
+        """(Kafka offset, event) pairs in transaction order."""
+        if len(self._runs) == 1:
+            return self._runs[0].items(self._spill)
+        return heapq.merge(*(r.items(self._spill) for r in self._runs), key=_index)
+
+    @property
+    def spilled(self) -> bool:
+        """Whether some events are read back from disk."""
+        return any(r.chunks for r in self._runs)
+
+    def runs(self) -> tuple[Run, ...]:
+        """The per-partition runs (for snapshots)."""
+        return self._runs
+
+
+@dataclass(frozen=True, eq=False)
+class Transaction:
+    """One upstream transaction (or one DDL) of `source`, whole, at commit timestamp `ts`.
+
+    `first`/`last` are the Kafka positions of its first and last event; `checkpoint` is the
+    resume point just after it: store it once the transaction is applied.
+    """
+
+    source: str
+    id: str
+    ts: int
+    events: TransactionEvents
+    first: KafkaPosition
+    last: KafkaPosition
+    checkpoint: Checkpoint
+
+    @property
+    def ddl(self) -> DdlChange | None:
+        """The DDL, when this "transaction" is one DDL statement."""
+        if len(self.events) != 1:
+            return None
+        event = next(iter(self.events))
+        return event if isinstance(event, DdlChange) else None
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def __repr__(self) -> str:
+        return (
+            f"Transaction(source={self.source!r}, id={self.id!r}, ts={self.ts}, "
+            f"events={len(self.events)}, first={self.first}, last={self.last})"
+        )

@@ -1,0 +1,183 @@
+"""The merger against a sorted reference, for random interleavings, replays and resumes."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from consumers.checkpoint import Checkpoint
+from consumers.merger import Merger
+from consumers.snapshot import MergerSnapshot
+from consumers.transaction import Transaction
+from protocol.events import Resolved
+from tests.unit.consumers.scenario import BASE_TS, Scenario, ddl, row, scenarios
+
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def summary(txns: list[Transaction]) -> list[tuple[str, str, int, list[object]]]:
+    return [(t.source, t.id, t.ts, list(t.events)) for t in txns]
+
+
+def feed(
+    data: st.DataObject,
+    merger: Merger,
+    scenario: Scenario,
+    cursors: dict[tuple[str, int], int],
+    out: list[Transaction],
+    stop_after: int | None = None,
+) -> Merger:
+    """Push records from random partitions, releasing now and then; `stop_after` pushes."""
+    pushed = 0
+    while stop_after is None or pushed < stop_after:
+        open_parts = [tp for tp, recs in scenario.partitions.items() if cursors[tp] < len(recs)]
+        if not open_parts:
+            break
+        tp = data.draw(st.sampled_from(sorted(open_parts)))
+        offset = cursors[tp]
+        merger.push(tp[0], tp[1], offset, scenario.partitions[tp][offset])
+        cursors[tp] = offset + 1
+        pushed += 1
+        if data.draw(st.integers(0, 3)) == 0:
+            out += merger.release(until_ddl=data.draw(st.booleans()))
+    return merger
+
+
+def drain(merger: Merger, out: list[Transaction]) -> None:
+    for _ in range(10_000):
+        batch = merger.release(until_ddl=True)
+        if not batch:
+            return
+        out += batch
+
+
+@SETTINGS
+@given(scenario=scenarios(), data=st.data(), limit=st.sampled_from([None, 1, 3]))
+def test_output_equals_sorted_reference(
+    scenario: Scenario, data: st.DataObject, limit: int | None
+) -> None:
+    merger = Merger(scenario.lanes, memory_limit=limit)
+    out: list[Transaction] = []
+    feed(data, merger, scenario, dict.fromkeys(scenario.partitions, 0), out)
+    drain(merger, out)
+    assert summary(out) == scenario.reference
+    assert merger.buffered == 0
+    merger.close()
+
+
+@SETTINGS
+@given(scenario=scenarios(), data=st.data())
+def test_resume_from_snapshot_loses_and_repeats_nothing(
+    scenario: Scenario, data: st.DataObject
+) -> None:
+    first = Merger(scenario.lanes, memory_limit=data.draw(st.sampled_from([None, 2])))
+    out: list[Transaction] = []
+    cursors = dict.fromkeys(scenario.partitions, 0)
+    feed(data, first, scenario, cursors, out, stop_after=data.draw(st.integers(0, 40)))
+    snapshot = MergerSnapshot.from_json(first.snapshot().to_json())
+    # the snapshot's offsets are where the rebuilt merger reads on
+    assert dict(snapshot.next_offsets) == {tp: c for tp, c in cursors.items() if c}
+    second = Merger.from_snapshot(snapshot)
+    feed(data, second, scenario, cursors, out)
+    drain(second, out)
+    assert summary(out) == scenario.reference
+    first.close()
+
+
+@SETTINGS
+@given(scenario=scenarios(), data=st.data())
+def test_resume_from_checkpoint_loses_and_repeats_nothing(
+    scenario: Scenario, data: st.DataObject
+) -> None:
+    first = Merger(scenario.lanes)
+    out: list[Transaction] = []
+    cursors = dict.fromkeys(scenario.partitions, 0)
+    feed(data, first, scenario, cursors, out, stop_after=data.draw(st.integers(0, 40)))
+    # a subscriber stored the checkpoint of some delivered transaction, then crashed
+    kept = data.draw(st.integers(0, len(out)))
+    delivered = out[:kept]
+    checkpoint = delivered[-1].checkpoint if delivered else Checkpoint()
+    second = Merger(
+        scenario.lanes,
+        floors=checkpoint.floors,
+        start_offsets=checkpoint.offsets,
+        watermarks=checkpoint.watermarks,
+    )
+    resumed = {tp: checkpoint.offsets.get(tp, 0) for tp in scenario.partitions}
+    again: list[Transaction] = list(delivered)
+    feed(data, second, scenario, resumed, again)
+    drain(second, again)
+    assert summary(again) == scenario.reference
+
+
+@SETTINGS
+@given(scenario=scenarios(), data=st.data())
+def test_checkpoints_never_move_backwards(scenario: Scenario, data: st.DataObject) -> None:
+    merger = Merger(scenario.lanes)
+    out: list[Transaction] = []
+    feed(data, merger, scenario, dict.fromkeys(scenario.partitions, 0), out)
+    drain(merger, out)
+    previous = None
+    for txn in out:
+        txn.checkpoint.check_follows(previous)
+        previous = txn.checkpoint
+
+
+def test_a_silent_source_stalls_the_merge_and_is_named() -> None:
+    now = [100.0]
+    lanes = [("a", 0, "s1"), ("a", 1, "s1"), ("b", 0, "s2")]
+    merger = Merger(lanes, clock=lambda: now[0])
+    ts = BASE_TS + 10
+    merger.push("a", 0, 0, row("s1", ts, "x", 0, 1, 10))
+    for p in (0, 1):
+        merger.push("a", p, 1, Resolved(source="s1", ts=ts))
+    now[0] = 130.0
+    assert merger.release() == []
+    blockers = merger.blocked_by()
+    assert [(b.topic, b.partition, b.source) for b in blockers] == [("b", 0, "s2")]
+    assert blockers[0].silent_s == 30.0
+    assert "no watermark yet" in str(blockers[0])
+    merger.push("b", 0, 0, Resolved(source="s2", ts=ts))
+    assert [t.id for t in merger.release()] == ["x"]
+    assert merger.blocked_by()  # with nothing stashed it names the lowest lanes
+
+
+def test_an_incomplete_transaction_is_held_and_reported() -> None:
+    merger = Merger([("a", 0, "s1"), ("a", 1, "s1")])
+    ts = BASE_TS + 5
+    merger.push("a", 0, 0, row("s1", ts, "x", 0, 2, 10))
+    for p in (0, 1):
+        merger.push("a", p, 1, Resolved(source="s1", ts=ts + 1))
+    assert merger.release() == []
+    assert "has 1 of 2 events" in str(merger.blocked_by()[0])
+    merger.push("a", 1, 2, row("s1", ts, "x", 1, 2, 10))
+    assert [len(t) for t in merger.release()] == [2]
+
+
+def test_a_ddl_ends_a_batch_and_comes_after_the_rows_before_it() -> None:
+    merger = Merger([("a", 0, "s1")])
+    ts = BASE_TS
+    merger.push("a", 0, 0, row("s1", ts + 1, "x", 0, None, 10))
+    merger.push("a", 0, 1, ddl("s1", ts + 2, 20))
+    merger.push("a", 0, 2, row("s1", ts + 3, "y", 0, None, 30))
+    merger.push("a", 0, 3, Resolved(source="s1", ts=ts + 3))
+    first = merger.release(until_ddl=True)
+    assert [t.id for t in first] == ["x", "ddl:bin.000001:20"]
+    assert first[-1].ddl is not None
+    assert [t.id for t in merger.release(until_ddl=True)] == ["y"]
+
+
+def test_an_unexpected_source_joins_the_lanes_of_its_topic() -> None:
+    merger = Merger([("a", 0, "s1"), ("a", 1, "s1")])
+    merger.push("a", 0, 0, row("s9", BASE_TS, "z", 0, None, 10))
+    for p in (0, 1):
+        merger.push("a", p, 1, Resolved(source="s1", ts=BASE_TS + 1))
+    assert merger.release() == []
+    assert {(b.partition, b.source) for b in merger.blocked_by()} == {(0, "s9"), (1, "s9")}
+
+
+def test_watermarks_never_move_backwards() -> None:
+    merger = Merger([("a", 0, "s1")])
+    merger.push("a", 0, 0, Resolved(source="s1", ts=BASE_TS + 9))
+    merger.push("a", 0, 1, Resolved(source="s1", ts=BASE_TS + 3))
+    assert merger.watermark == BASE_TS + 9
