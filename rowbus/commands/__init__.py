@@ -12,4 +12,5 @@ COMMANDS = [
     "rowbus.commands.verify",
     "rowbus.commands.reader",
     "rowbus.commands.apply",
+    "rowbus.commands.ddl_locks",
 ]

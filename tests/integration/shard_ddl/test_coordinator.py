@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 from consumers.shard_ddl.groups import ShardGroups, glob_router
 from consumers.shard_ddl.locks import LockState
+from rowbus.cli import main
 from rowbus.config import Settings
 from tests.conftest import connect
 from tests.integration.shard_ddl.helpers import columns, coordinator, election, executor
@@ -111,8 +114,8 @@ def test_executor_is_idempotent_across_a_crash_between_ddl_and_marker(
         cur.execute(f"DROP DATABASE `{state_db}`")
 
 
-def test_conflict_is_published_and_nothing_executes(
-    services: Settings, make_topic, make_database, unique
+def test_conflict_is_listed_by_the_cli_and_resolved_by_an_operator(
+    services: Settings, make_topic, make_database, unique, capsys, monkeypatch
 ) -> None:
     topic = make_topic("control", partitions=1)
     db = _target(services, make_database)
@@ -130,5 +133,43 @@ def test_conflict_is_published_and_nothing_executes(
         assert state.state is LockState.CONFLICT
         assert "s2/up.t_1" in (state.cause or "")
         assert columns(services.resolved_sink, db, "t")[1] == ("v", "int(11)")
+        monkeypatch.setenv("ROWBUS_KAFKA__BOOTSTRAP_SERVERS", services.kafka.bootstrap_servers)
+        capsys.readouterr()
+        assert main(["ddl-locks", "--topic", topic, "list"]) == 0
+        listed = capsys.readouterr().out
+        assert lock in listed
+        assert "CONFLICT: s2/up.t_1 reports" in listed
+        assert "DECIMAL(20, 0)" in listed
+        # unlocking a conflict without saying what to run is refused
+        assert main(["ddl-locks", "--topic", topic, "unlock", lock]) == 2
+        assert "--statement" in capsys.readouterr().err
+        assert (
+            main(
+                [
+                    "ddl-locks",
+                    "--topic",
+                    topic,
+                    "unlock",
+                    lock,
+                    "--use-shard",
+                    "s1/up.t_1",
+                    "--reason",
+                    "BIGINT wins",
+                ]
+            )
+            == 0
+        )
+        assert "unlocked" in capsys.readouterr().out
+        job.wait(lambda t: t.get(lock).state is LockState.DONE, 15, "DONE after unlock")  # type: ignore[union-attr]
+        assert columns(services.resolved_sink, db, "t")[1] == ("v", "bigint(20)")
+        assert all(job.table.get(lock).released_for(s) for s in groups.group(f"{db}.t"))  # type: ignore[union-attr]
+        assert main(["ddl-locks", "--topic", topic, "show", lock]) == 0
+        shown = json.loads(capsys.readouterr().out)
+        assert shown["state"] == "done"
+        assert [h[0] for h in shown["history"]][-3:] == ["conflict", "unlock", "done"]
+        assert shown["history"][-2][1].startswith("operator:")
+        # the operator's action is on the topic: a fresh reader sees it
+        assert main(["ddl-locks", "--topic", topic, "list"]) == 0
+        assert "no unresolved" in capsys.readouterr().out
     finally:
         job.close()
