@@ -98,7 +98,7 @@ def floor_from_json(data: Mapping[str, Any]) -> Floor:
     pos = data.get("position")
     gtid = data.get("gtid")
     return Floor(
-        position=(str(pos[0]), int(pos[1]), int(pos[2]), int(pos[3])) if pos else None,
+        position=(int(pos[0]), str(pos[1]), int(pos[2]), int(pos[3])) if pos else None,
         ts=int(data["ts"]) if data.get("ts") is not None else None,
         gtid=(str(gtid[0]), int(gtid[1])) if gtid else None,
     )

@@ -1,46 +1,30 @@
 """Total order of events inside one source, and the floors below which events are dropped.
 
-A `PosKey` orders the events of one source in binlog order: binlog file (prefix, number),
-offset, then the event's index in its transaction, because the rows of one binlog rows-event
-share an offset. A `Floor` says which events of a source are already behind the subscriber:
-at or below a released position, a start timestamp, or a start GTID.
+A `PosKey` (the protocol's order key) orders the events of one source in binlog order. A
+`Floor` says which events of a source are already behind the subscriber: at or below a released
+position, a start timestamp, or a start GTID.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from typing import TypeAlias
 
-from protocol.events import BinlogPosition, DdlChange, RowChange
+from protocol.events import BinlogPosition, DdlChange, RowChange, order_key
 
-PosKey: TypeAlias = tuple[str, int, int, int]
-"""(file prefix, file number, offset, index in transaction)."""
+PosKey: TypeAlias = tuple[int, str, int, int]
+"""`protocol.order_key`: (binlog file number, file name, offset, index in transaction)."""
 
-_FILE = re.compile(r"^(.*?)(\d*)$")
 _MARIADB_GTID = re.compile(r"^(\d+)-(\d+)-(\d+)$")
 _MYSQL_GTID = re.compile(r"^([0-9a-fA-F-]{36}):(\d+)$")
 
-
-@lru_cache(maxsize=256)
-def _file_key(name: str) -> tuple[str, int]:
-    match = _FILE.match(name)
-    assert match is not None  # the pattern matches every string
-    prefix, digits = match.groups()
-    return prefix, int(digits) if digits else -1
+event_key = order_key
 
 
 def position_key(position: BinlogPosition, index: int = 0) -> PosKey:
-    """The order key of a binlog position (and an event's index in its transaction)."""
-    prefix, number = _file_key(position.file)
-    return (prefix, number, position.offset, index)
-
-
-def event_key(event: RowChange | DdlChange) -> PosKey:
-    """The order key of a data event within its source."""
-    index = event.txn.index if event.txn is not None else 0
-    return position_key(event.position, index)
+    """The order key an event at `position` (and `index` in its transaction) would have."""
+    return (position.file_number, position.file, position.offset, index)
 
 
 def parse_gtid(gtid: str) -> tuple[str, int]:

@@ -73,7 +73,7 @@ class MergerSnapshot:
                 watermarks={(str(t), int(p), str(s)): int(w) for t, p, s, w, _ in marks},
                 raised_at={(str(t), int(p), str(s)): int(o) for t, p, s, _, o in marks},
                 last_positions={
-                    (str(t), int(p), str(s)): (str(k[0]), int(k[1]), int(k[2]), int(k[3]))
+                    (str(t), int(p), str(s)): (int(k[0]), str(k[1]), int(k[2]), int(k[3]))
                     for t, p, s, k in data["last_positions"]
                 },
                 floors={str(s): floor_from_json(f) for s, f in data["floors"].items()},

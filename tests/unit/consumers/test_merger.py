@@ -12,7 +12,7 @@ from consumers.transaction import Transaction
 from protocol.events import Resolved
 from tests.unit.consumers.scenario import BASE_TS, Scenario, ddl, row, scenarios
 
-SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def summary(txns: list[Transaction]) -> list[tuple[str, str, int, list[object]]]:
