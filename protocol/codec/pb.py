@@ -5,6 +5,7 @@ Generated classes stay in this module; callers see only dataclasses.
 
 from __future__ import annotations
 
+import struct
 import zlib
 from collections.abc import Callable
 from typing import Any, TypeVar, get_type_hints
@@ -36,6 +37,9 @@ CRC_TAG = b"\x7d"  # field 15, wire type 5 (fixed32)
 _OP_FROM_PB = {pb.OP_INSERT: Op.INSERT, pb.OP_UPDATE: Op.UPDATE, pb.OP_DELETE: Op.DELETE}
 _OP_TO_PB = {op.value: n for n, op in _OP_FROM_PB.items()}  # by value: Enum hashing is slow
 _crc32 = zlib.crc32
+_trailer = struct.Struct("<BI").pack
+_crc_at = struct.Struct("<I").unpack_from
+_from_string = pb.Envelope.FromString
 _split = fastpath.split
 _join = fastpath.join
 _R = TypeVar("_R")
@@ -50,19 +54,19 @@ def encode(record: Record) -> bytes:
         body = env.SerializeToString()
     except ValueError as exc:  # upb: a string that is not UTF-8, an int out of range
         raise ProtocolError(f"cannot encode {type(record).__name__}: {exc}") from None
-    return body + CRC_TAG + _crc32(body).to_bytes(4, "little")
+    return body + _trailer(0x7D, _crc32(body))
 
 
 def decode(data: bytes) -> Record:
     """The record in `data`; ProtocolError if it is truncated, corrupt or of an unknown kind."""
-    if len(data) < 5 or data[-5:-4] != CRC_TAG:
+    end = len(data) - 5
+    if end < 0 or data[end] != 0x7D:
         raise ProtocolError("protobuf value is truncated (no CRC trailer)")
-    body = data[:-5]
-    if _crc32(body) != int.from_bytes(data[-4:], "little"):
+    body = data[:end]
+    if _crc32(body) != _crc_at(data, end + 1)[0]:
         raise ProtocolError("protobuf value is corrupt or truncated (CRC mismatch)")
-    env = _Envelope()
     try:
-        env.ParseFromString(body)
+        env = _from_string(body)
     except DecodeError as exc:
         raise ProtocolError(f"protobuf value does not parse: {exc}") from None
     kind = env.WhichOneof("body")
@@ -196,18 +200,18 @@ def _(r: ControlRecord, env: Any) -> None:
 
 
 def _image_to(values: tuple[Value, ...], m: Any) -> None:
-    cols = _split(values)
-    m.kinds = cols.kinds
-    if cols.ints:
-        m.ints.extend(cols.ints)
-    if cols.uints:
-        m.uints.extend(cols.uints)
-    if cols.doubles:
-        m.doubles.extend(cols.doubles)
-    if cols.strings:
-        m.strings.extend(cols.strings)
-    if cols.blobs:
-        m.blobs.extend(cols.blobs)
+    kinds, ints, uints, doubles, strings, blobs = _split(values)
+    m.kinds = kinds
+    if ints:
+        m.ints.extend(ints)
+    if strings:
+        m.strings.extend(strings)
+    if doubles:
+        m.doubles.extend(doubles)
+    if blobs:
+        m.blobs.extend(blobs)
+    if uints:
+        m.uints.extend(uints)
 
 
 def _txn_to(t: TxnRef, m: Any) -> None:
