@@ -27,11 +27,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cmd.add_argument(
         "--route",
         action="append",
-        default=[],
+        default=None,
         metavar="GLOB=TARGET",
         type=_route,
         help="map upstream tables to a target, e.g. 'shop_*.orders_*=shop.orders' "
-        "({schema} and {table} may be used in TARGET); unrouted tables keep their names",
+        "({schema} and {table} may be used in TARGET); unrouted tables keep their names. "
+        "Default: the routes of the apply section",
     )
     cmd.add_argument(
         "--schema",

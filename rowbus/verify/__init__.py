@@ -57,18 +57,31 @@ def route(routes: Sequence[Route], schema: str, table: str) -> tuple[str, str]:
     return schema, table
 
 
+def apply_routes(settings: Settings) -> list[Route]:
+    """The apply job's routes, so verify compares what the job was told to build."""
+    return [Route(r.match, r.target) for r in settings.apply.routes]
+
+
 def verify(
     settings: Settings,
-    routes: Sequence[Route] = (),
+    routes: Sequence[Route] | None = None,
     schemas: Sequence[str] = ("*",),
     chunk_rows: int = 10_000,
 ) -> list[TableDiff]:
-    """Compare every routed target table with its shards; one `TableDiff` per target."""
+    """Compare every routed target table with its shards; one `TableDiff` per target.
+
+    Without explicit `routes`, the apply job's routes are used; tables the job skips
+    (``apply.unrouted: skip``) are skipped here too.
+    """
+    skip_unrouted = routes is None and settings.apply.unrouted == "skip"
+    routes = apply_routes(settings) if routes is None else list(routes)
     with contextlib.ExitStack() as stack:
         upstream: dict[tuple[str, str], list[TableRef]] = defaultdict(list)
         for source in settings.sources:
             conn = stack.enter_context(_connect(source, source.name))
             for schema, table in _tables(conn, schemas):
+                if skip_unrouted and not any(r.apply(schema, table) for r in routes):
+                    continue
                 upstream[route(routes, schema, table)].append(
                     TableRef(source.name, conn, schema, table)
                 )
@@ -117,4 +130,4 @@ def _connect(server: MySQLSettings, name: str) -> Iterator[pymysql.connections.C
         yield conn
 
 
-__all__ = ["Route", "TableDiff", "route", "verify"]
+__all__ = ["Route", "TableDiff", "apply_routes", "route", "verify"]
