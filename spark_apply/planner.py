@@ -14,8 +14,8 @@ Per batch:
    pairs: every event at or below it has arrived, in every partition.
 3. Stashed events at or below the bound are released in merge order — ``(ts, source, index in
    transaction)`` —, split into steps at each DDL (a DDL ends its step: rows before it, then
-   it). Release stops before the first DDL that `ddl_ready` refuses (a shard DDL waiting for its
-   group): it and everything after it stay stashed.
+   it). A DDL that `ddl_ready` refuses (a shard DDL waiting for its group) stays stashed with
+   every later event of its table (source, schema, table); other tables keep flowing.
 4. The rest is the new stash.
 """
 
@@ -180,35 +180,40 @@ def plan(
                 incoming.append(env)
     pending = sorted([*state.stash, *incoming], key=lambda e: e.order)
     bound = max(state.watermark(expected), state.released_through)
-    steps, cut = _release(pending, bound, ddl_ready)
-    state.stash = pending[cut:]
+    steps, state.stash = _release(pending, bound, ddl_ready)
     state.released_through = bound
     return Plan(steps=steps, state=state, bound=bound, dropped=dropped)
 
 
 def _release(
     pending: list[Envelope], bound: int, ddl_ready: Callable[[Envelope], bool]
-) -> tuple[tuple[Step, ...], int]:
+) -> tuple[tuple[Step, ...], list[Envelope]]:
     steps: list[Step] = []
     rows: list[Envelope] = []
     seen_ddl: set[tuple[str, int, str, int]] = set()
-    cut = 0
+    held: set[tuple[str, str, str | None]] = set()  # tables behind a DDL that is not ready
+    kept: list[Envelope] = []
     for i, env in enumerate(pending):
         ev = env.event
         if ev.ts > bound:
+            kept.extend(pending[i:])
             break
+        assert isinstance(ev, RowChange | DdlChange)
+        if (ev.source, ev.schema, ev.table) in held:
+            kept.append(env)
+            continue
         if isinstance(ev, DdlChange):
             key = (ev.source, ev.ts, ev.position.file, ev.position.offset)
             if key in seen_ddl:  # the same DDL broadcast to several partitions
-                cut = i + 1
                 continue
             if not ddl_ready(env):
-                break
+                held.add((ev.source, ev.schema, ev.table))
+                kept.append(env)
+                continue
             seen_ddl.add(key)
             steps.append(Step(tuple(rows), env))
             rows = []
         else:
             rows.append(env)
-        cut = i + 1
     steps.append(Step(tuple(rows)))
-    return tuple(steps), cut
+    return tuple(steps), kept
