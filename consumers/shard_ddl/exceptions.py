@@ -2,7 +2,7 @@
 
 ::
 
-    RowbusError                      (protocol.errors)
+    SubscriberError                  (consumers.exceptions)
     └── ShardDdlError                shard-DDL coordination cannot go on
         ├── DdlTextError             a statement is not a DDL the coordination handles
         ├── ControlTopicError        the control topic cannot be read or written (`retryable`
@@ -11,17 +11,14 @@
         ├── DownstreamDdlError       the owner failed to execute a DDL on the sink (keeps the
         │                            MySQL error code in `code`)
         └── LockStateError           an operator action does not fit the lock's state
-
-(ShardDdlError belongs under consumers' SubscriberError; it derives from RowbusError until
-consumers/exceptions.py is committed.)
 """
 
 from __future__ import annotations
 
-from protocol.errors import RowbusError
+from consumers.exceptions import SubscriberError
 
 
-class ShardDdlError(RowbusError):
+class ShardDdlError(SubscriberError):
     """Shard-DDL coordination cannot go on."""
 
 

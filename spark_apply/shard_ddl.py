@@ -1,0 +1,136 @@
+"""The apply job's end of shard-DDL coordination (consumers.shard_ddl), hooked into the planner.
+
+Per batch, `BatchApplier` calls `before_plan()` (follow the control topic; on the elected
+coordinator, execute ready DDL downstream), plans with `ddl_ready` as the planner's DDL gate,
+and calls `after_apply()` once the batch is committed in the sink.
+
+`ddl_ready(env)` is True for every DDL that is not a coordinated DDL (ALTER TABLE, CREATE/DROP
+INDEX) of a table whose route is ``sharded``. For such a DDL it is True once the shard's lock is
+resolved; until then it is False, the planner holds that shard's events in its stash (the other
+shards keep flowing) and the DDL is reported (an INTENT) in `after_apply`: only then are all the
+shard's rows before the DDL in the sink, so the coordinator may alter the target. The stash is
+stored with the batch's checkpoint, so held rows survive a crash; after a restart the batch
+re-plans, the same DDL is reported again (same ts: the same lock) and the lock state is rebuilt
+from the control topic.
+
+The sink never executes a sharded DDL itself (`MySQLSink` skips it): the coordinator does, once.
+Lifecycle: no I/O in the constructor; `start()` / `close()`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import pymysql
+
+from consumers.shard_ddl.control import ControlLog
+from consumers.shard_ddl.coordinator import Coordinator
+from consumers.shard_ddl.ddl import coordinated
+from consumers.shard_ddl.election import Election
+from consumers.shard_ddl.executor import DdlExecutor
+from consumers.shard_ddl.groups import ShardGroups, shard_name
+from consumers.shard_ddl.records import lock_id
+from protocol.events import DdlChange
+from protocol.topics import CONTROL_TOPIC
+from spark_apply.planner import Envelope
+from spark_apply.routing import Router
+from spark_apply.settings import JobConfig
+
+log = logging.getLogger(__name__)
+
+
+def sharded_groups(router: Router, tables: Iterable[tuple[str, str, str]]) -> ShardGroups:
+    """Groups of the upstream `tables` (source, schema, table) whose route is ``sharded``."""
+
+    def route(schema: str, table: str) -> str | None:
+        if not router.sharded(schema, table):
+            return None
+        target = router.target(schema, table)
+        return None if target is None else str(target)
+
+    targets = {route(s, t) for _, s, t in tables} - {None}
+    return ShardGroups.build(route, tables, sharded=[t for t in targets if t])
+
+
+class ShardDdlHook:
+    def __init__(
+        self,
+        config: JobConfig,
+        tables: Iterable[tuple[str, str, str]],
+        *,
+        control_topic: str = CONTROL_TOPIC,
+        election: Election | None = None,
+        actor: str | None = None,
+        optimistic: bool = False,
+        state_database: str = "rowbus_shard_ddl",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.router = Router(config.apply.routes, config.apply.unrouted)
+        self.groups = sharded_groups(self.router, tables)
+        sink = config.sink
+
+        def connect() -> Any:
+            return pymysql.connect(
+                host=sink.host,
+                port=sink.port,
+                user=sink.user,
+                password=sink.password.get_secret_value(),
+                autocommit=True,
+                connect_timeout=10,
+            )
+
+        self.coordinator = Coordinator(
+            ControlLog(config.kafka, control_topic),
+            actor=actor or f"{config.apply.job}@{socket.gethostname()}:{os.getpid()}",
+            groups=self.groups,
+            executor=DdlExecutor(connect, state_database),
+            election=election,
+            optimistic=optimistic,
+            clock=clock,
+        )
+        self._pending: dict[str, DdlChange] = {}
+
+    def start(self) -> ShardDdlHook:
+        self.coordinator.start()
+        return self
+
+    def close(self) -> None:
+        self.coordinator.close()
+        self.coordinator.election.close()
+
+    def before_plan(self) -> None:
+        self.coordinator.step()
+
+    def ddl_ready(self, env: Envelope) -> bool:
+        ev = env.event
+        assert isinstance(ev, DdlChange)
+        if ev.table is None:
+            return True
+        target = self.groups.target_of(ev.source, ev.schema, ev.table)
+        if target is None or not coordinated(ev.statement):
+            return True
+        shard = shard_name(ev.source, ev.schema, ev.table)
+        table = self.coordinator.table
+        lock = table.get(lock_id(target, table.seq_for(target, shard, ev.ts)))
+        if lock is not None and lock.intent_of(shard) is not None and lock.released_for(shard):
+            return True
+        if shard not in self._pending:
+            log.info("%s: %s waits for its shard-DDL lock: %s", env.position, shard, ev.statement)
+        self._pending[shard] = ev
+        return False
+
+    def after_apply(self) -> None:
+        """Report the DDLs that reached their barrier in the batch just committed."""
+        for shard, ev in sorted(self._pending.items()):
+            assert ev.table is not None
+            lock = self.coordinator.report(
+                ev.source, ev.schema, ev.table, ev.statement, ev.ts, position=str(ev.position)
+            )
+            log.info("%s reported %s to lock %s", shard, ev.statement, lock)
+        self._pending.clear()
+        self.coordinator.step()
