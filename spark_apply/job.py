@@ -24,6 +24,7 @@ from spark_apply.catalog import SchemaCatalog
 from spark_apply.planner import Envelope, PairKey, plan
 from spark_apply.routing import Router
 from spark_apply.settings import JobConfig
+from spark_apply.shard_ddl import ShardDdlHook
 from spark_apply.sink import MySQLSink
 
 log = logging.getLogger(__name__)
@@ -32,8 +33,9 @@ log = logging.getLogger(__name__)
 class BatchApplier:
     """The foreachBatch function. Lifecycle: `start()` connects the sink; `close()`."""
 
-    def __init__(self, config: JobConfig) -> None:
+    def __init__(self, config: JobConfig, shard_ddl: ShardDdlHook | None = None) -> None:
         self.config = config
+        self.shard_ddl = shard_ddl
         a = config.apply
         self.topics = {data_topic(a.topic_template, s): s for s in config.sources}
         self.catalog = SchemaCatalog(config.kafka, a.schemas_topic)
@@ -51,11 +53,15 @@ class BatchApplier:
 
     def start(self) -> BatchApplier:
         self.sink.start()
+        if self.shard_ddl is not None:
+            self.shard_ddl.start()
         return self
 
     def close(self) -> None:
         self.sink.close()
         self.catalog.close()
+        if self.shard_ddl is not None:
+            self.shard_ddl.close()
 
     def expected(self, seen: Iterable[tuple[str, int]]) -> list[PairKey]:
         """(topic, partition, source) pairs whose watermarks gate the release."""
@@ -73,8 +79,13 @@ class BatchApplier:
             if isinstance(env.event, DdlChange) and env.event.table_schema is not None:
                 self.catalog.add(env.event.table_schema)
         expected = self.expected({(e.topic, e.partition) for e in envelopes})
-        p = plan(previous, envelopes, expected)
+        hook = self.shard_ddl
+        if hook is not None:
+            hook.before_plan()
+        p = plan(previous, envelopes, expected, hook.ddl_ready if hook else lambda _: True)
         applied = self.sink.apply(batch_id, p)
+        if hook is not None:
+            hook.after_apply()
         log.info(
             "batch %d: %d records, %d rows applied in %d step(s), watermark %d, stash %d",
             batch_id,
