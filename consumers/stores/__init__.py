@@ -1,0 +1,34 @@
+"""Checkpoint stores: where a subscriber keeps its `Checkpoint`.
+
+One abstract class (`CheckpointStore`) and four backends, each tested by one behaviour suite:
+
+=====================  ====================================  ============================
+backend                where                                 guarantee
+=====================  ====================================  ============================
+`FileCheckpointStore`  a local file, replaced atomically     at least once
+`KafkaOffsetStore`     the consumer group's committed        at least once
+                       offsets (checkpoint in the metadata)
+`ZooKeeperStore`       a znode (Ptubes' storage point)       at least once
+`SqlCheckpointStore`   a table in the user's own database,   exactly once when written with
+                       written in the user's transaction     `save_in` inside that transaction
+=====================  ====================================  ============================
+
+Backends with foreign clients import them lazily, so ``import consumers.stores`` needs neither
+kazoo nor pymysql.
+"""
+
+from consumers.stores.base import CheckpointStore, Guarantee, MemoryCheckpointStore
+from consumers.stores.file import FileCheckpointStore
+from consumers.stores.kafka import KafkaOffsetStore
+from consumers.stores.sql import SqlCheckpointStore
+from consumers.stores.zookeeper import ZooKeeperStore
+
+__all__ = [
+    "CheckpointStore",
+    "FileCheckpointStore",
+    "Guarantee",
+    "KafkaOffsetStore",
+    "MemoryCheckpointStore",
+    "SqlCheckpointStore",
+    "ZooKeeperStore",
+]

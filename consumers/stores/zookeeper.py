@@ -1,0 +1,78 @@
+"""A checkpoint in a ZooKeeper znode: Ptubes' "storage point"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from consumers.checkpoint import Checkpoint
+from consumers.exceptions import CheckpointError
+from consumers.stores.base import CheckpointStore
+
+
+class ZooKeeperStore(CheckpointStore):
+    """The checkpoint as JSON in the znode `path` (created on the first save).
+
+    At least once. With a `client` given, the store uses it and leaves it open (sharded workers
+    share one session); otherwise it opens its own session to `hosts`.
+    """
+
+    def __init__(
+        self, path: str, *, hosts: str | None = None, client: Any = None, timeout: float = 10.0
+    ) -> None:
+        super().__init__()
+        if (hosts is None) == (client is None):
+            raise ValueError("give either hosts or client")
+        self.path = path
+        self._hosts = hosts
+        self._client = client
+        self._own = client is None
+        self._timeout = timeout
+
+    def open(self) -> None:
+        if self._client is not None:
+            return
+        try:
+            from kazoo.client import KazooClient
+        except ImportError as exc:  # pragma: no cover - kazoo is a dependency
+            raise CheckpointError("ZooKeeperStore needs kazoo: pip install kazoo") from exc
+        client = KazooClient(hosts=self._hosts, timeout=self._timeout)
+        try:
+            client.start(timeout=self._timeout)
+        except Exception as exc:
+            raise CheckpointError(f"cannot reach ZooKeeper at {self._hosts}: {exc}") from exc
+        self._client = client
+
+    def close(self) -> None:
+        if self._own and self._client is not None:
+            self._client.stop()
+            self._client.close()
+            self._client = None
+
+    def _zk(self) -> Any:
+        if self._client is None:
+            raise CheckpointError("the ZooKeeper store is not open")
+        return self._client
+
+    def _load(self) -> Checkpoint | None:
+        from kazoo.exceptions import KazooException, NoNodeError
+
+        try:
+            data, _ = self._zk().get(self.path)
+        except NoNodeError:
+            return None
+        except KazooException as exc:
+            raise CheckpointError(f"cannot read storage point {self.path}: {exc!r}") from exc
+        return Checkpoint.from_json(data)
+
+    def _save(self, checkpoint: Checkpoint) -> None:
+        from kazoo.exceptions import KazooException, NoNodeError
+
+        data = checkpoint.to_json().encode("utf-8")
+        zk = self._zk()
+        try:
+            try:
+                zk.set(self.path, data)
+            except NoNodeError:
+                zk.create(self.path, data, makepath=True)
+        except KazooException as exc:
+            raise CheckpointError(f"cannot write storage point {self.path}: {exc!r}") from exc
