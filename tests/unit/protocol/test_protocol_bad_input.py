@@ -252,3 +252,9 @@ def test_json_table_schemas_with_wrong_types_are_refused(column: str) -> None:
     )
     with pytest.raises(ProtocolError):
         decode(value.encode(), [("rowbus-encoding", b"json")], POS)
+
+
+@pytest.mark.parametrize("encoding", list(Encoding), ids=lambda e: e.value)
+def test_encoding_something_that_is_not_a_record_is_refused(encoding: Encoding) -> None:
+    with pytest.raises(ProtocolError, match="is not a rowbus record"):
+        encode(object(), encoding)  # type: ignore[arg-type]

@@ -178,3 +178,41 @@ def test_ddl_and_watermarks_go_to_every_partition() -> None:
     assert p.route(r, TABLE) == [p.partition_row(r, TABLE)]
     with pytest.raises(ProtocolError, match="needs its schema"):
         p.route(r)
+
+
+@given(
+    values=st.lists(
+        st.one_of(
+            st.integers(-(2**63), 2**64 - 1),
+            st.text(st.characters(blacklist_categories=("Cs",)), max_size=8),
+            st.binary(max_size=8),
+            st.dates(),
+            st.decimals(allow_nan=False, allow_infinity=False),
+        ),
+        min_size=3,
+        max_size=3,
+    ),
+    partitions=st.integers(1, 64),
+)
+def test_a_row_keeps_its_partition_through_insert_update_delete(
+    values: list[object], partitions: int
+) -> None:
+    table = TableSchema(
+        "s",
+        "t",
+        (ColumnSchema("a", "x"), ColumnSchema("b", "x"), ColumnSchema("c", "x")),
+        ("a", "b"),
+    )
+    p = Partitioner(partitions)
+    img = tuple(values)
+    changed = (*img[:2], "other")
+    placed = {
+        p.partition_row(row(Op.INSERT, None, img, table), table),
+        p.partition_row(row(Op.UPDATE, img, changed, table), table),
+        p.partition_row(row(Op.DELETE, changed, None, table), table),
+    }
+    assert len(placed) == 1
+    ((key, part),) = placed
+    assert 0 <= part < partitions
+    assert part == java_partition(encode_key("s", "t", img[:2]), partitions)
+    assert key == encode_key("s", "t", img[:2])
