@@ -69,3 +69,21 @@ class Floor:
         if self.position is not None and key <= self.position:
             return self
         return replace(self, position=key)
+
+
+def parse_gtid_set(text: str | None) -> dict[str, int]:
+    """A GTID set as {stream: highest sequence number}: MariaDB ``0-1-42,1-2-7`` or MySQL
+    ``uuid:1-42:50-60,uuid2:1-5``; unparsable parts are skipped."""
+    out: dict[str, int] = {}
+    for raw in (text or "").replace("\n", "").split(","):
+        part = raw.strip()
+        if not part:
+            continue
+        if match := _MARIADB_GTID.match(part):
+            out[match.group(1)] = max(out.get(match.group(1), 0), int(match.group(3)))
+            continue
+        uuid, _, ranges = part.partition(":")
+        highs = [int(r.rpartition("-")[2]) for r in ranges.split(":") if r.rpartition("-")[2]]
+        if uuid and highs:
+            out[uuid.lower()] = max(out.get(uuid.lower(), 0), *highs)
+    return out

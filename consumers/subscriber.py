@@ -1,0 +1,305 @@
+"""The Subscriber: Kafka data topics in, whole transactions out, in commit order.
+
+Lifecycle: the constructor does no I/O. `start()` (or ``with``) opens the checkpoint store,
+reads the checkpoints topic (expected sources, start positions) and the schemas topic, builds
+the `Merger` and assigns every partition of the subscribed topics (read_committed).
+`poll()` reads a batch, decodes it, feeds the merger and returns what it released;
+`run(handler)` and iterating (`transactions()`) build on it. `commit(txn)` saves the
+transaction's checkpoint. `close()` releases everything.
+
+Guarantee: the store's (`CheckpointStore.guarantee`). After a crash the subscriber resumes
+from the last saved checkpoint: nothing after it is lost, nothing at or before it is
+delivered again; the transactions handled after it are delivered again (at least once) unless
+the handler saved the checkpoint inside its own database transaction (`SqlCheckpointStore.
+save_in`: exactly once).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from consumers.checkpoint import Lane, TopicPartition
+from consumers.exceptions import SubscriberError
+from consumers.kafka import KafkaReader, read_to_end, records_of
+from consumers.merger import Blocker, Merger
+from consumers.spill import SpillStore
+from consumers.start import StartFrom, resolve
+from consumers.stores.base import CheckpointStore, Guarantee, MemoryCheckpointStore
+from consumers.transaction import Transaction
+from protocol.codec import decode
+from protocol.errors import ProtocolError
+from protocol.events import (
+    DdlChange,
+    Heartbeat,
+    ReaderCheckpoint,
+    Resolved,
+    RowChange,
+    SchemaRecord,
+    TableSchema,
+)
+from protocol.topics import (
+    CHECKPOINTS_TOPIC,
+    DEFAULT_DATA_TOPIC_TEMPLATE,
+    SCHEMAS_TOPIC,
+    data_topic,
+)
+
+log = logging.getLogger(__name__)
+
+
+class Subscriber:
+    """Merged, whole transactions from `topics`; see the module docstring.
+
+    `sources`: sources expected on the topics (each on the topic `topic_template` gives it);
+    the readers' checkpoints topic adds the sources it knows. `start` applies when the store
+    holds no checkpoint yet. `memory_limit`: buffered events in memory before spilling.
+    """
+
+    def __init__(
+        self,
+        kafka_config: Mapping[str, Any],
+        topics: Sequence[str],
+        *,
+        store: CheckpointStore | None = None,
+        start: StartFrom | None = None,
+        sources: Sequence[str] = (),
+        topic_template: str = DEFAULT_DATA_TOPIC_TEMPLATE,
+        checkpoints_topic: str = CHECKPOINTS_TOPIC,
+        schemas_topic: str = SCHEMAS_TOPIC,
+        group_id: str = "rowbus-subscriber",
+        memory_limit: int | None = 200_000,
+        spill_dir: Path | None = None,
+        batch_size: int = 2000,
+        stall_report_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not topics:
+            raise SubscriberError("subscribe to at least one topic")
+        self._config = {**kafka_config, "group.id": group_id}
+        self.topics = tuple(topics)
+        self.store = store or MemoryCheckpointStore()
+        self._start = start or StartFrom.earliest()
+        self._sources = tuple(sources)
+        self._template = topic_template
+        self._checkpoints_topic = checkpoints_topic
+        self._schemas_topic = schemas_topic
+        self._memory_limit = memory_limit
+        self._spill_dir = spill_dir
+        self._batch = batch_size
+        self._stall_report_s = stall_report_s
+        self._clock = clock
+        self._reader: KafkaReader | None = None
+        self._merger: Merger | None = None
+        self._spill: SpillStore | None = None
+        self._schemas: dict[int, TableSchema] = {}
+        self._last_progress = 0.0
+        self._last_report = 0.0
+        self.events_read = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Connect, resolve where to start, assign the partitions."""
+        self.store.open()
+        reader = self._reader = KafkaReader(self._config)
+        reader.open()
+        partitions = {t: reader.partitions(t) for t in self.topics}
+        bounds = {(t, p): reader.bounds((t, p)) for t, ps in partitions.items() for p in ps}
+        index = records_of(self._read(self._checkpoints_topic), ReaderCheckpoint)
+        self._load_schemas()
+        lanes = self._expected_lanes(partitions, index)
+        if not lanes:
+            raise SubscriberError(
+                f"no source is known on {', '.join(self.topics)}: name the sources, or start "
+                f"the readers first so {self._checkpoints_topic} lists them"
+            )
+        checkpoint = self.store.load()
+        earliest = {tp: low for tp, (low, _) in bounds.items()}
+        if checkpoint is not None:
+            offsets = {**earliest, **checkpoint.offsets}
+            floors, watermarks = dict(checkpoint.floors), dict(checkpoint.watermarks)
+            log.info("resuming from the stored checkpoint at ts %s", checkpoint.ts)
+        else:
+            offsets, floors = resolve(self._start, index, earliest)
+            watermarks = {}
+            log.info("starting from %s", self._start.kind)
+        if self._memory_limit is not None:
+            self._spill = SpillStore(self._spill_dir)
+        self._merger = Merger(
+            lanes,
+            floors=floors,
+            start_offsets=offsets,
+            watermarks=watermarks,
+            memory_limit=self._memory_limit,
+            spill=self._spill,
+            clock=self._clock,
+        )
+        reader.assign(offsets)
+        self._last_progress = self._last_report = self._clock()
+
+    def close(self) -> None:
+        """Release the consumer, the store and the spill folder."""
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+        self.store.close()
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _read(self, topic: str) -> list[Any]:
+        return read_to_end(lambda: KafkaReader(self._config), topic)
+
+    def _load_schemas(self) -> None:
+        for record in records_of(self._read(self._schemas_topic), SchemaRecord):
+            self._schemas[record.schema_id] = record.table_schema
+
+    def _expected_lanes(
+        self, partitions: Mapping[str, list[int]], index: Iterable[ReaderCheckpoint]
+    ) -> list[Lane]:
+        pairs: set[tuple[str, str]] = set()
+        for source in self._sources:
+            try:
+                topic = data_topic(self._template, source)
+            except ProtocolError:
+                topic = None  # a per-table template: the checkpoints topic names the topics
+            if topic is not None and topic in partitions:
+                pairs.add((topic, source))
+            elif topic is None:
+                pairs.update((t, source) for t in partitions)
+        for cp in index:
+            pairs.update((t, cp.source) for t, _, _ in cp.offsets if t in partitions)
+        return sorted((t, p, s) for t, s in pairs for p in partitions[t])
+
+    # -- reading ---------------------------------------------------------------------------
+
+    @property
+    def merger(self) -> Merger:
+        if self._merger is None:
+            raise SubscriberError("the subscriber is not started")
+        return self._merger
+
+    def poll(self, timeout: float = 0.5) -> list[Transaction]:
+        """Read what is there (waiting at most `timeout` s) and return the released
+        transactions, in order."""
+        merger = self.merger
+        assert self._reader is not None
+        for msg in self._reader.consume(self._batch, timeout):
+            topic, partition, offset = msg.topic() or "", msg.partition() or 0, msg.offset() or 0
+            where = f"{topic}[{partition}]@{offset}"
+            event = decode(msg.value(), msg.headers(), where)
+            if not isinstance(event, RowChange | DdlChange | Resolved | Heartbeat):
+                log.warning("skipped a %s at %s", type(event).__name__, where)
+                continue
+            merger.push(topic, partition, offset, event)
+            self.events_read += 1
+        released = merger.release()
+        now = self._clock()
+        if released:
+            self._last_progress = now
+        elif (
+            merger.buffered
+            and now - self._last_progress > self._stall_report_s
+            and now - self._last_report > self._stall_report_s
+        ):
+            self._last_report = now
+            log.warning(
+                "the merge has waited %.0fs with %d events buffered: %s",
+                now - self._last_progress,
+                merger.buffered,
+                "; ".join(str(b) for b in merger.blocked_by()),
+            )
+        return released
+
+    def blocked_by(self) -> list[Blocker]:
+        """Why the merge waits (see `Merger.blocked_by`)."""
+        return self.merger.blocked_by()
+
+    def transactions(
+        self, *, idle_timeout: float | None = None, poll_timeout: float = 0.5
+    ) -> Iterator[Transaction]:
+        """Transactions as they are released; ends after `idle_timeout` s without one
+        (never, when None). Commit with `commit(txn)`."""
+        idle_since = self._clock()
+        while True:
+            batch = self.poll(poll_timeout)
+            if batch:
+                idle_since = self._clock()
+                yield from batch
+            elif idle_timeout is not None and self._clock() - idle_since >= idle_timeout:
+                return
+
+    def __iter__(self) -> Iterator[Transaction]:
+        return self.transactions()
+
+    def commit(self, txn: Transaction) -> None:
+        """Save the checkpoint just after `txn` in the store."""
+        self.store.save(txn.checkpoint)
+
+    def run(
+        self,
+        handler: Callable[[Transaction], None],
+        *,
+        max_transactions: int | None = None,
+        idle_timeout: float | None = None,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> int:
+        """Hand each transaction to `handler`; return how many.
+
+        With an at-least-once store the checkpoint is saved after each polled batch; with an
+        exactly-once store the handler saves it itself (``store.save_in(conn, txn.checkpoint)``).
+        """
+        done = 0
+        idle_since = self._clock()
+        auto_commit = self.store.guarantee is Guarantee.AT_LEAST_ONCE
+        while not should_stop():
+            batch = self.poll()
+            if max_transactions is not None:
+                batch = batch[: max_transactions - done]
+            for txn in batch:
+                handler(txn)
+                done += 1
+            if batch:
+                idle_since = self._clock()
+                if auto_commit:
+                    self.commit(batch[-1])
+            elif idle_timeout is not None and self._clock() - idle_since >= idle_timeout:
+                break
+            if max_transactions is not None and done >= max_transactions:
+                break
+        return done
+
+    # -- schemas ---------------------------------------------------------------------------
+
+    def table(self, event: RowChange) -> TableSchema:
+        """The table schema of a row (re-reads the schemas topic once on an unknown id)."""
+        schema = self._schemas.get(event.schema_id)
+        if schema is None:
+            self._load_schemas()
+            schema = self._schemas.get(event.schema_id)
+        if schema is None:
+            raise SubscriberError(
+                f"schema id {event.schema_id} of {event.schema}.{event.table} is not in "
+                f"{self._schemas_topic}"
+            )
+        return schema
+
+
+__all__ = ["Subscriber", "TopicPartition"]
