@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from consumers.settings import SubscriberSettings
 from producer.settings import ReaderSettings
 from rowbus.config_errors import describe_validation_error
 from rowbus.exceptions import ConfigError
@@ -111,6 +112,8 @@ class Settings(BaseSettings):
     """Binlog readers (`rowbus reader run`)."""
     apply: ApplySettings = ApplySettings()
     """The Spark apply job (`rowbus apply`)."""
+    subscriber: SubscriberSettings = SubscriberSettings()
+    """Subscribers (`rowbus tail`, the `Subscriber` API)."""
 
     @model_validator(mode="after")
     def _fill_local_defaults(self) -> Settings:

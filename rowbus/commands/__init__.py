@@ -13,4 +13,5 @@ COMMANDS = [
     "rowbus.commands.reader",
     "rowbus.commands.apply",
     "rowbus.commands.ddl_locks",
+    "rowbus.commands.tail",
 ]

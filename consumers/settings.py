@@ -1,0 +1,29 @@
+"""The ``subscriber`` section of the configuration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from protocol.topics import CHECKPOINTS_TOPIC, DEFAULT_DATA_TOPIC_TEMPLATE, SCHEMAS_TOPIC
+
+
+class SubscriberSettings(BaseModel):
+    """How subscribers (`rowbus tail`, the `Subscriber` API) read the data topics."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    sources: tuple[str, ...] = ()
+    """Sources expected on the topics; empty: those the checkpoints topic lists."""
+    topic_template: str = DEFAULT_DATA_TOPIC_TEMPLATE
+    checkpoints_topic: str = CHECKPOINTS_TOPIC
+    schemas_topic: str = SCHEMAS_TOPIC
+    group_id: str = "rowbus-subscriber"
+    memory_limit_events: int = Field(200_000, ge=1)
+    """Buffered events kept in memory; beyond it the largest runs spill to disk."""
+    spill_dir: Path | None = None
+    """Where spilled events go (default: the system's temporary folder)."""
+    batch_size: int = Field(2000, ge=1)
+    stall_report_s: float = Field(30.0, gt=0)
+    """Log why the merge waits once it has waited this long."""
