@@ -186,6 +186,15 @@ class RowChange:
                 f"{self.op.value} of {self.schema}.{self.table} at {self.position}: "
                 "an insert has only after, a delete only before, an update both"
             )
+        if (
+            self.before is not None
+            and self.after is not None
+            and (len(self.before) != len(self.after))
+        ):
+            raise ValueError(
+                f"update of {self.schema}.{self.table} at {self.position}: before has "
+                f"{len(self.before)} values, after {len(self.after)}"
+            )
 
     @property
     def image(self) -> tuple[Value, ...]:

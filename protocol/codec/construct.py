@@ -57,6 +57,11 @@ def row_change(
             f"{op.value} of {schema}.{table} at {position}: "
             "an insert has only after, a delete only before, an update both"
         )
+    if before is not None and after is not None and len(before) != len(after):
+        raise ProtocolError(
+            f"update of {schema}.{table} at {position}: before has {len(before)} values, "
+            f"after {len(after)}"
+        )
     obj: Any = _new(RowChange)
     s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10 = _ROW_SETTERS
     s0(obj, source)

@@ -61,3 +61,31 @@ def test_a_protobuf_row_whose_images_contradict_its_op_is_refused() -> None:
     value = body + b"\x7d" + zlib.crc32(body).to_bytes(4, "little")
     with pytest.raises(protocol.ProtocolError, match="unknown row op 9"):
         decode(value, None)
+
+
+def test_an_update_whose_images_differ_in_width_is_refused() -> None:
+    from protocol._generated import rowbus_pb2 as pb
+    from protocol.events import BinlogPosition, Op, RowChange, TxnRef
+
+    env = pb.Envelope()
+    env.row.op = pb.OP_UPDATE
+    env.row.before.kinds = b"\x00"
+    env.row.after.kinds = b"\x00\x00"
+    body = env.SerializeToString()
+    value = body + b"\x7d" + zlib.crc32(body).to_bytes(4, "little")
+    with pytest.raises(protocol.ProtocolError, match="before has 1 values, after 2"):
+        decode(value, None)
+    with pytest.raises(ValueError, match="before has 1 values, after 2"):
+        RowChange(
+            source="a",
+            ts=1,
+            op=Op.UPDATE,
+            schema="s",
+            table="t",
+            schema_id=1,
+            primary_key=(),
+            before=(1,),
+            after=(1, 2),
+            txn=TxnRef("x", 0),
+            position=BinlogPosition("f", 4),
+        )
