@@ -31,8 +31,7 @@ test: lint
 	$(BIN)/pytest -q -ra --durations=15
 
 demo: setup
-	$(BIN)/rowbus local up
-	$(BIN)/rowbus doctor
+	$(BIN)/rowbus demo
 
 up: setup
 	$(BIN)/rowbus local up

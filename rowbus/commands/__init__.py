@@ -10,6 +10,7 @@ COMMANDS = [
     "rowbus.commands.doctor",
     "rowbus.commands.config",
     "rowbus.commands.verify",
+    "rowbus.commands.demo",
     "rowbus.commands.reader",
     "rowbus.commands.apply",
     "rowbus.commands.ddl_locks",

@@ -1,0 +1,420 @@
+"""`rowbus demo`: the whole platform on the embedded stack, as a new user first meets it.
+
+Steps: bring the stack up and check it (doctor); create the workload tables on both sources and
+their targets on the sink; start a reader per source and the Spark apply job; write W2 (each
+source its own schema) and a W3 shard group (2 sources x 4 shards -> one target, three DDLs on
+every shard at different moments) for a while, probing commit-to-visible lag; wait until the
+sink has caught up (verify reports equality); print a summary; stop the readers and the job.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import pymysql
+import yaml
+
+from protocol.errors import RowbusError
+from rowbus.config import MySQLSettings, Settings
+from rowbus.local.procs import ProcessRecord, is_ours, launch, stop
+from rowbus.local.stack import LocalStack
+from rowbus.verify import TableDiff, verify
+from rowbus.waiting import wait_for
+from rowbus.workloads import W2, W3, W3_DDLS
+
+W3_TARGET = "demo_w3.orders"
+
+
+@dataclass
+class DemoOptions:
+    seconds: float = 45.0
+    w2_rate: float = 300.0
+    """W2 transactions per second per source."""
+    w3_rate: float = 60.0
+    """W3 transactions per second per source."""
+    catch_up_timeout: float = 600.0
+
+
+@dataclass
+class Probe:
+    """Commit-to-visible lag: ids committed upstream (with their commit time) seen in the sink."""
+
+    committed: dict[tuple[str, int], float] = field(default_factory=dict)
+    lags_ms: list[float] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def percentile(self, p: float) -> float | None:
+        with self.lock:
+            data = sorted(self.lags_ms)
+        if not data:
+            return None
+        return data[min(len(data) - 1, round(p / 100 * (len(data) - 1)))]
+
+
+class Demo:
+    def __init__(self, settings: Settings, options: DemoOptions, out: TextIO = sys.stdout) -> None:
+        self.settings = settings
+        self.options = options
+        self.out = out
+        self.home = settings.local.state_dir.resolve() / "demo"
+        self.records: list[ProcessRecord] = []
+        self.stop_writing = threading.Event()
+        self.changes = 0
+        self.changes_lock = threading.Lock()
+        self.probe = Probe()
+        self._probe_done = threading.Event()
+        self.began = time.monotonic()
+
+    def say(self, text: str) -> None:
+        print(f"[{time.monotonic() - self.began:6.1f}s] {text}", file=self.out, flush=True)
+
+    def run(self) -> int:
+        from rowbus.doctor import run_doctor
+
+        self.say("bringing up the embedded stack (installs what is missing)")
+        report = LocalStack(self.settings).up()
+        self.say(f"stack up: started {report.started or 'nothing'} in {report.seconds:.1f}s")
+        if run_doctor(self.settings, out=self.out) != 0:
+            raise RowbusError("the doctor found a guarantee missing; see above")
+        config = self._write_config()
+        workloads = self._create_tables()
+        try:
+            self._start_readers(config)
+            self._start_apply(config)
+            first_write = time.monotonic()
+            self._write(workloads)
+            for w in workloads:
+                if isinstance(w[1], W3):
+                    w[1].finish_ddls(w[0])
+            self.say(f"writers stopped after {self.changes:,} row changes; waiting for the sink")
+            diffs = self._catch_up()
+            elapsed = time.monotonic() - first_write
+            return self._summary(diffs, elapsed)
+        finally:
+            self._stop_processes()
+            for conn, _ in workloads:
+                conn.close()
+
+    def _write_config(self) -> Path:
+        self.home.mkdir(parents=True, exist_ok=True)
+        data = json.loads(self.settings.model_dump_json())
+        for section in ("local",):
+            data.pop(section, None)
+        for server in [*data["sources"], data["sink"]]:
+            name = server.get("name")
+            source = self.settings.source(name) if name else self.settings.resolved_sink
+            server["password"] = source.password.get_secret_value()
+        data["reader"] = {
+            **data["reader"],
+            "start": "latest",
+            "include_schemas": ["demo_*"],
+            "heartbeat_interval_s": 0.5,
+        }
+        data["apply"] = {
+            **data["apply"],
+            "job": "rowbus-demo",
+            "checkpoint_location": str(self.home / f"spark-checkpoint-{int(time.time())}"),
+            "routes": [{"match": "demo_w3_*.orders_*", "target": W3_TARGET, "sharded": True}],
+        }
+        path = self.home / "rowbus-demo.yaml"
+        path.touch(mode=0o600)
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return path
+
+    def _create_tables(self) -> list[tuple[pymysql.connections.Connection[Any], W2 | W3]]:
+        sink = _connect(self.settings.resolved_sink)
+        workloads: list[tuple[pymysql.connections.Connection[Any], W2 | W3]] = []
+        with sink.cursor() as cur:
+            cur.execute("DROP DATABASE IF EXISTS demo_w3")
+            cur.execute("CREATE DATABASE demo_w3")
+            cur.execute("DROP DATABASE IF EXISTS rowbus_apply")
+        for index, source in enumerate(self.settings.sources[:2]):
+            conn = _connect(source)
+            w2 = W2(f"demo_w2_{source.name}", seed=10 + index, initial_rows=0)
+            w3 = W3(
+                f"demo_w3_{source.name}", index, steps_between_ddls=int(self.options.w3_rate * 8)
+            )
+            for schema in (w2.schema, w3.schema):
+                with conn.cursor() as cur:
+                    cur.execute(f"DROP DATABASE IF EXISTS `{schema}`")
+                with sink.cursor() as cur:
+                    cur.execute(f"DROP DATABASE IF EXISTS `{schema}`")
+            w2.create(conn)
+            w3.create(conn)
+            _copy_tables(conn, sink, w2.schema, w2.names(), w2.schema)
+            if index == 0:
+                _copy_tables(conn, sink, w3.schema, ["orders_0"], "demo_w3", rename="orders")
+            with conn.cursor() as cur:
+                cur.execute(
+                    f"CREATE TABLE `{w2.schema}`.lag_probe (id BIGINT PRIMARY KEY, at DOUBLE)"
+                )
+            _copy_tables(conn, sink, w2.schema, ["lag_probe"], w2.schema)
+            conn.commit()
+            workloads += [(conn, w2), (_connect(source), w3)]
+        sink.close()
+        self.say("created W2 (8 tables per source) and the W3 shard group (2 x 4 shards)")
+        return workloads
+
+    def _launch(self, name: str, args: list[str]) -> None:
+        env = {
+            "PYSPARK_PYTHON": sys.executable,
+            "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+        }
+        pid = launch(args, self.home / f"{name}.log", env=env)
+        self.records.append(ProcessRecord(name, pid, args[-1], "-"))
+
+    def _start_readers(self, config: Path) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+
+        for source in self.settings.sources[:2]:
+            self._launch(
+                f"reader-{source.name}",
+                [
+                    sys.executable,
+                    "-m",
+                    "rowbus",
+                    "-c",
+                    str(config),
+                    "reader",
+                    "run",
+                    "--source",
+                    source.name,
+                ],
+            )
+        for source in self.settings.sources[:2]:
+            topic = self.settings.reader.topic_template.format(source=source.name)
+
+            def publishing(topic: str = topic) -> bool:
+                self._check_alive()
+                # A fresh client each time: one created before the topic caches it as unknown.
+                consumer = Consumer(self.settings.kafka.client_config(**{"group.id": "demo"}))
+                try:
+                    tp = TopicPartition(topic, 0)
+                    return consumer.get_watermark_offsets(tp, timeout=2, cached=False)[1] > 0
+                finally:
+                    consumer.close()
+
+            wait_for(
+                publishing,
+                timeout=60,
+                what=f"the reader of {source.name} to publish",
+                stop_on=(RowbusError,),
+            )
+        self.say("readers are publishing (one per source, leader elected in ZooKeeper)")
+
+    def _start_apply(self, config: Path) -> None:
+        from rowbus.commands.apply import job_config_json
+        from rowbus.config import load_settings
+
+        job = self.home / "apply-job.json"
+        job.touch(mode=0o600)
+        job.write_text(job_config_json(load_settings(config)))
+        self._launch("apply", [sys.executable, "-m", "spark_apply", "--config", str(job)])
+        self.say("Spark apply job starting (local[2]; the first batch takes 10-30 s)")
+
+    def _check_alive(self) -> None:
+        for record in self.records:
+            if not is_ours(record):
+                log = self.home / f"{record.name}.log"
+                tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+                raise RowbusError(f"{record.name} exited; {log}: {' | '.join(tail)}")
+
+    def _write(self, workloads: list[tuple[pymysql.connections.Connection[Any], W2 | W3]]) -> None:
+        threads = []
+        for conn, workload in workloads:
+            rate = self.options.w2_rate if isinstance(workload, W2) else self.options.w3_rate
+            threads.append(
+                threading.Thread(target=self._writer, args=(conn, workload, rate), daemon=True)
+            )
+        sink_probe = threading.Thread(target=self._watch_probe, daemon=True)
+        for t in [*threads, sink_probe]:
+            t.start()
+        deadline = time.monotonic() + self.options.seconds
+        while not self.stop_writing.wait(min(5.0, max(0.0, deadline - time.monotonic()))):
+            self._check_alive()
+            p50 = self.probe.percentile(50)
+            lag = f"; lag p50 {p50:.0f} ms" if p50 is not None else ""
+            self.say(f"written {self.changes:,} row changes{lag}")
+            if time.monotonic() >= deadline:
+                self.stop_writing.set()
+        for t in threads:
+            t.join(timeout=30)
+
+    def _writer(
+        self, conn: pymysql.connections.Connection[Any], workload: W2 | W3, rate: float
+    ) -> None:
+        interval = 1.0 / rate
+        next_at = time.monotonic()
+        probe_every = max(1, int(rate / 10))
+        step = 0
+        while not self.stop_writing.is_set():
+            changed = workload.step(conn)
+            step += 1
+            if isinstance(workload, W2) and step % probe_every == 0:
+                with conn.cursor() as cur:
+                    cur.execute(
+                        f"INSERT INTO `{workload.schema}`.lag_probe VALUES (%s, 0)", (step,)
+                    )
+                conn.commit()
+                with self.probe.lock:
+                    self.probe.committed[(workload.schema, step)] = time.monotonic()
+                changed += 1
+            with self.changes_lock:
+                self.changes += changed
+            next_at += interval
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                self.stop_writing.wait(delay)
+
+    def _watch_probe(self) -> None:
+        sink = _connect(self.settings.resolved_sink)
+        seen: dict[str, int] = {}
+        try:
+            while True:
+                with self.probe.lock:
+                    pending = {schema for schema, _ in self.probe.committed}
+                for schema in pending:
+                    with sink.cursor() as cur:
+                        try:
+                            cur.execute(
+                                f"SELECT id FROM `{schema}`.lag_probe WHERE id > %s",
+                                (seen.get(schema, 0),),
+                            )
+                        except pymysql.MySQLError:
+                            continue
+                        ids = [int(r[0]) for r in cur.fetchall()]
+                    sink.commit()
+                    now = time.monotonic()
+                    with self.probe.lock:
+                        for i in ids:
+                            at = self.probe.committed.get((schema, i))
+                            if at is not None:
+                                self.probe.lags_ms.append((now - at) * 1000)
+                    if ids:
+                        seen[schema] = max(ids)
+                if self.stop_writing.is_set() and len(self.probe.lags_ms) >= len(
+                    self.probe.committed
+                ):
+                    return
+                if self._probe_done.wait(0.05):
+                    return
+        finally:
+            sink.close()
+
+    def _catch_up(self) -> list[TableDiff]:
+        last: list[TableDiff] = []
+
+        def equal() -> bool:
+            nonlocal last
+            self._check_alive()
+            last = verify(self.settings, schemas=["demo_*"])
+            missing = sum(d.source_rows - d.target_rows for d in last)
+            self.say(
+                f"sink behind by {missing:,} row(s) in {sum(not d.equal for d in last)} table(s)"
+            )
+            return all(d.equal for d in last)
+
+        try:
+            wait_for(
+                equal,
+                timeout=self.options.catch_up_timeout,
+                what="the sink to equal the sources",
+                interval=3.0,
+                stop_on=(RowbusError,),
+            )
+        except RowbusError as exc:
+            self.say(f"the sink did not catch up: {exc}")
+        self._probe_done.set()
+        return last
+
+    def _summary(self, diffs: list[TableDiff], elapsed: float) -> int:
+        equal = bool(diffs) and all(d.equal for d in diffs)
+        differences = sum(d.differences for d in diffs)
+        p50, p99 = self.probe.percentile(50), self.probe.percentile(99)
+        target = _columns(self.settings.resolved_sink, W3_TARGET)
+        ddls = sum(
+            (
+                "note" in target,
+                target.get("amount", "").startswith("decimal(14"),
+                "priority" in target,
+            )
+        )
+        verdict = "0 differences" if equal else f"{differences} differences"
+        probes = len(self.probe.lags_ms)
+        lines = [
+            "",
+            "rowbus demo summary",
+            f"  row changes replicated : {self.changes:,} "
+            f"(W2 on 2 sources + W3 2x4 shards -> {W3_TARGET})",
+            f"  throughput             : {self.changes / elapsed:,.0f} row changes/s "
+            "(first write to verified)",
+            f"  commit-to-visible lag  : p50 {_ms(p50)}, p99 {_ms(p99)} ({probes} probes)",
+            f"  shard DDLs applied     : {ddls} of {len(W3_DDLS)} on {W3_TARGET}",
+            f"  verify                 : {verdict} across {len(diffs)} tables",
+        ]
+        print("\n".join(lines), file=self.out)
+        return 0 if equal and ddls == len(W3_DDLS) else 1
+
+    def _stop_processes(self) -> None:
+        for record in reversed(self.records):
+            stop(record, signal.SIGTERM, grace=30)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f} ms"
+
+
+def _connect(server: MySQLSettings) -> pymysql.connections.Connection[Any]:
+    return pymysql.connect(
+        host=server.host,
+        port=server.port,
+        user=server.user,
+        password=server.password.get_secret_value(),
+        autocommit=False,
+        connect_timeout=10,
+    )
+
+
+def _copy_tables(
+    src: pymysql.connections.Connection[Any],
+    dst: pymysql.connections.Connection[Any],
+    schema: str,
+    tables: list[str],
+    target_schema: str,
+    rename: str | None = None,
+) -> None:
+    with dst.cursor() as cur:
+        cur.execute(f"CREATE DATABASE IF NOT EXISTS `{target_schema}`")
+    for table in tables:
+        with src.cursor() as cur:
+            cur.execute(f"SHOW CREATE TABLE `{schema}`.`{table}`")
+            row = cur.fetchone()
+            assert row is not None
+            ddl = str(row[1])
+        ddl = ddl.replace(
+            f"CREATE TABLE `{table}`", f"CREATE TABLE `{target_schema}`.`{rename or table}`", 1
+        )
+        with dst.cursor() as cur:
+            cur.execute(ddl)
+
+
+def _columns(server: MySQLSettings, qualified: str) -> dict[str, str]:
+    schema, table = qualified.split(".")
+    with _connect(server) as conn, conn.cursor() as cur:
+        cur.execute(
+            "SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s",
+            (schema, table),
+        )
+        return {str(n): str(t) for n, t in cur.fetchall()}
+
+
+def run_demo(settings: Settings, options: DemoOptions) -> int:
+    return Demo(settings, options).run()
