@@ -261,7 +261,8 @@ class Subscriber:
         idle_timeout: float | None = None,
         should_stop: Callable[[], bool] = lambda: False,
     ) -> int:
-        """Hand each transaction to `handler`; return how many.
+        """Hand each transaction to `handler`; return how many. `idle_timeout`: stop after
+        this many seconds in which nothing was read.
 
         With an at-least-once store the checkpoint is saved after each polled batch; with an
         exactly-once store the handler saves it itself (``store.save_in(conn, txn.checkpoint)``).
@@ -270,16 +271,17 @@ class Subscriber:
         idle_since = self._clock()
         auto_commit = self.store.guarantee is Guarantee.AT_LEAST_ONCE
         while not should_stop():
+            read_before = self.events_read
             batch = self.poll()
             if max_transactions is not None:
                 batch = batch[: max_transactions - done]
             for txn in batch:
                 handler(txn)
                 done += 1
-            if batch:
+            if batch or self.events_read > read_before:
                 idle_since = self._clock()
-                if auto_commit:
-                    self.commit(batch[-1])
+            if batch and auto_commit:
+                self.commit(batch[-1])
             elif idle_timeout is not None and self._clock() - idle_since >= idle_timeout:
                 break
             if max_transactions is not None and done >= max_transactions:
