@@ -11,6 +11,7 @@ COMMANDS = [
     "rowbus.commands.config",
     "rowbus.commands.verify",
     "rowbus.commands.demo",
+    "rowbus.commands.status",
     "rowbus.commands.reader",
     "rowbus.commands.apply",
     "rowbus.commands.ddl_locks",

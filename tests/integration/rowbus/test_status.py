@@ -1,0 +1,94 @@
+"""`rowbus status` reads each part from where the platform keeps it."""
+
+from __future__ import annotations
+
+import io
+import time
+
+from confluent_kafka import Producer
+from kazoo.client import KazooClient
+from kazoo.recipe.lock import Lock
+
+from protocol.codec import encode
+from protocol.events import BinlogPosition, ReaderCheckpoint
+from protocol.hlc import compose
+from protocol.topics import checkpoint_key
+from rowbus.config import load_settings
+from rowbus.status import print_status
+from tests.conftest import connect
+
+
+def test_status_shows_leader_position_watermark_and_apply_checkpoint(services, make_topic, unique):
+    topic = make_topic("checkpoints", partitions=1)
+    root = f"/{unique('status')}"
+    state_db = unique("rowbus_apply")
+    settings = load_settings(
+        None,
+        kafka={"bootstrap_servers": services.kafka.bootstrap_servers},
+        zookeeper={"hosts": services.zookeeper.hosts, "root": root},
+        sources=[{"name": s.name, "port": s.port} for s in services.sources],
+        sink={"port": services.resolved_sink.port},
+        reader={"checkpoints_topic": topic},
+        apply={"job": "status-test", "state_database": state_db},
+    )
+    ts = compose(int(time.time() * 1000) - 2000, 0)
+    checkpoint = ReaderCheckpoint(
+        source="source1",
+        position=BinlogPosition("binlog.000007", 1234, "1-1-99"),
+        gtid_set="1-1-99",
+        ts=ts,
+        offsets=(),
+        reader_id="reader-a",
+        epoch=1,
+    )
+    value, headers = encode(checkpoint)
+    producer = Producer(services.kafka.client_config())
+    producer.produce(topic, value, key=checkpoint_key("source1"), headers=headers)
+    producer.flush(15)
+
+    zk = KazooClient(hosts=services.zookeeper.hosts)
+    zk.start(15)
+    lock = Lock(zk, f"{root}/readers/source1/leader", "reader-a")
+    assert lock.acquire(timeout=10)
+    with connect(services.resolved_sink) as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{state_db}`")
+        cur.execute(
+            f"CREATE TABLE `{state_db}`.apply_checkpoint (job VARCHAR(128), batch_id BIGINT, "
+            "step INT, shard INT, offsets LONGTEXT, watermark BIGINT, row_count INT, "
+            "ddl LONGTEXT, committed_at DATETIME(6))"
+        )
+        cur.execute(
+            f"INSERT INTO `{state_db}`.apply_checkpoint VALUES "
+            "('status-test', 41, 0, 0, '{}', %s, 10, NULL, NOW(6)), "
+            "('status-test', 42, 0, 0, '{}', %s, 7, NULL, NOW(6))",
+            (ts - 5, ts),
+        )
+    try:
+        out = io.StringIO()
+        assert print_status(settings, out) == 0, out.getvalue()
+        text = out.getvalue()
+        assert "reader-a" in text
+        assert "binlog.000007:1234 gtid=1-1-99" in text
+        assert "(no checkpoint)" in text  # source2 has none
+        assert "job status-test: batch 42" in text
+        assert "7 rows" in text
+        assert "lag " in text
+    finally:
+        lock.release()
+        zk.stop()
+        with connect(services.resolved_sink) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE `{state_db}`")
+
+
+def test_an_unreadable_part_is_reported_not_fatal(services):
+    settings = load_settings(
+        None,
+        kafka={"bootstrap_servers": services.kafka.bootstrap_servers},
+        zookeeper={"hosts": services.zookeeper.hosts},
+        sources=[{"name": s.name, "port": s.port} for s in services.sources],
+        sink={"port": 1},
+    )
+    out = io.StringIO()
+    assert print_status(settings, out) == 3
+    assert "apply checkpoint: unavailable (OperationalError" in out.getvalue()
+    assert "shard-DDL locks" in out.getvalue()
