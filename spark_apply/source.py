@@ -167,7 +167,20 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         import pyarrow as pa
 
         assert isinstance(partition, KafkaRange)
-        yield from (pa.RecordBatch.from_pydict(cols) for cols in read_range(self.kafka, partition))
+        schema = pa.schema(
+            [
+                ("topic", pa.string()),
+                ("partition", pa.int32()),
+                ("offset", pa.int64()),
+                ("kind", pa.string()),
+                ("source", pa.string()),
+                ("ts", pa.int64()),
+                ("encoding", pa.string()),
+                ("value", pa.binary()),
+            ]
+        )
+        for cols in read_range(self.kafka, partition):
+            yield pa.RecordBatch.from_pydict(cols, schema=schema)
 
     def commit(self, end: Offsets) -> None:
         pass
