@@ -27,6 +27,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
+    stop = threading.Event()
+
+    def _stop(signum: int, _frame: FrameType | None) -> None:
+        log.warning("signal %d: finishing the open batch and stopping", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+
     from producer.reader import Reader
     from producer.settings import Services, SourceConnection
 
@@ -48,14 +57,6 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.reader_id:
         reader_settings = reader_settings.model_copy(update={"reader_id": args.reader_id})
     reader = Reader(source, reader_settings, services)
-    stop = threading.Event()
-
-    def _stop(signum: int, _frame: FrameType | None) -> None:
-        log.warning("signal %d: finishing the open batch and stopping", signum)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
     reader.run(stop)
     log.warning("reader %s stopped: %s", reader.reader_id, reader.metrics.snapshot())
     return 0

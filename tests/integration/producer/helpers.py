@@ -167,9 +167,9 @@ class TopicReader:
     def poll(self) -> set[int]:
         """Read what is there now; returns the partitions that reported their end."""
         at_end: set[int] = set()
-        for _ in range(200):
-            msgs = self.consumer.consume(2000, timeout=0.2)
-            if not msgs:
+        for _ in range(50):
+            msgs = self.consumer.consume(5000, timeout=0.2)
+            if not msgs or at_end >= set(self.partitions):
                 break
             for msg in msgs:
                 err = msg.error()
