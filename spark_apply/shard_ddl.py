@@ -94,6 +94,7 @@ class ShardDdlHook:
             clock=clock,
         )
         self._pending: dict[str, DdlChange] = {}
+        self._logged: set[tuple[str, int]] = set()
 
     def start(self) -> ShardDdlHook:
         self.coordinator.start()
@@ -119,7 +120,8 @@ class ShardDdlHook:
         lock = table.get(lock_id(target, table.seq_for(target, shard, ev.ts)))
         if lock is not None and lock.intent_of(shard) is not None and lock.released_for(shard):
             return True
-        if shard not in self._pending:
+        if (shard, ev.ts) not in self._logged:
+            self._logged.add((shard, ev.ts))
             log.info("%s: %s waits for its shard-DDL lock: %s", env.position, shard, ev.statement)
         self._pending[shard] = ev
         return False
@@ -131,6 +133,6 @@ class ShardDdlHook:
             lock = self.coordinator.report(
                 ev.source, ev.schema, ev.table, ev.statement, ev.ts, position=str(ev.position)
             )
-            log.info("%s reported %s to lock %s", shard, ev.statement, lock)
+            log.debug("%s is at lock %s", shard, lock)
         self._pending.clear()
         self.coordinator.step()

@@ -117,6 +117,7 @@ class Coordinator:
             position=position,
         )
         self._publish(record)
+        log.info("%s: %s reported %r to lock %s (%s)", self.actor, shard, statement, lock_id, mode)
         return lock_id
 
     def released(self, lock_id: str, shard: str) -> bool:
