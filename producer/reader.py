@@ -262,23 +262,26 @@ class Reader:
         leadership = self.leadership
         wall = self._wall
         hb_gap = self.settings.heartbeat_interval_s * 0.95
+        # Binlog timestamps have 1 s resolution: an event committed this recently means the
+        # reader is tailing live traffic even when the server never idles long enough to send
+        # its own heartbeat (other schemas keep it busy).
+        live_ms = int(self.settings.heartbeat_interval_s * 1000) + 1000
+        last_commit_ms = 0
         for event in stream.events():
             metrics.events += 1
             if leadership.lost:
                 raise LeadershipLostError(f"{self.reader_id} lost leadership of {self.source.name}")
             now = wall()
+            idle = not batcher.batch.stats.events and now - term.last_publish >= hb_gap
             if isinstance(event, ServerHeartbeat):
                 caught_up = (
                     not assembler.in_transaction
                     and event.file == assembler.file
                     and event.pos == assembler.event_end
                 )
-                if (
-                    caught_up
-                    and not batcher.batch.stats.events
-                    and now - term.last_publish >= hb_gap
-                ):
+                if caught_up and idle:
                     self._commit(term, heartbeat=True, position=assembler.event_position)
+                    continue
             else:
                 txn = assembler.feed(event)
                 if txn is not None:
@@ -287,7 +290,12 @@ class Reader:
                     batcher.add(txn, now)
                     term.resume = txn.end
                     metrics.transactions += 1
-                    metrics.lag_ms = max(0, int(now * 1000) - txn.commit_time * 1000)
+                    last_commit_ms = txn.commit_time * 1000
+                    metrics.lag_ms = max(0, int(now * 1000) - last_commit_ms)
+                    idle = idle and not batcher.batch.stats.events
+                    if idle and int(now * 1000) - last_commit_ms <= live_ms:
+                        self._commit(term, heartbeat=True, position=txn.end, lag_ms=metrics.lag_ms)
+                        continue
             if batcher.due(now):
                 self._commit(term, heartbeat=False)
             if stop.is_set() and not assembler.in_transaction:
@@ -300,7 +308,13 @@ class Reader:
 
     # ---- publishing -----------------------------------------------------------------------------
 
-    def _commit(self, term: _Term, heartbeat: bool, position: BinlogPosition | None = None) -> None:
+    def _commit(
+        self,
+        term: _Term,
+        heartbeat: bool,
+        position: BinlogPosition | None = None,
+        lag_ms: int = 0,
+    ) -> None:
         """One Kafka transaction: the open batch, a watermark to every partition, the checkpoint."""
         if self.leadership.lost:
             raise LeadershipLostError(f"{self.reader_id} lost leadership of {self.source.name}")
@@ -309,7 +323,7 @@ class Reader:
         if heartbeat:
             assert position is not None
             where = BinlogPosition(position.file, position.offset, term.resume.gtid)
-            batcher.add_heartbeat(self.reader_id, where, 0, now)
+            batcher.add_heartbeat(self.reader_id, where, lag_ms, now)
             self.metrics.heartbeats += 1
         else:
             batcher.add_resolved()

@@ -37,7 +37,7 @@ def test_kill_9_under_load_delivers_every_change_exactly_once(
     workload.start()
     try:
         for run in range(KILLS):
-            wait_for(lambda: proc.poll() is None, timeout=5, what="reader alive")
+            wait_for(lambda p=proc: p.poll() is None, timeout=5, what="reader alive")
             before = committed_checkpoints()
             # Let it publish something, then kill it at a random moment.
             wait_for(
