@@ -1,10 +1,11 @@
-"""Merger benchmarks: ``python -m consumers.bench merger|big-transaction``.
+"""Benchmarks: ``python -m consumers.bench merger|big-transaction|subscriber``.
 
 ``merger``: events/s through the merger alone (push, release, iterate) for W1-shaped rows
 (10 columns, 100-row transactions) from two sources over three partitions each.
 ``big-transaction``: one transaction of N rows (default 1M) through the merger with a memory
-limit, reporting time, spilled events and the process's peak RSS. The subscriber's end-to-end
-figure comes from ``rowbus tail --bench`` against a real broker.
+limit, reporting time, spilled events and the process's peak RSS.
+``subscriber``: the Subscriber end to end on a real broker (``--bootstrap-servers``), with the
+merger alone measured in the same run (see `consumers.bench_subscriber`).
 """
 
 from __future__ import annotations
@@ -52,15 +53,17 @@ def w1_row(source: str, ts: int, txn: str, index: int, count: int | None, pk: in
 
 
 def w1_stream(
-    sources: int, partitions: int, txns: int, rows: int
+    sources: int, partitions: int, txns: int, rows: int, *, prefix: str = "rowbus."
 ) -> Iterator[tuple[str, int, Event]]:
     """(topic, partition, event) for `txns` transactions of `rows` rows per source, each
-    followed by a Resolved broadcast."""
+    followed by a Resolved broadcast. Source ``s{i}`` writes to topic ``{prefix}s{i}`` (and,
+    with a prefix other than the default, is named like its topic)."""
     pk = 0
     for k in range(txns):
         ts = BASE_TS + k + 1
         for s in range(sources):
-            source, topic = f"s{s}", f"rowbus.s{s}"
+            topic = f"{prefix}s{s}"
+            source = f"s{s}" if prefix == "rowbus." else topic
             for i in range(rows):
                 pk += 1
                 yield topic, pk % partitions, w1_row(source, ts, f"{source}-{k}", i, rows, pk)
@@ -128,9 +131,16 @@ def main(argv: list[str] | None = None) -> None:
     b = sub.add_parser("big-transaction", help="one huge transaction under a memory limit")
     b.add_argument("--rows", type=int, default=1_000_000)
     b.add_argument("--memory-limit", type=int, default=50_000, help="events kept in memory")
+    s = sub.add_parser("subscriber", help="events/s through the Subscriber from a real broker")
+    s.add_argument("--bootstrap-servers", default="127.0.0.1:9092")
+    s.add_argument("--events", type=int, default=200_000)
     args = parser.parse_args(argv)
     if args.what == "merger":
         bench_merger(args.events)
+    elif args.what == "subscriber":
+        from consumers.bench_subscriber import bench_subscriber
+
+        print(bench_subscriber(args.bootstrap_servers, args.events))
     else:
         bench_big_transaction(args.rows, args.memory_limit)
 

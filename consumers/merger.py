@@ -32,12 +32,14 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TypeAlias
 
 from consumers.checkpoint import Checkpoint, Lane, TopicPartition
 from consumers.positions import Floor, PosKey, event_key
 from consumers.snapshot import MergerSnapshot
 from consumers.spill import DataEvent, SpillStore
+from consumers.trail import CheckpointTrail, Step
 from consumers.transaction import KafkaPosition, Run, Transaction, TransactionEvents
 from protocol.events import DdlChange, Event, Heartbeat, Resolved, RowChange
 
@@ -298,6 +300,7 @@ class Merger:
         ready.sort(key=lambda p: (p.ts, p.source, p.min_key))
         out: list[Transaction] = []
         self._incomplete = None
+        trail = self._trail() if ready else None
         for i, pending in enumerate(ready):
             complete = pending.count is None or pending.size >= pending.count
             if not complete or (limit is not None and len(out) >= limit):
@@ -305,7 +308,8 @@ class Merger:
                     self._incomplete = pending
                 self._requeue(ready[i:])
                 break
-            out.append(self._finish(pending))
+            assert trail is not None
+            out.append(self._finish(pending, trail))
             if until_ddl and pending.is_ddl:
                 self._requeue(ready[i + 1 :])
                 break
@@ -315,13 +319,29 @@ class Merger:
         for pending in rest:
             heapq.heappush(self._by_ts, (pending.ts, pending.source, pending.id))
 
-    def _finish(self, pending: _Pending) -> Transaction:
+    def _trail(self) -> CheckpointTrail:
+        return CheckpointTrail(
+            {tp: self._resume_offset(tp) for tp in self._next_offsets},
+            self._floors,
+            {lane: (wm, self._raised_at[lane]) for lane, wm in self._watermarks.items()},
+            self._ts,
+        )
+
+    def _finish(self, pending: _Pending, trail: CheckpointTrail) -> Transaction:
         del self._pending[pending.source, pending.id]
         runs = list(pending.runs.values())
         self._in_memory -= sum(len(r.events) for r in runs)
-        floor = self._floors.get(pending.source, Floor())
-        self._floors[pending.source] = floor.raised_to(pending.max_key)
+        floor = self._floors.get(pending.source, Floor()).raised_to(pending.max_key)
+        self._floors[pending.source] = floor
         self._ts = max(self._ts, pending.ts)
+        step = trail.add(
+            Step(
+                {tp: self._resume_offset(tp) for tp in pending.runs},
+                pending.source,
+                floor,
+                pending.ts,
+            )
+        )
         self.stats.released_transactions += 1
         self.stats.released_events += pending.size
         return Transaction(
@@ -331,7 +351,7 @@ class Merger:
             events=TransactionEvents(runs, self._spill),
             first=pending.first,
             last=pending.last,
-            checkpoint=self.checkpoint(),
+            resume=partial(trail.at, step),
         )
 
     def checkpoint(self) -> Checkpoint:

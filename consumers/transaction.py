@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 import weakref
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 
@@ -96,7 +96,8 @@ class Transaction:
     """One upstream transaction (or one DDL) of `source`, whole, at commit timestamp `ts`.
 
     `first`/`last` are the Kafka positions of its first and last event; `checkpoint` is the
-    resume point just after it: store it once the transaction is applied.
+    resume point just after it: store it once the transaction is applied. It is built on
+    first access (`resume`), so transactions nobody checkpoints cost nothing.
     """
 
     source: str
@@ -105,7 +106,12 @@ class Transaction:
     events: TransactionEvents
     first: KafkaPosition
     last: KafkaPosition
-    checkpoint: Checkpoint
+    resume: Callable[[], Checkpoint] = field(repr=False)
+
+    @property
+    def checkpoint(self) -> Checkpoint:
+        """The resume point just after this transaction."""
+        return self.resume()
 
     @property
     def ddl(self) -> DdlChange | None:

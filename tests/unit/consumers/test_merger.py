@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -181,3 +183,24 @@ def test_watermarks_never_move_backwards() -> None:
     merger.push("a", 0, 0, Resolved(source="s1", ts=BASE_TS + 9))
     merger.push("a", 0, 1, Resolved(source="s1", ts=BASE_TS + 3))
     assert merger.watermark == BASE_TS + 9
+
+
+@SETTINGS
+@given(scenario=scenarios())
+def test_lazy_checkpoints_do_not_depend_on_the_order_they_are_asked_for(
+    scenario: Scenario,
+) -> None:
+    # two mergers fed alike; one is asked for its checkpoints in order, the other backwards
+    runs: list[list[Transaction]] = [[], []]
+    for out in runs:
+        merger = Merger(scenario.lanes)
+        for (topic, partition), records in sorted(scenario.partitions.items()):
+            for offset, event in enumerate(records):
+                merger.push(topic, partition, offset, event)
+            out.extend(merger.release())
+        drain(merger, out)
+    forward = [t.checkpoint for t in runs[0]]
+    backward = [t.checkpoint for t in reversed(runs[1])][::-1]
+    assert forward == backward
+    for before, after in itertools.pairwise(forward):
+        after.check_follows(before)
