@@ -1,0 +1,88 @@
+"""kill -9 of the apply driver mid-batch, five times: the sink still equals the upstream model
+and no (batch, step, shard) is committed twice."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from rowbus.config import Settings
+from rowbus.waiting import wait_for
+from spark_apply.settings import RouteSettings
+from tests.conftest import connect
+from tests.integration.spark_apply.harness import SINK_DDL, Model, Publisher
+from tests.integration.spark_apply.test_spark_apply import job_config, sink_rows
+from tests.services import ROOT
+
+PARTITIONS = 3
+
+
+def checkpoints(services: Settings, job: str) -> int:
+    with connect(services.resolved_sink) as conn, conn.cursor() as cur:
+        cur.execute(f"SELECT COUNT(*) FROM `state_{job}`.apply_checkpoint")
+        return int(cur.fetchone()[0])
+
+
+def test_kill_9_mid_batch_five_times(
+    services: Settings,
+    make_topic: Callable[..., str],
+    make_database: Callable[..., str],
+    unique: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    topic, schemas_topic = make_topic("src", PARTITIONS), make_topic("schemas", 1)
+    upstream, sink = unique("up"), make_database(services.resolved_sink)
+    model = Model(upstream, seed=7)
+    pub = Publisher(services.kafka.client_config(), topic, schemas_topic, topic, PARTITIONS)
+    pub.schemas(list(model.table_schemas.values()))
+    with connect(services.resolved_sink) as conn, conn.cursor() as cur:
+        for name in model.table_schemas:
+            cur.execute(SINK_DDL.format(db=sink, table=name))
+    for _ in range(1500):
+        pub.txn([model.step()])
+    pub.txn([])
+    pub.close()
+    job = unique("job")
+    config = job_config(
+        services,
+        job,
+        [topic],
+        schemas_topic,
+        [RouteSettings(match=f"{upstream}.*", target=f"{sink}.{{table}}")],
+        tmp_path / "cp",
+        max_offsets_per_trigger=400,
+        available_now=True,
+    )
+    path = tmp_path / "job.json"
+    path.write_text(config.dump())
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "spark_apply", "--config", str(path), "--log-level", "WARNING"]
+    log = (tmp_path / "driver.log").open("w")
+    for _run in range(5):
+        before = checkpoints(services, job) if _run else 0
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=log, start_new_session=True)
+        try:
+            wait_for(
+                lambda p=proc, b=before: p.poll() is not None or checkpoints(services, job) > b,
+                timeout=120,
+                what="the driver to commit a batch",
+            )
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)  # the driver and its JVM, mid-stream
+            proc.wait(30)
+    proc = subprocess.run(cmd, env=env, stdout=log, stderr=log, timeout=300, check=False)
+    assert proc.returncode == 0, (tmp_path / "driver.log").read_text()[-3000:]
+    for name in model.rows:
+        assert sink_rows(services, sink, name) == model.rows[name]
+    with connect(services.resolved_sink) as conn, conn.cursor() as cur:
+        cur.execute(
+            f"SELECT COUNT(*), COUNT(DISTINCT batch_id, step, shard) "
+            f"FROM `state_{job}`.apply_checkpoint"
+        )
+        total, distinct = cur.fetchone()
+    assert total == distinct > 5
