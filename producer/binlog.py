@@ -69,6 +69,8 @@ log = logging.getLogger(__name__)
 
 MARIADB_FL_STANDALONE = 0x01
 ER_MASTER_FATAL_READING_BINLOG = 1236
+TRANSACTION_EVENTS = [RotateEvent, MariadbGtidEvent, GtidEvent, QueryEvent, XidEvent]
+"""Enough to find transaction boundaries (rows events are then skipped unparsed)."""
 _EVENTS = [
     RotateEvent,
     MariadbGtidEvent,
@@ -140,6 +142,7 @@ class BinlogStream:
         heartbeat_s: float = 0.5,
         blocking: bool = True,
         read_timeout_s: float = 30.0,
+        only_events: list[type] | None = None,
     ) -> None:
         self.source = source
         self.file = file
@@ -149,6 +152,7 @@ class BinlogStream:
         self._heartbeat_s = heartbeat_s
         self._blocking = blocking
         self._read_timeout = read_timeout_s
+        self._only_events = only_events or _EVENTS
         self._reader: BinLogStreamReader | None = None
         self._tables: dict[int, tuple[TableSchema, Converter] | None] = {}
         self._layouts: dict[tuple[Any, ...], tuple[TableSchema, Converter]] = {}
@@ -166,7 +170,7 @@ class BinlogStream:
             log_pos=self.pos,
             resume_stream=True,
             blocking=self._blocking,
-            only_events=_EVENTS,
+            only_events=self._only_events,
             slave_heartbeat=self._heartbeat_s if self._blocking else None,
             pymysql_wrapper=_GuardedConnect(),
             enable_logging=False,

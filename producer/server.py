@@ -15,9 +15,9 @@ from typing import Any
 import pymysql
 
 from producer.assembler import TransactionAssembler
-from producer.binlog import GRANT_HINT, BinlogStream, translate_mysql_error
+from producer.binlog import GRANT_HINT, TRANSACTION_EVENTS, BinlogStream, translate_mysql_error
 from producer.exceptions import BadStartPositionError, PositionPurgedError, ServerMisconfiguredError
-from producer.positions import StartSpec, is_mariadb_gtid
+from producer.positions import GtidState, StartSpec, is_mariadb_gtid
 from producer.settings import SourceConnection
 from producer.tables import TableFilter
 from protocol.events import BinlogPosition, ColumnSchema, TableSchema
@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 _REQUIRED = {"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL"}
 _ENUM_ELEMENTS = re.compile(r"'((?:[^']|'')*)'")
+_GTID_INFO = re.compile(r"GTID(?:_NEXT)?\W+'?([0-9a-fA-F:-]+-?[0-9]*)")
 
 
 class SourceServer:
@@ -36,6 +37,7 @@ class SourceServer:
         self._conn: pymysql.connections.Connection[Any] | None = None
         self.mariadb = False
         self.version = ""
+        self._bounds: dict[str, list[tuple[str | None, int, int]]] = {}
 
     @property
     def where(self) -> str:
@@ -223,6 +225,7 @@ class SourceServer:
 
     def locate(self, spec: StartSpec, server_id: int) -> BinlogPosition:
         """The transaction boundary a `StartSpec` names (scans the binlog for gtid/timestamp)."""
+        self._bounds.clear()
         if spec.kind == "latest":
             file, pos = self.master_position()
             return BinlogPosition(file, pos, self.gtid_at(file, pos))
@@ -237,40 +240,132 @@ class SourceServer:
             position = BinlogPosition(spec.file, spec.pos, None)
             self.ensure_available(position, "start position")
             return BinlogPosition(spec.file, spec.pos, self.gtid_at(spec.file, spec.pos))
-        return self._scan(spec, logs[0][0], server_id)
+        names = [name for name, _ in logs]
+        if spec.kind == "gtid":
+            first = self._file_before_gtid(names, _gtid_targets(spec.gtid_set or ""))
+        else:
+            first = self._file_before_time(names, spec.timestamp or 0, server_id)
+        return self._scan(spec, first, server_id)
 
-    def _scan(self, spec: StartSpec, first: str, server_id: int) -> BinlogPosition:
-        targets = _gtid_targets(spec.gtid_set or "") if spec.kind == "gtid" else set()
-        end_file, end_pos = self.master_position()
-        stream = BinlogStream(
-            self.source, server_id, first, 4, TableFilter(system_schemas=["*"]), blocking=False
-        )
-        assembler = TransactionAssembler(first, 4)
-        last_end: BinlogPosition | None = None
+    def _file_before_gtid(self, names: list[str], targets: set[str]) -> str:
+        """The last binlog file whose starting GTID state lacks one of `targets` (MariaDB;
+        elsewhere the oldest file)."""
+        if not self.mariadb or not all(is_mariadb_gtid(t) for t in targets):
+            return names[0]
+        for name in reversed(names):
+            state = GtidState(self.gtid_at(name, 4))
+            if not all(state.contains(t) for t in targets):
+                return name
+        return names[0]
+
+    def _file_before_time(self, names: list[str], timestamp: int, server_id: int) -> str:
+        """The last binlog file whose first transaction committed before `timestamp`."""
+        for name in reversed(names):
+            bounds = self.boundaries(name)
+            if bounds and self._commit_time(name, bounds[0][1], server_id) < timestamp:
+                return name
+        return names[0]
+
+    def boundaries(self, name: str) -> list[tuple[str | None, int, int]]:
+        """(gtid, start, end) of every transaction in binlog file `name`, from the server's own
+        parse (``SHOW BINLOG EVENTS``: no row decoding). Cached during one `locate`."""
+        cached = self._bounds.get(name)
+        if cached is not None:
+            return cached
+        out: list[tuple[str | None, int, int]] = []
+        gtid: str | None = None
+        start: int | None = None
+        standalone = False
+        opened = False
+        for _, pos, raw_kind, _, end, raw_info in self.query_all(f"SHOW BINLOG EVENTS IN '{name}'"):
+            kind, info = str(raw_kind), str(raw_info or "")
+            if kind == "Gtid":
+                m = _GTID_INFO.search(info)
+                gtid = m.group(1) if m else None
+                start = int(pos)
+                opened = info.startswith("BEGIN")
+                standalone = not opened and self.mariadb
+                continue
+            if start is None and kind not in ("Query", "Xid"):
+                continue
+            head = info.lstrip()[:8].upper()
+            if kind == "Query" and head.startswith("BEGIN"):
+                opened = True
+                start = int(pos) if start is None else start
+                continue
+            closes = kind == "Xid" or (
+                kind == "Query"
+                and (head.startswith(("COMMIT", "ROLLBACK")) or standalone or not opened)
+            )
+            if closes and start is not None:
+                out.append((gtid, start, int(end)))
+                gtid, start, opened, standalone = None, None, False, False
+        self._bounds[name] = out
+        return out
+
+    def _commit_time(self, name: str, pos: int, server_id: int) -> int:
+        """The commit time of the transaction starting at `name:pos` (reads it from the stream)."""
+        stream = self._stream(name, pos, server_id)
+        assembler = TransactionAssembler(name, pos)
         try:
             for event in stream.events():
                 txn = assembler.feed(event)
-                if txn is None:
-                    continue
-                if spec.kind == "timestamp" and txn.commit_time >= (spec.timestamp or 0):
-                    # Start *before* this transaction: at the end of the previous one.
-                    return last_end or BinlogPosition(first, 4, None)
-                last_end = txn.end
-                if spec.kind == "gtid" and txn.gtid in targets:
-                    targets.discard(txn.gtid)
-                    if not targets:
-                        return txn.end
-                if (txn.end.file, txn.end.offset) >= (end_file, end_pos):
-                    break
+                if txn is not None:
+                    return txn.commit_time
         finally:
             stream.close()
-        if spec.kind == "timestamp":
-            file, pos = self.master_position()
-            return BinlogPosition(file, pos, self.gtid_at(file, pos))
-        raise BadStartPositionError(
-            f"{self.where}: GTID {spec.gtid_set} is not in the binlog (oldest file {first}); "
-            "start from earliest, latest or a file:pos instead"
+        return 2**62
+
+    def _stream(self, name: str, pos: int, server_id: int) -> BinlogStream:
+        return BinlogStream(
+            self.source,
+            server_id,
+            name,
+            pos,
+            TableFilter(system_schemas=["*"]),
+            blocking=False,
+            only_events=TRANSACTION_EVENTS,
         )
+
+    def _scan(self, spec: StartSpec, first: str, server_id: int) -> BinlogPosition:
+        """Walk transaction boundaries from file `first` on (binary search for a timestamp)."""
+        names = [n for n, _ in self.binary_logs()]
+        files = names[names.index(first) :] if first in names else names
+        if spec.kind == "gtid":
+            targets = _gtid_targets(spec.gtid_set or "")
+            for name in files:
+                for gtid, _, end in self.boundaries(name):
+                    if gtid in targets:
+                        targets.discard(gtid)
+                        if not targets:
+                            return BinlogPosition(name, end, self.gtid_at(name, end) or gtid)
+            raise BadStartPositionError(
+                f"{self.where}: GTID {spec.gtid_set} is not in the binlog (oldest file {first}); "
+                "start from earliest, latest or a file:pos instead"
+            )
+        timestamp = spec.timestamp or 0
+        for index, name in enumerate(files):
+            bounds = self.boundaries(name)
+            if not bounds or self._commit_time(name, bounds[-1][1], server_id) < timestamp:
+                continue
+            lo, hi = 0, len(bounds) - 1  # first transaction committed at or after timestamp
+            for _ in range(64):
+                if lo >= hi:
+                    break
+                mid = (lo + hi) // 2
+                if self._commit_time(name, bounds[mid][1], server_id) < timestamp:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo > 0:
+                pos = bounds[lo - 1][2]
+            elif index > 0 or name != names[0]:
+                pos = bounds[0][1]
+            else:
+                return BinlogPosition(name, 4, None)
+            return BinlogPosition(name, pos, self.gtid_at(name, pos))
+        file, pos = self.master_position()
+        return BinlogPosition(file, pos, self.gtid_at(file, pos))
 
 
 def _gtid_targets(gtid_set: str) -> set[str]:
