@@ -9,7 +9,9 @@
         │                            be resolved
         ├── MergeError               the input breaks the protocol's ordering rules (e.g. a
         │                            transaction still incomplete after the watermark passed it)
-        └── KafkaClientError         the Kafka client failed (`retryable` follows its error)
+        ├── KafkaClientError         the Kafka client failed (`retryable` follows its error)
+        └── ShardingError            sharded consumption: ZooKeeper failed, the shard count
+                                     disagrees, or a shard's handler failed
 
 Foreign errors (KafkaException, kazoo, pymysql) are translated where they are raised, with
 ``raise … from exc``.
@@ -42,3 +44,7 @@ class KafkaClientError(SubscriberError):
     def __init__(self, message: str, *, retryable: bool = False) -> None:
         super().__init__(message)
         self.retryable = retryable
+
+
+class ShardingError(SubscriberError):
+    """Sharded consumption cannot go on (membership, ownership, or a shard's handler)."""

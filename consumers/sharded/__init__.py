@@ -1,0 +1,15 @@
+"""Sharded consumption (Ptubes' SDK): rows by shard field over N workers and processes, a
+storage point per shard in ZooKeeper. See `consumers.sharded.subscriber`."""
+
+from consumers.sharded.assignment import Rebalance, ShardKey, assign, combine, rebalance
+from consumers.sharded.subscriber import ShardedSubscriber, ShardTransaction
+
+__all__ = [
+    "Rebalance",
+    "ShardKey",
+    "ShardTransaction",
+    "ShardedSubscriber",
+    "assign",
+    "combine",
+    "rebalance",
+]
