@@ -173,3 +173,36 @@ def test_conflict_is_listed_by_the_cli_and_resolved_by_an_operator(
         assert "no unresolved" in capsys.readouterr().out
     finally:
         job.close()
+
+
+def test_optimistic_mode_applies_a_compatible_ddl_at_first_sight(
+    services: Settings, make_topic, make_database, unique
+) -> None:
+    topic = make_topic("control", partitions=1)
+    db = _target(services, make_database)
+    groups = _groups(db)
+    job = coordinator(
+        services,
+        topic,
+        "job-1",
+        groups,
+        execute=executor(services, unique("rowbus_ddl")),
+        optimistic=True,
+    )
+    try:
+        lock = job.report("s1", "up", "t_1", "ALTER TABLE t_1 MODIFY v BIGINT", ts=300 << 16)
+        state = job.table.get(lock)
+        assert state is not None
+        assert state.mode == "optimistic"
+        job.wait(lambda t: t.get(lock).state is LockState.DONE, 10, "DONE at first sight")  # type: ignore[union-attr]
+        assert columns(services.resolved_sink, db, "t")[1] == ("v", "bigint(20)")
+        # the others pass when they report the same DDL
+        job.report("s1", "up", "t_2", "ALTER TABLE t_2 MODIFY v BIGINT", ts=301 << 16)
+        assert job.released(lock, "s1/up.t_2")
+        # a DROP is never optimistic: it waits for every shard
+        lock2 = job.report("s1", "up", "t_1", "ALTER TABLE t_1 DROP v", ts=302 << 16)
+        job.step(0.1)
+        assert job.table.get(lock2).mode == "pessimistic"  # type: ignore[union-attr]
+        assert job.table.get(lock2).state is LockState.WAITING  # type: ignore[union-attr]
+    finally:
+        job.close()
