@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
-EXTRAS ?= test,local,tansu
+EXTRAS ?= test,local,tansu,spark
 
 .PHONY: setup lint unit test demo up down status clean proto
 
