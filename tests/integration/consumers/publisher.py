@@ -7,11 +7,22 @@ from collections.abc import Iterator
 from confluent_kafka import Producer
 
 from protocol.codec import encode
-from protocol.events import BinlogPosition, Event, Op, Resolved, RowChange, TxnRef
+from protocol.events import (
+    BinlogPosition,
+    ColumnSchema,
+    Event,
+    Op,
+    Resolved,
+    RowChange,
+    SchemaRecord,
+    TableSchema,
+    TxnRef,
+)
 from protocol.hlc import compose
 from rowbus.config import Settings
 
 T0_MS = 1_750_000_000_000
+TABLE = TableSchema("db", "t", (ColumnSchema("id", "bigint"), ColumnSchema("k", "int")), ("id",))
 
 
 def txn_events(source: str, k: int, rank: int, rows: int = 3) -> list[RowChange]:
@@ -24,7 +35,7 @@ def txn_events(source: str, k: int, rank: int, rows: int = 3) -> list[RowChange]
             op=Op.INSERT,
             schema="db",
             table="t",
-            schema_id=1,
+            schema_id=TABLE.schema_id,
             primary_key=("id",),
             before=None,
             after=(k * 100 + i, k),
@@ -38,6 +49,8 @@ def txn_events(source: str, k: int, rank: int, rows: int = 3) -> list[RowChange]
 class TestPublisher:
     """Publishes transactions of one source to the topic of the same name (topic template
     ``{source}``), a Resolved broadcast after each."""
+
+    __test__ = False
 
     def __init__(self, services: Settings, source: str, rank: int, partitions: int = 3) -> None:
         self.source, self.topic, self.rank, self.partitions = source, source, rank, partitions
@@ -60,3 +73,11 @@ class TestPublisher:
                 value, headers = encode(event)
                 self.producer.produce(self.topic, value, partition=partition, headers=headers)
         self.producer.commit_transaction(15)
+
+
+def publish_schema(services: Settings, topic: str) -> None:
+    """Put `TABLE` in the schemas topic `topic`."""
+    producer = Producer(services.kafka.client_config())
+    value, headers = encode(SchemaRecord.of(TABLE, "test", compose(T0_MS)))
+    producer.produce(topic, value, headers=headers)
+    assert producer.flush(15) == 0
