@@ -8,19 +8,20 @@ freed lands. Both statements are idempotent (DM's safe mode): replaying them cha
 
 from __future__ import annotations
 
-import datetime as dt
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from protocol.events import Op, RowChange, TableSchema
 from protocol.values import Value
 from spark_apply.exceptions import BadEventError, RoutingError
+from spark_apply.literals import chunks, literal, row_literal
 from spark_apply.planner import Envelope
 from spark_apply.routing import Projection, Router, Target, quote
 
-SqlValue = int | float | str | bytes | dt.date | dt.datetime | dt.timedelta | object | None
 SchemaLookup = Callable[[int], TableSchema | None]
+STATEMENT_BYTES = 4 << 20
+"""Upper bound of one rendered statement (MariaDB's default max_allowed_packet is 16 MiB)."""
 
 
 @dataclass(slots=True)
@@ -115,30 +116,37 @@ def collapse(
     return out
 
 
-def sql_value(value: Value) -> SqlValue:
-    """A protocol value as pymysql should send it (session time zone is UTC)."""
-    if isinstance(value, frozenset):
-        return ",".join(sorted(value))
-    if isinstance(value, dt.datetime) and value.tzinfo is not None:
-        return value.astimezone(dt.UTC).replace(tzinfo=None)
-    return value
-
-
-def upsert_sql(target: Target, columns: Sequence[str], key_columns: Sequence[str]) -> str:
+def upsert_statements(
+    target: Target,
+    columns: Sequence[str],
+    key_columns: Sequence[str],
+    rows: Iterable[Sequence[Value]],
+    max_bytes: int = STATEMENT_BYTES,
+) -> Iterator[str]:
+    """Multi-row ``INSERT … VALUES (…),(…) ON DUPLICATE KEY UPDATE`` statements (pre-escaped)."""
     cols = ", ".join(quote(c) for c in columns)
-    marks = ", ".join(["%s"] * len(columns))
     rest = [c for c in columns if c not in key_columns] or list(key_columns[:1])
     update = ", ".join(f"{quote(c)} = VALUES({quote(c)})" for c in rest)
-    return f"INSERT INTO {target.quoted} ({cols}) VALUES ({marks}) ON DUPLICATE KEY UPDATE {update}"
+    head = f"INSERT INTO {target.quoted} ({cols}) VALUES "
+    tail = f" ON DUPLICATE KEY UPDATE {update}"
+    return chunks(head, tail, map(row_literal, rows), max_bytes)
 
 
-def delete_sql(target: Target, key_columns: Sequence[str], count: int) -> str:
+def delete_statements(
+    target: Target,
+    key_columns: Sequence[str],
+    keys: Iterable[Sequence[Value]],
+    max_bytes: int = STATEMENT_BYTES,
+) -> Iterator[str]:
+    """``DELETE … WHERE key IN (…)`` statements (pre-escaped)."""
     if len(key_columns) == 1:
-        marks = ", ".join(["%s"] * count)
-        return f"DELETE FROM {target.quoted} WHERE {quote(key_columns[0])} IN ({marks})"
-    one = "(" + ", ".join(["%s"] * len(key_columns)) + ")"
-    cols = "(" + ", ".join(quote(c) for c in key_columns) + ")"
-    return f"DELETE FROM {target.quoted} WHERE {cols} IN ({', '.join([one] * count)})"
+        head = f"DELETE FROM {target.quoted} WHERE {quote(key_columns[0])} IN ("
+        items: Iterable[str] = (literal(k[0]) for k in keys)
+    else:
+        cols = "(" + ", ".join(quote(c) for c in key_columns) + ")"
+        head = f"DELETE FROM {target.quoted} WHERE {cols} IN ("
+        items = map(row_literal, keys)
+    return chunks(head, ")", items, max_bytes)
 
 
 _TABLE_AFTER_KEYWORD = re.compile(

@@ -41,10 +41,9 @@ from spark_apply.changes import (
     SchemaLookup,
     TableChanges,
     collapse,
-    delete_sql,
+    delete_statements,
     rewrite_ddl,
-    sql_value,
-    upsert_sql,
+    upsert_statements,
 )
 from spark_apply.exceptions import (
     ApplyError,
@@ -59,7 +58,6 @@ from spark_apply.settings import SinkConnection
 
 log = logging.getLogger(__name__)
 
-_DELETE_CHUNK = 1000
 _UNAVAILABLE = (2003, 2006, 2013, 2055)
 
 
@@ -490,15 +488,14 @@ def _write_table(cur: Any, tc: TableChanges) -> None:
     for key, (cols, _env) in tc.deletes.items():
         by_cols.setdefault(cols, []).append(key)
     for cols, keys in by_cols.items():
-        for i in range(0, len(keys), _DELETE_CHUNK):
-            chunk = keys[i : i + _DELETE_CHUNK]
-            args = [sql_value(v) for k in chunk for v in k]
-            cur.execute(delete_sql(tc.target, cols, len(chunk)), args)
-    groups: dict[tuple[str, ...], list[list[Any]]] = {}
+        for sql in delete_statements(tc.target, cols, keys):
+            cur.execute(sql)
+    groups: dict[tuple[str, ...], list[tuple[Value, ...]]] = {}
     for _key, (cols, values, _env) in tc.upserts.items():
-        groups.setdefault(cols, []).append([sql_value(v) for v in values])
+        groups.setdefault(cols, []).append(values)
     for cols, rows in groups.items():
-        cur.executemany(upsert_sql(tc.target, cols, tc.key_columns), rows)
+        for sql in upsert_statements(tc.target, cols, tc.key_columns, rows):
+            cur.execute(sql)
 
 
 def _try_one(cur: Any, one: TableChanges, env: Envelope) -> None:

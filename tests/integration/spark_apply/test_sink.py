@@ -3,7 +3,9 @@ replays, DDL steps and bad events."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
+from decimal import Decimal
 
 import pymysql
 import pytest
@@ -145,3 +147,45 @@ def test_a_bad_event_stops_the_batch_with_its_position(
         assert sink.head() is None
     with pytest.raises(pymysql.err.ProgrammingError):
         rows_of(services, sink_db, "nope")
+
+
+def test_every_value_type_round_trips(
+    services: Settings, unique: Callable[[str], str], make_database: Callable[..., str]
+) -> None:
+    db = make_database(services.resolved_sink)
+    with connect(services.resolved_sink, db) as conn, conn.cursor() as cur:
+        cur.execute(
+            "CREATE TABLE t (id BIGINT UNSIGNED PRIMARY KEY, f DOUBLE, d DECIMAL(20,4), "
+            "s TEXT, b VARBINARY(8), dd DATE, t DATETIME(6), ts TIMESTAMP(6) NULL, tm TIME(6), "
+            "st SET('a','b','c'), n INT)"
+        )
+    names = ("id", "f", "d", "s", "b", "dd", "t", "ts", "tm", "st", "n")
+    up = table("up", "t", names)
+    utc = dt.UTC
+    values = (
+        2**64 - 1,
+        -1.5e-300,
+        Decimal("-1234567890123456.0001"),
+        "it's \\ 'quoted'\n\x00 žluť 🐍 %s %%",
+        b"\x00'\\\xff",
+        dt.date(1000, 1, 1),
+        dt.datetime(9999, 12, 31, 23, 59, 59, 999999),
+        dt.datetime(2024, 3, 1, 12, 0, 0, 5, tzinfo=utc),
+        -dt.timedelta(hours=838, minutes=59, seconds=59, microseconds=999999),
+        frozenset({"c", "a"}),
+        None,
+    )
+    sink = make_sink(services, unique, db, {up.schema_id: up})
+    with sink:
+        sink.apply(
+            0,
+            plan(
+                PlannerState(),
+                batch(row(1, Op.INSERT, after=values, tbl=up), resolved(2)),
+                EXPECTED,
+            ),
+        )
+    [got] = rows_of(services, db)
+    assert got[:7] == values[:7]
+    assert got[7] == values[7].replace(tzinfo=None)  # the test connection's time zone is UTC
+    assert got[8:] == (values[8], "a,c", None)
