@@ -13,7 +13,8 @@ from consumers.stores.base import CheckpointStore
 class FileCheckpointStore(CheckpointStore):
     """The checkpoint as JSON in `path`, replaced atomically (write, fsync, rename) on save.
 
-    At least once: a crash after handling a transaction and before `save` delivers it again.
+    Guarantee: at least once — a crash after handling a transaction and before `save`
+    delivers it again; nothing at or before the saved checkpoint is delivered again.
     """
 
     def __init__(self, path: Path | str) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -9,7 +11,24 @@ from consumers.checkpoint import Checkpoint
 from consumers.exceptions import CheckpointError
 from consumers.stores.base import CheckpointStore
 
-_METADATA_LIMIT = 4096  # Kafka's default offset.metadata.max.bytes
+METADATA_LIMIT = 4096
+"""Kafka's default ``offset.metadata.max.bytes``."""
+_COMPRESS_OVER = 1024
+
+
+def _pack(text: str) -> str:
+    if len(text) <= _COMPRESS_OVER:
+        return text
+    return "z:" + base64.b64encode(zlib.compress(text.encode("utf-8"), 9)).decode("ascii")
+
+
+def _unpack(meta: str) -> str:
+    if not meta.startswith("z:"):
+        return meta
+    try:
+        return zlib.decompress(base64.b64decode(meta[2:])).decode("utf-8")
+    except (ValueError, zlib.error) as exc:
+        raise CheckpointError(f"unreadable compressed checkpoint: {exc}") from exc
 
 
 class KafkaOffsetStore(CheckpointStore):
@@ -17,8 +36,13 @@ class KafkaOffsetStore(CheckpointStore):
 
     The offsets are the checkpoint's; the rest of it (floors, watermarks) rides in the commit
     metadata of the first partition, so tools that show group lag show the subscriber's real
-    position. At least once. The checkpoint JSON must fit Kafka's metadata limit (4 KB by
-    default): CheckpointError otherwise — use another store for very many lanes.
+    position. A checkpoint JSON over 1 KB is stored zlib-compressed (base64, prefix ``z:``);
+    one that still exceeds the broker's ``offset.metadata.max.bytes`` (4096 by default) is
+    refused with CheckpointError — raise that broker setting or use another store.
+
+    Guarantee: at least once. The commit is separate from the handler's work, so after a crash
+    the transactions handled since the last save are delivered again; nothing at or before the
+    saved checkpoint is.
     """
 
     def __init__(
@@ -28,8 +52,10 @@ class KafkaOffsetStore(CheckpointStore):
         group_id: str,
         topics: tuple[str, ...],
         timeout: float = 10.0,
+        metadata_limit: int = METADATA_LIMIT,
     ) -> None:
         super().__init__()
+        self.metadata_limit = metadata_limit
         self._config = dict(kafka_config)
         self.group_id = group_id
         self.topics = topics
@@ -77,7 +103,7 @@ class KafkaOffsetStore(CheckpointStore):
         meta = next((tp.metadata for tp in committed if tp.metadata), None)
         if meta is None:
             return None
-        checkpoint = Checkpoint.from_json(meta)
+        checkpoint = Checkpoint.from_json(_unpack(meta))
         offsets = dict(checkpoint.offsets)
         for tp in committed:
             if tp.offset >= 0:
@@ -89,10 +115,13 @@ class KafkaOffsetStore(CheckpointStore):
 
         if self._consumer is None:
             raise CheckpointError("the Kafka offset store is not open")
-        meta = checkpoint.to_json()
-        if len(meta.encode()) > _METADATA_LIMIT:
+        meta = _pack(checkpoint.to_json())
+        if len(meta.encode()) > self.metadata_limit:
             raise CheckpointError(
-                f"checkpoint of {len(meta)} bytes exceeds Kafka's offset metadata limit"
+                f"the checkpoint of group {self.group_id} takes {len(meta.encode())} bytes "
+                f"compressed, over the {self.metadata_limit}-byte offset metadata limit (the "
+                "broker's offset.metadata.max.bytes): raise it, pass metadata_limit, or use "
+                "another checkpoint store"
             )
         tps = [TopicPartition(t, p, o) for (t, p), o in sorted(checkpoint.offsets.items())]
         if not tps:

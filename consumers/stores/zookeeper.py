@@ -12,8 +12,10 @@ from consumers.stores.base import CheckpointStore
 class ZooKeeperStore(CheckpointStore):
     """The checkpoint as JSON in the znode `path` (created on the first save).
 
-    At least once. With a `client` given, the store uses it and leaves it open (sharded workers
-    share one session); otherwise it opens its own session to `hosts`.
+    Guarantee: at least once. The save is separate from the handler's work, so after a crash
+    the transactions handled since the last save are delivered again; nothing at or before the
+    saved checkpoint is. With a `client` given, the store uses it and leaves it open (sharded
+    workers share one session); otherwise it opens its own session to `hosts`.
     """
 
     def __init__(

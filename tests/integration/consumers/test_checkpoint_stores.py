@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -126,3 +127,27 @@ def test_sql_store_writes_inside_the_users_transaction(
         with pytest.raises(CheckpointError):
             store.save_in(conn, Checkpoint(offsets={("t", 0): 2}, ts=2))
         conn.rollback()
+
+
+def test_kafka_store_compresses_many_lanes_and_refuses_what_still_does_not_fit(
+    services: Settings, make_topic: Callable[..., str], unique: Callable[[str], str]
+) -> None:
+
+    topic = make_topic("ckpt", partitions=2)
+    group = unique("group")
+    lanes = {(topic, p, f"source-{s:03d}"): (1_000_000 + s, 7) for p in (0, 1) for s in range(150)}
+    big = Checkpoint(
+        offsets={(topic, 0): 5, (topic, 1): 6},
+        floors={f"source-{s:03d}": Floor(ts=s) for s in range(150)},
+        watermarks=lanes,
+        ts=9,
+    )
+    assert len(big.to_json()) > 4096
+    config = services.kafka.client_config()
+    with KafkaOffsetStore(config, group_id=group, topics=(topic,)) as store:
+        store.save(big)
+    with KafkaOffsetStore(config, group_id=group, topics=(topic,)) as again:
+        assert again.load() == big
+        noise = {f"{os.urandom(24).hex()}": Floor(ts=10) for _ in range(200)}
+        with pytest.raises(CheckpointError, match=r"offset\.metadata\.max\.bytes"):
+            again.save(Checkpoint(big.offsets, {**big.floors, **noise}, big.watermarks, ts=10))
