@@ -18,7 +18,9 @@ Modes: snapshot — one step of a batch is one transaction (a batch without DDL 
 transaction), so readers only see upstream-consistent states; parallel — each step's rows are
 split by key hash into shards, each committed in its own transaction on its own connection.
 DDL of a table that is not sharded is executed at its barrier, between the rows before it and
-those after it (MySQL commits DDL implicitly, so a DDL step is a phase of its own).
+those after it (MySQL commits DDL implicitly, so a DDL step is a phase of its own); a CREATE TABLE
+creates its target database first if the sink does not have it (DDL without a table, such as
+CREATE DATABASE, is not applied: routes may rename schemas).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import zlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -59,6 +62,7 @@ from spark_apply.settings import SinkConnection
 log = logging.getLogger(__name__)
 
 _UNAVAILABLE = (2003, 2006, 2013, 2055)
+_CREATE_TABLE = re.compile(r"\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMPORARY\s+)?TABLE\b", re.I)
 
 
 @dataclass(frozen=True, slots=True)
@@ -460,6 +464,8 @@ class MySQLSink:
         log.info("%s: applying DDL to %s: %s", env.position, target, sql)
         try:
             with conn.cursor() as cur:
+                if _CREATE_TABLE.match(sql):  # the target database may not exist yet
+                    cur.execute(f"CREATE DATABASE IF NOT EXISTS {quote(target.schema)}")
                 cur.execute(f"USE {quote(target.schema)}")
                 cur.execute(sql)
             conn.commit()

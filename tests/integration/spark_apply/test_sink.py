@@ -189,3 +189,24 @@ def test_every_value_type_round_trips(
     assert got[:7] == values[:7]
     assert got[7] == values[7].replace(tzinfo=None)  # the test connection's time zone is UTC
     assert got[8:] == (values[8], "a,c", None)
+
+
+def test_create_table_makes_a_missing_target_database(
+    services: Settings, unique: Callable[[str], str]
+) -> None:
+    db = unique("absent")  # neither the database nor the table exists in the sink yet
+    up = table("up", "t")
+    sink = make_sink(services, unique, db, {up.schema_id: up})
+    events = batch(
+        ddl(1, "CREATE TABLE IF NOT EXISTS `up`.`t` (id BIGINT PRIMARY KEY, v VARCHAR(20))", up),
+        row(2, Op.INSERT, after=(1, "a"), tbl=up),
+        resolved(9),
+    )
+    try:
+        with sink:
+            sink.apply(0, plan(PlannerState(), events, EXPECTED))
+        assert rows_of(services, db) == [(1, "a")]
+    finally:
+        with connect(services.resolved_sink) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{db}`")
+            cur.execute(f"DROP DATABASE IF EXISTS `{db}_state`")
