@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -74,7 +75,9 @@ class BatchApplier:
         if previous is None:
             log.info("batch %d is already committed in the sink; skipped", batch_id)
             return
+        started = time.perf_counter()
         envelopes = envelopes_of(df.toArrow())
+        decoded = time.perf_counter()
         for env in envelopes:
             if isinstance(env.event, DdlChange) and env.event.table_schema is not None:
                 self.catalog.add(env.event.table_schema)
@@ -83,17 +86,23 @@ class BatchApplier:
         if hook is not None:
             hook.before_plan()
         p = plan(previous, envelopes, expected, hook.ddl_ready if hook else lambda _: True)
+        planned = time.perf_counter()
         applied = self.sink.apply(batch_id, p)
+        done = time.perf_counter()
         if hook is not None:
             hook.after_apply()
         log.info(
-            "batch %d: %d records, %d rows applied in %d step(s), watermark %d, stash %d",
+            "batch %d: %d records, %d rows applied in %d step(s), watermark %d, stash %d; "
+            "collect+decode %.3fs plan %.3fs apply %.3fs",
             batch_id,
             len(envelopes),
             applied,
             len(p.steps),
             p.bound,
             len(p.state.stash),
+            decoded - started,
+            planned - decoded,
+            done - planned,
         )
 
 

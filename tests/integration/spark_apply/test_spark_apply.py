@@ -20,6 +20,7 @@ from tests.conftest import connect
 from tests.integration.spark_apply.harness import COLUMNS, SINK_DDL, Model, Publisher
 
 PARTITIONS = 3
+TXNS = 120
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +98,7 @@ def test_two_sources_w2_with_ddl_and_snapshot_consistency(
             for u, d in zip(upstream, sinks, strict=True)
         ],
         tmp_path / "cp",
-        max_offsets_per_trigger=300,
+        max_offsets_per_trigger=1000,
     )
     applier = BatchApplier(config).start()
     query = start_query(spark, config, applier)
@@ -124,14 +125,14 @@ def test_two_sources_w2_with_ddl_and_snapshot_consistency(
     try:
         pair_rows = {1: (1, 0, "a", None, None), 2: (2, 0, "b", None, None)}
         pubs[0].txn([(Op.INSERT, pair, None, pair_rows[1]), (Op.INSERT, pair, None, pair_rows[2])])
-        for i in range(300):
+        for i in range(TXNS):
             for pub, model in zip(pubs, models, strict=True):
                 pub.txn([model.step()])
             if i % 5 == 0:  # one upstream transaction over both rows: qty1 + qty2 == 0
                 new = {1: (1, i + 1, "a", None, None), 2: (2, -(i + 1), "b", None, None)}
                 pubs[0].txn([(Op.UPDATE, pair, pair_rows[k], new[k]) for k in (1, 2)])
                 pair_rows = new
-            if i == 150:
+            if i == TXNS // 2:
                 pubs[0].txn([], ddl=models[0].alter_add_note("t0"))
         for pub in pubs:  # an idle reader's heartbeat: both sources are resolved past the end
             pub.txn([])
