@@ -323,9 +323,20 @@ class Merger:
         return CheckpointTrail(
             {tp: self._resume_offset(tp) for tp in self._next_offsets},
             self._floors,
-            {lane: (wm, self._raised_at[lane]) for lane, wm in self._watermarks.items()},
+            self._watermark_claims(),
             self._ts,
         )
+
+    def _watermark_claims(self) -> dict[Lane, tuple[int, int]]:
+        # (ts, offset that raised it) per lane; a watermark a resumed checkpoint carries still
+        # holds while it waits for its partition to be re-read, so it stays in the checkpoint
+        # (which then never moves back).
+        claims = {lane: (wm, self._raised_at[lane]) for lane, wm in self._watermarks.items()}
+        for waiting in self._deferred.values():
+            for lane, ts, seen_at in waiting:
+                if ts > claims.get(lane, (0, 0))[0]:
+                    claims[lane] = (ts, seen_at)
+        return claims
 
     def _finish(self, pending: _Pending, trail: CheckpointTrail) -> Transaction:
         del self._pending[pending.source, pending.id]
@@ -359,7 +370,7 @@ class Merger:
         return Checkpoint(
             offsets={tp: self._resume_offset(tp) for tp in self._next_offsets},
             floors=dict(self._floors),
-            watermarks={lane: (wm, self._raised_at[lane]) for lane, wm in self._watermarks.items()},
+            watermarks=self._watermark_claims(),
             ts=self._ts,
         )
 

@@ -110,6 +110,11 @@ def test_resume_from_checkpoint_loses_and_repeats_nothing(
     feed(data, second, scenario, resumed, again)
     drain(second, again)
     assert summary(again) == scenario.reference
+    # the resumed merger's checkpoints carry on from the stored one, never behind it
+    previous = checkpoint
+    for txn in again[kept:]:
+        txn.checkpoint.check_follows(previous)
+        previous = txn.checkpoint
 
 
 @SETTINGS
