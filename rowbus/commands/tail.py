@@ -28,7 +28,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="earliest",
         help="where to start without a stored checkpoint: earliest (default), latest, "
         "ts:MILLISECONDS, an ISO date-time (UTC if naive), gtid:SOURCE:GTID or "
-        "pos:SOURCE:FILE:OFFSET",
+        "pos:SOURCE:FILE:OFFSET (a GTID or binlog position applies to the named source only; "
+        "the other sources start from earliest)",
     )
     tail.add_argument("--pretty", action="store_true", help="a readable table, not JSON")
     tail.add_argument(
