@@ -5,7 +5,7 @@ upstream transaction."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +24,16 @@ TXNS = 120
 
 
 @pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    session = spark_session(
+def spark() -> Any:
+    return shared_spark()
+
+
+def shared_spark() -> Any:
+    """The process's SparkSession (getOrCreate), shared by the Spark test modules and never
+    stopped by one: starting a session costs 11-22 s here. Its JVM ends with the process."""
+    return spark_session(
         JobConfig(apply=ApplySettings(spark_conf={"spark.sql.streaming.stopTimeout": "30s"}))
     )
-    yield session
-    session.stop()
 
 
 def job_config(
@@ -49,10 +53,9 @@ def job_config(
             topic_template="{source}",
             schemas_topic=schemas_topic,
             routes=tuple(routes),
-            unrouted="error",
             checkpoint_location=checkpoint,
             state_database=f"state_{job}",
-            **apply,
+            **{"unrouted": "error", **apply},
         ),
         kafka=services.kafka.client_config(),
         sink=SinkConnection(host=s.host, port=s.port, user=s.user, password=s.password),
