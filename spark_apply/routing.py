@@ -9,8 +9,10 @@ target's columns.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Sequence
-from dataclasses import dataclass
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import cast
 
 from protocol.events import TableSchema
 from protocol.values import Value
@@ -48,15 +50,35 @@ class Projection:
     """Positions of the key columns in the projected values."""
     sharded: bool
 
+    _values: Callable[[Sequence[Value]], tuple[Value, ...]] = field(
+        init=False, repr=False, compare=False
+    )
+    _key: Callable[[Sequence[Value]], tuple[Value, ...]] = field(
+        init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        # Called once per row event: getters built once per table schema.
+        object.__setattr__(self, "_values", _getter(self.indexes))
+        object.__setattr__(self, "_key", _getter([self.indexes[p] for p in self.key_positions]))
+
     def values(self, image: Sequence[Value]) -> tuple[Value, ...]:
-        return tuple(image[i] for i in self.indexes)
+        return self._values(image)
 
     def key(self, image: Sequence[Value]) -> tuple[Value, ...]:
-        return tuple(image[self.indexes[p]] for p in self.key_positions)
+        return self._key(image)
 
     @property
     def key_columns(self) -> tuple[str, ...]:
         return tuple(self.columns[p] for p in self.key_positions)
+
+
+def _getter(indexes: Sequence[int]) -> Callable[[Sequence[Value]], tuple[Value, ...]]:
+    """A function picking `indexes` out of an image, as a tuple."""
+    if len(indexes) == 1:
+        (i,) = indexes
+        return lambda image: (image[i],)
+    return cast("Callable[[Sequence[Value]], tuple[Value, ...]]", operator.itemgetter(*indexes))
 
 
 def quote(name: str) -> str:

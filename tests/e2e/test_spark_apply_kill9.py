@@ -19,6 +19,7 @@ from tests.integration.spark_apply.test_spark_apply import job_config, sink_rows
 from tests.services import ROOT
 
 PARTITIONS = 3
+TXNS = 400  # 1600 records: 14 batches of 120, five of them killed
 
 
 def checkpoints(services: Settings, job: str) -> int:
@@ -42,7 +43,7 @@ def test_kill_9_mid_batch_five_times(
     with connect(services.resolved_sink) as conn, conn.cursor() as cur:
         for name in model.table_schemas:
             cur.execute(SINK_DDL.format(db=sink, table=name))
-    for _ in range(1500):
+    for _ in range(TXNS):
         pub.txn([model.step()])
     pub.txn([])
     pub.close()
@@ -54,7 +55,7 @@ def test_kill_9_mid_batch_five_times(
         schemas_topic,
         [RouteSettings(match=f"{upstream}.*", target=f"{sink}.{{table}}")],
         tmp_path / "cp",
-        max_offsets_per_trigger=400,
+        max_offsets_per_trigger=120,
         available_now=True,
     )
     path = tmp_path / "job.json"
