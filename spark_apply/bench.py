@@ -1,0 +1,594 @@
+"""Apply benchmark: rows/s from Kafka into the sink, and commit-to-visible lag at a fixed rate.
+
+    python -m spark_apply.bench [--kafka H:P] [--sink H:P] [--source H:P] [--only PART] …
+
+Parts (all by default; nothing is asserted, figures are printed):
+
+- ``path``: the driver's apply path alone, in process, without Spark: W1 events as the source's
+  Arrow batches → envelopes → plan → collapse → SQL → the sink, per phase (``--profile`` prints
+  the hottest functions).
+- ``apply``: W1 (10 columns, 100-row transactions) pre-published to a topic exactly as a reader
+  publishes it (rows, then a Resolved to every partition per transaction), then the Spark job
+  run ``available_now`` over it: wall time, and the steady rate between its first and last
+  committed checkpoint (Spark's start-up excluded).
+- ``lag``: a real reader (``rowbus reader run`` in a subprocess) on a source, the Spark job
+  running, W1 written at ``--rate`` rows/s; each transaction's commit time against the moment
+  its last row is visible in the sink (polled): p50/p99.
+
+This tool drives the whole platform, so unlike the job it borrows from the application shell
+(the reader subprocess, the W1 workload).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import threading
+import time
+import uuid
+from decimal import Decimal
+from typing import Any
+
+from protocol.codec import encode, kind_name
+from protocol.events import (
+    BinlogPosition,
+    ColumnSchema,
+    Op,
+    Resolved,
+    RowChange,
+    TableSchema,
+    TxnRef,
+)
+from protocol.hlc import HybridClock
+from protocol.partition import encode_key, java_partition
+
+W1_COLUMNS = (
+    ColumnSchema(name="id", type="bigint", nullable=False),
+    ColumnSchema(name="i", type="int"),
+    ColumnSchema(name="b", type="bigint"),
+    ColumnSchema(name="s", type="varchar", length=64),
+    ColumnSchema(name="d", type="decimal", precision=12, scale=2),
+    ColumnSchema(name="t", type="datetime", fsp=6),
+    ColumnSchema(name="f", type="double"),
+    ColumnSchema(name="y", type="tinyint"),
+    ColumnSchema(name="x", type="text"),
+    ColumnSchema(name="dt", type="date"),
+)
+W1_SINK_DDL = (
+    "CREATE TABLE {name} (id BIGINT PRIMARY KEY, i INT, b BIGINT, s VARCHAR(64), "
+    "d DECIMAL(12,2), t DATETIME(6), f DOUBLE, y TINYINT, x TEXT, dt DATE)"
+)
+
+
+def w1_table(schema: str) -> TableSchema:
+    return TableSchema(schema, "w1", W1_COLUMNS, ("id",))
+
+
+def w1_values(rng: random.Random, key: int) -> tuple[Any, ...]:
+    """One W1 row, with the Python types a reader decodes (see protocol.values)."""
+    return (
+        key,
+        rng.randint(-(2**31), 2**31 - 1),
+        rng.randint(-(2**62), 2**62),
+        f"name-{key}-{rng.randint(0, 10**9)}",
+        Decimal(rng.randint(-(10**11), 10**11)) / 100,
+        dt.datetime(2020, 1, 1) + dt.timedelta(microseconds=rng.randint(0, 10**14)),
+        rng.random() * 1e6,
+        rng.randint(-128, 127),
+        "text " * rng.randint(0, 8),
+        dt.date(2000, 1, 1) + dt.timedelta(days=rng.randint(0, 10_000)),
+    )
+
+
+def w1_records(
+    source: str, table: TableSchema, rows: int, partitions: int, per_txn: int = 100, seed: int = 1
+) -> list[tuple[int, bytes | None, Any]]:
+    """(partition, key, record) of W1 inserts as a reader publishes them: each transaction's
+    rows by key, then a Resolved at its ts to every partition."""
+    rng = random.Random(seed)
+    clock = HybridClock()
+    out: list[tuple[int, bytes | None, Any]] = []
+    position = 4
+    for first in range(1, rows + 1, per_txn):
+        ts = clock.next(int(time.time() * 1000))
+        n = min(per_txn, rows + 1 - first)
+        gtid = f"0-1-{first}"
+        for i in range(n):
+            position += 1
+            values = w1_values(rng, first + i)
+            ev = RowChange(
+                source=source,
+                ts=ts,
+                op=Op.INSERT,
+                schema=table.schema,
+                table=table.table,
+                schema_id=table.schema_id,
+                primary_key=table.primary_key,
+                before=None,
+                after=values,
+                txn=TxnRef(gtid, i, n),
+                position=BinlogPosition("bin.000001", position, gtid),
+            )
+            key = encode_key(table.schema, table.table, (values[0],))
+            out.append((java_partition(key, partitions), key, ev))
+        out.extend((p, None, Resolved(source=source, ts=ts)) for p in range(partitions))
+    return out
+
+
+def arrow_batch(topic: str, records: list[tuple[int, bytes | None, Any]]) -> Any:
+    """The records as the source's `read()` yields them (the columns of `source.SCHEMA`)."""
+    import pyarrow as pa
+
+    offsets: dict[int, int] = {}
+    cols: dict[str, list[Any]] = {
+        k: [] for k in ("topic", "partition", "offset", "kind", "source", "ts", "encoding", "value")
+    }
+    for partition, _key, record in records:
+        value, _headers = encode(record)
+        offset = offsets.get(partition, 0)
+        offsets[partition] = offset + 1
+        cols["topic"].append(topic)
+        cols["partition"].append(partition)
+        cols["offset"].append(offset)
+        cols["kind"].append(kind_name(record))
+        cols["source"].append(record.source)
+        cols["ts"].append(record.ts)
+        cols["encoding"].append("protobuf")
+        cols["value"].append(value)
+    return pa.table(cols)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+# -- services ----------------------------------------------------------------------------------
+
+
+class Bench:
+    """One benchmark run against the services of a rowbus configuration; unique names."""
+
+    def __init__(self, settings: Any, partitions: int, max_per_trigger: int) -> None:
+        self.settings = settings
+        self.kafka: dict[str, Any] = settings.kafka.client_config()
+        self.partitions = partitions
+        self.max_per_trigger = max_per_trigger
+        self.topics: list[str] = []
+        self.databases: list[tuple[Any, str]] = []
+
+    def topic(self, name: str, partitions: int) -> str:
+        from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+        admin = AdminClient(self.kafka)
+        new = NewTopic(name, num_partitions=partitions, replication_factor=1)
+        new.config = {"retention.ms": "-1"}
+        admin.create_topics([new])[name].result(15)
+        self.topics.append(name)
+        return name
+
+    def connect(self, server: Any, autocommit: bool = True) -> Any:
+        import pymysql
+
+        return pymysql.connect(
+            host=server.host,
+            port=server.port,
+            user=server.user,
+            password=server.password.get_secret_value(),
+            autocommit=autocommit,
+        )
+
+    def database(self, server: Any, name: str, ddl: str | None = None) -> str:
+        with self.connect(server) as conn, conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE `{name}`")
+            if ddl:
+                cur.execute(ddl.format(name=f"`{name}`.`w1`"))
+        self.databases.append((server, name))
+        return name
+
+    def job_config(
+        self,
+        job: str,
+        sources: list[str],
+        schemas: str,
+        upstream: str,
+        sink: str,
+        checkpoint: str,
+        available_now: bool,
+    ) -> Any:
+        from spark_apply.settings import ApplySettings, JobConfig, RouteSettings, SinkConnection
+
+        s = self.settings.resolved_sink
+        return JobConfig(
+            apply=ApplySettings(
+                job=job,
+                sources=tuple(sources),
+                topic_template="{source}",
+                schemas_topic=schemas,
+                routes=(RouteSettings(match=f"{upstream}.*", target=f"{sink}.{{table}}"),),
+                unrouted="skip",
+                checkpoint_location=checkpoint,
+                state_database=f"{sink}_state",
+                max_offsets_per_trigger=self.max_per_trigger,
+                spark_conf={"spark.ui.showConsoleProgress": "false"},
+                available_now=available_now,
+            ),
+            kafka=self.kafka,
+            sink=SinkConnection(host=s.host, port=s.port, user=s.user, password=s.password),
+        )
+
+    def cleanup(self) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        for server, name in self.databases:
+            with self.connect(server) as conn, conn.cursor() as cur:
+                cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+                cur.execute(f"DROP DATABASE IF EXISTS `{name}_state`")
+        if self.topics:
+            admin = AdminClient(self.kafka)  # kept alive until the futures resolve
+            for f in admin.delete_topics(self.topics).values():
+                f.result(15)
+
+
+def publish(
+    kafka: dict[str, Any],
+    topic: str,
+    schemas: str,
+    table: TableSchema,
+    records: list[tuple[int, bytes | None, Any]],
+) -> float:
+    """Publish as a reader does (Kafka transactions, the schema first); seconds taken."""
+    from confluent_kafka import Producer
+
+    from protocol.events import SchemaRecord
+
+    started = time.perf_counter()
+    producer = Producer({**kafka, "transactional.id": unique("bench"), "linger.ms": 20})
+    producer.init_transactions(15)
+    producer.begin_transaction()
+    value, headers = encode(SchemaRecord.of(table, records[0][2].source, 0))
+    producer.produce(schemas, value, partition=0, headers=_headers(headers))
+    for n, (partition, key, record) in enumerate(records):
+        value, headers = encode(record)
+        while True:
+            try:
+                producer.produce(topic, value, key, partition=partition, headers=_headers(headers))
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if n % 20_000 == 19_999:
+            producer.commit_transaction(60)
+            producer.begin_transaction()
+    producer.commit_transaction(60)
+    producer.flush(60)
+    return time.perf_counter() - started
+
+
+def _headers(headers: list[tuple[str, bytes]]) -> list[tuple[str, str | bytes | None]]:
+    return list(headers)
+
+
+def checkpoint_rate(bench: Bench, state_db: str) -> tuple[int, float, float]:
+    """(rows, seconds, rows/s) between the end of the first batch and the end of the last."""
+    with bench.connect(bench.settings.resolved_sink) as conn, conn.cursor() as cur:
+        cur.execute(
+            f"SELECT committed_at, row_count FROM `{state_db}`.apply_checkpoint "
+            "ORDER BY batch_id, step, shard"
+        )
+        rows = cur.fetchall()
+    if len(rows) < 2:
+        return sum(r[1] for r in rows), 0.0, 0.0
+    n = sum(r[1] for r in rows[1:])
+    seconds = (rows[-1][0] - rows[0][0]).total_seconds()
+    return n, seconds, n / seconds if seconds else 0.0
+
+
+# -- parts -------------------------------------------------------------------------------------
+
+
+def bench_path(bench: Bench, rows: int, profile: bool) -> None:
+    """The driver's apply path in process: Arrow → envelopes → plan → sink."""
+    import cProfile
+    import pstats
+
+    from spark_apply.job import envelopes_of
+    from spark_apply.planner import PlannerState, plan
+    from spark_apply.routing import Router
+    from spark_apply.settings import RouteSettings, SinkConnection
+    from spark_apply.sink import MySQLSink
+
+    table = w1_table("bench_up")
+    sink_db = bench.database(bench.settings.resolved_sink, unique("bench_path"), W1_SINK_DDL)
+    batch = arrow_batch("topic", w1_records("src", table, rows, bench.partitions))
+    s = bench.settings.resolved_sink
+    router = Router([RouteSettings(match="bench_up.*", target=f"{sink_db}.{{table}}")], "skip")
+    conn = SinkConnection(host=s.host, port=s.port, user=s.user, password=s.password)
+    expected = [("topic", p, "src") for p in range(bench.partitions)]
+    prof = cProfile.Profile() if profile else None
+    with MySQLSink(conn, "bench", f"{sink_db}_state", router, {table.schema_id: table}.get) as sink:
+        if prof:
+            prof.enable()
+        t0 = time.perf_counter()
+        envelopes = envelopes_of(batch)
+        t1 = time.perf_counter()
+        p = plan(PlannerState(), envelopes, expected)
+        t2 = time.perf_counter()
+        applied = sink.apply(0, p)
+        t3 = time.perf_counter()
+        if prof:
+            prof.disable()
+    print(
+        f"path: {applied} W1 rows in {t3 - t0:.2f}s = {applied / (t3 - t0):,.0f} rows/s "
+        f"(decode {applied / (t1 - t0):,.0f}/s, plan {applied / (t2 - t1):,.0f}/s, "
+        f"collapse+SQL+sink {applied / (t3 - t2):,.0f}/s)"
+    )
+    if prof:
+        pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+
+
+def bench_apply(bench: Bench, rows: int, workdir: str) -> None:
+    """Pre-published W1, then the Spark job alone (available_now)."""
+    from spark_apply.job import BatchApplier, spark_session, start_query
+
+    source = bench.topic(unique("bench.w1"), bench.partitions)
+    schemas = bench.topic(unique("bench.schemas"), 1)
+    upstream = unique("bench_up")
+    table = w1_table(upstream)
+    took = publish(
+        bench.kafka, source, schemas, table, w1_records(source, table, rows, bench.partitions)
+    )
+    print(f"apply: {rows} W1 rows published in {took:.1f}s")
+    sink_db = bench.database(bench.settings.resolved_sink, unique("bench_apply"), W1_SINK_DDL)
+    config = bench.job_config(
+        unique("job"),
+        [source],
+        schemas,
+        upstream,
+        sink_db,
+        f"{workdir}/apply-cp",
+        available_now=True,
+    )
+    started = time.perf_counter()
+    spark = spark_session(config)
+    ready = time.perf_counter()
+    applier = BatchApplier(config).start()
+    try:
+        start_query(spark, config, applier).awaitTermination()
+    finally:
+        applier.close()
+    done = time.perf_counter()
+    n, seconds, rate = checkpoint_rate(bench, f"{sink_db}_state")
+    print(
+        f"apply: {rows} rows in {done - started:.1f}s wall ({rows / (done - started):,.0f} rows/s "
+        f"with a {ready - started:.1f}s session start and the first batch); steady "
+        f"{rate:,.0f} rows/s ({n} rows in {seconds:.1f}s after the first batch)"
+    )
+
+
+def start_reader(
+    bench: Bench,
+    server: Any,
+    name: str,
+    upstream: str,
+    schemas: str,
+    checkpoints: str,
+    workdir: str,
+) -> Any:
+    """``rowbus reader run`` for `upstream` on `server`, publishing to the topic `name`."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    cfg = Path(workdir) / "reader.yaml"
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "kafka": {"bootstrap_servers": bench.kafka["bootstrap.servers"]},
+                "zookeeper": {"hosts": bench.settings.zookeeper.hosts},
+                "sources": [
+                    {
+                        "name": name,
+                        "host": server.host,
+                        "port": server.port,
+                        "user": server.user,
+                        "password": server.password.get_secret_value(),
+                    }
+                ],
+                "reader": {
+                    "start": "latest",
+                    "include_schemas": [upstream],
+                    "topic_template": "{source}",
+                    "checkpoints_topic": checkpoints,
+                    "schemas_topic": schemas,
+                    "flush_interval_s": 0.05,
+                    "heartbeat_interval_s": 0.2,
+                },
+            }
+        )
+    )
+    root = str(Path(__file__).resolve().parents[1])
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
+    }
+    log = (Path(workdir) / "reader.log").open("ab")
+    return subprocess.Popen(
+        [sys.executable, "-m", "rowbus", "-c", str(cfg), "reader", "run", "--source", name],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+
+
+class Visibility:
+    """Polls the sink's highest W1 key in a thread: (time, max id) samples. `now()` is for
+    the caller's thread only before `start()` (one connection)."""
+
+    def __init__(self, conn: Any, table: str) -> None:
+        self.conn, self.table = conn, table
+        self.seen: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def now(self) -> int:
+        with self.conn.cursor() as cur:
+            cur.execute(f"SELECT COALESCE(MAX(id), 0) FROM {self.table}")
+            return int(cur.fetchone()[0])
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.seen.append((time.time(), self.now()))
+            self._stop.wait(0.005)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def write_at_rate(
+    up: Any, w1: Any, rate: int, seconds: float
+) -> tuple[list[tuple[float, int]], float]:
+    """W1 transactions paced to `rate` rows/s: (commit time, last key) of each, and the time
+    the writing took."""
+    commits: list[tuple[float, int]] = []
+    interval = w1.rows_per_txn / rate
+    t0 = time.monotonic()
+    k = 0
+    while time.monotonic() - t0 < seconds:
+        pause = t0 + k * interval - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
+        w1.step(up)
+        commits.append((time.time(), w1.next_key - 1))
+        k += 1
+    return commits, time.monotonic() - t0
+
+
+def lags_of(commits: list[tuple[float, int]], seen: list[tuple[float, int]]) -> list[float]:
+    """For each (commit time, last key), the delay until the sink first showed that key."""
+    lags = []
+    i = 0
+    for committed, key in commits:
+        while i < len(seen) and seen[i][1] < key:
+            i += 1
+        if i == len(seen):
+            break
+        lags.append(max(0.0, seen[i][0] - committed))
+    return sorted(lags)
+
+
+def bench_lag(bench: Bench, source_index: int, rate: int, seconds: float, workdir: str) -> None:
+    """A real reader, the running job, W1 at `rate` rows/s: commit-to-visible lag."""
+    import signal
+
+    from rowbus.workloads import W1
+    from spark_apply.job import BatchApplier, spark_session, start_query
+
+    server = bench.settings.sources[source_index]
+    name = unique("bench.lag")
+    bench.topic(name, bench.partitions)
+    schemas = bench.topic(unique("bench.schemas"), 1)
+    checkpoints = bench.topic(unique("bench.ckpt"), 1)
+    upstream = bench.database(server, unique("bench_up"))
+    w1 = W1(upstream)
+    with bench.connect(server) as conn:
+        w1.create(conn)
+    sink_db = bench.database(bench.settings.resolved_sink, unique("bench_lag"), W1_SINK_DDL)
+    reader = start_reader(bench, server, name, upstream, schemas, checkpoints, workdir)
+    config = bench.job_config(
+        unique("job"), [name], schemas, upstream, sink_db, f"{workdir}/lag-cp", available_now=False
+    )
+    spark = spark_session(config)
+    applier = BatchApplier(config).start()
+    query = start_query(spark, config, applier)
+    probe = Visibility(bench.connect(bench.settings.resolved_sink), f"`{sink_db}`.w1")
+    try:
+        with bench.connect(server, autocommit=False) as up:
+            deadline = time.monotonic() + 180
+            while probe.now() == 0:  # warm up: the reader and the job both running
+                if time.monotonic() > deadline or query.exception() is not None:
+                    raise RuntimeError(f"no row visible in the sink: {query.exception()}")
+                w1.step(up)
+                time.sleep(1.0)
+            while probe.now() < w1.next_key - 1:
+                time.sleep(0.1)
+            probe.start()
+            commits, written = write_at_rate(up, w1, rate, seconds)
+        limit = time.monotonic() + 120
+        while probe.seen[-1][1] < commits[-1][1] and time.monotonic() < limit:
+            time.sleep(0.1)
+        probe.stop()
+    finally:
+        query.stop()
+        applier.close()
+        probe.conn.close()
+        reader.send_signal(signal.SIGTERM)
+        reader.wait(30)
+    lags = lags_of(commits, probe.seen)
+    if not lags:
+        print("lag: nothing became visible")
+        return
+
+    def pct(q: float) -> float:
+        return lags[min(len(lags) - 1, int(q * len(lags)))]
+
+    total = len(commits) * w1.rows_per_txn
+    print(
+        f"lag: {total} rows at {total / written:,.0f} rows/s offered ({rate} asked) for "
+        f"{written:.0f}s, {len(lags)}/{len(commits)} transactions visible: commit-to-visible "
+        f"p50 {pct(0.5):.3f}s p99 {pct(0.99):.3f}s max {lags[-1]:.3f}s"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import logging
+    import tempfile
+
+    from rowbus.config import load_settings
+
+    parser = argparse.ArgumentParser(
+        prog="python -m spark_apply.bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "-c",
+        "--config",
+        default=None,
+        help="rowbus configuration (default: the `rowbus local up` stack)",
+    )
+    parser.add_argument("--only", choices=["path", "apply", "lag"], action="append")
+    parser.add_argument("--rows", type=int, default=200_000, help="W1 rows for path and apply")
+    parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument("--max-per-trigger", type=int, default=50_000)
+    parser.add_argument("--rate", type=int, default=5000, help="upstream rows/s for lag")
+    parser.add_argument("--seconds", type=float, default=30.0, help="duration of the lag run")
+    parser.add_argument("--source", type=int, default=0, help="index of the source for lag")
+    parser.add_argument("--profile", action="store_true", help="profile the path part")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("spark_apply.job").setLevel(logging.INFO)  # per-batch phase timings
+    settings = load_settings(args.config)
+    parts = args.only or ["path", "apply", "lag"]
+    bench = Bench(settings, args.partitions, args.max_per_trigger)
+    try:
+        with tempfile.TemporaryDirectory(prefix="rowbus-bench-") as tmp:
+            if "path" in parts:
+                bench_path(bench, min(args.rows, 100_000), args.profile)
+            if "apply" in parts:
+                bench_apply(bench, args.rows, tmp)
+            if "lag" in parts:
+                bench_lag(bench, args.source, args.rate, args.seconds, tmp)
+    finally:
+        bench.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
