@@ -52,3 +52,24 @@ def columns(server: MySQLSettings, db: str, table: str) -> list[tuple[str, str]]
             (db, table),
         )
         return [(str(n), str(t)) for n, t in cur.fetchall()]
+
+
+def readers_ready(services: Settings, topics: list[str]) -> None:
+    """Wait until every reader published something (a heartbeat once it is tailing), so writes
+    made after this are seen by readers started at ``latest``."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from rowbus.waiting import wait_for
+
+    consumer = Consumer(services.kafka.client_config(**{"group.id": "readiness"}))
+    try:
+        for topic in topics:
+            wait_for(
+                lambda t=topic: (
+                    consumer.get_watermark_offsets(TopicPartition(t, 0), timeout=5)[1] > 0
+                ),
+                timeout=60,
+                what=f"the reader of {topic} to publish",
+            )
+    finally:
+        consumer.close()

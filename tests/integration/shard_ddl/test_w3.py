@@ -35,7 +35,7 @@ from rowbus.waiting import wait_for
 from spark_apply.settings import ApplySettings, JobConfig, RouteSettings, SinkConnection
 from tests.conftest import connect
 from tests.integration.producer.helpers import ReaderSetup, reader_thread
-from tests.integration.shard_ddl.helpers import columns
+from tests.integration.shard_ddl.helpers import columns, readers_ready
 
 ROOT = Path(__file__).resolve().parents[3]
 SHARDS = 4
@@ -269,6 +269,7 @@ def test_w3_shard_merge_with_three_ddls_a_crash_and_a_conflict(
     with ExitStack() as stack, Observer(services, control) as obs:
         for setup in setups:
             stack.enter_context(reader_thread(setup, heartbeat_interval_s=0.3))
+        readers_ready(services, topics)
         job_a = stack.enter_context(apply_process(args, tmp_path / "a.json", tmp_path / "a.log"))
         up.start()
         wait_for(up.wrote(100), timeout=30, what="the writer to get going", stop_on=(WriterError,))
