@@ -28,7 +28,7 @@ from protocol.events import (
     TxnRef,
 )
 from protocol.hlc import HybridClock
-from protocol.partition import Partitioner
+from protocol.partition import DispatchRule, Partitioner, encode_key, java_partition
 from protocol.topics import data_topic, schema_key
 
 OutRecord = tuple[str, int | None, bytes | None, bytes, list[tuple[str, bytes]]]
@@ -138,14 +138,24 @@ class Batcher:
             if isinstance(item, DdlItem):
                 yield item, Op.UPDATE, None, None
                 continue
-            if item.op is Op.UPDATE:
-                _, partitioner = self.topic_for(item.table.schema, item.table.table)
-                probe = self._row(item, Op.UPDATE, item.before, item.after, 0, TxnRef("", 0))
-                if partitioner.key_changed(probe, item.table):
-                    yield item, Op.DELETE, item.before, None
-                    yield item, Op.INSERT, None, item.after
-                    continue
+            if item.op is Op.UPDATE and self._key_changed(item):
+                yield item, Op.DELETE, item.before, None
+                yield item, Op.INSERT, None, item.after
+                continue
             yield item, item.op, item.before, item.after
+
+    def _key_changed(self, item: RowItem) -> bool:
+        """Whether an update moves its row to another key or partition (PROTOCOL.md §6)."""
+        table = item.table
+        before, after = item.before, item.after
+        assert before is not None
+        assert after is not None
+        _, partitioner = self.topic_for(table.schema, table.table)
+        dispatch = partitioner.dispatch_for(table.schema, table.table)
+        watched = set(table.pk_indexes)
+        if dispatch.rule is DispatchRule.BY_COLUMNS:
+            watched.update(table.index_of(c) for c in dispatch.columns if c in table.column_names)
+        return any(before[i] != after[i] for i in watched)
 
     def _row(
         self, item: RowItem, op: Op, before: object, after: object, ts: int, ref: TxnRef
@@ -177,7 +187,15 @@ class Batcher:
             self.published_schemas.add(sid)
         topic, partitioner = self.topic_for(table.schema, table.table)
         row = self._row(item, op, before, after, ts, ref)
-        key, partition = partitioner.partition_row(row, table)
+        if table.primary_key and partitioner.dispatch_for(table.schema, table.table).rule is (
+            DispatchRule.BY_PRIMARY_KEY
+        ):
+            # The common case, with the key encoded once (partition_row encodes it twice).
+            image = row.image
+            key = encode_key(table.schema, table.table, [image[i] for i in table.pk_indexes])
+            partition = java_partition(key, partitioner.num_partitions)
+        else:
+            key, partition = partitioner.partition_row(row, table)
         self._emit(topic, partition, key, row)
         self.batch.stats.rows += 1
 

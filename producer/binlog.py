@@ -25,11 +25,16 @@ from typing import Any
 import pymysql
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import (
+    FormatDescriptionEvent,
     GtidEvent,
     HeartbeatLogEvent,
+    MariadbBinLogCheckPointEvent,
     MariadbGtidEvent,
+    MariadbGtidListEvent,
+    PreviousGtidsEvent,
     QueryEvent,
     RotateEvent,
+    StopEvent,
     XidEvent,
 )
 from pymysqlreplication.row_event import (
@@ -82,6 +87,12 @@ _EVENTS = [
     UpdateRowsEvent,
     DeleteRowsEvent,
     HeartbeatLogEvent,
+    # Read only to keep the position exact (the server's heartbeat reports the end of these).
+    FormatDescriptionEvent,
+    MariadbGtidListEvent,
+    MariadbBinLogCheckPointEvent,
+    PreviousGtidsEvent,
+    StopEvent,
 ]
 
 

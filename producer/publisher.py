@@ -59,12 +59,15 @@ class KafkaPublisher:
         client_config: Mapping[str, Any],
         transactional_id: str,
         transaction_timeout_ms: int = 60_000,
-        timeout_s: float = 30.0,
+        timeout_s: float | None = None,
     ) -> None:
         self._config = dict(client_config)
         self.transactional_id = transactional_id
         self._txn_timeout = transaction_timeout_ms
-        self._timeout = timeout_s
+        # Wait for a broker up to the transaction timeout (it aborts the transaction then).
+        self._timeout = (
+            timeout_s if timeout_s is not None else max(10.0, transaction_timeout_ms / 1000 - 5)
+        )
         self._producer: Producer | None = None
         self._admin: AdminClient | None = None
         self._errors: list[tuple[str, KafkaError]] = []
@@ -73,7 +76,10 @@ class KafkaPublisher:
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
-    def start(self) -> None:
+    def prepare(self) -> None:
+        """Create the clients (no fencing yet): a standby does this before it is elected."""
+        if self._producer is not None:
+            return
         config = {
             **self._config,
             "transactional.id": self.transactional_id,
@@ -87,7 +93,12 @@ class KafkaPublisher:
         with kafka_errors(f"creating producer {self.transactional_id}"):
             self._producer = Producer(config)
             self._admin = AdminClient(dict(self._config))
-            self._producer.init_transactions(self._timeout)
+
+    def start(self) -> None:
+        """`prepare`, then ``init_transactions``: fences older producers of this id."""
+        self.prepare()
+        with kafka_errors(f"initialising transactions of {self.transactional_id}"):
+            self.producer.init_transactions(self._timeout)
 
     def close(self) -> None:
         if self._producer is not None:
@@ -151,8 +162,13 @@ class KafkaPublisher:
         self._in_txn = True
 
     def _delivered(self, err: KafkaError | None, msg: Any) -> None:
+        # Runs inside librdkafka's poll/flush: it must never raise.
         if err is not None:
-            self._errors.append((f"{msg.topic()}[{msg.partition()}]", err))
+            try:
+                where = f"{msg.topic()}[{msg.partition()}]"
+            except Exception:  # noqa: BLE001 - a message of a failed producer may be unreadable
+                where = "a partition"
+            self._errors.append((where, err))
             return
         key = (msg.topic(), msg.partition())
         offset = msg.offset() + 1

@@ -102,6 +102,8 @@ class Reader:
         self.server_id = settings.server_id or derived_server_id(source.name)
         self.transactional_id = f"rowbus-reader-{source.name}"
         self.metrics = ReaderMetrics()
+        self.committed: BinlogPosition | None = None
+        """The binlog position of the last committed checkpoint (for status and benchmarks)."""
         self._wall = wall
         self._monotonic = monotonic
         self._encoding = Encoding(settings.encoding)
@@ -139,10 +141,13 @@ class Reader:
         self.leadership.start()
         try:
             while not stop.is_set():
-                if not self.leadership.acquire(stop):
-                    break
+                prepared: tuple[SourceServer, KafkaPublisher] | None = None
                 try:
-                    self._lead(stop)
+                    prepared = self._prepare()
+                    if not self.leadership.acquire(stop):
+                        break
+                    self._lead(stop, *prepared)
+                    prepared = None
                     failures = 0
                 except (FencedError, LeadershipLostError) as exc:
                     log.warning("%s: %s; back to the election", self.reader_id, exc)
@@ -156,25 +161,36 @@ class Reader:
                     stop.wait(min(5.0, 0.2 * 2**failures))
                 finally:
                     self.leadership.release()
+                    if prepared is not None:
+                        prepared[1].close()
+                        prepared[0].close()
         finally:
             self.leadership.close()
 
-    def _open_term(self) -> _Term:
+    def _prepare(self) -> tuple[SourceServer, KafkaPublisher]:
+        """What a standby does before it is elected, so a takeover is quick: check the source,
+        create the Kafka clients and the system topics (nothing that fences the leader)."""
         s = self.settings
         server = SourceServer(self.source).connect()
+        publisher = KafkaPublisher(
+            {**self.services.kafka, **s.kafka}, self.transactional_id, s.transaction_timeout_ms
+        )
         try:
             server.check()
-            publisher = KafkaPublisher(
-                {**self.services.kafka, **s.kafka}, self.transactional_id, s.transaction_timeout_ms
+            publisher.prepare()
+            publisher.partitions(
+                s.checkpoints_topic, CHECKPOINTS_TOPIC_PARTITIONS, CHECKPOINTS_TOPIC_CONFIG
             )
-            publisher.start()
+            publisher.partitions(s.schemas_topic, SCHEMAS_TOPIC_PARTITIONS, SCHEMAS_TOPIC_CONFIG)
         except BaseException:
+            publisher.close()
             server.close()
             raise
-        publisher.partitions(
-            s.checkpoints_topic, CHECKPOINTS_TOPIC_PARTITIONS, CHECKPOINTS_TOPIC_CONFIG
-        )
-        publisher.partitions(s.schemas_topic, SCHEMAS_TOPIC_PARTITIONS, SCHEMAS_TOPIC_CONFIG)
+        return server, publisher
+
+    def _open_term(self, server: SourceServer, publisher: KafkaPublisher) -> _Term:
+        s = self.settings
+        publisher.start()
         checkpoint = load_checkpoint(self.services.kafka, s.checkpoints_topic, self.source.name)
         if checkpoint is not None:
             resume = checkpoint.position
@@ -215,8 +231,13 @@ class Reader:
             return None
         return server.table_schema(target.schema, target.table)
 
-    def _lead(self, stop: threading.Event) -> None:
-        term = self._open_term()
+    def _lead(self, stop: threading.Event, server: SourceServer, publisher: KafkaPublisher) -> None:
+        try:
+            term = self._open_term(server, publisher)
+        except BaseException:
+            publisher.close()
+            server.close()
+            raise
         try:
             # Publish at once: a takeover is visible (new epoch) and a zombie is found out early.
             self._commit(term, heartbeat=False)
@@ -367,6 +388,7 @@ class Reader:
             raise
         elapsed_ms = (self._monotonic() - started) * 1000
         term.last_publish = now
+        self.committed = term.resume
         m = self.metrics
         m.batches += 1
         m.rows += batch.stats.rows

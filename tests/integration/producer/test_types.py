@@ -82,7 +82,9 @@ def test_every_type_round_trips_and_images_follow_alter_table(reader_setup: Read
         }
         schemas_reader.close()
 
-    rows = [r for r in records if isinstance(r, RowChange)]
+    rows = sorted(
+        (r for r in records if isinstance(r, RowChange)), key=lambda r: (r.ts, r.txn.index)
+    )
     ddls = [r for r in records if isinstance(r, DdlChange)]
     assert [r.op for r in rows] == [Op.INSERT, Op.INSERT, Op.UPDATE, Op.UPDATE, Op.DELETE]
     for row in rows:

@@ -1,0 +1,160 @@
+"""The batcher: schema records ahead of rows, key-changing updates split, flush decisions."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from producer.assembler import DdlItem, RowItem, Transaction
+from producer.batch import Batcher, FlushPolicy
+from producer.ddl import parse_ddl
+from producer.tables import TableFilter, converter_for
+from protocol.codec import decode
+from protocol.events import (
+    BinlogPosition,
+    ColumnSchema,
+    DdlChange,
+    Op,
+    Resolved,
+    RowChange,
+    SchemaRecord,
+    TableSchema,
+)
+from protocol.hlc import HybridClock, physical_ms
+from protocol.partition import Partitioner
+
+T = TableSchema(
+    "db",
+    "t",
+    (ColumnSchema("id", "int"), ColumnSchema("v", "varchar"), ColumnSchema("ts", "timestamp")),
+    ("id",),
+)
+POS = BinlogPosition("bin.1", 100, "0-1-1")
+
+
+def batcher(policy: FlushPolicy | None = None) -> Batcher:
+    return Batcher(
+        "src",
+        HybridClock(),
+        "rowbus.{source}",
+        lambda topic: 4,
+        Partitioner,
+        lambda item: T,
+        "schemas",
+        policy=policy,
+    )
+
+
+def txn(*changes: RowItem | DdlItem, commit: int = 1_700_000_000) -> Transaction:
+    return Transaction(
+        "0-1-1", "0-1-1", BinlogPosition("bin.1", 200, "0-1-1"), commit, list(changes)
+    )
+
+
+def decoded(b: Batcher) -> list[tuple[str, int | None, object]]:
+    return [(t, p, decode(v, h)) for t, p, _, v, h in b.batch.records]
+
+
+def test_schema_record_precedes_first_row_and_only_once() -> None:
+    b = batcher()
+    b.add(txn(RowItem(Op.INSERT, T, None, (1, "a", None), POS)), now=0.0)
+    b.add(txn(RowItem(Op.INSERT, T, None, (2, "b", None), POS)), now=0.0)
+    records = decoded(b)
+    assert isinstance(records[0][2], SchemaRecord)
+    assert records[0][0] == "schemas"
+    assert [type(r) for _, _, r in records] == [SchemaRecord, RowChange, RowChange]
+    row = records[1][2]
+    assert isinstance(row, RowChange)
+    assert row.txn.count == 1
+    assert physical_ms(row.ts) == 1_700_000_000_000
+
+
+def test_update_that_moves_the_key_becomes_delete_then_insert() -> None:
+    b = batcher()
+    b.add(txn(RowItem(Op.UPDATE, T, (1, "a", None), (2, "a", None), POS)), now=0.0)
+    rows = [r for _, _, r in decoded(b) if isinstance(r, RowChange)]
+    assert [r.op for r in rows] == [Op.DELETE, Op.INSERT]
+    assert [(r.txn.index, r.txn.count) for r in rows] == [(0, 2), (1, 2)]
+
+
+def test_ddl_goes_to_every_partition_and_resolved_follows() -> None:
+    b = batcher()
+    b.topic_for("db", "t")
+    ddl = DdlItem("ALTER TABLE t ADD x INT", "db", parse_ddl("ALTER TABLE t ADD x INT", "db"), POS)
+    b.add(txn(ddl), now=0.0)
+    b.add_resolved()
+    records = decoded(b)
+    ddls = [(p, r) for _, p, r in records if isinstance(r, DdlChange)]
+    assert sorted(p for p, _ in ddls) == [0, 1, 2, 3]
+    assert ddls[0][1].table_schema == T
+    resolved = [r for _, _, r in records if isinstance(r, Resolved)]
+    assert len(resolved) == 4
+    assert resolved[0].ts == ddls[0][1].ts
+
+
+def test_flush_policy() -> None:
+    b = batcher(FlushPolicy(rows=2, bytes=10**9, interval_s=0.5, idle_interval_s=1.0))
+    assert not b.due(0.0)
+    b.add(txn(), now=0.0)  # position only
+    assert not b.due(0.9)
+    assert b.due(1.0)
+    b.take()
+    b.add(txn(RowItem(Op.INSERT, T, None, (1, "a", None), POS)), now=5.0)
+    assert not b.due(5.1)
+    assert b.due(5.5)
+    b.add(txn(RowItem(Op.INSERT, T, None, (2, "a", None), POS)), now=5.2)
+    assert b.due(5.2)
+    assert b.take().end is not None
+    assert b.batch.records == []
+
+
+def test_every_transaction_ticks_the_clock() -> None:
+    b = batcher()
+    b.add(txn(commit=100), now=0.0)
+    b.add(txn(commit=100), now=0.0)
+    assert b.clock.last == (100_000 << 16) + 1
+
+
+def test_converter_fixes_library_types() -> None:
+    table = TableSchema(
+        "d",
+        "t",
+        (
+            ColumnSchema("id", "int"),
+            ColumnSchema("ts", "timestamp"),
+            ColumnSchema("b", "bit"),
+            ColumnSchema("s", "set"),
+        ),
+        ("id",),
+    )
+    convert = converter_for(table)
+    naive = dt.datetime(2024, 1, 2, 3, 4, 5)
+    image = convert({"id": 1, "ts": naive, "b": "101", "s": {"x"}})
+    assert image == (1, naive.replace(tzinfo=dt.UTC), 5, frozenset({"x"}))
+    assert convert({"id": 1, "ts": None, "b": None, "s": None}) == (1, None, None, None)
+
+
+def test_table_filter() -> None:
+    f = TableFilter(["shop*"], [], [], ["shop.secret*"], ["mysql"])
+    assert f.wanted("shop", "orders")
+    assert not f.wanted("shop", "secret_keys")
+    assert not f.wanted("other", "orders")
+    assert not f.wanted("mysql", "user")
+    assert f.schema_wanted("shop_eu")
+
+
+def test_fast_key_path_agrees_with_the_partitioner() -> None:
+    b = batcher()
+    for i in range(50):
+        b.add(txn(RowItem(Op.INSERT, T, None, (i, "a", None), POS)), now=0.0)
+    partitioner = Partitioner(4)
+    for _, partition, key, value, headers in b.batch.records:
+        row = decode(value, headers)
+        if isinstance(row, RowChange):
+            assert (key, partition) == partitioner.partition_row(row, T)
+
+
+def test_update_keeping_its_key_stays_an_update() -> None:
+    b = batcher()
+    b.add(txn(RowItem(Op.UPDATE, T, (1, "a", None), (1, "b", None), POS)), now=0.0)
+    rows = [r for _, _, r in decoded(b) if isinstance(r, RowChange)]
+    assert [r.op for r in rows] == [Op.UPDATE]
