@@ -69,6 +69,7 @@ class Demo:
         self.changes = 0
         self.changes_lock = threading.Lock()
         self.probe = Probe()
+        self.topic_template = settings.reader.topic_template
         self._probe_done = threading.Event()
         self.began = time.monotonic()
 
@@ -84,6 +85,10 @@ class Demo:
         if run_doctor(self.settings, out=self.out) != 0:
             raise RowbusError("the doctor found a guarantee missing; see above")
         config = self._write_config()
+        from rowbus.config import load_settings
+
+        # From here on the demo's own configuration (its topics and routes) is the truth.
+        self.settings = load_settings(config)
         workloads = self._create_tables()
         try:
             self._start_readers(config)
@@ -104,6 +109,8 @@ class Demo:
 
     def _write_config(self) -> Path:
         self.home.mkdir(parents=True, exist_ok=True)
+        for old in self.home.glob("*.log"):
+            old.unlink()
         data = json.loads(self.settings.model_dump_json())
         for section in ("local",):
             data.pop(section, None)
@@ -111,17 +118,28 @@ class Demo:
             name = server.get("name")
             source = self.settings.source(name) if name else self.settings.resolved_sink
             server["password"] = source.password.get_secret_value()
+        # Each run has its own topics and coordination state, so running the demo again starts
+        # clean instead of replaying earlier runs.
+        run = time.strftime("%Y%m%d%H%M%S")
+        prefix = f"rowbus.demo-{run}"
+        self.topic_template = prefix + ".{source}"
         data["reader"] = {
             **data["reader"],
             "start": "latest",
             "include_schemas": ["demo_*"],
             "heartbeat_interval_s": 0.5,
+            "topic_template": self.topic_template,
+            "checkpoints_topic": f"{prefix}.checkpoints",
+            "schemas_topic": f"{prefix}.schemas",
         }
         data["apply"] = {
             **data["apply"],
             "job": "rowbus-demo",
-            "checkpoint_location": str(self.home / f"spark-checkpoint-{int(time.time())}"),
+            "topic_template": self.topic_template,
+            "schemas_topic": f"{prefix}.schemas",
+            "checkpoint_location": str(self.home / f"spark-checkpoint-{run}"),
             "routes": [{"match": "demo_w3_*.orders_*", "target": W3_TARGET, "sharded": True}],
+            "shard_ddl": {"control_topic": f"{prefix}.control", "election": f"demo-{run}"},
         }
         path = self.home / "rowbus-demo.yaml"
         path.touch(mode=0o600)
@@ -135,6 +153,7 @@ class Demo:
             cur.execute("DROP DATABASE IF EXISTS demo_w3")
             cur.execute("CREATE DATABASE demo_w3")
             cur.execute("DROP DATABASE IF EXISTS rowbus_apply")
+            cur.execute("DROP DATABASE IF EXISTS rowbus_shard_ddl")
         for index, source in enumerate(self.settings.sources[:2]):
             conn = _connect(source)
             w2 = W2(f"demo_w2_{source.name}", seed=10 + index, initial_rows=0)
@@ -189,7 +208,7 @@ class Demo:
                 ],
             )
         for source in self.settings.sources[:2]:
-            topic = self.settings.reader.topic_template.format(source=source.name)
+            topic = self.topic_template.format(source=source.name)
 
             def publishing(topic: str = topic) -> bool:
                 self._check_alive()
@@ -211,11 +230,10 @@ class Demo:
 
     def _start_apply(self, config: Path) -> None:
         from rowbus.commands.apply import job_config_json
-        from rowbus.config import load_settings
 
         job = self.home / "apply-job.json"
         job.touch(mode=0o600)
-        job.write_text(job_config_json(load_settings(config)))
+        job.write_text(job_config_json(self.settings))
         self._launch("apply", [sys.executable, "-m", "spark_apply", "--config", str(job)])
         self.say("Spark apply job starting (local[2]; the first batch takes 10-30 s)")
 

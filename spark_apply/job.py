@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import sys
 import time
 from collections.abc import Iterable
@@ -22,6 +23,7 @@ from protocol.codec import ENCODING_HEADER, decode
 from protocol.events import BinlogPosition, DdlChange, Heartbeat, Resolved
 from protocol.topics import data_topic
 from spark_apply.catalog import SchemaCatalog
+from spark_apply.exceptions import ApplyError
 from spark_apply.planner import Envelope, PairKey, plan
 from spark_apply.routing import Router
 from spark_apply.settings import JobConfig
@@ -220,10 +222,39 @@ def _from_spark_kafka(df: Any) -> Any:
     )
 
 
+def shard_ddl_hook(config: JobConfig) -> ShardDdlHook | None:
+    """The shard-DDL coordinator hook, when a route is sharded; None otherwise."""
+    if not any(route.sharded for route in config.apply.routes):
+        return None
+    settings = config.apply.shard_ddl
+    if not config.shard_tables:
+        raise ApplyError(
+            "a route is sharded but apply.shard_ddl.tables is empty: list the upstream tables "
+            "of each shard group as source/schema.table (rowbus apply fills it in from the sources)"
+        )
+    from consumers.shard_ddl.election import ZkElection
+
+    actor = f"{config.apply.job}@{socket.gethostname()}:{os.getpid()}"
+    election = None
+    if config.zookeeper_hosts:
+        election = ZkElection(
+            config.zookeeper_hosts, actor, root=config.zookeeper_root, name=settings.election
+        ).start()
+    return ShardDdlHook(
+        config,
+        config.shard_tables,
+        control_topic=settings.control_topic,
+        election=election,
+        actor=actor,
+        optimistic=settings.optimistic,
+        state_database=settings.state_database,
+    )
+
+
 def run(config: JobConfig) -> None:
     """Run the job until it fails or (with ``available_now``) until it has caught up."""
     spark = spark_session(config)
-    applier = BatchApplier(config).start()
+    applier = BatchApplier(config, shard_ddl_hook(config)).start()
     try:
         query = start_query(spark, config, applier)
         query.awaitTermination()

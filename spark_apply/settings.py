@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from protocol.topics import DEFAULT_DATA_TOPIC_TEMPLATE, SCHEMAS_TOPIC
+from protocol.topics import CONTROL_TOPIC, DEFAULT_DATA_TOPIC_TEMPLATE, SCHEMAS_TOPIC
 
 
 class _Strict(BaseModel):
@@ -32,6 +32,22 @@ class RouteSettings(_Strict):
     rename: dict[str, str] = {}
     sharded: bool = False
     """Several upstream tables feed the target: their DDL is not applied downstream."""
+
+
+class ShardDdlSettings(_Strict):
+    """Coordination of DDL on sharded routes (see consumers/shard_ddl/README.md)."""
+
+    tables: tuple[str, ...] = ()
+    """Upstream tables of the shard groups as ``source/schema.table``; empty: `rowbus apply`
+    lists the tables of every source that a sharded route matches when the job starts."""
+    control_topic: str = CONTROL_TOPIC
+    optimistic: bool = False
+    """Apply compatible DDL (ADD COLUMN with a default, widening) at first sight; see the
+    README for its risks."""
+    state_database: str = Field("rowbus_shard_ddl", pattern=r"^[A-Za-z0-9_]{1,64}$")
+    """Database in the sink holding the executed-DDL markers."""
+    election: str = Field("default", pattern=r"^[A-Za-z0-9_.-]{1,128}$")
+    """Jobs sharing a target elect one coordinator per election name in ZooKeeper."""
 
 
 class ApplySettings(_Strict):
@@ -60,6 +76,7 @@ class ApplySettings(_Strict):
     routes: tuple[RouteSettings, ...] = ()
     unrouted: Literal["identity", "skip", "error"] = "identity"
     """What happens to a table no route matches: same schema.table, ignored, or an error."""
+    shard_ddl: ShardDdlSettings = ShardDdlSettings()
     master: str = "local[2]"
     spark_conf: dict[str, str] = {}
     jdbc_jar: Path | None = None
@@ -82,6 +99,18 @@ class JobConfig(_Strict):
     sink: SinkConnection = SinkConnection()
     source_names: tuple[str, ...] = ()
     """All configured sources, used when `apply.sources` is empty."""
+    zookeeper_hosts: str | None = None
+    zookeeper_root: str = "/rowbus"
+
+    @property
+    def shard_tables(self) -> list[tuple[str, str, str]]:
+        """`apply.shard_ddl.tables` as (source, schema, table)."""
+        found = []
+        for text in self.apply.shard_ddl.tables:
+            source, _, qualified = text.partition("/")
+            schema, _, table = qualified.partition(".")
+            found.append((source, schema, table))
+        return found
 
     @property
     def sources(self) -> tuple[str, ...]:
