@@ -334,9 +334,8 @@ class Demo:
             self._check_alive()
             last = verify(self.settings, schemas=["demo_*"])
             missing = sum(d.source_rows - d.target_rows for d in last)
-            self.say(
-                f"sink behind by {missing:,} row(s) in {sum(not d.equal for d in last)} table(s)"
-            )
+            differing = sum(not d.equal for d in last)
+            self.say(f"sink: {missing:,} row(s) still missing, {differing} table(s) differ")
             return all(d.equal for d in last)
 
         try:
