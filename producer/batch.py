@@ -11,7 +11,7 @@ no wanted table, takes one tick of the hybrid clock, so the watermark written at
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from producer.assembler import DdlItem, RowItem, Transaction
 from protocol.codec import Encoding, encode
@@ -33,6 +33,15 @@ from protocol.topics import data_topic, schema_key
 
 OutRecord = tuple[str, int | None, bytes | None, bytes, list[tuple[str, bytes]]]
 """(topic, partition or None for the client's partitioner, key, value, headers)."""
+
+
+@dataclass
+class _PendingDdl:
+    """A DDL whose records wait in the batch for its schema after the statement."""
+
+    item: DdlItem
+    ddl: DdlChange
+    slots: list[tuple[int, str, int | None, bytes | None]]
 
 
 @dataclass(frozen=True)
@@ -92,6 +101,7 @@ class Batcher:
         self._topic_cache: dict[tuple[str, str], tuple[str, Partitioner]] = {}
         self.topics: dict[str, int] = {}
         self.batch = Batch()
+        self._pending: dict[tuple[str, str], list[_PendingDdl]] = {}
 
     # ---- topics -----------------------------------------------------------------------------
 
@@ -179,6 +189,8 @@ class Batcher:
         self, item: RowItem, op: Op, before: object, after: object, ts: int, ref: TxnRef
     ) -> None:
         table = item.table
+        if self._pending:
+            self._resolve_ddls(table.schema, table.table, table)
         sid = table.schema_id
         if sid not in self.published_schemas:
             self._emit(
@@ -200,23 +212,50 @@ class Batcher:
         self.batch.stats.rows += 1
 
     def _add_ddl(self, item: DdlItem, ts: int, ref: TxnRef) -> None:
+        """A DDL to every partition. Its schema after the statement is taken from the binlog:
+        the table map of the table's next row in this batch; when none comes before the flush
+        (or another DDL of the table comes first), from the live server (`ddl_schema`)."""
         target = item.target
         schema = target.schema if target else item.schema
         table = target.table if target else None
-        after = None if target is None or target.dropped else self._ddl_schema(item)
         ddl = DdlChange(
             source=self.source,
             ts=ts,
             schema=schema,
             table=table,
             statement=item.statement,
-            table_schema=after,
+            table_schema=None,
             position=item.position,
             txn=ref,
         )
         topic, partitioner = self.topic_for(schema, table)
-        for key, partition in partitioner.route(ddl):
-            self._emit(topic, partition, key, ddl)
+        routes = partitioner.route(ddl)
+        if target is None or target.dropped or table is None:
+            for key, partition in routes:
+                self._emit(topic, partition, key, ddl)
+            return
+        records = self.batch.records
+        slots: list[tuple[int, str, int | None, bytes | None]] = []
+        for key, partition in routes:
+            slots.append((len(records), topic, partition, key))
+            records.append((topic, partition, key, b"", []))
+        self._pending.setdefault((schema, table), []).append(_PendingDdl(item, ddl, slots))
+
+    def _fill(self, pending: _PendingDdl, after: TableSchema | None) -> None:
+        value, headers = encode(replace(pending.ddl, table_schema=after), self._encoding)
+        records = self.batch.records
+        for index, topic, partition, key in pending.slots:
+            records[index] = (topic, partition, key, value, list(headers))
+            self.batch.stats.bytes += len(value)
+
+    def _resolve_ddls(self, schema: str, table: str, after: TableSchema | None) -> None:
+        waiting = self._pending.pop((schema, table), None)
+        if not waiting:
+            return
+        *earlier, last = waiting
+        for pending in earlier:
+            self._fill(pending, self._ddl_schema(pending.item))
+        self._fill(last, after if after is not None else self._ddl_schema(last.item))
 
     # ---- watermarks -------------------------------------------------------------------------
 
@@ -265,5 +304,7 @@ class Batcher:
 
     def take(self) -> Batch:
         """The open batch, replaced by an empty one."""
+        for schema, table in list(self._pending):
+            self._resolve_ddls(schema, table, None)
         batch, self.batch = self.batch, Batch()
         return batch

@@ -43,13 +43,30 @@ def translate_kafka_error(err: KafkaError | None, what: str) -> PublishError:
     return PublishError(text, name, retryable=retryable and not err.fatal())
 
 
+def _kafka_cause(exc: BaseException) -> KafkaException | None:
+    """The KafkaException behind `exc`: confluent-kafka raises SystemError ("returned a result
+    with an exception set") from flush/poll when a fatal error (e.g. fencing) is pending while a
+    delivery callback runs, with the KafkaException as its cause."""
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None:
+            return None
+        if isinstance(seen, KafkaException):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 @contextmanager
 def kafka_errors(what: str) -> Iterator[None]:
-    """Translate KafkaException raised inside the block."""
+    """Translate KafkaException (also when wrapped in a SystemError) raised inside the block."""
     try:
         yield
-    except KafkaException as exc:
-        err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+    except (KafkaException, SystemError) as exc:
+        cause = _kafka_cause(exc)
+        if cause is None:
+            raise
+        err = cause.args[0] if cause.args and isinstance(cause.args[0], KafkaError) else None
         raise translate_kafka_error(err, what) from exc
 
 
@@ -71,8 +88,27 @@ class KafkaPublisher:
         self._producer: Producer | None = None
         self._admin: AdminClient | None = None
         self._errors: list[tuple[str, KafkaError]] = []
+        self._fatal: KafkaError | None = None
         self._offsets: dict[tuple[str, int], int] = {}
         self._in_txn = False
+
+    def _on_error(self, err: KafkaError) -> None:
+        # librdkafka's error callback: remember a fatal error (fencing among them), so a failure
+        # that confluent-kafka reports without its cause can still be named.
+        if err.fatal():
+            self._fatal = err
+
+    @contextmanager
+    def _guard(self, what: str) -> Iterator[None]:
+        """`kafka_errors`, plus: a bare SystemError from confluent-kafka (it loses the cause
+        after a fatal error) becomes the fatal error recorded by the error callback."""
+        try:
+            with kafka_errors(what):
+                yield
+        except SystemError as exc:
+            if self._fatal is None:
+                raise PublishError(f"{what}: the Kafka client failed ({exc})") from exc
+            raise translate_kafka_error(self._fatal, what) from exc
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
@@ -89,6 +125,7 @@ class KafkaPublisher:
             "queue.buffering.max.kbytes": 1_048_576,
             "batch.num.messages": 10_000,
             "partitioner": "murmur2_random",
+            "error_cb": self._on_error,
         }
         with kafka_errors(f"creating producer {self.transactional_id}"):
             self._producer = Producer(config)
@@ -97,7 +134,7 @@ class KafkaPublisher:
     def start(self) -> None:
         """`prepare`, then ``init_transactions``: fences older producers of this id."""
         self.prepare()
-        with kafka_errors(f"initialising transactions of {self.transactional_id}"):
+        with self._guard(f"initialising transactions of {self.transactional_id}"):
             self.producer.init_transactions(self._timeout)
 
     def close(self) -> None:
@@ -106,7 +143,7 @@ class KafkaPublisher:
                 self.abort()
             try:
                 self._producer.flush(5)
-            except KafkaException as exc:
+            except (KafkaException, SystemError) as exc:
                 log.debug("flush on close: %s", exc)
             self._producer = None
 
@@ -157,7 +194,7 @@ class KafkaPublisher:
     def begin(self) -> None:
         self._errors.clear()
         self._offsets.clear()
-        with kafka_errors("begin transaction"):
+        with self._guard("begin transaction"):
             self.producer.begin_transaction()
         self._in_txn = True
 
@@ -195,9 +232,11 @@ class KafkaPublisher:
                         )
                     break
                 except BufferError:
-                    producer.poll(0.05)
-                except KafkaException as exc:
-                    err = exc.args[0] if exc.args else None
+                    with self._guard(f"producing to {topic}"):
+                        producer.poll(0.05)
+                except (KafkaException, SystemError) as exc:
+                    cause = _kafka_cause(exc)
+                    err = cause.args[0] if cause is not None and cause.args else self._fatal
                     raise translate_kafka_error(
                         err if isinstance(err, KafkaError) else None, f"producing to {topic}"
                     ) from exc
@@ -205,11 +244,12 @@ class KafkaPublisher:
                 raise PublishError(f"the producer queue stayed full while producing to {topic}")
             if self._errors:
                 self._raise_delivery_errors()
-        producer.poll(0)
+        with self._guard("polling delivery reports"):
+            producer.poll(0)
 
     def flush(self) -> dict[tuple[str, int], int]:
         """Wait for every record; PublishError if any failed. The next offsets per partition."""
-        with kafka_errors("flush"):
+        with self._guard("flush"):
             remaining = self.producer.flush(self._timeout)
         if remaining:
             raise PublishError(f"{remaining} records still undelivered after {self._timeout:.0f}s")
@@ -222,7 +262,7 @@ class KafkaPublisher:
         raise translate_kafka_error(err, f"delivery to {where} ({len(self._errors)} failed)")
 
     def commit(self) -> None:
-        with kafka_errors("commit transaction"):
+        with self._guard("commit transaction"):
             self.producer.commit_transaction(self._timeout)
         self._in_txn = False
         if self._errors:  # pragma: no cover - commit fails first in practice
@@ -232,7 +272,7 @@ class KafkaPublisher:
         self._in_txn = False
         try:
             self.producer.abort_transaction(self._timeout)
-        except KafkaException as exc:
+        except (KafkaException, SystemError) as exc:
             log.warning(
                 "aborting the Kafka transaction of %s failed: %s", self.transactional_id, exc
             )

@@ -85,6 +85,10 @@ def test_kill_9_under_load_delivers_every_change_exactly_once(
     data = TopicReader(setup.services, setup.data_topic)
     wait_for(lambda: data.poll() == set(data.partitions), timeout=30, what="the end of the data")
     rows = [r for _, _, _, r in data.records if isinstance(r, RowChange)]
+    # Across every restart the clock, restored from the checkpoint, never went back.
+    for partition in data.partitions:
+        stamps = [r.ts for p, _, _, r in data.records if p == partition and hasattr(r, "ts")]
+        assert stamps == sorted(stamps), f"ts went back on partition {partition}"
     data.close()
     checkpoints.close()
 

@@ -51,7 +51,7 @@ def txn(*changes: RowItem | DdlItem, commit: int = 1_700_000_000) -> Transaction
 
 
 def decoded(b: Batcher) -> list[tuple[str, int | None, object]]:
-    return [(t, p, decode(v, h)) for t, p, _, v, h in b.batch.records]
+    return [(t, p, decode(v, h)) for t, p, _, v, h in b.take().records]
 
 
 def test_schema_record_precedes_first_row_and_only_once() -> None:
@@ -71,6 +71,7 @@ def test_schema_record_precedes_first_row_and_only_once() -> None:
 def test_update_that_moves_the_key_becomes_delete_then_insert() -> None:
     b = batcher()
     b.add(txn(RowItem(Op.UPDATE, T, (1, "a", None), (2, "a", None), POS)), now=0.0)
+    assert b.batch.stats.rows == 2
     rows = [r for _, _, r in decoded(b) if isinstance(r, RowChange)]
     assert [r.op for r in rows] == [Op.DELETE, Op.INSERT]
     assert [(r.txn.index, r.txn.count) for r in rows] == [(0, 2), (1, 2)]
@@ -158,3 +159,14 @@ def test_update_keeping_its_key_stays_an_update() -> None:
     b.add(txn(RowItem(Op.UPDATE, T, (1, "a", None), (1, "b", None), POS)), now=0.0)
     rows = [r for _, _, r in decoded(b) if isinstance(r, RowChange)]
     assert [r.op for r in rows] == [Op.UPDATE]
+
+
+def test_ddl_schema_comes_from_the_next_table_map_of_its_table() -> None:
+    later = TableSchema("db", "t", (*T.columns, ColumnSchema("x", "int")), ("id",))
+    b = batcher()  # its live lookup answers T: it must not be used here
+    stmt = "ALTER TABLE t ADD x INT"
+    b.add(txn(DdlItem(stmt, "db", parse_ddl(stmt, "db"), POS)), now=0.0)
+    b.add(txn(RowItem(Op.INSERT, later, None, (1, "a", None, 5), POS)), now=0.0)
+    ddls = [r for _, _, r in decoded(b) if isinstance(r, DdlChange)]
+    assert len(ddls) == 4
+    assert {d.table_schema for d in ddls} == {later}
