@@ -46,7 +46,8 @@ def _q(schema: str, table: str) -> str:
     return f"`{schema}`.`{table}`"
 
 
-def _w1_row(rng: random.Random, key: int) -> tuple[Any, ...]:
+def w1_row(rng: random.Random, key: int) -> tuple[Any, ...]:
+    """One W1 row as the Python values a reader decodes (see protocol.values)."""
     return (
         key,
         rng.randint(-(2**31), 2**31 - 1),
@@ -81,7 +82,7 @@ class W1:
             cur.execute(W1_DDL.format(name=_q(self.schema, self.table)))
 
     def step(self, conn: Conn) -> int:
-        rows = [_w1_row(self.rng, self.next_key + i) for i in range(self.rows_per_txn)]
+        rows = [w1_row(self.rng, self.next_key + i) for i in range(self.rows_per_txn)]
         self.next_key += self.rows_per_txn
         with conn.cursor() as cur:
             cur.executemany(

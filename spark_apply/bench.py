@@ -21,12 +21,10 @@ This tool drives the whole platform, so unlike the job it borrows from the appli
 
 from __future__ import annotations
 
-import datetime as dt
 import random
 import threading
 import time
 import uuid
-from decimal import Decimal
 from typing import Any
 
 from protocol.codec import encode, kind_name
@@ -41,6 +39,7 @@ from protocol.events import (
 )
 from protocol.hlc import HybridClock
 from protocol.partition import encode_key, java_partition
+from rowbus.workloads import w1_row
 
 W1_COLUMNS = (
     ColumnSchema(name="id", type="bigint", nullable=False),
@@ -64,22 +63,6 @@ def w1_table(schema: str) -> TableSchema:
     return TableSchema(schema, "w1", W1_COLUMNS, ("id",))
 
 
-def w1_values(rng: random.Random, key: int) -> tuple[Any, ...]:
-    """One W1 row, with the Python types a reader decodes (see protocol.values)."""
-    return (
-        key,
-        rng.randint(-(2**31), 2**31 - 1),
-        rng.randint(-(2**62), 2**62),
-        f"name-{key}-{rng.randint(0, 10**9)}",
-        Decimal(rng.randint(-(10**11), 10**11)) / 100,
-        dt.datetime(2020, 1, 1) + dt.timedelta(microseconds=rng.randint(0, 10**14)),
-        rng.random() * 1e6,
-        rng.randint(-128, 127),
-        "text " * rng.randint(0, 8),
-        dt.date(2000, 1, 1) + dt.timedelta(days=rng.randint(0, 10_000)),
-    )
-
-
 def w1_records(
     source: str, table: TableSchema, rows: int, partitions: int, per_txn: int = 100, seed: int = 1
 ) -> list[tuple[int, bytes | None, Any]]:
@@ -95,7 +78,7 @@ def w1_records(
         gtid = f"0-1-{first}"
         for i in range(n):
             position += 1
-            values = w1_values(rng, first + i)
+            values = w1_row(rng, first + i)
             ev = RowChange(
                 source=source,
                 ts=ts,
