@@ -241,6 +241,13 @@ class Reader:
         try:
             # Publish at once: a takeover is visible (new epoch) and a zombie is found out early.
             self._commit(term, heartbeat=False)
+            log.info(
+                "%s took over %s at binlog %s (epoch %d)",
+                self.reader_id,
+                self.source.name,
+                term.resume,
+                term.epoch,
+            )
             self._tail(term, stop)
             if not self.leadership.lost:
                 self._commit(term, heartbeat=False)  # the final Resolved of a graceful stop

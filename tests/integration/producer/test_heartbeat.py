@@ -16,7 +16,7 @@ def test_idle_source_advances_watermark_every_second(reader_setup: ReaderSetup) 
         data = TopicReader(setup.services, setup.data_topic)
         data.until(
             lambda rs: sum(isinstance(r, Heartbeat) for r in rs) >= 4 * len(data.partitions),
-            timeout=20,
+            timeout=40,
             what="four heartbeats on every partition",
         )
         now_ms = int(time.time() * 1000)

@@ -59,7 +59,7 @@ def test_every_type_round_trips_and_images_follow_alter_table(reader_setup: Read
         cur.execute(TABLE)
         with reader_thread(setup):
             data = TopicReader(setup.services, setup.data_topic)
-            data.until(lambda rs: any(isinstance(r, Resolved) for r in rs), 30, "a first Resolved")
+            data.until(lambda rs: any(isinstance(r, Resolved) for r in rs), 60, "a first Resolved")
             cur.execute(ROW)
             cur.execute("INSERT INTO t (id) VALUES (1)")
             cur.execute("UPDATE t SET vc = 'changed' WHERE id = 1")
@@ -69,7 +69,7 @@ def test_every_type_round_trips_and_images_follow_alter_table(reader_setup: Read
             cur.execute("DELETE FROM t WHERE id = 1")
             records = data.until(
                 lambda rs: sum(isinstance(r, RowChange) for r in rs) >= 5,
-                30,
+                60,
                 "five row changes",
             )
             data.close()
