@@ -72,6 +72,10 @@ class Batch:
     last_commit_time: int = 0
 
 
+DDL_SCHEMA_WAIT_S = 5.0
+"""How long an open batch waits for the next row of a table a DDL changed (its after-schema)."""
+
+
 class Batcher:
     """Builds batches for one source. `topics` gives a data topic's partition count
     (creating it if needed); `ddl_schema` the table schema after a DDL."""
@@ -102,6 +106,7 @@ class Batcher:
         self.topics: dict[str, int] = {}
         self.batch = Batch()
         self._pending: dict[tuple[str, str], list[_PendingDdl]] = {}
+        self._pending_since = 0.0
 
     # ---- topics -----------------------------------------------------------------------------
 
@@ -128,6 +133,8 @@ class Batcher:
         batch = self.batch
         if batch.started is None:
             batch.started = now
+        if not self._pending:
+            self._pending_since = now
         batch.end = txn.end
         batch.last_commit_time = txn.commit_time
         batch.stats.transactions += 1
@@ -213,8 +220,9 @@ class Batcher:
 
     def _add_ddl(self, item: DdlItem, ts: int, ref: TxnRef) -> None:
         """A DDL to every partition. Its schema after the statement is taken from the binlog:
-        the table map of the table's next row in this batch; when none comes before the flush
-        (or another DDL of the table comes first), from the live server (`ddl_schema`)."""
+        the table map of the table's next row, for which the batch waits up to
+        `DDL_SCHEMA_WAIT_S`; when none comes by then, from the live server (`ddl_schema`); when
+        another DDL of the table comes first, none (the schema in between is not knowable)."""
         target = item.target
         schema = target.schema if target else item.schema
         table = target.table if target else None
@@ -254,7 +262,10 @@ class Batcher:
             return
         *earlier, last = waiting
         for pending in earlier:
-            self._fill(pending, self._ddl_schema(pending.item))
+            # Another DDL of the table followed before any row: the schema between the two
+            # never shows in the binlog, and the live server may already be past both.
+            # No schema is honest; a wrong one would mislead every consumer.
+            self._fill(pending, None)
         self._fill(last, after if after is not None else self._ddl_schema(last.item))
 
     # ---- watermarks -------------------------------------------------------------------------
@@ -295,11 +306,12 @@ class Batcher:
             return False
         stats = batch.stats
         if stats.events:
-            return (
-                stats.events >= self.policy.rows
-                or stats.bytes >= self.policy.bytes
-                or now - batch.started >= self.policy.interval_s
-            )
+            full = stats.events >= self.policy.rows or stats.bytes >= self.policy.bytes
+            if self._pending and not full and now - self._pending_since < DDL_SCHEMA_WAIT_S:
+                # A DDL's schema comes from the next table map of its table; flushing before
+                # it arrives would fall back to the live server, which may be further ahead.
+                return False
+            return full or now - batch.started >= self.policy.interval_s
         return now - batch.started >= self.policy.idle_interval_s
 
     def take(self) -> Batch:

@@ -170,3 +170,30 @@ def test_ddl_schema_comes_from_the_next_table_map_of_its_table() -> None:
     ddls = [r for _, _, r in decoded(b) if isinstance(r, DdlChange)]
     assert len(ddls) == 4
     assert {d.table_schema for d in ddls} == {later}
+
+
+def test_a_pending_ddl_holds_the_flush_until_its_table_shows_its_schema() -> None:
+    from producer.batch import DDL_SCHEMA_WAIT_S
+
+    later = TableSchema("db", "t", (*T.columns, ColumnSchema("x", "int")), ("id",))
+    b = batcher(FlushPolicy(rows=1000, bytes=10**9, interval_s=0.2, idle_interval_s=1.0))
+    stmt = "ALTER TABLE t ADD x INT"
+    b.add(txn(DdlItem(stmt, "db", parse_ddl(stmt, "db"), POS)), now=0.0)
+    assert not b.due(1.0)  # past the interval, but the DDL's schema is not known yet
+    assert b.due(DDL_SCHEMA_WAIT_S)  # bounded: then the live server answers
+    b.add(txn(RowItem(Op.INSERT, later, None, (1, "a", None, 5), POS)), now=1.0)
+    assert b.due(1.0)  # resolved by the row's table map
+    ddls = [r for _, _, r in decoded(b) if isinstance(r, DdlChange)]
+    assert {d.table_schema for d in ddls} == {later}
+
+
+def test_a_ddl_followed_by_another_ddl_of_its_table_carries_no_schema() -> None:
+    final = TableSchema("db", "t", (T.columns[0], ColumnSchema("x", "int")), ("id",))
+    b = batcher()  # its live lookup answers T, which is neither DDL's schema: never used here
+    first, second = "ALTER TABLE t ADD x INT", "ALTER TABLE t DROP v, DROP ts"
+    b.add(txn(DdlItem(first, "db", parse_ddl(first, "db"), POS)), now=0.0)
+    b.add(txn(DdlItem(second, "db", parse_ddl(second, "db"), POS)), now=0.0)
+    b.add(txn(RowItem(Op.INSERT, final, None, (1, 5), POS)), now=0.0)
+    ddls = [r for _, _, r in decoded(b) if isinstance(r, DdlChange)]
+    assert {d.table_schema for d in ddls if d.statement == first} == {None}
+    assert {d.table_schema for d in ddls if d.statement == second} == {final}
