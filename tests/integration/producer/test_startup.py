@@ -15,6 +15,7 @@ from producer.reader import derived_server_id
 from producer.server import SourceServer
 from producer.settings import SourceConnection
 from protocol.events import BinlogPosition
+from rowbus.waiting import wait_for
 from tests.conftest import connect
 from tests.integration.producer.helpers import ReaderSetup
 
@@ -63,8 +64,13 @@ def test_start_positions_are_transaction_boundaries(reader_setup: ReaderSetup) -
         gtid = str(cur.fetchone()[0])  # type: ignore[index]
         cur.execute("SHOW MASTER STATUS")
         file, pos = cur.fetchone()[:2]  # type: ignore[index]
-        time.sleep(1.1)  # binlog timestamps have 1 s resolution  # noqa: RUF100
-        after = int(time.time())
+        # Binlog timestamps have 1 s resolution: the next insert must fall in a later second.
+        first_second = int(time.time())
+        after = wait_for(
+            lambda: int(time.time()) if int(time.time()) > first_second else None,
+            timeout=3,
+            what="the next wall-clock second",
+        )
         cur.execute("INSERT INTO s VALUES (2)")
     with SourceServer(setup.source_connection()) as server:
         at_gtid = server.locate(parse_start(f"gtid:{gtid}"), sid)
