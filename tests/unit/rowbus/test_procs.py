@@ -8,7 +8,9 @@ from rowbus.local.procs import ProcessRecord, is_ours, launch, port_is_free, sto
 
 def test_a_record_is_ours_only_while_alive_and_with_its_marker(tmp_path):
     marker = str(tmp_path / "marker-dir")
-    pid = launch([sys.executable, "-c", "import time; time.sleep(60)", marker], tmp_path / "p.log")
+    pid = launch(
+        [sys.executable, "-c", "import signal; signal.pause()", marker], tmp_path / "p.log"
+    )
     record = ProcessRecord("p", pid, marker, "-")
     assert is_ours(record)
     assert not is_ours(ProcessRecord("p", pid, str(tmp_path / "other"), "-"))
@@ -20,7 +22,7 @@ def test_a_record_is_ours_only_while_alive_and_with_its_marker(tmp_path):
 
 def test_stop_escalates_to_kill_when_the_signal_is_ignored(tmp_path):
     marker = str(tmp_path / "stubborn")
-    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+    code = "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); signal.pause()"
     pid = launch([sys.executable, "-c", code, marker], tmp_path / "s.log")
     record = ProcessRecord("s", pid, marker, "-")
     stop(record, signal.SIGTERM, grace=0.5)
