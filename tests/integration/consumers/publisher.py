@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Sequence
 
 from confluent_kafka import Producer
 
@@ -81,3 +82,20 @@ def publish_schema(services: Settings, topic: str) -> None:
     value, headers = encode(SchemaRecord.of(TABLE, "test", compose(T0_MS)))
     producer.produce(topic, value, headers=headers)
     assert producer.flush(15) == 0
+
+
+def publish_in_background(
+    services: Settings, sources: Sequence[str], total: int
+) -> threading.Thread:
+    """Publish transactions 0..total-1 of every source, interleaved 10 at a time, from a
+    started thread (the caller joins it)."""
+    publishers = [TestPublisher(services, s, rank) for rank, s in enumerate(sources)]
+
+    def publish() -> None:
+        for start in range(0, total, 10):
+            for p in publishers:
+                p.publish(range(start, start + 10))
+
+    writer = threading.Thread(target=publish)
+    writer.start()
+    return writer

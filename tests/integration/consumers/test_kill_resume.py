@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ from consumers.stores import (
 from rowbus.config import Settings
 from rowbus.waiting import wait_for
 from tests.conftest import connect
-from tests.integration.consumers.publisher import TestPublisher
+from tests.integration.consumers.publisher import publish_in_background
 from tests.integration.consumers.test_subscriber import reference
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -95,15 +94,7 @@ def test_subscriber_resumes_after_kill_9_within_its_stores_guarantee(
         with store() as s:
             return s.load()
 
-    publishers = [TestPublisher(services, s, rank) for rank, s in enumerate(sources)]
-
-    def publish() -> None:
-        for start in range(0, TOTAL, 10):
-            for p in publishers:
-                p.publish(range(start, start + 10))
-
-    writer = threading.Thread(target=publish)
-    writer.start()
+    writer = publish_in_background(services, sources, TOTAL)
     first_out = tmp_path / "first.jsonl"
     first = subscriber(first_out)
     try:

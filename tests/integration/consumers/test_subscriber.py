@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from consumers.subscriber import Subscriber
 from consumers.transaction import Transaction
 from rowbus.config import Settings
 from rowbus.waiting import wait_for
-from tests.integration.consumers.publisher import TestPublisher, txn_events
+from tests.integration.consumers.publisher import TestPublisher, publish_in_background, txn_events
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -94,15 +93,7 @@ def test_tail_resumes_after_kill_9_without_loss_or_duplicate_beyond_its_checkpoi
                 stdout=f,
             )
 
-    publishers = [TestPublisher(services, s, rank) for rank, s in enumerate(sources)]
-
-    def publish() -> None:
-        for start in range(0, total, 10):
-            for p in publishers:
-                p.publish(range(start, start + 10))
-
-    writer = threading.Thread(target=publish)
-    writer.start()
+    writer = publish_in_background(services, sources, total)
     first_out = tmp_path / "first.jsonl"
     first = tail(first_out)
     try:
