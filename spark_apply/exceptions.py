@@ -5,7 +5,9 @@ RowbusError
     ├── BadEventError          one event cannot be applied (type mismatch, missing target
     │                          table or column, bad routing); names its position and reason
     ├── CheckpointConflictError the sink's checkpoint is not the one this batch builds on
-    └── SinkUnavailableError   the sink cannot be reached (retryable)
+    ├── SinkUnavailableError   the sink cannot be reached (retryable)
+    └── TransactionConflictError the sink rolled a transaction back: deadlock or lock wait
+                               timeout (retryable; the sink retries it itself first)
 """
 
 from __future__ import annotations
@@ -33,6 +35,13 @@ class CheckpointConflictError(ApplyError):
 
 class SinkUnavailableError(ApplyError):
     """The sink database cannot be reached."""
+
+    retryable = True
+
+
+class TransactionConflictError(ApplyError):
+    """The sink rolled the transaction back (InnoDB deadlock 1213, lock wait timeout 1205); the
+    whole transaction may run again."""
 
     retryable = True
 

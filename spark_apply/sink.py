@@ -30,7 +30,7 @@ import json
 import logging
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +54,7 @@ from spark_apply.exceptions import (
     CheckpointConflictError,
     RoutingError,
     SinkUnavailableError,
+    TransactionConflictError,
 )
 from spark_apply.planner import Envelope, Plan, PlannerState, Step
 from spark_apply.routing import Router, Target, quote
@@ -62,6 +63,8 @@ from spark_apply.settings import SinkConnection
 log = logging.getLogger(__name__)
 
 _UNAVAILABLE = (2003, 2006, 2013, 2055)
+_ROLLED_BACK = (1205, 1213)  # lock wait timeout, deadlock: run the transaction again
+CONFLICT_ATTEMPTS = 5
 _CREATE_TABLE = re.compile(r"\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMPORARY\s+)?TABLE\b", re.I)
 
 
@@ -82,6 +85,8 @@ def db_errors(what: str) -> Iterator[None]:
         code = exc.args[0] if exc.args else None
         if code in _UNAVAILABLE:
             raise SinkUnavailableError(f"{what}: sink unavailable ({code}: {exc})") from exc
+        if code in _ROLLED_BACK:
+            raise TransactionConflictError(f"{what}: {exc}") from exc
         raise ApplyError(f"{what}: {exc}") from exc
     except pymysql.err.MySQLError as exc:
         raise ApplyError(f"{what}: {exc}") from exc
@@ -269,12 +274,16 @@ class MySQLSink:
         if self._parallelism == 1:
             conn = self._conns[0]
             tables = shards.get(0, {})
-            self._write(conn, tables, step)
-            self._checkpoint(conn, checkpoint, 0, sum(len(t) for t in tables.values()))
-            self._advance(conn, head, new_head)
-            if final:
-                self._save_state(conn, batch_id, plan.state)
-            self._commit(conn)
+
+            def whole() -> None:
+                self._write(conn, tables, step)
+                self._checkpoint(conn, checkpoint, 0, sum(len(t) for t in tables.values()))
+                self._advance(conn, head, new_head)
+                if final:
+                    self._save_state(conn, batch_id, plan.state)
+                self._commit(conn)
+
+            _retry_conflicts(conn, whole, f"batch {batch_id} step {index}")
             return len(step.rows)
         done = self._done_shards(batch_id, index)
         assert self._pool is not None
@@ -302,9 +311,12 @@ class MySQLSink:
         checkpoint: tuple[Any, ...],
         shard: int,
     ) -> None:
-        self._write(conn, tables, step)
-        self._checkpoint(conn, checkpoint, shard, sum(len(t) for t in tables.values()))
-        self._commit(conn)
+        def whole() -> None:
+            self._write(conn, tables, step)
+            self._checkpoint(conn, checkpoint, shard, sum(len(t) for t in tables.values()))
+            self._commit(conn)
+
+        _retry_conflicts(conn, whole, f"batch {checkpoint[0]} step {checkpoint[1]} shard {shard}")
 
     def _shard_of(self, target: Target, key: tuple[Value, ...]) -> int:
         return zlib.crc32(repr((target.schema, target.table, key)).encode()) % self._parallelism
@@ -397,6 +409,8 @@ class MySQLSink:
             code = exc.args[0] if exc.args else None
             if code in _UNAVAILABLE:
                 raise SinkUnavailableError(f"writing rows: {exc}") from exc
+            if code in _ROLLED_BACK:
+                raise TransactionConflictError(f"writing rows: {exc}") from exc
             raise self._diagnose(conn, tables, exc) from exc
 
     def _diagnose(
@@ -483,6 +497,21 @@ class MySQLSink:
             rows = cur.fetchall()
         conn.commit()
         return tuple(r[0] for r in rows) or None
+
+
+def _retry_conflicts(conn: Connection[Any], transaction: Callable[[], None], what: str) -> None:
+    """Run `transaction` (which ends with its commit), again from the start when the sink rolls
+    it back for a deadlock or lock wait timeout: shards of parallel mode touch the same tables
+    and the checkpoint table, so InnoDB may pick one of them as a deadlock victim."""
+    for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+        try:
+            transaction()
+            return
+        except TransactionConflictError as exc:
+            conn.rollback()
+            if attempt == CONFLICT_ATTEMPTS:
+                raise
+            log.warning("%s: %s; running it again (attempt %d)", what, exc, attempt + 1)
 
 
 def _zero(target: Target, key: tuple[Value, ...]) -> int:
