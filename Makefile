@@ -43,7 +43,7 @@ status: setup
 	$(BIN)/rowbus local status
 
 proto: setup
-	$(BIN)/python -m protocol.regenerate
+	$(BIN)/python -m rowbus.protocol.regenerate
 
 clean: down
 	rm -rf .rowbus .rowbus-test

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from consumers.exceptions import CheckpointError
-from consumers.positions import Floor
+from rowbus.consumers.exceptions import CheckpointError
+from rowbus.consumers.positions import Floor
 
 TopicPartition: TypeAlias = tuple[str, int]
 Lane: TypeAlias = tuple[str, int, str]

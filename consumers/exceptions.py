@@ -2,7 +2,7 @@
 
 ::
 
-    RowbusError                      (protocol.errors)
+    RowbusError                      (rowbus.protocol.errors)
     └── SubscriberError              the subscriber cannot go on
         ├── CheckpointError          a checkpoint cannot be loaded or saved, or would move backwards
         ├── StartPositionError       a start position (timestamp, GTID, binlog position) cannot
@@ -19,7 +19,7 @@ Foreign errors (KafkaException, kazoo, pymysql) are translated where they are ra
 
 from __future__ import annotations
 
-from protocol.errors import RowbusError
+from rowbus.protocol.errors import RowbusError
 
 
 class SubscriberError(RowbusError):

@@ -11,11 +11,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-from consumers.checkpoint import TopicPartition
-from consumers.exceptions import KafkaClientError
-from protocol.codec import decode
-from protocol.errors import ProtocolError
-from protocol.events import Record
+from rowbus.consumers.checkpoint import TopicPartition
+from rowbus.consumers.exceptions import KafkaClientError
+from rowbus.protocol.codec import decode
+from rowbus.protocol.errors import ProtocolError
+from rowbus.protocol.events import Record
 
 
 class Message(Protocol):

@@ -35,13 +35,13 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TypeAlias
 
-from consumers.checkpoint import Checkpoint, Lane, TopicPartition
-from consumers.positions import Floor, PosKey, event_key
-from consumers.snapshot import MergerSnapshot
-from consumers.spill import DataEvent, SpillStore
-from consumers.trail import CheckpointTrail, Step
-from consumers.transaction import KafkaPosition, Run, Transaction, TransactionEvents
-from protocol.events import DdlChange, Event, Heartbeat, Resolved, RowChange
+from rowbus.consumers.checkpoint import Checkpoint, Lane, TopicPartition
+from rowbus.consumers.positions import Floor, PosKey, event_key
+from rowbus.consumers.snapshot import MergerSnapshot
+from rowbus.consumers.spill import DataEvent, SpillStore
+from rowbus.consumers.trail import CheckpointTrail, Step
+from rowbus.consumers.transaction import KafkaPosition, Run, Transaction, TransactionEvents
+from rowbus.protocol.events import DdlChange, Event, Heartbeat, Resolved, RowChange
 
 log = logging.getLogger(__name__)
 

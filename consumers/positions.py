@@ -11,10 +11,10 @@ import re
 from dataclasses import dataclass, replace
 from typing import TypeAlias
 
-from protocol.events import BinlogPosition, DdlChange, RowChange, order_key
+from rowbus.protocol.events import BinlogPosition, DdlChange, RowChange, order_key
 
 PosKey: TypeAlias = tuple[int, str, int, int]
-"""`protocol.order_key`: (binlog file number, file name, offset, index in transaction)."""
+"""`rowbus.protocol.order_key`: (binlog file number, file name, offset, index in transaction)."""
 
 _MARIADB_GTID = re.compile(r"^(\d+)-(\d+)-(\d+)$")
 _MYSQL_GTID = re.compile(r"^([0-9a-fA-F-]{36}):(\d+)$")

@@ -12,12 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from consumers.checkpoint import Lane, TopicPartition, floor_from_json, floor_to_json
-from consumers.exceptions import SubscriberError
-from consumers.positions import Floor, PosKey
-from consumers.spill import DataEvent
-from protocol.codec import Encoding, decode, encode
-from protocol.errors import ProtocolError
+from rowbus.consumers.checkpoint import Lane, TopicPartition, floor_from_json, floor_to_json
+from rowbus.consumers.exceptions import SubscriberError
+from rowbus.consumers.positions import Floor, PosKey
+from rowbus.consumers.spill import DataEvent
+from rowbus.protocol.codec import Encoding, decode, encode
+from rowbus.protocol.errors import ProtocolError
 
 
 @dataclass(frozen=True)

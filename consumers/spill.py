@@ -4,7 +4,7 @@ The merger moves the in-memory part of its largest buffered runs here when it ho
 than its limit, so a huge transaction (or a long stall behind a silent source) costs disk, not
 memory. A `Chunk` names one written slice; a segment file is deleted once no chunk in it is
 referenced any more. Each record is ``>qI`` (Kafka offset, value length) then the value, the
-record encoded with `protocol.codec` (protobuf), so the format is the protocol's own.
+record encoded with `rowbus.protocol.codec` (protobuf), so the format is the protocol's own.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from consumers.exceptions import SubscriberError
-from protocol.codec import decode, encode
-from protocol.events import DdlChange, RowChange
+from rowbus.consumers.exceptions import SubscriberError
+from rowbus.protocol.codec import decode, encode
+from rowbus.protocol.events import DdlChange, RowChange
 
 log = logging.getLogger(__name__)
 

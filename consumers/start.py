@@ -14,11 +14,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from consumers.checkpoint import TopicPartition
-from consumers.exceptions import StartPositionError
-from consumers.positions import Floor, parse_gtid, parse_gtid_set, position_key
-from protocol.events import BinlogPosition, ReaderCheckpoint
-from protocol.hlc import compose
+from rowbus.consumers.checkpoint import TopicPartition
+from rowbus.consumers.exceptions import StartPositionError
+from rowbus.consumers.positions import Floor, parse_gtid, parse_gtid_set, position_key
+from rowbus.protocol.events import BinlogPosition, ReaderCheckpoint
+from rowbus.protocol.hlc import compose
 
 Kind = Literal["earliest", "latest", "timestamp", "gtid", "position"]
 

@@ -23,17 +23,17 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from consumers.checkpoint import Lane, TopicPartition
-from consumers.exceptions import SubscriberError
-from consumers.kafka import KafkaReader, read_to_end, records_of
-from consumers.merger import Blocker, Merger
-from consumers.spill import SpillStore
-from consumers.start import StartFrom, resolve
-from consumers.stores.base import CheckpointStore, Guarantee, MemoryCheckpointStore
-from consumers.transaction import Transaction
-from protocol.codec import decode
-from protocol.errors import ProtocolError
-from protocol.events import (
+from rowbus.consumers.checkpoint import Lane, TopicPartition
+from rowbus.consumers.exceptions import SubscriberError
+from rowbus.consumers.kafka import KafkaReader, read_to_end, records_of
+from rowbus.consumers.merger import Blocker, Merger
+from rowbus.consumers.spill import SpillStore
+from rowbus.consumers.start import StartFrom, resolve
+from rowbus.consumers.stores.base import CheckpointStore, Guarantee, MemoryCheckpointStore
+from rowbus.consumers.transaction import Transaction
+from rowbus.protocol.codec import decode
+from rowbus.protocol.errors import ProtocolError
+from rowbus.protocol.events import (
     DdlChange,
     Heartbeat,
     ReaderCheckpoint,
@@ -42,7 +42,7 @@ from protocol.events import (
     SchemaRecord,
     TableSchema,
 )
-from protocol.topics import (
+from rowbus.protocol.topics import (
     CHECKPOINTS_TOPIC,
     DEFAULT_DATA_TOPIC_TEMPLATE,
     SCHEMAS_TOPIC,

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from consumers.checkpoint import Checkpoint, Lane, TopicPartition
-from consumers.positions import Floor
+from rowbus.consumers.checkpoint import Checkpoint, Lane, TopicPartition
+from rowbus.consumers.positions import Floor
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 
-from consumers.checkpoint import Checkpoint
-from consumers.spill import Chunk, DataEvent, SpillStore
-from protocol.events import DdlChange
+from rowbus.consumers.checkpoint import Checkpoint
+from rowbus.consumers.spill import Chunk, DataEvent, SpillStore
+from rowbus.protocol.events import DdlChange
 
 
 @dataclass(frozen=True, slots=True, order=True)

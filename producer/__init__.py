@@ -14,7 +14,6 @@ The data path, one module per step (each testable without services where it can 
     server.py      SQL against the source: start-up checks, binlog files, start positions
     leader.py      ZooKeeper leadership (kazoo)
     reader.py      the loop tying them together; `Reader.run(stop)`
-    bench.py       ``python -m producer.bench``: reader rows/s beside the raw parse rate
 
 `rowbus reader run --source NAME` runs a `Reader` (rowbus/commands/reader.py).
 """

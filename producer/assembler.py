@@ -1,7 +1,7 @@
 """The transaction assembler: binlog events in, whole transactions with positions out (pure).
 
-The binlog seam (`producer.binlog`) turns mysql-replication's events into the small values below;
-`TransactionAssembler.feed` returns a `Transaction` each time one ends:
+The binlog seam (`rowbus.producer.binlog`) turns mysql-replication's events into the small values
+below; `TransactionAssembler.feed` returns a `Transaction` each time one ends:
 
 - MariaDB: a GTID event opens a group; a *standalone* one (DDL) is closed by its single query,
   others by an XID (transactional tables) or a ``COMMIT`` query (non-transactional tables).
@@ -20,9 +20,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from producer.ddl import DdlTarget, is_transaction_control, parse_ddl
-from protocol.events import BinlogPosition, Op, TableSchema
-from protocol.values import Value
+from rowbus.producer.ddl import DdlTarget, is_transaction_control, parse_ddl
+from rowbus.protocol.events import BinlogPosition, Op, TableSchema
+from rowbus.protocol.values import Value
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from producer.assembler import DdlItem, RowItem, Transaction
-from protocol.codec import Encoding, encode
-from protocol.events import (
+from rowbus.producer.assembler import DdlItem, RowItem, Transaction
+from rowbus.protocol.codec import Encoding, encode
+from rowbus.protocol.events import (
     BinlogPosition,
     DdlChange,
     Heartbeat,
@@ -27,9 +27,9 @@ from protocol.events import (
     TableSchema,
     TxnRef,
 )
-from protocol.hlc import HybridClock
-from protocol.partition import DispatchRule, Partitioner, encode_key, java_partition
-from protocol.topics import data_topic, schema_key
+from rowbus.protocol.hlc import HybridClock
+from rowbus.protocol.partition import DispatchRule, Partitioner, encode_key, java_partition
+from rowbus.protocol.topics import data_topic, schema_key
 
 OutRecord = tuple[str, int | None, bytes | None, bytes, list[tuple[str, bytes]]]
 """(topic, partition or None for the client's partitioner, key, value, headers)."""

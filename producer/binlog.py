@@ -7,8 +7,8 @@ GTID, and with ``is_mariadb=True`` it ignores log_file/log_pos. In file/position
 packet is right, the same code serves MySQL and MariaDB, and the library still sets
 ``@mariadb_slave_capability=4`` so MariaDB sends its real GTID events: every transaction still
 carries its GTID. The reader tracks the position itself (transaction ends only, see
-`producer.assembler`); a GTID start position is turned into a file/position by a scan
-(`producer.server.locate`).
+`rowbus.producer.assembler`); a GTID start position is turned into a file/position by a scan
+(`rowbus.producer.server.locate`).
 
 The one patch: the library reconnects by itself when the stream drops (2006/2013), from *its*
 idea of the position, which can be inside a transaction. `_GuardedConnect` refuses every stream
@@ -44,7 +44,7 @@ from pymysqlreplication.row_event import (
     WriteRowsEvent,
 )
 
-from producer.assembler import (
+from rowbus.producer.assembler import (
     BinlogEvent,
     GtidMark,
     Query,
@@ -54,21 +54,21 @@ from producer.assembler import (
     Skipped,
     Xid,
 )
-from producer.exceptions import (
+from rowbus.producer.exceptions import (
     PositionPurgedError,
     ReaderError,
     ServerMisconfiguredError,
     SourceUnavailableError,
 )
-from producer.settings import SourceConnection
-from producer.tables import (
+from rowbus.producer.settings import SourceConnection
+from rowbus.producer.tables import (
     Converter,
     MissingMetadataError,
     TableFilter,
     converter_for,
     table_schema_from_map,
 )
-from protocol.events import Op, TableSchema
+from rowbus.protocol.events import Op, TableSchema
 
 log = logging.getLogger(__name__)
 

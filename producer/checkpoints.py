@@ -16,11 +16,11 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
-from producer.exceptions import PublishError, ReaderError
-from producer.publisher import translate_kafka_error
-from protocol.codec import decode
-from protocol.events import ReaderCheckpoint
-from protocol.topics import checkpoint_key
+from rowbus.producer.exceptions import PublishError, ReaderError
+from rowbus.producer.publisher import translate_kafka_error
+from rowbus.protocol.codec import decode
+from rowbus.protocol.events import ReaderCheckpoint
+from rowbus.protocol.topics import checkpoint_key
 
 log = logging.getLogger(__name__)
 

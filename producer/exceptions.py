@@ -10,13 +10,13 @@
     └── LeadershipLostError       the ZooKeeper session was suspended or lost (retryable)
 
 Foreign errors (pymysql, KafkaError, kazoo) are translated where they are raised — the binlog seam
-(`producer.binlog`), the publisher (`producer.publisher`) and the election (`producer.leader`) —
-with ``raise … from exc`` so the original code stays reachable.
+(`rowbus.producer.binlog`), the publisher (`rowbus.producer.publisher`) and the election
+(`rowbus.producer.leader`) — with ``raise … from exc`` so the original code stays reachable.
 """
 
 from __future__ import annotations
 
-from protocol.errors import RowbusError
+from rowbus.protocol.errors import RowbusError
 
 
 class ReaderError(RowbusError):

@@ -17,7 +17,7 @@ from kazoo.exceptions import KazooException, LockTimeout
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.lock import Lock
 
-from producer.exceptions import SourceUnavailableError
+from rowbus.producer.exceptions import SourceUnavailableError
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from producer.exceptions import BadStartPositionError
+from rowbus.producer.exceptions import BadStartPositionError
 
 _MARIADB_GTID = re.compile(r"^(\d+)-(\d+)-(\d+)$")
 

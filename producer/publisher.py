@@ -19,7 +19,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from producer.exceptions import FencedError, PublishError
+from rowbus.producer.exceptions import FencedError, PublishError
 
 log = logging.getLogger(__name__)
 

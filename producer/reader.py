@@ -1,10 +1,10 @@
 """The reader: one source server to the protocol on Kafka, exactly once.
 
-`Reader.run(stop)` loops: win the election for the source (`producer.leader`), then lead —
+`Reader.run(stop)` loops: win the election for the source (`rowbus.producer.leader`), then lead —
 fence older producers (``init_transactions``), load the last checkpoint, check the server, and
 tail the binlog from the checkpoint's transaction end. Whole transactions are batched
-(`producer.batch`) and each batch is one Kafka transaction holding its events, a `Resolved` (or
-a `Heartbeat` when idle and caught up) to every partition, and the `ReaderCheckpoint`. A
+(`rowbus.producer.batch`) and each batch is one Kafka transaction holding its events, a `Resolved`
+(or a `Heartbeat` when idle and caught up) to every partition, and the `ReaderCheckpoint`. A
 delivery error aborts the transaction before the checkpoint moves; leadership lost, a fenced
 producer or a dropped stream end the term, and the next term resumes from the committed
 checkpoint. `stop` (SIGTERM/SIGINT in the CLI) finishes the open batch, commits it with a final
@@ -22,29 +22,29 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from producer.assembler import DdlItem, ServerHeartbeat, TransactionAssembler
-from producer.batch import Batcher, FlushPolicy
-from producer.binlog import BinlogStream
-from producer.checkpoints import load_checkpoint
-from producer.ddl import DdlTarget
-from producer.exceptions import (
+from rowbus.producer.assembler import DdlItem, ServerHeartbeat, TransactionAssembler
+from rowbus.producer.batch import Batcher, FlushPolicy
+from rowbus.producer.binlog import BinlogStream
+from rowbus.producer.checkpoints import load_checkpoint
+from rowbus.producer.ddl import DdlTarget
+from rowbus.producer.exceptions import (
     FencedError,
     LeadershipLostError,
     ReaderError,
     SourceUnavailableError,
 )
-from producer.leader import Leadership, NoElection, ZooKeeperLeadership
-from producer.metrics import ReaderMetrics
-from producer.positions import GtidState, parse_start
-from producer.publisher import KafkaPublisher
-from producer.server import SourceServer
-from producer.settings import SYSTEM_SCHEMAS, ReaderSettings, Services, SourceConnection
-from producer.tables import TableFilter
-from protocol.codec import Encoding, encode
-from protocol.events import BinlogPosition, ReaderCheckpoint, TableSchema
-from protocol.hlc import HybridClock
-from protocol.partition import Dispatch, DispatchRule, Partitioner
-from protocol.topics import (
+from rowbus.producer.leader import Leadership, NoElection, ZooKeeperLeadership
+from rowbus.producer.metrics import ReaderMetrics
+from rowbus.producer.positions import GtidState, parse_start
+from rowbus.producer.publisher import KafkaPublisher
+from rowbus.producer.server import SourceServer
+from rowbus.producer.settings import SYSTEM_SCHEMAS, ReaderSettings, Services, SourceConnection
+from rowbus.producer.tables import TableFilter
+from rowbus.protocol.codec import Encoding, encode
+from rowbus.protocol.events import BinlogPosition, ReaderCheckpoint, TableSchema
+from rowbus.protocol.hlc import HybridClock
+from rowbus.protocol.partition import Dispatch, DispatchRule, Partitioner
+from rowbus.protocol.topics import (
     CHECKPOINTS_TOPIC_CONFIG,
     CHECKPOINTS_TOPIC_PARTITIONS,
     DATA_TOPIC_CONFIG,

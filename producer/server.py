@@ -1,6 +1,6 @@
 """Plain SQL against the source server: start-up checks, binlog files, positions, live schemas.
 
-Every pymysql failure is translated into a `ReaderError` here or in `producer.binlog`.
+Every pymysql failure is translated into a `ReaderError` here or in `rowbus.producer.binlog`.
 """
 
 from __future__ import annotations
@@ -14,13 +14,22 @@ from typing import Any
 
 import pymysql
 
-from producer.assembler import TransactionAssembler
-from producer.binlog import GRANT_HINT, TRANSACTION_EVENTS, BinlogStream, translate_mysql_error
-from producer.exceptions import BadStartPositionError, PositionPurgedError, ServerMisconfiguredError
-from producer.positions import GtidState, StartSpec, is_mariadb_gtid
-from producer.settings import SourceConnection
-from producer.tables import TableFilter
-from protocol.events import BinlogPosition, ColumnSchema, TableSchema
+from rowbus.producer.assembler import TransactionAssembler
+from rowbus.producer.binlog import (
+    GRANT_HINT,
+    TRANSACTION_EVENTS,
+    BinlogStream,
+    translate_mysql_error,
+)
+from rowbus.producer.exceptions import (
+    BadStartPositionError,
+    PositionPurgedError,
+    ServerMisconfiguredError,
+)
+from rowbus.producer.positions import GtidState, StartSpec, is_mariadb_gtid
+from rowbus.producer.settings import SourceConnection
+from rowbus.producer.tables import TableFilter
+from rowbus.protocol.events import BinlogPosition, ColumnSchema, TableSchema
 
 log = logging.getLogger(__name__)
 

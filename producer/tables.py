@@ -1,8 +1,8 @@
 """Table schemas from the binlog's table map (FULL row metadata), and per-table value converters.
 
-mysql-replication decodes values into Python types close to `protocol.values`; `converter_for`
-fixes the rest once per table layout: TIMESTAMP arrives naive in UTC (made aware), BIT arrives as
-a ``'0101'`` string (made an int), SET arrives as a ``set`` (made a frozenset).
+mysql-replication decodes values into Python types close to `rowbus.protocol.values`;
+`converter_for` fixes the rest once per table layout: TIMESTAMP arrives naive in UTC (made aware),
+BIT arrives as a ``'0101'`` string (made an int), SET arrives as a ``set`` (made a frozenset).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 from pymysqlreplication.constants import FIELD_TYPE
 
-from protocol.events import ColumnSchema, TableSchema
-from protocol.values import Value
+from rowbus.protocol.events import ColumnSchema, TableSchema
+from rowbus.protocol.values import Value
 
 _BLOB_SIZES = {1: "tiny", 2: "", 3: "medium", 4: "long"}
 _SIMPLE = {

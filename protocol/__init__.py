@@ -2,12 +2,12 @@
 
 This package imports no I/O library; PROTOCOL.md in this folder is the specification.
 
-    from protocol import RowChange, encode, decode, Encoding
+    from rowbus.protocol import RowChange, encode, decode, Encoding
     value, headers = encode(row)                     # protobuf by default
     event = decode(value, headers, "rowbus.db1[3]@42")
 """
 
-from protocol.codec import (
+from rowbus.protocol.codec import (
     ENCODING_HEADER,
     KIND_HEADER,
     PROTOCOL_VERSION,
@@ -17,8 +17,8 @@ from protocol.codec import (
     encode,
     kind_name,
 )
-from protocol.errors import ProtocolError, RowbusError
-from protocol.events import (
+from rowbus.protocol.errors import ProtocolError, RowbusError
+from rowbus.protocol.events import (
     BinlogPosition,
     ColumnSchema,
     ControlKind,
@@ -36,10 +36,16 @@ from protocol.events import (
     TxnRef,
     order_key,
 )
-from protocol.hlc import HybridClock
-from protocol.partition import Dispatch, DispatchRule, Partitioner, encode_key, java_partition
-from protocol.topics import CHECKPOINTS_TOPIC, CONTROL_TOPIC, SCHEMAS_TOPIC, data_topic
-from protocol.values import Value
+from rowbus.protocol.hlc import HybridClock
+from rowbus.protocol.partition import (
+    Dispatch,
+    DispatchRule,
+    Partitioner,
+    encode_key,
+    java_partition,
+)
+from rowbus.protocol.topics import CHECKPOINTS_TOPIC, CONTROL_TOPIC, SCHEMAS_TOPIC, data_topic
+from rowbus.protocol.values import Value
 
 __all__ = [
     "CHECKPOINTS_TOPIC",

@@ -3,7 +3,7 @@
 Data topics carry `Event` (`RowChange`, `DdlChange`, `Resolved`, `Heartbeat`); the schemas topic
 carries `SchemaRecord`, the checkpoints topic `ReaderCheckpoint`, the control topic
 `ControlRecord`. Every record has `source` (the upstream server's name) and `ts` (the source's
-hybrid logical clock, see `protocol.hlc`), except `ControlRecord`, which has an `actor`.
+hybrid logical clock, see `rowbus.protocol.hlc`), except `ControlRecord`, which has an `actor`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from enum import Enum
 from functools import cached_property
 from typing import Any, TypeAlias
 
-from protocol.values import Value
+from rowbus.protocol.values import Value
 
 
 @dataclass(frozen=True, slots=True)

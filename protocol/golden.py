@@ -1,6 +1,6 @@
 """Golden vectors: fixed records and their bytes in every encoding, in `protocol/testdata/`.
 
-``python -m protocol.golden`` rewrites the files from `SAMPLES`; the unit tests compare the
+``python -m rowbus.protocol.golden`` rewrites the files from `SAMPLES`; the unit tests compare the
 code against the checked-in files, so a change of wire format shows up as a failing test and a
 diff of testdata. Other implementations check themselves against `testdata/manifest.json`:
 
@@ -21,9 +21,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import Encoding, encode, kind_name
-from protocol.codec.jsonc import to_json
-from protocol.events import (
+from rowbus.protocol.codec import Encoding, encode, kind_name
+from rowbus.protocol.codec.jsonc import to_json
+from rowbus.protocol.events import (
     BinlogPosition,
     ColumnSchema,
     ControlKind,
@@ -39,7 +39,7 @@ from protocol.events import (
     TableSchema,
     TxnRef,
 )
-from protocol.partition import encode_key, java_partition, murmur2
+from rowbus.protocol.partition import encode_key, java_partition, murmur2
 
 TESTDATA = Path(__file__).resolve().parent / "testdata"
 SUFFIX = {Encoding.PROTOBUF: "pb", Encoding.AVRO: "avro", Encoding.JSON: "json"}
@@ -269,7 +269,7 @@ def build() -> dict[str, bytes]:
 
 def to_json_value(v: Any) -> Any:
     """A value in its JSON form (for the manifest)."""
-    from protocol.codec.jsonc import value_to_json
+    from rowbus.protocol.codec.jsonc import value_to_json
 
     return value_to_json(v)
 

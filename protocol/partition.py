@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from protocol.codec.jsonc import value_to_json
-from protocol.errors import ProtocolError
-from protocol.events import DdlChange, Event, Heartbeat, Resolved, RowChange, TableSchema
-from protocol.values import Value
+from rowbus.protocol.codec.jsonc import value_to_json
+from rowbus.protocol.errors import ProtocolError
+from rowbus.protocol.events import DdlChange, Event, Heartbeat, Resolved, RowChange, TableSchema
+from rowbus.protocol.values import Value
 
 _M = 0x5BD1E995
 _SEED = 0x9747B28C

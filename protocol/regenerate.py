@@ -1,7 +1,8 @@
-"""Regenerate `protocol/_generated/` from `rowbus.proto`: ``python -m protocol.regenerate``.
+"""Regenerate `protocol/_generated/` from `rowbus.proto`: ``python -m rowbus.protocol.regenerate``.
 
 Needs grpcio-tools (it bundles protoc). The generated files are committed; nothing else in the
-package is generated. The golden vectors are regenerated separately (``python -m protocol.golden``).
+package is generated. The golden vectors are regenerated separately
+(``python -m rowbus.protocol.golden``).
 """
 
 from __future__ import annotations

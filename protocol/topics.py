@@ -7,7 +7,7 @@ import string
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from protocol.errors import ProtocolError
+from rowbus.protocol.errors import ProtocolError
 
 DEFAULT_DATA_TOPIC_TEMPLATE = "rowbus.{source}"
 CHECKPOINTS_TOPIC = "rowbus.checkpoints"

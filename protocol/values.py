@@ -28,7 +28,7 @@ from decimal import Decimal
 from enum import IntEnum
 from typing import TypeAlias
 
-from protocol.errors import ProtocolError
+from rowbus.protocol.errors import ProtocolError
 
 Value: TypeAlias = (
     int

@@ -9,10 +9,10 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from protocol.errors import RowbusError
 from rowbus import __version__
 from rowbus.commands import COMMANDS
 from rowbus.config import Settings, load_settings
+from rowbus.protocol.errors import RowbusError
 
 Command = Callable[[argparse.Namespace, Settings], int]
 

@@ -19,11 +19,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from consumers.settings import SubscriberSettings
-from producer.settings import ReaderSettings
 from rowbus.config_errors import describe_validation_error
+from rowbus.consumers.settings import SubscriberSettings
 from rowbus.exceptions import ConfigError
-from spark_apply.settings import ApplySettings
+from rowbus.producer.settings import ReaderSettings
+from rowbus.spark_apply.settings import ApplySettings
 
 DEFAULT_CONFIG_FILE = Path("rowbus.yaml")
 CONFIG_ENV = "ROWBUS_CONFIG"

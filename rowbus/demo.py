@@ -21,10 +21,10 @@ from typing import Any, TextIO
 import pymysql
 import yaml
 
-from protocol.errors import RowbusError
 from rowbus.config import MySQLSettings, Settings
 from rowbus.local.procs import ProcessRecord, is_ours, launch, stop
 from rowbus.local.stack import LocalStack
+from rowbus.protocol.errors import RowbusError
 from rowbus.verify import TableDiff, verify
 from rowbus.waiting import wait_for
 from rowbus.workloads import W2, W3, W3_DDLS
@@ -183,10 +183,7 @@ class Demo:
         return workloads
 
     def _launch(self, name: str, args: list[str]) -> None:
-        env = {
-            "PYSPARK_PYTHON": sys.executable,
-            "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
-        }
+        env = {"PYSPARK_PYTHON": sys.executable}
         pid = launch(args, self.home / f"{name}.log", env=env)
         self.records.append(ProcessRecord(name, pid, args[-1], "-"))
 
@@ -235,7 +232,7 @@ class Demo:
         job = self.home / "apply-job.json"
         job.touch(mode=0o600)
         job.write_text(job_config_json(self.settings))
-        self._launch("apply", [sys.executable, "-m", "spark_apply", "--config", str(job)])
+        self._launch("apply", [sys.executable, "-m", "rowbus.spark_apply", "--config", str(job)])
         self.say("Spark apply job starting (local[2]; the first batch takes 10-60 s)")
         from rowbus.status import apply_status
 

@@ -1,8 +1,8 @@
-"""Errors of the application shell; all derive from `protocol.errors.RowbusError`."""
+"""Errors of the application shell; all derive from `rowbus.protocol.errors.RowbusError`."""
 
 from __future__ import annotations
 
-from protocol.errors import RowbusError
+from rowbus.protocol.errors import RowbusError
 
 
 class ConfigError(RowbusError):

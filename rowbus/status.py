@@ -16,8 +16,8 @@ from typing import TextIO
 
 import pymysql
 
-from protocol.hlc import physical_ms
 from rowbus.config import Settings
+from rowbus.protocol.hlc import physical_ms
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ def reader_status(settings: Settings) -> list[ReaderStatus]:
     from kazoo.client import KazooClient
     from kazoo.recipe.lock import Lock
 
-    from producer.checkpoints import load_checkpoint
+    from rowbus.producer.checkpoints import load_checkpoint
 
     client = KazooClient(hosts=settings.zookeeper.hosts, timeout=5)
     client.start(timeout=10)
@@ -105,9 +105,9 @@ def apply_status(settings: Settings) -> ApplyStatus | None:
 def lock_lines(settings: Settings) -> list[str]:
     from confluent_kafka.admin import AdminClient
 
-    from consumers.shard_ddl.control import ControlLog
-    from consumers.shard_ddl.locks import replay
-    from protocol.topics import CONTROL_TOPIC
+    from rowbus.consumers.shard_ddl.control import ControlLog
+    from rowbus.consumers.shard_ddl.locks import replay
+    from rowbus.protocol.topics import CONTROL_TOPIC
 
     admin = AdminClient(settings.kafka.client_config())
     if CONTROL_TOPIC not in admin.list_topics(timeout=10).topics:

@@ -13,8 +13,8 @@ import logging
 import sys
 from pathlib import Path
 
-from spark_apply.exceptions import ApplyError
-from spark_apply.settings import JobConfig
+from rowbus.spark_apply.exceptions import ApplyError
+from rowbus.spark_apply.settings import JobConfig
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,17 +27,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     logging.getLogger("py4j").setLevel(logging.WARNING)
     config = JobConfig.model_validate(json.loads(args.config.read_text()))
-    from spark_apply.job import run
+    from rowbus.spark_apply.job import run
 
     try:
         run(config)
     except ApplyError as exc:
-        logging.getLogger("spark_apply").error("apply stopped: %s", exc)
+        logging.getLogger("rowbus.spark_apply").error("apply stopped: %s", exc)
         return 2
     except Exception as exc:
         cause = _apply_error_in(exc)
         if cause is not None:
-            logging.getLogger("spark_apply").error("apply stopped: %s", cause)
+            logging.getLogger("rowbus.spark_apply").error("apply stopped: %s", cause)
             return 2
         raise
     return 0

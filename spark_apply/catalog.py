@@ -14,8 +14,8 @@ import logging
 import time
 from typing import Any
 
-from protocol.codec import decode
-from protocol.events import SchemaRecord, TableSchema
+from rowbus.protocol.codec import decode
+from rowbus.protocol.events import SchemaRecord, TableSchema
 
 log = logging.getLogger(__name__)
 

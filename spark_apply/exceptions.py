@@ -1,4 +1,4 @@
-"""Errors of the apply job, under `protocol.errors.RowbusError`::
+"""Errors of the apply job, under `rowbus.protocol.errors.RowbusError`::
 
 RowbusError
 └── ApplyError                 an event cannot be applied; nothing of the batch is committed
@@ -12,7 +12,7 @@ RowbusError
 
 from __future__ import annotations
 
-from protocol.errors import RowbusError
+from rowbus.protocol.errors import RowbusError
 
 
 class ApplyError(RowbusError):

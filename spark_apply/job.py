@@ -19,16 +19,16 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from protocol.codec import ENCODING_HEADER, decode
-from protocol.events import BinlogPosition, DdlChange, Heartbeat, Resolved
-from protocol.topics import data_topic
-from spark_apply.catalog import SchemaCatalog
-from spark_apply.exceptions import ApplyError
-from spark_apply.planner import Envelope, PairKey, plan
-from spark_apply.routing import Router
-from spark_apply.settings import JobConfig
-from spark_apply.shard_ddl import ShardDdlHook
-from spark_apply.sink import MySQLSink
+from rowbus.protocol.codec import ENCODING_HEADER, decode
+from rowbus.protocol.events import BinlogPosition, DdlChange, Heartbeat, Resolved
+from rowbus.protocol.topics import data_topic
+from rowbus.spark_apply.catalog import SchemaCatalog
+from rowbus.spark_apply.exceptions import ApplyError
+from rowbus.spark_apply.planner import Envelope, PairKey, plan
+from rowbus.spark_apply.routing import Router
+from rowbus.spark_apply.settings import JobConfig
+from rowbus.spark_apply.shard_ddl import ShardDdlHook
+from rowbus.spark_apply.sink import MySQLSink
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +181,7 @@ def start_query(spark: Any, config: JobConfig, applier: BatchApplier) -> Any:
             reader = reader.option("maxOffsetsPerTrigger", a.max_offsets_per_trigger)
         df = _from_spark_kafka(reader.load())
     else:
-        from spark_apply.source import RowbusKafkaSource
+        from rowbus.spark_apply.source import RowbusKafkaSource
 
         spark.dataSource.register(RowbusKafkaSource)
         reader = (
@@ -232,7 +232,7 @@ def shard_ddl_hook(config: JobConfig) -> ShardDdlHook | None:
             "a route is sharded but apply.shard_ddl.tables is empty: list the upstream tables "
             "of each shard group as source/schema.table (rowbus apply fills it in from the sources)"
         )
-    from consumers.shard_ddl.election import ZkElection
+    from rowbus.consumers.shard_ddl.election import ZkElection
 
     actor = f"{config.apply.job}@{socket.gethostname()}:{os.getpid()}"
     election = None

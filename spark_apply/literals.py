@@ -2,7 +2,7 @@
 
 pymysql's parameter path escapes every value through a generic encoder lookup and a regex-built
 multi-row statement; for wide batches that cost more than the server spent on the rows. Here each
-`protocol.values.Value` type has one formatter, so a row is ``"(" + ",".join(…) + ")"`` and a
+`rowbus.protocol.values.Value` type has one formatter, so a row is ``"(" + ",".join(…) + ")"`` and a
 batch a handful of multi-row statements. The session must use backslash escapes (the sink sets
 its own ``sql_mode`` without ``NO_BACKSLASH_ESCAPES``), UTF-8 (utf8mb4) and time zone UTC.
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 from pymysql.converters import escape_string, escape_timedelta
 
-from protocol.values import Value
+from rowbus.protocol.values import Value
 
 
 def _str(v: str) -> str:

@@ -27,8 +27,8 @@ import struct
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
-from protocol.codec import decode, encode
-from protocol.events import DdlChange, Event, Heartbeat, Resolved, RowChange
+from rowbus.protocol.codec import decode, encode
+from rowbus.protocol.events import DdlChange, Event, Heartbeat, Resolved, RowChange
 
 log = logging.getLogger(__name__)
 

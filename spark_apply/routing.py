@@ -14,10 +14,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
-from protocol.events import TableSchema
-from protocol.values import Value
-from spark_apply.exceptions import RoutingError
-from spark_apply.settings import RouteSettings
+from rowbus.protocol.events import TableSchema
+from rowbus.protocol.values import Value
+from rowbus.spark_apply.exceptions import RoutingError
+from rowbus.spark_apply.settings import RouteSettings
 
 _IDENTITY = RouteSettings(match="*.*")
 

@@ -28,18 +28,18 @@ from typing import Any
 
 import pymysql
 
-from consumers.shard_ddl.control import ControlLog
-from consumers.shard_ddl.coordinator import Coordinator
-from consumers.shard_ddl.ddl import coordinated
-from consumers.shard_ddl.election import Election
-from consumers.shard_ddl.executor import DdlExecutor
-from consumers.shard_ddl.groups import ShardGroups, shard_name
-from consumers.shard_ddl.records import lock_id
-from protocol.events import DdlChange
-from protocol.topics import CONTROL_TOPIC
-from spark_apply.planner import Envelope
-from spark_apply.routing import Router
-from spark_apply.settings import JobConfig
+from rowbus.consumers.shard_ddl.control import ControlLog
+from rowbus.consumers.shard_ddl.coordinator import Coordinator
+from rowbus.consumers.shard_ddl.ddl import coordinated
+from rowbus.consumers.shard_ddl.election import Election
+from rowbus.consumers.shard_ddl.executor import DdlExecutor
+from rowbus.consumers.shard_ddl.groups import ShardGroups, shard_name
+from rowbus.consumers.shard_ddl.records import lock_id
+from rowbus.protocol.events import DdlChange
+from rowbus.protocol.topics import CONTROL_TOPIC
+from rowbus.spark_apply.planner import Envelope
+from rowbus.spark_apply.routing import Router
+from rowbus.spark_apply.settings import JobConfig
 
 log = logging.getLogger(__name__)
 

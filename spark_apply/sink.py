@@ -38,9 +38,9 @@ from typing import Any
 import pymysql
 from pymysql.connections import Connection
 
-from protocol.events import DdlChange
-from protocol.values import Value
-from spark_apply.changes import (
+from rowbus.protocol.events import DdlChange
+from rowbus.protocol.values import Value
+from rowbus.spark_apply.changes import (
     SchemaLookup,
     TableChanges,
     collapse,
@@ -48,7 +48,7 @@ from spark_apply.changes import (
     rewrite_ddl,
     upsert_statements,
 )
-from spark_apply.exceptions import (
+from rowbus.spark_apply.exceptions import (
     ApplyError,
     BadEventError,
     CheckpointConflictError,
@@ -56,9 +56,9 @@ from spark_apply.exceptions import (
     SinkUnavailableError,
     TransactionConflictError,
 )
-from spark_apply.planner import Envelope, Plan, PlannerState, Step
-from spark_apply.routing import Router, Target, quote
-from spark_apply.settings import SinkConnection
+from rowbus.spark_apply.planner import Envelope, Plan, PlannerState, Step
+from rowbus.spark_apply.routing import Router, Target, quote
+from rowbus.spark_apply.settings import SinkConnection
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from protocol.codec import ENCODING_HEADER, KIND_HEADER, decode, kind_name
+from rowbus.protocol.codec import ENCODING_HEADER, KIND_HEADER, decode, kind_name
 
 SCHEMA = (
     "topic STRING, partition INT, offset BIGINT, kind STRING, source STRING, ts BIGINT, "

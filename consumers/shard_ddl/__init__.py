@@ -10,9 +10,9 @@ See README.md in this folder for the protocol: records, lock states, failure cas
 - `coordinator`: one apply job's end of it all.
 """
 
-from consumers.shard_ddl.gate import Barrier, ShardGate
-from consumers.shard_ddl.groups import ShardGroups, glob_router, shard_name
-from consumers.shard_ddl.locks import Lock, LockState, LockTable, replay
+from rowbus.consumers.shard_ddl.gate import Barrier, ShardGate
+from rowbus.consumers.shard_ddl.groups import ShardGroups, glob_router, shard_name
+from rowbus.consumers.shard_ddl.locks import Lock, LockState, LockTable, replay
 
 __all__ = [
     "Barrier",

@@ -21,11 +21,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from consumers.shard_ddl.exceptions import ControlTopicError
-from protocol.codec import decode, encode
-from protocol.errors import ProtocolError
-from protocol.events import ControlRecord
-from protocol.topics import CONTROL_TOPIC, CONTROL_TOPIC_CONFIG, control_key
+from rowbus.consumers.shard_ddl.exceptions import ControlTopicError
+from rowbus.protocol.codec import decode, encode
+from rowbus.protocol.errors import ProtocolError
+from rowbus.protocol.events import ControlRecord
+from rowbus.protocol.topics import CONTROL_TOPIC, CONTROL_TOPIC_CONFIG, control_key
 
 log = logging.getLogger(__name__)
 

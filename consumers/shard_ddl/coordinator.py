@@ -16,15 +16,22 @@ import logging
 import time
 from collections.abc import Callable
 
-from consumers.shard_ddl import records
-from consumers.shard_ddl.control import ControlLog
-from consumers.shard_ddl.ddl import compatible, normalize, retarget
-from consumers.shard_ddl.election import Election, SoleCoordinator
-from consumers.shard_ddl.exceptions import ControlTopicError, ShardDdlError
-from consumers.shard_ddl.executor import DdlExecutor
-from consumers.shard_ddl.groups import ShardGroups, shard_name
-from consumers.shard_ddl.locks import OPTIMISTIC, PESSIMISTIC, Lock, LockState, LockTable, replay
-from protocol.events import ControlKind, ControlRecord
+from rowbus.consumers.shard_ddl import records
+from rowbus.consumers.shard_ddl.control import ControlLog
+from rowbus.consumers.shard_ddl.ddl import compatible, normalize, retarget
+from rowbus.consumers.shard_ddl.election import Election, SoleCoordinator
+from rowbus.consumers.shard_ddl.exceptions import ControlTopicError, ShardDdlError
+from rowbus.consumers.shard_ddl.executor import DdlExecutor
+from rowbus.consumers.shard_ddl.groups import ShardGroups, shard_name
+from rowbus.consumers.shard_ddl.locks import (
+    OPTIMISTIC,
+    PESSIMISTIC,
+    Lock,
+    LockState,
+    LockTable,
+    replay,
+)
+from rowbus.protocol.events import ControlKind, ControlRecord
 
 log = logging.getLogger(__name__)
 

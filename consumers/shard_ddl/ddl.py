@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from consumers.shard_ddl.exceptions import DdlTextError
+from rowbus.consumers.shard_ddl.exceptions import DdlTextError
 
 _TOKEN = re.compile(
     r"""(?P<space>\s+)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from consumers.shard_ddl.exceptions import ElectionError
+from rowbus.consumers.shard_ddl.exceptions import ElectionError
 
 log = logging.getLogger(__name__)
 

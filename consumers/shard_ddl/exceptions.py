@@ -2,7 +2,7 @@
 
 ::
 
-    SubscriberError                  (consumers.exceptions)
+    SubscriberError                  (rowbus.consumers.exceptions)
     └── ShardDdlError                shard-DDL coordination cannot go on
         ├── DdlTextError             a statement is not a DDL the coordination handles
         ├── ControlTopicError        the control topic cannot be read or written (`retryable`
@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from consumers.exceptions import SubscriberError
+from rowbus.consumers.exceptions import SubscriberError
 
 
 class ShardDdlError(SubscriberError):

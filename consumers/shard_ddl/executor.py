@@ -25,8 +25,8 @@ from typing import Any
 
 import pymysql
 
-from consumers.shard_ddl.ddl import quote
-from consumers.shard_ddl.exceptions import DownstreamDdlError
+from rowbus.consumers.shard_ddl.ddl import quote
+from rowbus.consumers.shard_ddl.exceptions import DownstreamDdlError
 
 log = logging.getLogger(__name__)
 

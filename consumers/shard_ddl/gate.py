@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from consumers.shard_ddl.locks import LockTable
+from rowbus.consumers.shard_ddl.locks import LockTable
 
 T = TypeVar("T")
 

@@ -28,10 +28,10 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any
 
-from consumers.shard_ddl.ddl import normalize, retarget
-from consumers.shard_ddl.exceptions import DdlTextError
-from consumers.shard_ddl.records import detail_of, parse_lock_id
-from protocol.events import ControlKind, ControlRecord
+from rowbus.consumers.shard_ddl.ddl import normalize, retarget
+from rowbus.consumers.shard_ddl.exceptions import DdlTextError
+from rowbus.consumers.shard_ddl.records import detail_of, parse_lock_id
+from rowbus.protocol.events import ControlKind, ControlRecord
 
 log = logging.getLogger(__name__)
 

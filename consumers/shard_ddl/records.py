@@ -1,8 +1,8 @@
 """Control-topic records of shard-DDL coordination, and the JSON carried in their `detail`.
 
-`protocol.events.ControlRecord` has ``lock_id, kind, shard, statement, ts, actor, detail``; what
-coordination needs beyond those travels in `detail` as a JSON object (keys below). A record
-whose detail is not JSON is read as ``{"note": detail}``.
+`rowbus.protocol.events.ControlRecord` has ``lock_id, kind, shard, statement, ts, actor,
+detail``; what coordination needs beyond those travels in `detail` as a JSON object (keys
+below). A record whose detail is not JSON is read as ``{"note": detail}``.
 
 - INTENT: ``statement`` = the shard's own statement, ``ts`` = the DDL's upstream ts; detail
   ``target``, ``seq``, ``group`` (every shard of the target the reporter knows), ``executable``
@@ -23,7 +23,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from protocol.events import ControlKind, ControlRecord
+from rowbus.protocol.events import ControlKind, ControlRecord
 
 
 def lock_id(target: str, seq: int) -> str:

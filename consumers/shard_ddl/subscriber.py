@@ -25,14 +25,14 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from consumers.checkpoint import Checkpoint
-from consumers.shard_ddl.coordinator import Coordinator
-from consumers.shard_ddl.ddl import coordinated
-from consumers.shard_ddl.gate import Barrier, ShardGate
-from consumers.shard_ddl.groups import shard_name
-from consumers.spill import DataEvent
-from consumers.transaction import Transaction
-from protocol.events import DdlChange
+from rowbus.consumers.checkpoint import Checkpoint
+from rowbus.consumers.shard_ddl.coordinator import Coordinator
+from rowbus.consumers.shard_ddl.ddl import coordinated
+from rowbus.consumers.shard_ddl.gate import Barrier, ShardGate
+from rowbus.consumers.shard_ddl.groups import shard_name
+from rowbus.consumers.spill import DataEvent
+from rowbus.consumers.transaction import Transaction
+from rowbus.protocol.events import DdlChange
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The pure part of sharded consumption: which shard a row is in, which process owns which
 shard, what a process must stop and start when the members change, where it reads from.
 
-No I/O: `consumers.sharded.subscriber` feeds these from ZooKeeper and the Subscriber.
+No I/O: `rowbus.consumers.sharded.subscriber` feeds these from ZooKeeper and the Subscriber.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import fnmatch
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from consumers.checkpoint import Checkpoint, Lane, TopicPartition
-from consumers.positions import Floor
-from protocol.events import DdlChange, RowChange, TableSchema, order_key
-from protocol.partition import encode_key, java_partition
+from rowbus.consumers.checkpoint import Checkpoint, Lane, TopicPartition
+from rowbus.consumers.positions import Floor
+from rowbus.protocol.events import DdlChange, RowChange, TableSchema, order_key
+from rowbus.protocol.partition import encode_key, java_partition
 
 
 def assign(members: Iterable[str], shards: int) -> dict[str, frozenset[int]]:

@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
 
-from consumers.exceptions import ShardingError
-from consumers.stores.zookeeper import ZooKeeperStore
+from rowbus.consumers.exceptions import ShardingError
+from rowbus.consumers.stores.zookeeper import ZooKeeperStore
 
 log = logging.getLogger(__name__)
 

@@ -37,16 +37,16 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
 
-from consumers.checkpoint import Checkpoint
-from consumers.exceptions import CheckpointError, ShardingError
-from consumers.sharded.assignment import ShardKey, already_handled, combine, rebalance
-from consumers.sharded.membership import Membership
-from consumers.spill import DataEvent
-from consumers.stores.base import MemoryCheckpointStore
-from consumers.stores.zookeeper import ZooKeeperStore
-from consumers.subscriber import Subscriber
-from consumers.transaction import Transaction
-from protocol.events import DdlChange
+from rowbus.consumers.checkpoint import Checkpoint
+from rowbus.consumers.exceptions import CheckpointError, ShardingError
+from rowbus.consumers.sharded.assignment import ShardKey, already_handled, combine, rebalance
+from rowbus.consumers.sharded.membership import Membership
+from rowbus.consumers.spill import DataEvent
+from rowbus.consumers.stores.base import MemoryCheckpointStore
+from rowbus.consumers.stores.zookeeper import ZooKeeperStore
+from rowbus.consumers.subscriber import Subscriber
+from rowbus.consumers.transaction import Transaction
+from rowbus.protocol.events import DdlChange
 
 log = logging.getLogger(__name__)
 

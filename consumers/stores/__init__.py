@@ -13,15 +13,15 @@ backend                where                                 guarantee
                        written in the user's transaction     `save_in` inside that transaction
 =====================  ====================================  ============================
 
-Backends with foreign clients import them lazily, so ``import consumers.stores`` needs neither
+Backends with foreign clients import them lazily, so ``import rowbus.consumers.stores`` needs neither
 kazoo nor pymysql.
 """
 
-from consumers.stores.base import CheckpointStore, Guarantee, MemoryCheckpointStore
-from consumers.stores.file import FileCheckpointStore
-from consumers.stores.kafka import KafkaOffsetStore
-from consumers.stores.sql import SqlCheckpointStore
-from consumers.stores.zookeeper import ZooKeeperStore
+from rowbus.consumers.stores.base import CheckpointStore, Guarantee, MemoryCheckpointStore
+from rowbus.consumers.stores.file import FileCheckpointStore
+from rowbus.consumers.stores.kafka import KafkaOffsetStore
+from rowbus.consumers.stores.sql import SqlCheckpointStore
+from rowbus.consumers.stores.zookeeper import ZooKeeperStore
 
 __all__ = [
     "CheckpointStore",

@@ -7,7 +7,7 @@ from enum import Enum
 from types import TracebackType
 from typing import ClassVar, Self
 
-from consumers.checkpoint import Checkpoint
+from rowbus.consumers.checkpoint import Checkpoint
 
 
 class Guarantee(Enum):

@@ -7,9 +7,9 @@ import zlib
 from collections.abc import Mapping
 from typing import Any
 
-from consumers.checkpoint import Checkpoint
-from consumers.exceptions import CheckpointError
-from consumers.stores.base import CheckpointStore
+from rowbus.consumers.checkpoint import Checkpoint
+from rowbus.consumers.exceptions import CheckpointError
+from rowbus.consumers.stores.base import CheckpointStore
 
 METADATA_LIMIT = 4096
 """Kafka's default ``offset.metadata.max.bytes``."""

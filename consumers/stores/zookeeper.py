@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from consumers.checkpoint import Checkpoint
-from consumers.exceptions import CheckpointError
-from consumers.stores.base import CheckpointStore
+from rowbus.consumers.checkpoint import Checkpoint
+from rowbus.consumers.exceptions import CheckpointError
+from rowbus.consumers.stores.base import CheckpointStore
 
 
 class ZooKeeperStore(CheckpointStore):

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from enum import Enum
 
-from protocol.codec import avro, jsonc, pb
-from protocol.errors import ProtocolError
-from protocol.events import (
+from rowbus.protocol.codec import avro, jsonc, pb
+from rowbus.protocol.errors import ProtocolError
+from rowbus.protocol.events import (
     ControlRecord,
     DdlChange,
     Heartbeat,

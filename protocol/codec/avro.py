@@ -15,10 +15,10 @@ from typing import Any, cast
 
 import fastavro
 
-from protocol.codec import fastpath
-from protocol.codec.jsonc import control_kind
-from protocol.errors import ProtocolError
-from protocol.events import (
+from rowbus.protocol.codec import fastpath
+from rowbus.protocol.codec.jsonc import control_kind
+from rowbus.protocol.errors import ProtocolError
+from rowbus.protocol.events import (
     BinlogPosition,
     ControlRecord,
     DdlChange,
@@ -32,7 +32,7 @@ from protocol.events import (
     TableSchema,
     TxnRef,
 )
-from protocol.values import Value
+from rowbus.protocol.values import Value
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "rowbus.avsc"
 SCHEMA: Any = fastavro.parse_schema(json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))

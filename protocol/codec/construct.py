@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.errors import ProtocolError
-from protocol.events import BinlogPosition, Op, RowChange, TxnRef
-from protocol.values import Value
+from rowbus.protocol.errors import ProtocolError
+from rowbus.protocol.events import BinlogPosition, Op, RowChange, TxnRef
+from rowbus.protocol.values import Value
 
 _new = object.__new__
 _ROW_SETTERS = tuple(

@@ -4,7 +4,7 @@ A table's rows nearly always have the same shape (the Python types of their valu
 kind bytes), so `split` and `join` compile, per shape, one straight-line function that moves
 every value in a single expression instead of looping and branching per value. Anything the
 fast path does not cover, or any value it cannot vouch for (an int above 2**63-1, a NaN, ...),
-falls back to the generic loops in `protocol.codec.image`, which also produce the errors.
+falls back to the generic loops in `rowbus.protocol.codec.image`, which also produce the errors.
 The wire format is the same either way; this is only an implementation speed-up.
 """
 
@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any, cast
 
-from protocol.codec.image import Columns, join_generic, split_generic
-from protocol.values import (
+from rowbus.protocol.codec.image import Columns, join_generic, split_generic
+from rowbus.protocol.values import (
     EPOCH_DATE_ORDINAL,
     EPOCH_NAIVE,
     EPOCH_UTC,

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any, NamedTuple
 
-from protocol.errors import ProtocolError
-from protocol.values import (
+from rowbus.protocol.errors import ProtocolError
+from rowbus.protocol.values import (
     EPOCH_DATE_ORDINAL,
     EPOCH_NAIVE,
     EPOCH_UTC,

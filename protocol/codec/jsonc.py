@@ -18,8 +18,8 @@ from decimal import Decimal, InvalidOperation
 from functools import singledispatch
 from typing import Any
 
-from protocol.errors import ProtocolError
-from protocol.events import (
+from rowbus.protocol.errors import ProtocolError
+from rowbus.protocol.events import (
     BinlogPosition,
     ControlKind,
     ControlRecord,
@@ -34,7 +34,7 @@ from protocol.events import (
     TableSchema,
     TxnRef,
 )
-from protocol.values import INT64_MIN, UINT64_MAX, Value, format_time, kind_of, parse_time
+from rowbus.protocol.values import INT64_MIN, UINT64_MAX, Value, format_time, kind_of, parse_time
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 

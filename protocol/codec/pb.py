@@ -12,11 +12,11 @@ from typing import Any, TypeVar, get_type_hints
 
 from google.protobuf.message import DecodeError
 
-from protocol._generated import rowbus_pb2 as pb
-from protocol.codec import construct, fastpath
-from protocol.codec.jsonc import control_kind
-from protocol.errors import ProtocolError
-from protocol.events import (
+from rowbus.protocol._generated import rowbus_pb2 as pb
+from rowbus.protocol.codec import construct, fastpath
+from rowbus.protocol.codec.jsonc import control_kind
+from rowbus.protocol.errors import ProtocolError
+from rowbus.protocol.events import (
     BinlogPosition,
     ColumnSchema,
     ControlRecord,
@@ -31,7 +31,7 @@ from protocol.events import (
     TableSchema,
     TxnRef,
 )
-from protocol.values import Value
+from rowbus.protocol.values import Value
 
 CRC_TAG = b"\x7d"  # field 15, wire type 5 (fixed32)
 _OP_FROM_PB = {pb.OP_INSERT: Op.INSERT, pb.OP_UPDATE: Op.UPDATE, pb.OP_DELETE: Op.DELETE}

@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def job_config_json(settings: Settings, available_now: bool = False) -> str:
-    from spark_apply.settings import JobConfig, SinkConnection
+    from rowbus.spark_apply.settings import JobConfig, SinkConnection
 
     apply = settings.apply
     if available_now:
@@ -89,8 +89,6 @@ def _apply(args: argparse.Namespace, settings: Settings) -> int:
         path.touch(mode=0o600)
         path.write_text(text)
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-        root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         return subprocess.call(
-            [sys.executable, "-m", "spark_apply", "--config", str(path)], env=env
+            [sys.executable, "-m", "rowbus.spark_apply", "--config", str(path)], env=env
         )

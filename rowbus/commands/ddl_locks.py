@@ -13,13 +13,13 @@ import json
 import socket
 import time
 
-from consumers.shard_ddl import records
-from consumers.shard_ddl.control import ControlLog
-from consumers.shard_ddl.exceptions import LockStateError
-from consumers.shard_ddl.locks import Lock, LockState, LockTable, replay
-from protocol.events import ControlKind
-from protocol.topics import CONTROL_TOPIC
 from rowbus.config import Settings
+from rowbus.consumers.shard_ddl import records
+from rowbus.consumers.shard_ddl.control import ControlLog
+from rowbus.consumers.shard_ddl.exceptions import LockStateError
+from rowbus.consumers.shard_ddl.locks import Lock, LockState, LockTable, replay
+from rowbus.protocol.events import ControlKind
+from rowbus.protocol.topics import CONTROL_TOPIC
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -36,8 +36,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
 
-    from producer.reader import Reader
-    from producer.settings import Services, SourceConnection
+    from rowbus.producer.reader import Reader
+    from rowbus.producer.settings import Services, SourceConnection
 
     src = settings.source(args.source)
     source = SourceConnection(

@@ -60,9 +60,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _tail(args: argparse.Namespace, settings: Settings) -> int:
-    from consumers.start import StartFrom
-    from consumers.stores import FileCheckpointStore
-    from consumers.subscriber import Subscriber
+    from rowbus.consumers.start import StartFrom
+    from rowbus.consumers.stores import FileCheckpointStore
+    from rowbus.consumers.subscriber import Subscriber
 
     conf = settings.subscriber
     subscriber = Subscriber(
@@ -129,7 +129,7 @@ def _image(subscriber: Any, event: Any, image: Any) -> dict[str, Any] | None:
 
 
 def _event_dict(subscriber: Any, event: Any) -> dict[str, Any]:
-    from protocol.events import DdlChange
+    from rowbus.protocol.events import DdlChange
 
     base = {"schema": event.schema, "table": event.table, "position": str(event.position)}
     if isinstance(event, DdlChange):
@@ -143,7 +143,7 @@ def _event_dict(subscriber: Any, event: Any) -> dict[str, Any]:
 
 
 def _when(ts: int) -> str:
-    from protocol.hlc import physical_ms
+    from rowbus.protocol.hlc import physical_ms
 
     return dt.datetime.fromtimestamp(physical_ms(ts) / 1000, dt.UTC).isoformat(
         timespec="milliseconds"

@@ -11,12 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rowbus.config import Settings
+from rowbus.spark_apply.settings import RouteSettings
 from rowbus.waiting import wait_for
-from spark_apply.settings import RouteSettings
 from tests.conftest import connect
 from tests.integration.spark_apply.harness import SINK_DDL, Model, Publisher
 from tests.integration.spark_apply.test_spark_apply import job_config, sink_rows
-from tests.services import ROOT
 
 PARTITIONS = 3
 TXNS = 400  # 1600 records: 14 batches of 120, five of them killed
@@ -60,8 +59,16 @@ def test_kill_9_mid_batch_five_times(
     )
     path = tmp_path / "job.json"
     path.write_text(config.dump())
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "spark_apply", "--config", str(path), "--log-level", "WARNING"]
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    cmd = [
+        sys.executable,
+        "-m",
+        "rowbus.spark_apply",
+        "--config",
+        str(path),
+        "--log-level",
+        "WARNING",
+    ]
     log = (tmp_path / "driver.log").open("w")
     for _run in range(5):
         before = checkpoints(services, job) if _run else 0

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from protocol.events import ReaderCheckpoint
 from rowbus.config import Settings
+from rowbus.protocol.events import ReaderCheckpoint
+from rowbus.spark_apply.job import BatchApplier, start_query
 from rowbus.verify import verify
 from rowbus.waiting import wait_for
 from rowbus.workloads import W2
-from spark_apply.job import BatchApplier, start_query
 from tests.conftest import connect
 from tests.integration.producer.helpers import ReaderSetup, TopicReader, reader_thread
 from tests.integration.spark_apply.test_spark_apply import job_config, shared_spark

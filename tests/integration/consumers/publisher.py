@@ -7,8 +7,9 @@ from collections.abc import Iterator, Sequence
 
 from confluent_kafka import Producer
 
-from protocol.codec import encode
-from protocol.events import (
+from rowbus.config import Settings
+from rowbus.protocol.codec import encode
+from rowbus.protocol.events import (
     BinlogPosition,
     ColumnSchema,
     Event,
@@ -19,8 +20,7 @@ from protocol.events import (
     TableSchema,
     TxnRef,
 )
-from protocol.hlc import compose
-from rowbus.config import Settings
+from rowbus.protocol.hlc import compose
 
 T0_MS = 1_750_000_000_000
 TABLE = TableSchema("db", "t", (ColumnSchema("id", "bigint"), ColumnSchema("k", "int")), ("id",))

@@ -16,10 +16,15 @@ from typing import Any
 
 import pymysql
 
-from consumers.stores import CheckpointStore, KafkaOffsetStore, SqlCheckpointStore, ZooKeeperStore
-from consumers.subscriber import Subscriber
-from consumers.transaction import Transaction
-from protocol.events import RowChange
+from rowbus.consumers.stores import (
+    CheckpointStore,
+    KafkaOffsetStore,
+    SqlCheckpointStore,
+    ZooKeeperStore,
+)
+from rowbus.consumers.subscriber import Subscriber
+from rowbus.consumers.transaction import Transaction
+from rowbus.protocol.events import RowChange
 
 
 def connect(db: dict[str, Any]) -> Any:

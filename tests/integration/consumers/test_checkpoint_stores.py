@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from consumers.checkpoint import Checkpoint
-from consumers.exceptions import CheckpointError
-from consumers.positions import Floor
-from consumers.stores import (
+from rowbus.config import Settings
+from rowbus.consumers.checkpoint import Checkpoint
+from rowbus.consumers.exceptions import CheckpointError
+from rowbus.consumers.positions import Floor
+from rowbus.consumers.stores import (
     CheckpointStore,
     FileCheckpointStore,
     Guarantee,
@@ -19,7 +20,6 @@ from consumers.stores import (
     SqlCheckpointStore,
     ZooKeeperStore,
 )
-from rowbus.config import Settings
 from tests.conftest import connect
 
 BACKENDS = ["file", "kafka", "zookeeper", "sql"]

@@ -17,15 +17,15 @@ from typing import Any
 
 import pytest
 
-from consumers.checkpoint import Checkpoint
-from consumers.stores import (
+from rowbus.config import Settings
+from rowbus.consumers.checkpoint import Checkpoint
+from rowbus.consumers.stores import (
     CheckpointStore,
     Guarantee,
     KafkaOffsetStore,
     SqlCheckpointStore,
     ZooKeeperStore,
 )
-from rowbus.config import Settings
 from rowbus.waiting import wait_for
 from tests.conftest import connect
 from tests.integration.consumers.publisher import publish_in_background
@@ -86,7 +86,7 @@ def test_subscriber_resumes_after_kill_9_within_its_stores_guarantee(
                     json.dumps({**spec, **extra}),
                 ],
                 cwd=ROOT,
-                env={**os.environ, "PYTHONPATH": str(ROOT)},
+                env=dict(os.environ),
                 stdout=f,
             )
 

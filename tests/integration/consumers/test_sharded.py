@@ -7,9 +7,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from consumers.sharded import ShardedSubscriber, ShardTransaction
-from consumers.sharded.assignment import ShardKey
 from rowbus.config import Settings
+from rowbus.consumers.sharded import ShardedSubscriber, ShardTransaction
+from rowbus.consumers.sharded.assignment import ShardKey
 from rowbus.waiting import wait_for
 from tests.integration.consumers.publisher import TABLE, TestPublisher, publish_schema, txn_events
 

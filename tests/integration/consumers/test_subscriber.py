@@ -12,11 +12,11 @@ from pathlib import Path
 
 import yaml
 
-from consumers.checkpoint import Checkpoint
-from consumers.stores import FileCheckpointStore
-from consumers.subscriber import Subscriber
-from consumers.transaction import Transaction
 from rowbus.config import Settings
+from rowbus.consumers.checkpoint import Checkpoint
+from rowbus.consumers.stores import FileCheckpointStore
+from rowbus.consumers.subscriber import Subscriber
+from rowbus.consumers.transaction import Transaction
 from rowbus.waiting import wait_for
 from tests.integration.consumers.publisher import TestPublisher, publish_in_background, txn_events
 
@@ -89,7 +89,7 @@ def test_tail_resumes_after_kill_9_without_loss_or_duplicate_beyond_its_checkpoi
                     *("--checkpoint-file", str(checkpoint), *extra),
                 ],
                 cwd=ROOT,
-                env={**os.environ, "PYTHONPATH": str(ROOT)},
+                env=dict(os.environ),
                 stdout=f,
             )
 

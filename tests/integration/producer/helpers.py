@@ -16,11 +16,11 @@ from typing import Any
 import yaml
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
-from producer.reader import Reader
-from producer.settings import ReaderSettings, Services, SourceConnection
-from protocol.codec import decode
-from protocol.events import Record
 from rowbus.config import MySQLSettings, Settings
+from rowbus.producer.reader import Reader
+from rowbus.producer.settings import ReaderSettings, Services, SourceConnection
+from rowbus.protocol.codec import decode
+from rowbus.protocol.events import Record
 from rowbus.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -119,7 +119,7 @@ def reader_thread(setup: ReaderSetup, **overrides: Any) -> Iterator[Reader]:
 def start_reader_process(
     config: Path, source: str, reader_id: str, log: Path
 ) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = dict(os.environ)
     with log.open("ab") as out:
         return subprocess.Popen(
             [

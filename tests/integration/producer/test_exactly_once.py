@@ -7,7 +7,7 @@ import random
 import signal
 from pathlib import Path
 
-from protocol.events import Op, ReaderCheckpoint, RowChange
+from rowbus.protocol.events import Op, ReaderCheckpoint, RowChange
 from rowbus.waiting import wait_for
 from tests.conftest import connect
 from tests.integration.producer.helpers import ReaderSetup, TopicReader, start_reader_process

@@ -9,7 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from protocol.events import Op, ReaderCheckpoint, RowChange
+from rowbus.protocol.events import Op, ReaderCheckpoint, RowChange
 from rowbus.waiting import wait_for
 from tests.integration.producer.helpers import ReaderSetup, TopicReader, start_reader_process
 from tests.integration.producer.workload import Workload

@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 import time
 
-from protocol.events import Heartbeat, Resolved
-from protocol.hlc import physical_ms
+from rowbus.protocol.events import Heartbeat, Resolved
+from rowbus.protocol.hlc import physical_ms
 from tests.integration.producer.helpers import ReaderSetup, TopicReader, reader_thread
 
 

@@ -8,13 +8,13 @@ from collections.abc import Callable
 
 import pytest
 
-from producer.exceptions import FencedError, PositionPurgedError, ServerMisconfiguredError
-from producer.positions import parse_start
-from producer.publisher import KafkaPublisher
-from producer.reader import derived_server_id
-from producer.server import SourceServer
-from producer.settings import SourceConnection
-from protocol.events import BinlogPosition
+from rowbus.producer.exceptions import FencedError, PositionPurgedError, ServerMisconfiguredError
+from rowbus.producer.positions import parse_start
+from rowbus.producer.publisher import KafkaPublisher
+from rowbus.producer.reader import derived_server_id
+from rowbus.producer.server import SourceServer
+from rowbus.producer.settings import SourceConnection
+from rowbus.protocol.events import BinlogPosition
 from rowbus.waiting import wait_for
 from tests.conftest import connect
 from tests.integration.producer.helpers import ReaderSetup

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from decimal import Decimal
 
-from protocol.events import DdlChange, Op, Resolved, RowChange, SchemaRecord
+from rowbus.protocol.events import DdlChange, Op, Resolved, RowChange, SchemaRecord
 from tests.conftest import connect
 from tests.integration.producer.helpers import ReaderSetup, TopicReader, reader_thread
 

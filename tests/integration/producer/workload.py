@@ -6,8 +6,8 @@ import random
 import threading
 from dataclasses import dataclass, field
 
-from protocol.events import Op
 from rowbus.config import MySQLSettings
+from rowbus.protocol.events import Op
 from tests.conftest import connect
 
 

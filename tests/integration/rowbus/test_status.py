@@ -9,11 +9,11 @@ from confluent_kafka import Producer
 from kazoo.client import KazooClient
 from kazoo.recipe.lock import Lock
 
-from protocol.codec import encode
-from protocol.events import BinlogPosition, ReaderCheckpoint
-from protocol.hlc import compose
-from protocol.topics import checkpoint_key
 from rowbus.config import load_settings
+from rowbus.protocol.codec import encode
+from rowbus.protocol.events import BinlogPosition, ReaderCheckpoint
+from rowbus.protocol.hlc import compose
+from rowbus.protocol.topics import checkpoint_key
 from rowbus.status import print_status
 from tests.conftest import connect
 

@@ -12,10 +12,10 @@ import logging
 import sys
 from pathlib import Path
 
-from consumers.shard_ddl.election import ZkElection
-from spark_apply.job import BatchApplier, spark_session, start_query
-from spark_apply.settings import JobConfig
-from spark_apply.shard_ddl import ShardDdlHook
+from rowbus.consumers.shard_ddl.election import ZkElection
+from rowbus.spark_apply.job import BatchApplier, spark_session, start_query
+from rowbus.spark_apply.settings import JobConfig
+from rowbus.spark_apply.shard_ddl import ShardDdlHook
 
 
 def main(path: str) -> int:

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from consumers.shard_ddl.control import ControlLog
-from consumers.shard_ddl.coordinator import Coordinator
-from consumers.shard_ddl.election import Election, ZkElection
-from consumers.shard_ddl.executor import DdlExecutor
-from consumers.shard_ddl.groups import ShardGroups
 from rowbus.config import MySQLSettings, Settings
+from rowbus.consumers.shard_ddl.control import ControlLog
+from rowbus.consumers.shard_ddl.coordinator import Coordinator
+from rowbus.consumers.shard_ddl.election import Election, ZkElection
+from rowbus.consumers.shard_ddl.executor import DdlExecutor
+from rowbus.consumers.shard_ddl.groups import ShardGroups
 from tests.conftest import connect
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from consumers.shard_ddl.groups import ShardGroups, glob_router
-from consumers.shard_ddl.locks import LockState
 from rowbus.cli import main
 from rowbus.config import Settings
+from rowbus.consumers.shard_ddl.groups import ShardGroups, glob_router
+from rowbus.consumers.shard_ddl.locks import LockState
 from tests.conftest import connect
 from tests.integration.shard_ddl.helpers import columns, coordinator, election, executor
 

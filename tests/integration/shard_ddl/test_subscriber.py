@@ -7,15 +7,15 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from typing import Any
 
-from consumers.shard_ddl.coordinator import Coordinator
-from consumers.shard_ddl.groups import ShardGroups, glob_router
-from consumers.shard_ddl.locks import LockState
-from consumers.shard_ddl.subscriber import ShardedApply
-from consumers.spill import DataEvent
-from consumers.stores.base import MemoryCheckpointStore
-from consumers.subscriber import Subscriber
-from protocol.events import Op, RowChange
 from rowbus.config import Settings
+from rowbus.consumers.shard_ddl.coordinator import Coordinator
+from rowbus.consumers.shard_ddl.groups import ShardGroups, glob_router
+from rowbus.consumers.shard_ddl.locks import LockState
+from rowbus.consumers.shard_ddl.subscriber import ShardedApply
+from rowbus.consumers.spill import DataEvent
+from rowbus.consumers.stores.base import MemoryCheckpointStore
+from rowbus.consumers.subscriber import Subscriber
+from rowbus.protocol.events import Op, RowChange
 from rowbus.verify import Route, verify
 from rowbus.waiting import wait_for
 from tests.conftest import connect

@@ -25,14 +25,14 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from consumers.shard_ddl.control import ControlLog
-from consumers.shard_ddl.locks import LockState, LockTable
-from protocol.events import ControlKind, ControlRecord
 from rowbus.cli import main as rowbus_main
 from rowbus.config import MySQLSettings, Settings
+from rowbus.consumers.shard_ddl.control import ControlLog
+from rowbus.consumers.shard_ddl.locks import LockState, LockTable
+from rowbus.protocol.events import ControlKind, ControlRecord
+from rowbus.spark_apply.settings import ApplySettings, JobConfig, RouteSettings, SinkConnection
 from rowbus.verify import Route, verify
 from rowbus.waiting import wait_for
-from spark_apply.settings import ApplySettings, JobConfig, RouteSettings, SinkConnection
 from tests.conftest import connect
 from tests.integration.producer.helpers import ReaderSetup, reader_thread
 from tests.integration.shard_ddl.helpers import columns, readers_ready
@@ -175,7 +175,7 @@ class Observer:
 @contextmanager
 def apply_process(args: dict[str, Any], path: Path, log: Path) -> Iterator[subprocess.Popen[bytes]]:
     path.write_text(json.dumps(args))
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = dict(os.environ)
     with log.open("ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "tests.integration.shard_ddl.apply_job", str(path)],

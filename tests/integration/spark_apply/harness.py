@@ -17,8 +17,8 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from protocol.codec import encode
-from protocol.events import (
+from rowbus.protocol.codec import encode
+from rowbus.protocol.events import (
     BinlogPosition,
     ColumnSchema,
     DdlChange,
@@ -29,9 +29,9 @@ from protocol.events import (
     TableSchema,
     TxnRef,
 )
-from protocol.hlc import HybridClock
-from protocol.partition import encode_key, java_partition
-from protocol.values import Value
+from rowbus.protocol.hlc import HybridClock
+from rowbus.protocol.partition import encode_key, java_partition
+from rowbus.protocol.values import Value
 
 COLUMNS = (
     ColumnSchema(name="id", type="bigint", nullable=False),

@@ -10,13 +10,13 @@ from decimal import Decimal
 import pymysql
 import pytest
 
-from protocol.events import Op, TableSchema
 from rowbus.config import Settings
-from spark_apply.exceptions import BadEventError
-from spark_apply.planner import Envelope, PlannerState, plan
-from spark_apply.routing import Router
-from spark_apply.settings import RouteSettings, SinkConnection
-from spark_apply.sink import MySQLSink
+from rowbus.protocol.events import Op, TableSchema
+from rowbus.spark_apply.exceptions import BadEventError
+from rowbus.spark_apply.planner import Envelope, PlannerState, plan
+from rowbus.spark_apply.routing import Router
+from rowbus.spark_apply.settings import RouteSettings, SinkConnection
+from rowbus.spark_apply.sink import MySQLSink
 from tests.conftest import connect
 from tests.unit.spark_apply.events import ddl, resolved, row, table
 

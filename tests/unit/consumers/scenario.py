@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 
-from protocol.events import (
+from rowbus.protocol.events import (
     BinlogPosition,
     ColumnSchema,
     DdlChange,

@@ -7,11 +7,11 @@ import itertools
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from consumers.checkpoint import Checkpoint
-from consumers.merger import Merger
-from consumers.snapshot import MergerSnapshot
-from consumers.transaction import Transaction
-from protocol.events import Resolved
+from rowbus.consumers.checkpoint import Checkpoint
+from rowbus.consumers.merger import Merger
+from rowbus.consumers.snapshot import MergerSnapshot
+from rowbus.consumers.transaction import Transaction
+from rowbus.protocol.events import Resolved
 from tests.unit.consumers.scenario import BASE_TS, Scenario, ddl, row, scenarios
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

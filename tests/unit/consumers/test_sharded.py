@@ -6,17 +6,17 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from consumers.checkpoint import Checkpoint
-from consumers.positions import Floor
-from consumers.sharded.assignment import (
+from rowbus.consumers.checkpoint import Checkpoint
+from rowbus.consumers.positions import Floor
+from rowbus.consumers.sharded.assignment import (
     ShardKey,
     already_handled,
     assign,
     combine,
     rebalance,
 )
-from protocol.events import ColumnSchema, Op, TableSchema
-from protocol.partition import encode_key, java_partition
+from rowbus.protocol.events import ColumnSchema, Op, TableSchema
+from rowbus.protocol.partition import encode_key, java_partition
 from tests.unit.consumers.scenario import BASE_TS, row
 
 members_st = st.sets(st.text("abcdef", min_size=1, max_size=4), min_size=1, max_size=6)

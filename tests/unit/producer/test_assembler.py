@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from producer.assembler import (
+from rowbus.producer.assembler import (
     GtidMark,
     Query,
     Rotate,
@@ -12,7 +12,7 @@ from producer.assembler import (
     TransactionAssembler,
     Xid,
 )
-from protocol.events import ColumnSchema, Op, TableSchema
+from rowbus.protocol.events import ColumnSchema, Op, TableSchema
 
 T = TableSchema("db", "t", (ColumnSchema("id", "int"),), ("id",))
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 
-from producer.assembler import DdlItem, RowItem, Transaction
-from producer.batch import Batcher, FlushPolicy
-from producer.ddl import parse_ddl
-from producer.tables import TableFilter, converter_for
-from protocol.codec import decode
-from protocol.events import (
+from rowbus.producer.assembler import DdlItem, RowItem, Transaction
+from rowbus.producer.batch import Batcher, FlushPolicy
+from rowbus.producer.ddl import parse_ddl
+from rowbus.producer.tables import TableFilter, converter_for
+from rowbus.protocol.codec import decode
+from rowbus.protocol.events import (
     BinlogPosition,
     ColumnSchema,
     DdlChange,
@@ -19,8 +19,8 @@ from protocol.events import (
     SchemaRecord,
     TableSchema,
 )
-from protocol.hlc import HybridClock, physical_ms
-from protocol.partition import Partitioner
+from rowbus.protocol.hlc import HybridClock, physical_ms
+from rowbus.protocol.partition import Partitioner
 
 T = TableSchema(
     "db",
@@ -173,7 +173,7 @@ def test_ddl_schema_comes_from_the_next_table_map_of_its_table() -> None:
 
 
 def test_a_pending_ddl_holds_the_flush_until_its_table_shows_its_schema() -> None:
-    from producer.batch import DDL_SCHEMA_WAIT_S
+    from rowbus.producer.batch import DDL_SCHEMA_WAIT_S
 
     later = TableSchema("db", "t", (*T.columns, ColumnSchema("x", "int")), ("id",))
     b = batcher(FlushPolicy(rows=1000, bytes=10**9, interval_s=0.2, idle_interval_s=1.0))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from producer.ddl import parse_ddl
-from producer.exceptions import BadStartPositionError
-from producer.positions import GtidState, parse_start
-from producer.server import _gtid_targets
+from rowbus.producer.ddl import parse_ddl
+from rowbus.producer.exceptions import BadStartPositionError
+from rowbus.producer.positions import GtidState, parse_start
+from rowbus.producer.server import _gtid_targets
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from protocol.events import (
+from rowbus.protocol.events import (
     BinlogPosition,
     ColumnSchema,
     ControlKind,
@@ -23,7 +23,7 @@ from protocol.events import (
     TableSchema,
     TxnRef,
 )
-from protocol.values import TIME_MAX_US
+from rowbus.protocol.values import TIME_MAX_US
 
 text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
 names = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12)

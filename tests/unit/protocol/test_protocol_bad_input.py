@@ -8,9 +8,9 @@ from decimal import Decimal
 
 import pytest
 
-from protocol.codec import Encoding, decode, encode
-from protocol.errors import ProtocolError
-from protocol.events import BinlogPosition, Op, Resolved, RowChange, TxnRef
+from rowbus.protocol.codec import Encoding, decode, encode
+from rowbus.protocol.errors import ProtocolError
+from rowbus.protocol.events import BinlogPosition, Op, Resolved, RowChange, TxnRef
 
 POS = "rowbus.db1[3]@42"
 ROW = RowChange(
@@ -193,8 +193,8 @@ def test_bad_json_values_are_refused(image: str) -> None:
 
 
 def test_an_image_whose_arrays_disagree_with_its_kinds_is_refused() -> None:
-    from protocol.codec import fastpath
-    from protocol.codec.image import join_generic
+    from rowbus.protocol.codec import fastpath
+    from rowbus.protocol.codec.image import join_generic
 
     for join in (fastpath.join, join_generic):
         with pytest.raises(ProtocolError, match="fewer values"):

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from protocol.events import BinlogPosition, ColumnSchema, Op, RowChange, TableSchema, TxnRef
-from protocol.values import Kind, format_time, kind_of, parse_time
+from rowbus.protocol.events import BinlogPosition, ColumnSchema, Op, RowChange, TableSchema, TxnRef
+from rowbus.protocol.values import Kind, format_time, kind_of, parse_time
 
 TABLE = TableSchema(
     "shop",
@@ -89,7 +89,7 @@ def test_time_text(td: dt.timedelta, text: str) -> None:
 
 
 def test_order_key_grows_in_binlog_order() -> None:
-    from protocol.events import order_key
+    from rowbus.protocol.events import order_key
 
     def at(file: str, offset: int, index: int) -> RowChange:
         return RowChange(

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from protocol.codec import Encoding, decode, encode
-from protocol.codec.jsonc import to_json, value_from_json
-from protocol.errors import ProtocolError
-from protocol.golden import SAMPLES, TESTDATA, build
-from protocol.partition import encode_key, java_partition, murmur2
+from rowbus.protocol.codec import Encoding, decode, encode
+from rowbus.protocol.codec.jsonc import to_json, value_from_json
+from rowbus.protocol.errors import ProtocolError
+from rowbus.protocol.golden import SAMPLES, TESTDATA, build
+from rowbus.protocol.partition import encode_key, java_partition, murmur2
 from tests.unit.protocol.protocol_strategies import strict
 
 MANIFEST: dict[str, Any] = json.loads((TESTDATA / "manifest.json").read_text(encoding="utf-8"))
@@ -51,7 +51,7 @@ def test_key_vector(case: dict[str, Any]) -> None:
 
 
 def test_schema_id_vector() -> None:
-    from protocol.golden import ALL_TYPES
+    from rowbus.protocol.golden import ALL_TYPES
 
     (case,) = MANIFEST["schema_ids"]
     assert ALL_TYPES.canonical_bytes().decode("utf-8") == case["canonical"]
@@ -66,6 +66,6 @@ def test_invalid_vector(case: dict[str, Any]) -> None:
 
 
 def test_testdata_is_exactly_what_the_generator_writes() -> None:
-    """Regenerate with ``python -m protocol.golden`` after a deliberate format change."""
+    """Regenerate with ``python -m rowbus.protocol.golden`` after a deliberate format change."""
     on_disk = {p.name: p.read_bytes() for p in Path(TESTDATA).iterdir() if p.is_file()}
     assert on_disk == build()

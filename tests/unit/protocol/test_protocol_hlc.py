@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.hlc import HybridClock, compose, logical, physical_ms
+from rowbus.protocol.hlc import HybridClock, compose, logical, physical_ms
 
 
 def test_compose_and_split() -> None:

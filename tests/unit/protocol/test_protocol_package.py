@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-import protocol
-from protocol.codec import decode
+from rowbus import protocol
+from rowbus.protocol.codec import decode
 
 ROOT = Path(protocol.__file__).resolve().parent
 
 
 def test_protocol_imports_no_io_library() -> None:
     code = (
-        "import sys, protocol, protocol.codec, protocol.partition, protocol.topics, "
-        "protocol.hlc, protocol.golden\n"
+        "import sys, rowbus.protocol, rowbus.protocol.codec, rowbus.protocol.partition, "
+        "rowbus.protocol.topics, rowbus.protocol.hlc, rowbus.protocol.golden\n"
         "bad = {'confluent_kafka', 'pymysql', 'pyspark', 'kazoo', 'pymysqlreplication'}\n"
         "print(sorted(bad & {m.split('.')[0] for m in sys.modules}))"
     )
@@ -29,12 +29,12 @@ def test_protocol_imports_no_io_library() -> None:
 
 
 def test_generated_code_matches_the_proto(tmp_path: Path) -> None:
-    from protocol.regenerate import main  # needs grpcio-tools, part of the test extra
+    from rowbus.protocol.regenerate import main  # needs grpcio-tools, part of the test extra
 
     assert main(tmp_path) == 0
     for name in ("rowbus_pb2.py", "rowbus_pb2.pyi"):
         assert (tmp_path / name).read_text() == (ROOT / "_generated" / name).read_text(), (
-            "run python -m protocol.regenerate"
+            "run python -m rowbus.protocol.regenerate"
         )
 
 
@@ -44,7 +44,7 @@ def test_public_names() -> None:
 
 
 def test_a_protobuf_row_whose_images_contradict_its_op_is_refused() -> None:
-    from protocol._generated import rowbus_pb2 as pb
+    from rowbus.protocol._generated import rowbus_pb2 as pb
 
     env = pb.Envelope()
     env.row.op = pb.OP_INSERT
@@ -63,8 +63,8 @@ def test_a_protobuf_row_whose_images_contradict_its_op_is_refused() -> None:
 
 
 def test_an_update_whose_images_differ_in_width_is_refused() -> None:
-    from protocol._generated import rowbus_pb2 as pb
-    from protocol.events import BinlogPosition, Op, RowChange, TxnRef
+    from rowbus.protocol._generated import rowbus_pb2 as pb
+    from rowbus.protocol.events import BinlogPosition, Op, RowChange, TxnRef
 
     env = pb.Envelope()
     env.row.op = pb.OP_UPDATE

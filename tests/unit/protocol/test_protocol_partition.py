@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.errors import ProtocolError
-from protocol.events import (
+from rowbus.protocol.errors import ProtocolError
+from rowbus.protocol.events import (
     BinlogPosition,
     ColumnSchema,
     DdlChange,
@@ -21,7 +21,7 @@ from protocol.events import (
     TableSchema,
     TxnRef,
 )
-from protocol.partition import (
+from rowbus.protocol.partition import (
     Dispatch,
     DispatchRule,
     Partitioner,

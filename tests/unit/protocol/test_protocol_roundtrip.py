@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.codec import Encoding, decode, encode
-from protocol.events import BinlogPosition, Op, RowChange, TxnRef
+from rowbus.protocol.codec import Encoding, decode, encode
+from rowbus.protocol.events import BinlogPosition, Op, RowChange, TxnRef
 from tests.unit.protocol.protocol_strategies import images, records, rows, strict, values
 
 ENCODINGS = list(Encoding)
@@ -58,14 +58,14 @@ def test_same_shape_twice_uses_the_cached_path(
 @settings(max_examples=200, deadline=None)
 @given(value=values)
 def test_a_value_alone_round_trips_through_the_generic_path(value: object) -> None:
-    from protocol.codec.image import join_generic, split_generic
+    from rowbus.protocol.codec.image import join_generic, split_generic
 
     cols = split_generic((value,))  # type: ignore[arg-type]
     assert strict(join_generic(*cols)) == strict((value,))
 
 
 def test_headers_name_version_encoding_and_kind() -> None:
-    from protocol.events import Resolved
+    from rowbus.protocol.events import Resolved
 
     _, headers = encode(Resolved(source="db1", ts=5), Encoding.AVRO)
     assert headers == [

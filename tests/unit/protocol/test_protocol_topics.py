@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.errors import ProtocolError
-from protocol.topics import (
+from rowbus.protocol.errors import ProtocolError
+from rowbus.protocol.topics import (
     CHECKPOINTS_TOPIC,
     CHECKPOINTS_TOPIC_CONFIG,
     CONTROL_TOPIC,

@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from consumers.shard_ddl.coordinator import Coordinator
-from consumers.shard_ddl.exceptions import ControlTopicError, ShardDdlError
-from consumers.shard_ddl.executor import Outcome
-from consumers.shard_ddl.groups import ShardGroups, glob_router
-from consumers.shard_ddl.locks import LockState
-from protocol.events import ControlKind, ControlRecord
+from rowbus.consumers.shard_ddl.coordinator import Coordinator
+from rowbus.consumers.shard_ddl.exceptions import ControlTopicError, ShardDdlError
+from rowbus.consumers.shard_ddl.executor import Outcome
+from rowbus.consumers.shard_ddl.groups import ShardGroups, glob_router
+from rowbus.consumers.shard_ddl.locks import LockState
+from rowbus.protocol.events import ControlKind, ControlRecord
 
 
 class MemoryLog:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from consumers.shard_ddl import records
-from consumers.shard_ddl.gate import Barrier, ShardGate
-from consumers.shard_ddl.groups import ShardGroups, glob_router
-from consumers.shard_ddl.locks import LockTable
-from protocol.events import ControlKind
+from rowbus.consumers.shard_ddl import records
+from rowbus.consumers.shard_ddl.gate import Barrier, ShardGate
+from rowbus.consumers.shard_ddl.groups import ShardGroups, glob_router
+from rowbus.consumers.shard_ddl.locks import LockTable
+from rowbus.protocol.events import ControlKind
 
 
 def _intent(shard: str, seq: int = 1) -> records.ControlRecord:

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumers.shard_ddl import records
-from consumers.shard_ddl.ddl import normalize, retarget
-from consumers.shard_ddl.locks import OPTIMISTIC, PESSIMISTIC, LockState, LockTable, replay
-from protocol.events import ControlKind, ControlRecord
+from rowbus.consumers.shard_ddl import records
+from rowbus.consumers.shard_ddl.ddl import normalize, retarget
+from rowbus.consumers.shard_ddl.locks import OPTIMISTIC, PESSIMISTIC, LockState, LockTable, replay
+from rowbus.protocol.events import ControlKind, ControlRecord
 
 TARGET = "shop.orders"
 GROUP = ("s1/db.o_1", "s1/db.o_2", "s2/db.o_1", "s2/db.o_2")

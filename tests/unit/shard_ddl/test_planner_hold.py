@@ -3,8 +3,8 @@ events, the other shards keep flowing, and the held events come out in order onc
 
 from __future__ import annotations
 
-from protocol.events import Op
-from spark_apply.planner import Envelope, PlannerState, plan
+from rowbus.protocol.events import Op
+from rowbus.spark_apply.planner import Envelope, PlannerState, plan
 from tests.unit.spark_apply.events import ddl, resolved, row, table
 
 T = "topic"

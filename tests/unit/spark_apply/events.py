@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.events import (
+from rowbus.protocol.events import (
     BinlogPosition,
     ColumnSchema,
     DdlChange,
@@ -12,7 +12,7 @@ from protocol.events import (
     TableSchema,
     TxnRef,
 )
-from protocol.values import Value
+from rowbus.protocol.values import Value
 
 
 def table(

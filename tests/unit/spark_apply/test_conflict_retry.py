@@ -5,8 +5,8 @@ from __future__ import annotations
 import pymysql
 import pytest
 
-from spark_apply.exceptions import ApplyError, TransactionConflictError
-from spark_apply.sink import CONFLICT_ATTEMPTS, _retry_conflicts, db_errors
+from rowbus.spark_apply.exceptions import ApplyError, TransactionConflictError
+from rowbus.spark_apply.sink import CONFLICT_ATTEMPTS, _retry_conflicts, db_errors
 
 
 class FakeConn:

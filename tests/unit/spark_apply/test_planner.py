@@ -5,8 +5,8 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.events import Op
-from spark_apply.planner import Envelope, PlannerState, plan
+from rowbus.protocol.events import Op
+from rowbus.spark_apply.planner import Envelope, PlannerState, plan
 from tests.unit.spark_apply.events import ddl, resolved, row, table
 
 T = "topic"

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from spark_apply.exceptions import RoutingError
-from spark_apply.routing import Router, Target
-from spark_apply.settings import RouteSettings
+from rowbus.spark_apply.exceptions import RoutingError
+from rowbus.spark_apply.routing import Router, Target
+from rowbus.spark_apply.settings import RouteSettings
 from tests.unit.spark_apply.events import table
 
 

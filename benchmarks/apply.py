@@ -1,6 +1,6 @@
 """Apply benchmark: rows/s from Kafka into the sink, and commit-to-visible lag at a fixed rate.
 
-    python -m spark_apply.bench [--kafka H:P] [--sink H:P] [--source H:P] [--only PART] …
+    python -m benchmarks.apply [--kafka H:P] [--sink H:P] [--source H:P] [--only PART] …
 
 Parts (all by default; nothing is asserted, figures are printed):
 
@@ -21,46 +21,23 @@ This tool drives the whole platform, so unlike the job it borrows from the appli
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 import uuid
 from typing import Any
 
-from protocol.codec import encode, kind_name
-from protocol.events import (
-    BinlogPosition,
-    ColumnSchema,
-    Op,
+from benchmarks.workloads import w1_table, w1_transactions
+from rowbus.protocol.codec import encode, kind_name
+from rowbus.protocol.events import (
     Resolved,
-    RowChange,
     TableSchema,
-    TxnRef,
 )
-from protocol.hlc import HybridClock
-from protocol.partition import encode_key, java_partition
-from rowbus.workloads import w1_row
+from rowbus.protocol.partition import encode_key, java_partition
 
-W1_COLUMNS = (
-    ColumnSchema(name="id", type="bigint", nullable=False),
-    ColumnSchema(name="i", type="int"),
-    ColumnSchema(name="b", type="bigint"),
-    ColumnSchema(name="s", type="varchar", length=64),
-    ColumnSchema(name="d", type="decimal", precision=12, scale=2),
-    ColumnSchema(name="t", type="datetime", fsp=6),
-    ColumnSchema(name="f", type="double"),
-    ColumnSchema(name="y", type="tinyint"),
-    ColumnSchema(name="x", type="text"),
-    ColumnSchema(name="dt", type="date"),
-)
 W1_SINK_DDL = (
     "CREATE TABLE {name} (id BIGINT PRIMARY KEY, i INT, b BIGINT, s VARCHAR(64), "
     "d DECIMAL(12,2), t DATETIME(6), f DOUBLE, y TINYINT, x TEXT, dt DATE)"
 )
-
-
-def w1_table(schema: str) -> TableSchema:
-    return TableSchema(schema, "w1", W1_COLUMNS, ("id",))
 
 
 def w1_records(
@@ -68,31 +45,10 @@ def w1_records(
 ) -> list[tuple[int, bytes | None, Any]]:
     """(partition, key, record) of W1 inserts as a reader publishes them: each transaction's
     rows by key, then a Resolved at its ts to every partition."""
-    rng = random.Random(seed)
-    clock = HybridClock()
     out: list[tuple[int, bytes | None, Any]] = []
-    position = 4
-    for first in range(1, rows + 1, per_txn):
-        ts = clock.next(int(time.time() * 1000))
-        n = min(per_txn, rows + 1 - first)
-        gtid = f"0-1-{first}"
-        for i in range(n):
-            position += 1
-            values = w1_row(rng, first + i)
-            ev = RowChange(
-                source=source,
-                ts=ts,
-                op=Op.INSERT,
-                schema=table.schema,
-                table=table.table,
-                schema_id=table.schema_id,
-                primary_key=table.primary_key,
-                before=None,
-                after=values,
-                txn=TxnRef(gtid, i, n),
-                position=BinlogPosition("bin.000001", position, gtid),
-            )
-            key = encode_key(table.schema, table.table, (values[0],))
+    for ts, txn in w1_transactions(source, rows, per_txn=per_txn, seed=seed, table=table):
+        for ev in txn:
+            key = encode_key(table.schema, table.table, (ev.after[0],) if ev.after else ())
             out.append((java_partition(key, partitions), key, ev))
         out.extend((p, None, Resolved(source=source, ts=ts)) for p in range(partitions))
     return out
@@ -178,7 +134,12 @@ class Bench:
         checkpoint: str,
         available_now: bool,
     ) -> Any:
-        from spark_apply.settings import ApplySettings, JobConfig, RouteSettings, SinkConnection
+        from rowbus.spark_apply.settings import (
+            ApplySettings,
+            JobConfig,
+            RouteSettings,
+            SinkConnection,
+        )
 
         s = self.settings.resolved_sink
         return JobConfig(
@@ -222,7 +183,7 @@ def publish(
     """Publish as a reader does (Kafka transactions, the schema first); seconds taken."""
     from confluent_kafka import Producer
 
-    from protocol.events import SchemaRecord
+    from rowbus.protocol.events import SchemaRecord
 
     started = time.perf_counter()
     producer = Producer({**kafka, "transactional.id": unique("bench"), "linger.ms": 20})
@@ -273,11 +234,11 @@ def bench_path(bench: Bench, rows: int, profile: bool) -> None:
     import cProfile
     import pstats
 
-    from spark_apply.job import envelopes_of
-    from spark_apply.planner import PlannerState, plan
-    from spark_apply.routing import Router
-    from spark_apply.settings import RouteSettings, SinkConnection
-    from spark_apply.sink import MySQLSink
+    from rowbus.spark_apply.job import envelopes_of
+    from rowbus.spark_apply.planner import PlannerState, plan
+    from rowbus.spark_apply.routing import Router
+    from rowbus.spark_apply.settings import RouteSettings, SinkConnection
+    from rowbus.spark_apply.sink import MySQLSink
 
     table = w1_table("bench_up")
     sink_db = bench.database(bench.settings.resolved_sink, unique("bench_path"), W1_SINK_DDL)
@@ -310,7 +271,7 @@ def bench_path(bench: Bench, rows: int, profile: bool) -> None:
 
 def bench_apply(bench: Bench, rows: int, workdir: str) -> None:
     """Pre-published W1, then the Spark job alone (available_now)."""
-    from spark_apply.job import BatchApplier, spark_session, start_query
+    from rowbus.spark_apply.job import BatchApplier, spark_session, start_query
 
     source = bench.topic(unique("bench.w1"), bench.partitions)
     schemas = bench.topic(unique("bench.schemas"), 1)
@@ -469,8 +430,8 @@ def bench_lag(bench: Bench, source_index: int, rate: int, seconds: float, workdi
     """A real reader, the running job, W1 at `rate` rows/s: commit-to-visible lag."""
     import signal
 
+    from rowbus.spark_apply.job import BatchApplier, spark_session, start_query
     from rowbus.workloads import W1
-    from spark_apply.job import BatchApplier, spark_session, start_query
 
     server = bench.settings.sources[source_index]
     name = unique("bench.lag")
@@ -536,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
     from rowbus.config import load_settings
 
     parser = argparse.ArgumentParser(
-        prog="python -m spark_apply.bench",
+        prog="python -m benchmarks.apply",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -556,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true", help="profile the path part")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
-    logging.getLogger("spark_apply.job").setLevel(logging.INFO)  # per-batch phase timings
+    logging.getLogger("rowbus.spark_apply.job").setLevel(logging.INFO)  # per-batch phase timings
     settings = load_settings(args.config)
     parts = args.only or ["path", "apply", "lag"]
     bench = Bench(settings, args.partitions, args.max_per_trigger)

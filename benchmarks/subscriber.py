@@ -1,4 +1,4 @@
-"""The Subscriber end to end on a real broker: ``python -m consumers.bench subscriber``.
+"""The Subscriber end to end on a real broker: ``python -m benchmarks.merger subscriber``.
 
 Publishes W1-shaped transactions (10 columns, 100 rows each) of two sources to two fresh
 topics of three partitions, each transaction followed by a `Resolved` broadcast, then times:
@@ -19,12 +19,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from consumers.bench import w1_stream
-from consumers.merger import Merger
-from consumers.stores.base import MemoryCheckpointStore
-from consumers.subscriber import Subscriber
-from protocol.codec import encode
-from protocol.events import Event
+from benchmarks.merger import w1_stream
+from rowbus.consumers.merger import Merger
+from rowbus.consumers.stores.base import MemoryCheckpointStore
+from rowbus.consumers.subscriber import Subscriber
+from rowbus.protocol.codec import encode
+from rowbus.protocol.events import Event
 
 
 @dataclass(frozen=True)

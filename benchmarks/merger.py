@@ -1,52 +1,43 @@
-"""Benchmarks: ``python -m consumers.bench merger|big-transaction|subscriber``.
+"""Benchmarks: ``python -m benchmarks.merger merger|big-transaction|subscriber``.
 
 ``merger``: events/s through the merger alone (push, release, iterate) for W1-shaped rows
 (10 columns, 100-row transactions) from two sources over three partitions each.
 ``big-transaction``: one transaction of N rows (default 1M) through the merger with a memory
 limit, reporting time, spilled events and the process's peak RSS.
 ``subscriber``: the Subscriber end to end on a real broker (``--bootstrap-servers``), with the
-merger alone measured in the same run (see `consumers.bench_subscriber`).
+merger alone measured in the same run (see `benchmarks.subscriber`).
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
+import random
 import resource
 import time
 from collections.abc import Iterator
-from decimal import Decimal
 
-from consumers.merger import Merger
-from protocol.events import BinlogPosition, Event, Op, Resolved, RowChange, TxnRef
+from benchmarks.workloads import w1_table
+from rowbus.consumers.merger import Merger
+from rowbus.protocol.events import BinlogPosition, Event, Op, Resolved, RowChange, TxnRef
+from rowbus.workloads import w1_row as w1_values
 
 BASE_TS = int(time.time() * 1000) << 16
+W1 = w1_table()
+_RNG = random.Random(1)
 
 
 def w1_row(source: str, ts: int, txn: str, index: int, count: int | None, pk: int) -> RowChange:
-    """A W1 row (BIGINT PK, INT, BIGINT, VARCHAR(64), DECIMAL, DATETIME(6), DOUBLE, TINYINT,
-    TEXT, DATE)."""
+    """A W1 insert (values from `rowbus.workloads.w1_row`) at a given place in a transaction."""
     return RowChange(
         source=source,
         ts=ts,
         op=Op.INSERT,
         schema="bench",
         table="w1",
-        schema_id=1,
-        primary_key=("id",),
+        schema_id=W1.schema_id,
+        primary_key=W1.primary_key,
         before=None,
-        after=(
-            pk,
-            pk % 1000,
-            pk * 7,
-            f"name-{pk}",
-            Decimal("1234.56"),
-            dt.datetime(2024, 1, 1, 12, 0, 0, 123456),
-            pk / 3,
-            pk % 2,
-            "some text " * 4,
-            dt.date(2024, 1, 1),
-        ),
+        after=w1_values(_RNG, pk),
         txn=TxnRef(txn, index, count),
         position=BinlogPosition("bin.000001", 4 + pk * 10, txn),
     )
@@ -124,7 +115,7 @@ def bench_big_transaction(rows: int, memory_limit: int, partitions: int = 3) -> 
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m consumers.bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.merger", description=__doc__)
     sub = parser.add_subparsers(dest="what", required=True)
     m = sub.add_parser("merger", help="events/s through the merger alone")
     m.add_argument("--events", type=int, default=300_000)
@@ -138,7 +129,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.what == "merger":
         bench_merger(args.events)
     elif args.what == "subscriber":
-        from consumers.bench_subscriber import bench_subscriber
+        from benchmarks.subscriber import bench_subscriber
 
         print(bench_subscriber(args.bootstrap_servers, args.events))
     else:

@@ -1,6 +1,6 @@
 """Reader benchmark: rows/s from binlog to committed in Kafka, beside the raw parse rate.
 
-    python -m producer.bench [--mysql HOST:PORT] [--kafka HOST:PORT] [--w1-rows N] [--w2-txns N]
+    python -m benchmarks.reader [--mysql HOST:PORT] [--kafka HOST:PORT] [--w1-rows N] [--w2-txns N]
 
 W1: a 10-column table (BIGINT PK, INT, BIGINT, VARCHAR(64), DECIMAL(12,2), DATETIME(6), DOUBLE,
 TINYINT, TEXT, DATE) filled in 100-row transactions. W2: 8 tables, single-row transactions,
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import datetime as dt
 import io
 import multiprocessing as mp
 import pstats
@@ -23,7 +22,6 @@ import resource
 import threading
 import time
 import uuid
-from decimal import Decimal
 from typing import Any
 
 import pymysql
@@ -31,13 +29,9 @@ from confluent_kafka.admin import AdminClient
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-from producer.reader import Reader
-from producer.settings import ReaderSettings, Services, SourceConnection
-
-W1_TABLE = """CREATE TABLE w1 (id BIGINT PRIMARY KEY, a INT, b BIGINT, c VARCHAR(64),
-  d DECIMAL(12,2), e DATETIME(6), f DOUBLE, g TINYINT, h TEXT, i DATE)"""
-W2_TABLE = """CREATE TABLE {name} (id BIGINT PRIMARY KEY, a INT, b VARCHAR(32), c DECIMAL(10,2),
-  d DATETIME)"""
+from rowbus.producer.reader import Reader
+from rowbus.producer.settings import ReaderSettings, Services, SourceConnection
+from rowbus.workloads import W1, W2
 
 
 def _connect(args: argparse.Namespace, db: str | None = None) -> Any:
@@ -61,70 +55,34 @@ def _position(cur: Any) -> tuple[str, int]:
 def write_w1(
     args: argparse.Namespace, db: str, rows: int
 ) -> tuple[tuple[str, int], tuple[str, int], int]:
-    rng = random.Random(1)
-    with _connect(args, db) as conn, conn.cursor() as cur:
-        cur.execute(W1_TABLE)
-        start = _position(cur)
+    """W1 (`rowbus.workloads.W1`) into `db`; the binlog range it covers."""
+    workload = W1(db)
+    with _connect(args, db) as conn:
+        workload.create(conn)
+        with conn.cursor() as cur:
+            start = _position(cur)
         conn.autocommit(False)
-        base = dt.datetime(2024, 1, 1)
-        for t in range(rows // 100):
-            values = [
-                (
-                    t * 100 + k,
-                    rng.randint(-(2**31), 2**31 - 1),
-                    rng.randint(-(2**62), 2**62),
-                    f"name-{t}-{k}",
-                    Decimal(rng.randint(-(10**9), 10**9)) / 100,
-                    base + dt.timedelta(microseconds=rng.randint(0, 10**13)),
-                    rng.random() * 1e6,
-                    rng.randint(-128, 127),
-                    "text " * rng.randint(1, 20),
-                    dt.date(2000, 1, 1) + dt.timedelta(days=rng.randint(0, 9000)),
-                )
-                for k in range(100)
-            ]
-            cur.executemany("INSERT INTO w1 VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)", values)
-            conn.commit()
+        written = sum(workload.step(conn) for _ in range(rows // workload.rows_per_txn))
         conn.autocommit(True)
-        end = _position(cur)
-    return start, end, (rows // 100) * 100
+        with conn.cursor() as cur:
+            end = _position(cur)
+    return start, end, written
 
 
 def write_w2(
     args: argparse.Namespace, db: str, txns: int
 ) -> tuple[tuple[str, int], tuple[str, int], int]:
-    rng = random.Random(2)
-    tables = [f"t{i}" for i in range(8)]
-    live: dict[str, list[int]] = {t: [] for t in tables}
-    next_id = 1
-    with _connect(args, db) as conn, conn.cursor() as cur:
-        for t in tables:
-            cur.execute(W2_TABLE.format(name=t))
-            rows = [
-                (next_id + k, k, f"v{k}", Decimal(k) / 10, dt.datetime(2024, 1, 1))
-                for k in range(500)
-            ]
-            cur.executemany(f"INSERT INTO {t} VALUES (%s,%s,%s,%s,%s)", rows)
-            live[t] = [r[0] for r in rows]
-            next_id += 500
-        start = _position(cur)
-        for _ in range(txns):
-            t = rng.choice(tables)
-            roll = rng.random()
-            if roll < 0.6 and live[t]:
-                cur.execute(
-                    f"UPDATE {t} SET a = a + 1, b = %s WHERE id = %s",
-                    (f"u{next_id}", rng.choice(live[t])),
-                )
-            elif roll < 0.8 or not live[t]:
-                cur.execute(f"INSERT INTO {t} VALUES (%s, 1, 'i', 1.5, NOW())", (next_id,))
-                live[t].append(next_id)
-                next_id += 1
-            else:
-                victim = live[t].pop(rng.randrange(len(live[t])))
-                cur.execute(f"DELETE FROM {t} WHERE id = %s", (victim,))
-        end = _position(cur)
-    return start, end, txns
+    """W2 (`rowbus.workloads.W2`, 500 rows per table first) into `db`; the range of its steps."""
+    workload = W2(db, initial_rows=4000)
+    with _connect(args, db) as conn:
+        conn.autocommit(False)
+        workload.create(conn)
+        with conn.cursor() as cur:
+            start = _position(cur)
+        written = sum(workload.step(conn) for _ in range(txns))
+        with conn.cursor() as cur:
+            end = _position(cur)
+    return start, end, written
 
 
 def _maxrss_mb() -> float:
@@ -239,7 +197,7 @@ def _in_child(target: Any, *a: Any) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m producer.bench", description=__doc__.split("\n")[0]
+        prog="python -m benchmarks.reader", description=__doc__.split("\n")[0]
     )
     parser.add_argument(
         "--mysql", default="127.0.0.1:13306", help="source server (default: the local stack)"
