@@ -24,11 +24,10 @@ import time
 import uuid
 from typing import Any
 
-import pymysql
-from confluent_kafka.admin import AdminClient
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
+from rowbus.clients import kafka, mysql
 from rowbus.producer.reader import Reader
 from rowbus.producer.settings import ReaderSettings, Services, SourceConnection
 from rowbus.workloads import W1, W2
@@ -36,7 +35,7 @@ from rowbus.workloads import W1, W2
 
 def _connect(args: argparse.Namespace, db: str | None = None) -> Any:
     host, port = args.mysql.split(":")
-    return pymysql.connect(
+    return mysql.connect(
         host=host,
         port=int(port),
         user=args.user,
@@ -180,7 +179,7 @@ def run_reader(
         text = io.StringIO()
         pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(18)
         result["profile"] = text.getvalue()
-    admin = AdminClient({"bootstrap.servers": args.kafka})
+    admin = kafka.admin({"bootstrap.servers": args.kafka})
     admin.delete_topics([f"bench.data.{tag}", f"bench.ckpt.{tag}", f"bench.schemas.{tag}"])
     out.put(result)
 

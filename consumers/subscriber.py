@@ -23,9 +23,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from rowbus.clients.kafka import KafkaReader, read_to_end, records_of
 from rowbus.consumers.checkpoint import Lane, TopicPartition
 from rowbus.consumers.exceptions import SubscriberError
-from rowbus.consumers.kafka import KafkaReader, read_to_end, records_of
 from rowbus.consumers.merger import Blocker, Merger
 from rowbus.consumers.spill import SpillStore
 from rowbus.consumers.start import StartFrom, resolve
@@ -165,7 +165,7 @@ class Subscriber:
         self.close()
 
     def _read(self, topic: str) -> list[Any]:
-        return read_to_end(lambda: KafkaReader(self._config), topic)
+        return read_to_end(self._config, topic)
 
     def _load_schemas(self) -> None:
         for record in records_of(self._read(self._schemas_topic), SchemaRecord):

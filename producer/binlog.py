@@ -44,6 +44,7 @@ from pymysqlreplication.row_event import (
     WriteRowsEvent,
 )
 
+from rowbus.clients import mysql
 from rowbus.producer.assembler import (
     BinlogEvent,
     GtidMark,
@@ -111,7 +112,7 @@ class _GuardedConnect:
             self.stream_connections += 1
             if self.stream_connections > 1:
                 raise _ReconnectRefused
-        return pymysql.connect(**kwargs)
+        return mysql.connect(**kwargs)
 
 
 def translate_mysql_error(exc: BaseException, where: str) -> ReaderError:
@@ -125,7 +126,7 @@ def translate_mysql_error(exc: BaseException, where: str) -> ReaderError:
         if "purged" in text or "first log file" in text or "not find" in text.lower():
             return PositionPurgedError(f"{where}: the server no longer has it ({text})")
         return SourceUnavailableError(f"{where}: the server stopped the stream ({text})")
-    if code in (1045, 1227, 1142, 1044):
+    if mysql.classify(exc) is mysql.Kind.DENIED:
         return ServerMisconfiguredError(f"{where}: access denied ({text}); {GRANT_HINT}")
     return SourceUnavailableError(f"{where}: {type(exc).__name__} {code or ''} {text}".strip())
 

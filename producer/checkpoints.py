@@ -14,8 +14,9 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
+from rowbus.clients import kafka
 from rowbus.producer.exceptions import PublishError, ReaderError
 from rowbus.producer.publisher import translate_kafka_error
 from rowbus.protocol.codec import decode
@@ -29,7 +30,7 @@ def load_checkpoint(
     client_config: Mapping[str, Any], topic: str, source: str, timeout_s: float = 30.0
 ) -> ReaderCheckpoint | None:
     """The last committed checkpoint of `source` on `topic`, or None."""
-    consumer = Consumer(
+    consumer = kafka.consumer(
         {
             **client_config,
             "group.id": f"rowbus-reader-checkpoints-{uuid.uuid4().hex[:8]}",

@@ -17,6 +17,8 @@ from kazoo.exceptions import KazooException, LockTimeout
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.lock import Lock
 
+from rowbus.clients import zookeeper
+from rowbus.clients.errors import ZooKeeperClientError
 from rowbus.producer.exceptions import SourceUnavailableError
 
 log = logging.getLogger(__name__)
@@ -58,11 +60,14 @@ class ZooKeeperLeadership(Leadership):
         self._leading = False
 
     def start(self) -> None:
-        client = KazooClient(hosts=self._hosts, timeout=self._timeout)
-        client.add_listener(self._on_state)
         try:
-            client.start(timeout=max(15.0, self._timeout * 2))
-        except (KazooTimeoutError, KazooException) as exc:
+            client = zookeeper.start_client(
+                self._hosts,
+                self._timeout,
+                start_timeout=max(15.0, self._timeout * 2),
+                listener=self._on_state,
+            )
+        except ZooKeeperClientError as exc:
             raise SourceUnavailableError(f"ZooKeeper {self._hosts} unreachable: {exc}") from exc
         self._client = client
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pymysql
 
+from rowbus.clients import mysql
 from rowbus.producer.assembler import TransactionAssembler
 from rowbus.producer.binlog import (
     GRANT_HINT,
@@ -54,11 +55,8 @@ class SourceServer:
 
     def connect(self) -> SourceServer:
         try:
-            self._conn = pymysql.connect(
-                host=self.source.host,
-                port=self.source.port,
-                user=self.source.user,
-                password=self.source.password,
+            self._conn = mysql.connect(
+                self.source,
                 autocommit=True,
                 connect_timeout=10,
                 read_timeout=60,

@@ -21,6 +21,7 @@ from typing import Any, TextIO
 import pymysql
 import yaml
 
+from rowbus.clients import mysql
 from rowbus.config import MySQLSettings, Settings
 from rowbus.local.procs import ProcessRecord, is_ours, launch, stop
 from rowbus.local.stack import LocalStack
@@ -188,7 +189,9 @@ class Demo:
         self.records.append(ProcessRecord(name, pid, args[-1], "-"))
 
     def _start_readers(self, config: Path) -> None:
-        from confluent_kafka import Consumer, TopicPartition
+        from confluent_kafka import TopicPartition
+
+        from rowbus.clients import kafka
 
         for source in self.settings.sources[:2]:
             self._launch(
@@ -211,10 +214,10 @@ class Demo:
             def publishing(topic: str = topic) -> bool:
                 self._check_alive()
                 # A fresh client each time: one created before the topic caches it as unknown.
-                consumer = Consumer(self.settings.kafka.client_config(**{"group.id": "demo"}))
+                consumer = kafka.consumer(self.settings.kafka.client_config(**{"group.id": "demo"}))
                 try:
                     tp = TopicPartition(topic, 0)
-                    return consumer.get_watermark_offsets(tp, timeout=2, cached=False)[1] > 0
+                    return bool(consumer.get_watermark_offsets(tp, timeout=2, cached=False)[1] > 0)
                 finally:
                     consumer.close()
 
@@ -406,11 +409,8 @@ def _ms(value: float | None) -> str:
 
 
 def _connect(server: MySQLSettings) -> pymysql.connections.Connection[Any]:
-    return pymysql.connect(
-        host=server.host,
-        port=server.port,
-        user=server.user,
-        password=server.password.get_secret_value(),
+    return mysql.connect(
+        server,
         autocommit=False,
         connect_timeout=10,
     )

@@ -14,8 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
-import pymysql
-
+from rowbus.clients import mysql, zookeeper
 from rowbus.config import Settings
 from rowbus.protocol.hlc import physical_ms
 
@@ -39,13 +38,12 @@ class ApplyStatus:
 
 
 def reader_status(settings: Settings) -> list[ReaderStatus]:
-    from kazoo.client import KazooClient
     from kazoo.recipe.lock import Lock
 
     from rowbus.producer.checkpoints import load_checkpoint
 
-    client = KazooClient(hosts=settings.zookeeper.hosts, timeout=5)
-    client.start(timeout=10)
+    assert settings.zookeeper.hosts is not None
+    client = zookeeper.start_client(settings.zookeeper.hosts, 5.0, start_timeout=10.0)
     try:
         result = []
         for source in settings.sources:
@@ -73,11 +71,8 @@ def apply_status(settings: Settings) -> ApplyStatus | None:
     sink = settings.resolved_sink
     db = settings.apply.state_database
     with (
-        pymysql.connect(
-            host=sink.host,
-            port=sink.port,
-            user=sink.user,
-            password=sink.password.get_secret_value(),
+        mysql.connect(
+            sink,
             connect_timeout=5,
         ) as conn,
         conn.cursor() as cur,
@@ -103,13 +98,12 @@ def apply_status(settings: Settings) -> ApplyStatus | None:
 
 
 def lock_lines(settings: Settings) -> list[str]:
-    from confluent_kafka.admin import AdminClient
-
+    from rowbus.clients import kafka
     from rowbus.consumers.shard_ddl.control import ControlLog
     from rowbus.consumers.shard_ddl.locks import replay
     from rowbus.protocol.topics import CONTROL_TOPIC
 
-    admin = AdminClient(settings.kafka.client_config())
+    admin = kafka.admin(settings.kafka.client_config())
     if CONTROL_TOPIC not in admin.list_topics(timeout=10).topics:
         return []  # no shard DDL was ever coordinated
     log = ControlLog(settings.kafka.client_config(), CONTROL_TOPIC).start()

@@ -40,10 +40,12 @@ class SchemaCatalog:
         return table
 
     def _catch_up(self) -> None:
-        from confluent_kafka import Consumer, TopicPartition
+        from confluent_kafka import TopicPartition
+
+        from rowbus.clients import kafka
 
         if self._consumer is None:
-            self._consumer = Consumer(
+            self._consumer = kafka.consumer(
                 {
                     "group.id": "rowbus-apply-schemas",
                     "enable.auto.commit": False,

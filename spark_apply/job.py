@@ -143,9 +143,9 @@ _NOWHERE = BinlogPosition("", 0)
 
 
 def _partition_counts(kafka: dict[str, Any], topics: list[str]) -> dict[str, int]:
-    from confluent_kafka.admin import AdminClient
+    from rowbus.clients import kafka as clients_kafka
 
-    meta = AdminClient(kafka).list_topics(timeout=10)
+    meta = clients_kafka.admin(kafka).list_topics(timeout=10)
     return {t: len(meta.topics[t].partitions) for t in topics}
 
 

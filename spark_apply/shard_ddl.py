@@ -26,8 +26,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import pymysql
-
+from rowbus.clients import mysql
 from rowbus.consumers.shard_ddl.control import ControlLog
 from rowbus.consumers.shard_ddl.coordinator import Coordinator
 from rowbus.consumers.shard_ddl.ddl import coordinated
@@ -75,11 +74,8 @@ class ShardDdlHook:
         sink = config.sink
 
         def connect() -> Any:
-            return pymysql.connect(
-                host=sink.host,
-                port=sink.port,
-                user=sink.user,
-                password=sink.password.get_secret_value(),
+            return mysql.connect(
+                sink,
                 autocommit=True,
                 connect_timeout=10,
             )

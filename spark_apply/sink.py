@@ -38,6 +38,7 @@ from typing import Any
 import pymysql
 from pymysql.connections import Connection
 
+from rowbus.clients import mysql
 from rowbus.protocol.events import DdlChange
 from rowbus.protocol.values import Value
 from rowbus.spark_apply.changes import (
@@ -62,8 +63,6 @@ from rowbus.spark_apply.settings import SinkConnection
 
 log = logging.getLogger(__name__)
 
-_UNAVAILABLE = (2003, 2006, 2013, 2055)
-_ROLLED_BACK = (1205, 1213)  # lock wait timeout, deadlock: run the transaction again
 CONFLICT_ATTEMPTS = 5
 _CREATE_TABLE = re.compile(r"\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMPORARY\s+)?TABLE\b", re.I)
 
@@ -81,15 +80,18 @@ def db_errors(what: str) -> Iterator[None]:
     """Translate pymysql errors (the one choke point), keeping their codes."""
     try:
         yield
-    except pymysql.err.OperationalError as exc:
-        code = exc.args[0] if exc.args else None
-        if code in _UNAVAILABLE:
-            raise SinkUnavailableError(f"{what}: sink unavailable ({code}: {exc})") from exc
-        if code in _ROLLED_BACK:
-            raise TransactionConflictError(f"{what}: {exc}") from exc
-        raise ApplyError(f"{what}: {exc}") from exc
     except pymysql.err.MySQLError as exc:
-        raise ApplyError(f"{what}: {exc}") from exc
+        raise _apply_error(exc, what) from exc
+
+
+def _apply_error(exc: BaseException, what: str) -> ApplyError:
+    """The apply job's error for a sink failure, by the MySQL seam's classification."""
+    kind = mysql.classify(exc)
+    if kind is mysql.Kind.UNAVAILABLE:
+        return SinkUnavailableError(f"{what}: sink unavailable ({exc})")
+    if kind is mysql.Kind.ROLLED_BACK:  # lock wait timeout, deadlock: run the transaction again
+        return TransactionConflictError(f"{what}: {exc}")
+    return ApplyError(f"{what}: {exc}")
 
 
 class MySQLSink:
@@ -120,11 +122,8 @@ class MySQLSink:
     def _connect(self) -> Connection[Any]:
         c = self._conn_settings
         with db_errors(f"connecting to the sink {c.host}:{c.port}"):
-            conn = pymysql.connect(
-                host=c.host,
-                port=c.port,
-                user=c.user,
-                password=c.password.get_secret_value(),
+            conn = mysql.connect(
+                c,
                 autocommit=False,
                 connect_timeout=10,
                 charset="utf8mb4",
@@ -406,11 +405,8 @@ class MySQLSink:
                     _write_table(cur, tc)
         except pymysql.err.MySQLError as exc:
             conn.rollback()
-            code = exc.args[0] if exc.args else None
-            if code in _UNAVAILABLE:
-                raise SinkUnavailableError(f"writing rows: {exc}") from exc
-            if code in _ROLLED_BACK:
-                raise TransactionConflictError(f"writing rows: {exc}") from exc
+            if mysql.classify(exc) is not mysql.Kind.OTHER:
+                raise _apply_error(exc, "writing rows") from exc
             raise self._diagnose(conn, tables, exc) from exc
 
     def _diagnose(

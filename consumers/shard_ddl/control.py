@@ -59,13 +59,13 @@ class ControlLog:
         self.next_offset = 0
 
     def start(self) -> ControlLog:
-        from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+        from confluent_kafka import KafkaException, TopicPartition
+
+        from rowbus.clients import kafka
 
         try:
-            self._producer = Producer(
-                {**self._client, "enable.idempotence": True, "acks": "all", "linger.ms": 0}
-            )
-            self._consumer = Consumer(
+            self._producer = kafka.producer(self._client, **{"linger.ms": 0})
+            self._consumer = kafka.consumer(
                 {
                     **self._client,
                     "group.id": f"rowbus-shard-ddl-{id(self)}",
@@ -97,9 +97,11 @@ class ControlLog:
     def ensure_topic(self, timeout: float = 15.0) -> None:
         """Create the control topic (one partition, its recommended config) if it is missing."""
         from confluent_kafka import KafkaException
-        from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-        admin = AdminClient(self._client)
+        from rowbus.clients import kafka
+
+        admin = kafka.admin(self._client)
         try:
             if self.topic in admin.list_topics(timeout=timeout).topics:
                 return

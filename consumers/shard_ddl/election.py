@@ -15,6 +15,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
+from rowbus.clients import zookeeper
+from rowbus.clients.errors import ZooKeeperClientError
 from rowbus.consumers.shard_ddl.exceptions import ElectionError
 
 log = logging.getLogger(__name__)
@@ -52,15 +54,11 @@ class ZkElection:
         self._zk: Any = None
 
     def start(self) -> ZkElection:
-        from kazoo.client import KazooClient
-        from kazoo.exceptions import KazooException
-        from kazoo.handlers.threading import KazooTimeoutError
 
-        self._zk = KazooClient(hosts=self._hosts, timeout=self._timeout)
         try:
-            self._zk.start(timeout=max(self._timeout, 5.0))
-        except (KazooException, KazooTimeoutError) as exc:
-            raise ElectionError(f"cannot reach ZooKeeper at {self._hosts}: {exc}") from exc
+            self._zk = zookeeper.start_client(self._hosts, self._timeout)
+        except ZooKeeperClientError as exc:
+            raise ElectionError(str(exc)) from exc
         return self
 
     def is_leader(self) -> bool:

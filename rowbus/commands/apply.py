@@ -9,6 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from rowbus.clients import mysql
 from rowbus.config import Settings
 
 
@@ -54,17 +55,12 @@ def discover_shard_tables(settings: Settings) -> list[str]:
     """``source/schema.table`` of every upstream table a sharded route matches, now."""
     import fnmatch
 
-    import pymysql
-
     patterns = [r.match for r in settings.apply.routes if r.sharded]
     found = []
     for source in settings.sources:
         with (
-            pymysql.connect(
-                host=source.host,
-                port=source.port,
-                user=source.user,
-                password=source.password.get_secret_value(),
+            mysql.connect(
+                source,
                 connect_timeout=10,
             ) as conn,
             conn.cursor() as cur,

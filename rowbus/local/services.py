@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pymysql
 
+from rowbus.clients import kafka, mysql
 from rowbus.exceptions import LocalStackError
 from rowbus.local import install
 from rowbus.local.procs import ProcessRecord, stop
@@ -161,7 +162,7 @@ class MariaDB(Service):
         stop(record, signal.SIGTERM, grace=30)
 
     def _root(self) -> pymysql.connections.Connection[pymysql.cursors.Cursor]:
-        return pymysql.connect(
+        return mysql.connect(
             unix_socket=str(self.socket_path), user="root", connect_timeout=2, autocommit=True
         )
 
@@ -275,9 +276,8 @@ class Tansu(Service):
 
 
 def kafka_answers(bootstrap: str) -> bool:
-    from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 2000})
+    admin = kafka.admin({"bootstrap.servers": bootstrap, "socket.timeout.ms": 2000})
     metadata = admin.list_topics(timeout=2)
     return bool(metadata.brokers)
 

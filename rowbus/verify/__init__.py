@@ -16,6 +16,7 @@ from typing import Any
 
 import pymysql
 
+from rowbus.clients import mysql
 from rowbus.config import MySQLSettings, Settings
 from rowbus.exceptions import ConfigError, VerifyError
 from rowbus.verify.checksum import TableRef
@@ -112,11 +113,8 @@ def _tables(
 @contextlib.contextmanager
 def _connect(server: MySQLSettings, name: str) -> Iterator[pymysql.connections.Connection[Any]]:
     try:
-        conn = pymysql.connect(
-            host=server.host,
-            port=server.port,
-            user=server.user,
-            password=server.password.get_secret_value(),
+        conn = mysql.connect(
+            server,
             connect_timeout=10,
             autocommit=True,
         )

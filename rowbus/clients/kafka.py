@@ -1,0 +1,286 @@
+"""The one seam around confluent-kafka.
+
+Every consumer, producer and admin client is built here (`consumer`, `producer`, `admin`), with
+the defaults rowbus relies on rendered at the last moment; every KafkaException is translated by
+`kafka_errors` (also when confluent-kafka hides it behind a SystemError); `KafkaReader` is the
+assign-only consumer the subscribers use, and `read_to_end` reads a small system topic
+(checkpoints, schemas, control) to its current end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from rowbus.clients.errors import KafkaClientError
+from rowbus.protocol.codec import decode
+from rowbus.protocol.errors import ProtocolError, RowbusError
+from rowbus.protocol.events import Record
+
+TopicPartition = tuple[str, int]
+
+# noida-db ignores fetch size limits, so a consumer must accept whatever one fetch returns.
+MAX_MESSAGE_BYTES = 1_000_000_000
+
+_FENCED = {
+    "_FENCED",
+    "PRODUCER_FENCED",
+    "INVALID_PRODUCER_EPOCH",
+    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+}
+
+
+class Message(Protocol):
+    """What rowbus uses of `confluent_kafka.Message` (which tests cannot build)."""
+
+    def error(self) -> Any: ...
+    def topic(self) -> str | None: ...
+    def partition(self) -> int | None: ...
+    def offset(self) -> int | None: ...
+    def key(self) -> bytes | None: ...
+    def value(self) -> bytes | None: ...
+    def headers(self) -> list[tuple[str, bytes | None]] | None: ...
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One librdkafka error, classified once."""
+
+    text: str
+    name: str | None
+    retryable: bool
+    fenced: bool
+
+
+def classify(err: Any, what: str) -> Failure:
+    """Classify a `KafkaError` (or None when the cause was lost) raised while doing `what`."""
+    if err is None or not hasattr(err, "name"):
+        return Failure(f"{what} failed", None, False, False)
+    name = str(err.name())
+    fenced = name in _FENCED
+    retryable = (bool(err.retriable()) or bool(err.txn_requires_abort())) and not err.fatal()
+    return Failure(f"{what}: {name}: {err.str()}", name, retryable and not fenced, fenced)
+
+
+def _client_error(failure: Failure) -> RowbusError:
+    return KafkaClientError(
+        failure.text, failure.name, retryable=failure.retryable, fenced=failure.fenced
+    )
+
+
+def kafka_cause(exc: BaseException) -> Any:
+    """The KafkaException behind `exc`: confluent-kafka raises SystemError ("returned a result
+    with an exception set") from flush/poll when a fatal error is pending while a callback runs,
+    with the KafkaException as its cause."""
+    from confluent_kafka import KafkaException
+
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None:
+            return None
+        if isinstance(seen, KafkaException):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+@contextmanager
+def kafka_errors(
+    what: str, into: Callable[[Failure], RowbusError] = _client_error
+) -> Iterator[None]:
+    """Translate a KafkaException raised inside the block into `into(failure)` (by default a
+    `KafkaClientError`); components pass their own `into` to keep their error types."""
+    from confluent_kafka import KafkaException
+
+    try:
+        yield
+    except (KafkaException, SystemError) as exc:
+        cause = kafka_cause(exc)
+        if cause is None:
+            raise
+        err = cause.args[0] if cause.args else None
+        raise into(classify(err, what)) from exc
+
+
+def failure_error(err: Any, what: str) -> KafkaClientError:
+    """The `KafkaClientError` for a KafkaError a message or callback carries."""
+    f = classify(err, what)
+    return KafkaClientError(f.text, f.name, retryable=f.retryable, fenced=f.fenced)
+
+
+# -- factories ---------------------------------------------------------------------------------
+
+
+def consumer(config: Mapping[str, Any], **overrides: Any) -> Any:
+    """A `confluent_kafka.Consumer`: read_committed, no auto commit, a private group unless
+    ``group.id`` is given, any message size. `overrides` use librdkafka's dotted keys."""
+    from confluent_kafka import Consumer
+
+    conf = {
+        "group.id": f"rowbus-{uuid.uuid4().hex[:12]}",
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+        "auto.offset.reset": "earliest",
+        "receive.message.max.bytes": MAX_MESSAGE_BYTES,
+        **config,
+    }
+    conf.update(overrides)
+    with kafka_errors("cannot create a Kafka consumer"):
+        return Consumer(conf)
+
+
+def producer(config: Mapping[str, Any], **overrides: Any) -> Any:
+    """A `confluent_kafka.Producer` (idempotent unless told otherwise)."""
+    from confluent_kafka import Producer
+
+    conf = {"enable.idempotence": True, "acks": "all", **config}
+    conf.update(overrides)
+    with kafka_errors("cannot create a Kafka producer"):
+        return Producer(conf)
+
+
+def admin(config: Mapping[str, Any]) -> Any:
+    """A `confluent_kafka.admin.AdminClient` on the same connection settings."""
+    from confluent_kafka.admin import AdminClient
+
+    with kafka_errors("cannot create a Kafka admin client"):
+        return AdminClient(dict(config))
+
+
+def kafka_tp(topic: str, partition: int, offset: int | None = None) -> Any:
+    """A `confluent_kafka.TopicPartition`."""
+    from confluent_kafka import TopicPartition as KafkaTP
+
+    return KafkaTP(topic, partition) if offset is None else KafkaTP(topic, partition, offset)
+
+
+# -- the assign-only reader --------------------------------------------------------------------
+
+
+class KafkaReader:
+    """An assign-only consumer; `open()` builds the client, `close()` closes it."""
+
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        *,
+        timeout: float = 10.0,
+        isolation: str = "read_committed",
+    ) -> None:
+        self._config = {
+            "group.id": "rowbus-subscriber",
+            **config,
+            "enable.auto.offset.store": False,
+            "isolation.level": isolation,
+            "enable.partition.eof": True,
+        }
+        self._timeout = timeout
+        self._consumer: Any = None
+
+    def open(self) -> None:
+        self._consumer = consumer(self._config)
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    def partitions(self, topic: str) -> list[int]:
+        """The partitions of `topic`; KafkaClientError if it does not exist."""
+        with kafka_errors(f"cannot read the metadata of {topic}"):
+            meta = self._consumer.list_topics(topic, timeout=self._timeout).topics.get(topic)
+        if meta is None or meta.error is not None or not meta.partitions:
+            raise KafkaClientError(f"topic {topic} does not exist")
+        return sorted(meta.partitions)
+
+    def bounds(self, tp: TopicPartition) -> tuple[int, int]:
+        """(first offset, end offset) of a partition (the end is the LSO under read_committed)."""
+        with kafka_errors(f"cannot read the offsets of {tp[0]}[{tp[1]}]"):
+            low, high = self._consumer.get_watermark_offsets(
+                kafka_tp(*tp), timeout=self._timeout, cached=False
+            )
+        return int(low), int(high)
+
+    def assign(self, offsets: Mapping[TopicPartition, int]) -> None:
+        with kafka_errors("cannot assign partitions"):
+            self._consumer.assign([kafka_tp(t, p, o) for (t, p), o in sorted(offsets.items())])
+
+    def positions(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        """The next offset the consumer will read per partition (-1001 when none yet)."""
+        with kafka_errors("cannot read consumer positions"):
+            got = self._consumer.position([kafka_tp(t, p) for t, p in tps])
+        return {(tp.topic, tp.partition): tp.offset for tp in got}
+
+    def consume(self, n: int, timeout: float) -> list[Message]:
+        """Up to `n` messages (errors other than end-of-partition raise)."""
+        from confluent_kafka import KafkaError
+
+        with kafka_errors("cannot consume"):
+            msgs: list[Message] = self._consumer.consume(n, timeout)
+        out = []
+        for msg in msgs:
+            err = msg.error()
+            if err is None:
+                out.append(msg)
+            elif err.code() != KafkaError._PARTITION_EOF:
+                raise failure_error(err, "consume failed")
+        return out
+
+
+def read_messages_to_end(
+    config: Mapping[str, Any],
+    topic: str,
+    *,
+    timeout: float = 30.0,
+    isolation: str = "read_committed",
+    clock: Callable[[], float] = time.monotonic,
+) -> Iterator[Message]:
+    """Every message of a small system topic up to the end it had when the read began
+    (nothing if the topic does not exist). Bounded by `timeout`."""
+    reader = KafkaReader(config, timeout=min(timeout, 10.0), isolation=isolation)
+    reader.open()
+    try:
+        try:
+            partitions = reader.partitions(topic)
+        except KafkaClientError:
+            return
+        ends = {(topic, p): reader.bounds((topic, p)) for p in partitions}
+        todo = {tp: end for tp, (low, end) in ends.items() if end > low}
+        reader.assign({tp: low for tp, (low, _) in ends.items()})
+        deadline = clock() + timeout
+        while todo:
+            if clock() > deadline:
+                raise KafkaClientError(f"timed out after {timeout:.0f}s reading {topic}")
+            yield from reader.consume(1000, 0.2)
+            for tp, position in reader.positions(list(todo)).items():
+                if position >= todo[tp]:
+                    del todo[tp]
+    finally:
+        reader.close()
+
+
+def read_to_end(
+    config: Mapping[str, Any],
+    topic: str,
+    *,
+    timeout: float = 30.0,
+    clock: Callable[[], float] = time.monotonic,
+) -> list[Record]:
+    """The decoded records of a small system topic up to its current end; [] if it does not
+    exist. A record that does not decode is left to the topic's owner to report."""
+    out: list[Record] = []
+    for msg in read_messages_to_end(config, topic, timeout=timeout, clock=clock):
+        where = f"{msg.topic()}[{msg.partition()}]@{msg.offset()}"
+        with contextlib.suppress(ProtocolError):
+            out.append(decode(msg.value(), msg.headers(), where))
+    return out
+
+
+def records_of(records: Sequence[Record], kind: type[Any]) -> list[Any]:
+    """The records of one kind, in order."""
+    return [r for r in records if isinstance(r, kind)]
