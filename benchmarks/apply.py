@@ -132,10 +132,10 @@ class Bench:
         checkpoint: str,
         available_now: bool,
     ) -> Any:
+        from rowbus.consumers.routing import RouteSettings
         from rowbus.spark_apply.settings import (
             ApplySettings,
             JobConfig,
-            RouteSettings,
             SinkConnection,
         )
 
@@ -232,10 +232,10 @@ def bench_path(bench: Bench, rows: int, profile: bool) -> None:
     import cProfile
     import pstats
 
+    from rowbus.consumers.routing import Router, RouteSettings
     from rowbus.spark_apply.job import envelopes_of
     from rowbus.spark_apply.planner import PlannerState, plan
-    from rowbus.spark_apply.routing import Router
-    from rowbus.spark_apply.settings import RouteSettings, SinkConnection
+    from rowbus.spark_apply.settings import SinkConnection
     from rowbus.spark_apply.sink import MySQLSink
 
     table = w1_table("bench_up")

@@ -9,6 +9,7 @@
         │                            be resolved
         ├── MergeError               the input breaks the protocol's ordering rules (e.g. a
         │                            transaction still incomplete after the watermark passed it)
+        ├── RoutingError             a route cannot be applied to a table
         └── ShardingError            sharded consumption: ZooKeeper failed, the shard count
                                      disagrees, or a shard's handler failed
 
@@ -25,6 +26,7 @@ __all__ = [
     "CheckpointError",
     "KafkaClientError",
     "MergeError",
+    "RoutingError",
     "ShardingError",
     "StartPositionError",
     "SubscriberError",
@@ -45,6 +47,11 @@ class StartPositionError(SubscriberError):
 
 class MergeError(SubscriberError):
     """The events break the ordering rules the merge relies on."""
+
+
+class RoutingError(SubscriberError):
+    """A routing rule that cannot be applied to a table (no match under ``unrouted: error``, a
+    key column filtered out, a rename onto an existing name); the caller adds the position."""
 
 
 class ShardingError(SubscriberError):

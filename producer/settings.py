@@ -13,8 +13,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rowbus.protocol.topics import CHECKPOINTS_TOPIC, DEFAULT_DATA_TOPIC_TEMPLATE, SCHEMAS_TOPIC
 
-SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys")
-
 
 class DispatchSettings(BaseModel):
     """How rows of the tables matching a pattern are spread over partitions."""

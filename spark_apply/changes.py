@@ -12,12 +12,14 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from rowbus.clients.mysql import quote
+from rowbus.consumers.exceptions import RoutingError
+from rowbus.consumers.routing import Projection, Router, Target
 from rowbus.protocol.events import Op, RowChange, TableSchema
 from rowbus.protocol.values import Value
-from rowbus.spark_apply.exceptions import BadEventError, RoutingError
+from rowbus.spark_apply.exceptions import BadEventError
 from rowbus.spark_apply.literals import chunks, literal, row_literal
 from rowbus.spark_apply.planner import Envelope
-from rowbus.spark_apply.routing import Projection, Router, Target, quote
 
 SchemaLookup = Callable[[int], TableSchema | None]
 STATEMENT_BYTES = 4 << 20

@@ -19,13 +19,13 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from rowbus.consumers.routing import Router
 from rowbus.protocol.codec import ENCODING_HEADER, decode
 from rowbus.protocol.events import BinlogPosition, DdlChange, Heartbeat, Resolved
 from rowbus.protocol.topics import data_topic
 from rowbus.spark_apply.catalog import SchemaCatalog
 from rowbus.spark_apply.exceptions import ApplyError
 from rowbus.spark_apply.planner import Envelope, PairKey, plan
-from rowbus.spark_apply.routing import Router
 from rowbus.spark_apply.settings import JobConfig
 from rowbus.spark_apply.shard_ddl import ShardDdlHook
 from rowbus.spark_apply.sink import MySQLSink

@@ -13,25 +13,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from rowbus.consumers.routing import RouteSettings
 from rowbus.protocol.topics import CONTROL_TOPIC, DEFAULT_DATA_TOPIC_TEMPLATE, SCHEMAS_TOPIC
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class RouteSettings(_Strict):
-    """Upstream tables matching `match` (``schema.table`` with fnmatch wildcards) go to `target`
-    (a ``schema.table`` template with ``{schema}`` and ``{table}``); columns are filtered by
-    `include` (empty: all), then `exclude`, then renamed by `rename` (upstream → target name)."""
-
-    match: str = Field(pattern=r"^[^.]+\.[^.]+$")
-    target: str = Field("{schema}.{table}", pattern=r"^[^.]+\.[^.]+$")
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    rename: dict[str, str] = {}
-    sharded: bool = False
-    """Several upstream tables feed the target: their DDL is not applied downstream."""
 
 
 class ShardDdlSettings(_Strict):

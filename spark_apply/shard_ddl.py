@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from rowbus.clients import mysql
+from rowbus.consumers.routing import Router
 from rowbus.consumers.shard_ddl.control import ControlLog
 from rowbus.consumers.shard_ddl.coordinator import Coordinator
 from rowbus.consumers.shard_ddl.ddl import coordinated
@@ -37,7 +38,6 @@ from rowbus.consumers.shard_ddl.records import lock_id
 from rowbus.protocol.events import DdlChange
 from rowbus.protocol.topics import CONTROL_TOPIC
 from rowbus.spark_apply.planner import Envelope
-from rowbus.spark_apply.routing import Router
 from rowbus.spark_apply.settings import JobConfig
 
 log = logging.getLogger(__name__)
@@ -46,14 +46,8 @@ log = logging.getLogger(__name__)
 def sharded_groups(router: Router, tables: Iterable[tuple[str, str, str]]) -> ShardGroups:
     """Groups of the upstream `tables` (source, schema, table) whose route is ``sharded``."""
 
-    def route(schema: str, table: str) -> str | None:
-        if not router.sharded(schema, table):
-            return None
-        target = router.target(schema, table)
-        return None if target is None else str(target)
-
-    targets = {route(s, t) for _, s, t in tables} - {None}
-    return ShardGroups.build(route, tables, sharded=[t for t in targets if t])
+    targets = {router.shard_target(*shard) for shard in tables} - {None}
+    return ShardGroups.build(router.shard_target, tables, sharded=[t for t in targets if t])
 
 
 class ShardDdlHook:

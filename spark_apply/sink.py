@@ -39,6 +39,9 @@ import pymysql
 from pymysql.connections import Connection
 
 from rowbus.clients import mysql
+from rowbus.clients.mysql import quote
+from rowbus.consumers.exceptions import RoutingError
+from rowbus.consumers.routing import Router, Target
 from rowbus.protocol.events import DdlChange
 from rowbus.protocol.values import Value
 from rowbus.spark_apply.changes import (
@@ -53,12 +56,10 @@ from rowbus.spark_apply.exceptions import (
     ApplyError,
     BadEventError,
     CheckpointConflictError,
-    RoutingError,
     SinkUnavailableError,
     TransactionConflictError,
 )
 from rowbus.spark_apply.planner import Envelope, Plan, PlannerState, Step
-from rowbus.spark_apply.routing import Router, Target, quote
 from rowbus.spark_apply.settings import SinkConnection
 
 log = logging.getLogger(__name__)

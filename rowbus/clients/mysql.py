@@ -23,6 +23,9 @@ from rowbus.clients.errors import MySQLClientError
 if TYPE_CHECKING:
     from pymysql.connections import Connection
 
+SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
+"""The server's own schemas: never replicated, never compared."""
+
 UNAVAILABLE = frozenset({2003, 2006, 2013, 2055})
 ROLLED_BACK = frozenset({1205, 1213})
 DENIED = frozenset({1044, 1045, 1142, 1227})
@@ -46,6 +49,11 @@ class Endpoint(Protocol):
     def user(self) -> str: ...
     @property
     def password(self) -> Any: ...
+
+
+def quote(name: str) -> str:
+    """A MySQL identifier in backquotes."""
+    return "`" + name.replace("`", "``") + "`"
 
 
 def _secret(value: Any) -> str:

@@ -1,9 +1,10 @@
-"""Routing: upstream ``schema.table`` patterns → target tables, with column filters.
+"""Routing: upstream tables → target tables, with column filters. The one router of rowbus:
+the Spark apply job, shard-DDL groups and `rowbus verify` all use it.
 
-Rules are tried in order; the first whose `match` (fnmatch, on ``schema.table``) fits wins.
-Several upstream tables may share a target (shard merge); their primary keys must not collide.
-A `Projection` is computed once per table schema (schema id) and maps an upstream image to the
-target's columns.
+A rule's `match` is ``[source/]schema.table`` with fnmatch wildcards in each part (no source part:
+any source). Rules are tried in order; the first that fits wins. Several upstream tables may share
+a target (shard merge); their primary keys must not collide. A `Projection` is computed once per
+(source, table schema) and maps an upstream image to the target's columns.
 """
 
 from __future__ import annotations
@@ -14,10 +15,37 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
+from pydantic import BaseModel, ConfigDict, Field
+
+from rowbus.clients.mysql import quote
+from rowbus.consumers.exceptions import RoutingError
 from rowbus.protocol.events import TableSchema
 from rowbus.protocol.values import Value
-from rowbus.spark_apply.exceptions import RoutingError
-from rowbus.spark_apply.settings import RouteSettings
+
+
+class RouteSettings(BaseModel):
+    """Upstream tables matching `match` (``[source/]schema.table``, fnmatch wildcards in each part;
+    no source part: every source) go to `target` (a ``schema.table`` template with ``{source}``,
+    ``{schema}`` and ``{table}``); columns are filtered by `include` (empty: all), then `exclude`,
+    then renamed by `rename` (upstream → target name)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    match: str = Field(pattern=r"^(?:[^/.]+/)?[^./]+\.[^./]+$")
+    target: str = Field("{schema}.{table}", pattern=r"^[^.]+\.[^.]+$")
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    rename: dict[str, str] = {}
+    sharded: bool = False
+    """Several upstream tables feed the target: their DDL is coordinated (shard DDL)."""
+
+    def matches(self, source: str | None, schema: str, table: str) -> bool:
+        """Whether the rule fits; a rule naming a source never fits an unknown source."""
+        where, _, name = self.match.rpartition("/")
+        if where and (source is None or not fnmatch.fnmatchcase(source, where)):
+            return False
+        return fnmatch.fnmatchcase(f"{schema}.{table}", name)
+
 
 _IDENTITY = RouteSettings(match="*.*")
 
@@ -81,66 +109,71 @@ def _getter(indexes: Sequence[int]) -> Callable[[Sequence[Value]], tuple[Value, 
     return cast("Callable[[Sequence[Value]], tuple[Value, ...]]", operator.itemgetter(*indexes))
 
 
-def quote(name: str) -> str:
-    """A MySQL identifier in backquotes."""
-    return "`" + name.replace("`", "``") + "`"
-
-
 class Router:
     """Applies routing rules; caches per table and per schema id."""
 
     def __init__(self, routes: Sequence[RouteSettings], unrouted: str = "identity") -> None:
         self._routes = tuple(routes)
         self._unrouted = unrouted
-        self._rules: dict[tuple[str, str], RouteSettings | None] = {}
-        self._projections: dict[int, Projection | None] = {}
+        self._rules: dict[tuple[str | None, str, str], RouteSettings | None] = {}
+        self._projections: dict[tuple[str | None, int], Projection | None] = {}
 
-    def rule(self, schema: str, table: str) -> RouteSettings | None:
-        """The rule for `schema.table`; None if its events are skipped."""
-        key = (schema, table)
+    @property
+    def routes(self) -> tuple[RouteSettings, ...]:
+        return self._routes
+
+    def rule(self, schema: str, table: str, source: str | None = None) -> RouteSettings | None:
+        """The rule for `schema.table` of `source`; None if its events are skipped."""
+        key = (source, schema, table)
         if key not in self._rules:
-            self._rules[key] = self._find(schema, table)
+            self._rules[key] = self._find(source, schema, table)
         return self._rules[key]
 
-    def _find(self, schema: str, table: str) -> RouteSettings | None:
-        name = f"{schema}.{table}"
+    def _find(self, source: str | None, schema: str, table: str) -> RouteSettings | None:
         for route in self._routes:
-            if fnmatch.fnmatchcase(name, route.match):
+            if route.matches(source, schema, table):
                 return route
         if self._unrouted == "identity":
             return _IDENTITY
         if self._unrouted == "skip":
             return None
-        raise RoutingError(f"no route matches {name} (unrouted: error)")
+        where = f"{source}/" if source else ""
+        raise RoutingError(f"no route matches {where}{schema}.{table} (unrouted: error)")
 
-    def target(self, schema: str, table: str) -> Target | None:
-        """The target of `schema.table`, or None if skipped."""
-        rule = self.rule(schema, table)
+    def target(self, schema: str, table: str, source: str | None = None) -> Target | None:
+        """The target of `schema.table` of `source`, or None if skipped."""
+        rule = self.rule(schema, table, source)
         if rule is None:
             return None
         target_schema, _, target_table = rule.target.partition(".")
+        names = {"schema": schema, "table": table, "source": source or ""}
         try:
-            return Target(
-                target_schema.format(schema=schema, table=table),
-                target_table.format(schema=schema, table=table),
-            )
+            return Target(target_schema.format(**names), target_table.format(**names))
         except (KeyError, IndexError, ValueError) as exc:
             raise RoutingError(f"bad target template {rule.target!r}: {exc}") from None
 
-    def sharded(self, schema: str, table: str) -> bool:
-        rule = self.rule(schema, table)
+    def sharded(self, schema: str, table: str, source: str | None = None) -> bool:
+        rule = self.rule(schema, table, source)
         return rule is not None and rule.sharded
 
-    def projection(self, table: TableSchema) -> Projection | None:
-        """The projection of `table` onto its target; None if skipped."""
-        sid = table.schema_id
-        if sid not in self._projections:
-            self._projections[sid] = self._project(table)
-        return self._projections[sid]
+    def shard_target(self, source: str, schema: str, table: str) -> str | None:
+        """The target ``schema.table`` when `source/schema.table` is routed by a sharded rule
+        (what shard-DDL groups are built from), else None."""
+        if not self.sharded(schema, table, source):
+            return None
+        target = self.target(schema, table, source)
+        return None if target is None else str(target)
 
-    def _project(self, table: TableSchema) -> Projection | None:
-        rule = self.rule(table.schema, table.table)
-        target = self.target(table.schema, table.table)
+    def projection(self, table: TableSchema, source: str | None = None) -> Projection | None:
+        """The projection of `table` (of `source`) onto its target; None if skipped."""
+        key = (source, table.schema_id)
+        if key not in self._projections:
+            self._projections[key] = self._project(table, source)
+        return self._projections[key]
+
+    def _project(self, table: TableSchema, source: str | None) -> Projection | None:
+        rule = self.rule(table.schema, table.table, source)
+        target = self.target(table.schema, table.table, source)
         if rule is None or target is None:
             return None
         if not table.primary_key:
