@@ -201,7 +201,7 @@ class Reader:
             epoch = checkpoint.epoch + 1
             offsets = {(t, p): o for t, p, o in checkpoint.offsets}
         else:
-            resume = server.locate(parse_start(s.start), self.server_id)
+            resume = server.locate(parse_start(s.start, self.source.name), self.server_id)
             gtid = GtidState(resume.gtid or server.gtid_at(resume.file, resume.offset))
             clock, epoch, offsets = HybridClock(), 1, {}
         batcher = Batcher(

@@ -29,10 +29,11 @@ class ReaderSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     start: str = "latest"
-    """Where to start when the source has no checkpoint yet: ``earliest``, ``latest``,
-    ``gtid:<gtid set>`` (MariaDB ``0-1-42`` or MySQL ``uuid:1-42``: start after it),
-    ``file:<binlog file>:<pos>`` (a transaction boundary) or ``timestamp:<unix seconds>``
-    (the first transaction committed at or after it)."""
+    """Where to start when the source has no checkpoint yet, in the one start-position grammar
+    (`rowbus.protocol.positions`): ``earliest``, ``latest``, ``gtid:<gtid set>`` (MariaDB
+    ``0-1-42`` or MySQL ``uuid:1-42``: start after it), ``file:<binlog file>:<pos>`` (a
+    transaction boundary) or ``timestamp:<unix seconds or ISO date-time>`` (the first
+    transaction committed at or after it); ``SOURCE@`` may prefix a GTID or file position."""
     reader_id: str | None = None
     """This reader's name in the election, heartbeats and checkpoints (default: host-pid)."""
     server_id: int | None = Field(None, ge=1, le=2**32 - 1)

@@ -27,9 +27,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         dest="start",
         default="earliest",
         help="where to start without a stored checkpoint: earliest (default), latest, "
-        "ts:MILLISECONDS, an ISO date-time (UTC if naive), gtid:SOURCE:GTID or "
-        "pos:SOURCE:FILE:OFFSET (a GTID or binlog position applies to the named source only; "
-        "the other sources start from earliest)",
+        "timestamp:UNIX_SECONDS or timestamp:ISO_DATE_TIME (UTC if naive), SOURCE@gtid:GTID or "
+        "SOURCE@file:BINLOG_FILE:POS (a GTID or binlog position applies to the named source "
+        "only; the other sources start from earliest) — the same grammar as reader.start",
     )
     tail.add_argument("--pretty", action="store_true", help="a readable table, not JSON")
     tail.add_argument(
