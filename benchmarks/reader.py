@@ -28,8 +28,9 @@ from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from rowbus.clients import kafka, mysql
+from rowbus.clients.settings import SourceConnection
 from rowbus.producer.reader import Reader
-from rowbus.producer.settings import ReaderSettings, Services, SourceConnection
+from rowbus.producer.settings import ReaderSettings, Services
 from rowbus.workloads import W1, W2
 
 
@@ -138,7 +139,9 @@ def run_reader(
         partitions=args.partitions,
     )
     reader = Reader(
-        SourceConnection(f"bench_{tag}", host, int(port), args.user, args.password),
+        SourceConnection(
+            name=f"bench_{tag}", host=host, port=int(port), user=args.user, password=args.password
+        ),
         settings,
         Services(kafka={"bootstrap.servers": args.kafka}, zookeeper_hosts=None),
     )

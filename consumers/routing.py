@@ -15,27 +15,26 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from rowbus.clients.mysql import quote
+from rowbus.clients.settings import StrictModel
 from rowbus.consumers.exceptions import RoutingError
 from rowbus.protocol.events import TableSchema
 from rowbus.protocol.values import Value
 
 
-class RouteSettings(BaseModel):
+class RouteSettings(StrictModel):
     """Upstream tables matching `match` (``[source/]schema.table``, fnmatch wildcards in each part;
     no source part: every source) go to `target` (a ``schema.table`` template with ``{source}``,
     ``{schema}`` and ``{table}``); columns are filtered by `include` (empty: all), then `exclude`,
     then renamed by `rename` (upstream → target name)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     match: str = Field(pattern=r"^(?:[^/.]+/)?[^./]+\.[^./]+$")
     target: str = Field("{schema}.{table}", pattern=r"^[^.]+\.[^.]+$")
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
-    rename: dict[str, str] = {}
+    rename: dict[str, str] = Field(default_factory=dict)
     sharded: bool = False
     """Several upstream tables feed the target: their DDL is coordinated (shard DDL)."""
 

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from rowbus.clients.settings import StrictModel
 from rowbus.protocol.topics import CHECKPOINTS_TOPIC, DEFAULT_DATA_TOPIC_TEMPLATE, SCHEMAS_TOPIC
 
 
-class SubscriberSettings(BaseModel):
+class SubscriberSettings(StrictModel):
     """How subscribers (`rowbus tail`, the `Subscriber` API) read the data topics."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     sources: tuple[str, ...] = ()
     """Sources expected on the topics; empty: those the checkpoints topic lists."""

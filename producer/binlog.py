@@ -45,6 +45,7 @@ from pymysqlreplication.row_event import (
 )
 
 from rowbus.clients import mysql
+from rowbus.clients.settings import SourceConnection
 from rowbus.producer.assembler import (
     BinlogEvent,
     GtidMark,
@@ -61,7 +62,6 @@ from rowbus.producer.exceptions import (
     ServerMisconfiguredError,
     SourceUnavailableError,
 )
-from rowbus.producer.settings import SourceConnection
 from rowbus.producer.tables import (
     Converter,
     MissingMetadataError,

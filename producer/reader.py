@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rowbus.clients.mysql import SYSTEM_SCHEMAS
+from rowbus.clients.settings import SourceConnection
 from rowbus.producer.assembler import DdlItem, ServerHeartbeat, TransactionAssembler
 from rowbus.producer.batch import Batcher, FlushPolicy
 from rowbus.producer.binlog import BinlogStream
@@ -39,7 +40,7 @@ from rowbus.producer.metrics import ReaderMetrics
 from rowbus.producer.positions import GtidState, parse_start
 from rowbus.producer.publisher import KafkaPublisher
 from rowbus.producer.server import SourceServer
-from rowbus.producer.settings import ReaderSettings, Services, SourceConnection
+from rowbus.producer.settings import ReaderSettings, Services
 from rowbus.producer.tables import TableFilter
 from rowbus.protocol.codec import Encoding, encode
 from rowbus.protocol.events import BinlogPosition, ReaderCheckpoint, TableSchema

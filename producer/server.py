@@ -15,6 +15,7 @@ from typing import Any
 import pymysql
 
 from rowbus.clients import mysql
+from rowbus.clients.settings import SourceConnection
 from rowbus.producer.assembler import TransactionAssembler
 from rowbus.producer.binlog import (
     GRANT_HINT,
@@ -28,7 +29,6 @@ from rowbus.producer.exceptions import (
     ServerMisconfiguredError,
 )
 from rowbus.producer.positions import GtidState, StartPosition, is_mariadb_gtid
-from rowbus.producer.settings import SourceConnection
 from rowbus.producer.tables import TableFilter
 from rowbus.protocol.events import BinlogPosition, ColumnSchema, TableSchema
 

@@ -6,27 +6,24 @@ hands over for one source (producer/ does not import the shell's configuration t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from rowbus.clients.settings import StrictModel
 from rowbus.protocol.topics import CHECKPOINTS_TOPIC, DEFAULT_DATA_TOPIC_TEMPLATE, SCHEMAS_TOPIC
 
 
-class DispatchSettings(BaseModel):
+class DispatchSettings(StrictModel):
     """How rows of the tables matching a pattern are spread over partitions."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     rule: Literal["primary_key", "table", "columns"] = "primary_key"
     columns: tuple[str, ...] = ()
 
 
-class ReaderSettings(BaseModel):
+class ReaderSettings(StrictModel):
     """Settings shared by every reader; the source itself is named on the command line."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     start: str = "latest"
     """Where to start when the source has no checkpoint yet, in the one start-position grammar
@@ -50,7 +47,7 @@ class ReaderSettings(BaseModel):
     include_tables: tuple[str, ...] = ()
     """``schema.table`` patterns to read; empty means every table of an included schema."""
     exclude_tables: tuple[str, ...] = ()
-    dispatch: dict[str, DispatchSettings] = {}
+    dispatch: dict[str, DispatchSettings] = Field(default_factory=dict)
     """``schema.table`` pattern → dispatch rule; first match wins, default by primary key."""
     flush_rows: int = Field(20_000, ge=1)
     """Commit a Kafka transaction once this many events are buffered..."""
@@ -63,27 +60,8 @@ class ReaderSettings(BaseModel):
     election: bool = True
     """Elect one leader per source through ZooKeeper; off runs a single reader unguarded."""
     transaction_timeout_ms: int = Field(60_000, ge=1000)
-    kafka: dict[str, str | int | float | bool] = {}
+    kafka: dict[str, str | int | float | bool] = Field(default_factory=dict)
     """Extra librdkafka settings for the reader's producer."""
-
-
-@dataclass(frozen=True)
-class SourceConnection:
-    """Where one source server is, as the reader needs it."""
-
-    name: str
-    host: str
-    port: int
-    user: str
-    password: str = field(repr=False)
-
-    def pymysql_kwargs(self) -> dict[str, object]:
-        return {
-            "host": self.host,
-            "port": self.port,
-            "user": self.user,
-            "password": self.password,
-        }
 
 
 @dataclass(frozen=True)

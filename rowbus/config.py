@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from rowbus.clients.settings import MySQLConnection, SourceConnection, StrictModel
 from rowbus.config_errors import describe_validation_error
 from rowbus.consumers.settings import SubscriberSettings
 from rowbus.exceptions import ConfigError
@@ -27,10 +28,6 @@ from rowbus.spark_apply.settings import ApplySettings
 
 DEFAULT_CONFIG_FILE = Path("rowbus.yaml")
 CONFIG_ENV = "ROWBUS_CONFIG"
-
-
-class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class LocalPorts(StrictModel):
@@ -53,27 +50,15 @@ class LocalStackSettings(StrictModel):
     """Install missing Debian and PyPI packages on `up`; when false, a missing one is an error."""
 
 
-class MySQLSettings(StrictModel):
-    host: str = "127.0.0.1"
-    port: int = Field(13306, ge=1, le=65535)
-    user: str = "rowbus"
-    password: SecretStr = SecretStr("rowbus")
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
-
-
-class SourceSettings(MySQLSettings):
-    """One upstream server a reader tails."""
-
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+# One MySQL connection type everywhere (sources, the sink, the apply job's state database).
+MySQLSettings = MySQLConnection
+SourceSettings = SourceConnection
 
 
 class KafkaSettings(StrictModel):
     bootstrap_servers: str | None = None
     """``host:port[,host:port]``; unset means the embedded broker."""
-    client: dict[str, str | int | float | bool] = {}
+    client: dict[str, str | int | float | bool] = Field(default_factory=dict)
     """Extra librdkafka settings (dotted keys, e.g. ``security.protocol``) added to every client."""
 
     def client_config(
@@ -136,6 +121,10 @@ class Settings(BaseSettings):
             )
         if self.sink is None:
             updates["sink"] = MySQLSettings(port=ports.sink)
+        elif "port" not in self.sink.model_fields_set and "host" not in self.sink.model_fields_set:
+            # A sink given only in part (say, just its password) is still the embedded sink,
+            # never another service's address.
+            updates["sink"] = self.sink.model_copy(update={"port": ports.sink})
         names = [s.name for s in updates.get("sources", self.sources)]
         if len(set(names)) != len(names):
             raise ValueError(f"source names must be unique, got {names}")

@@ -23,3 +23,18 @@ class MySQLConnection(StrictModel):
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
+
+    def pymysql_kwargs(self) -> dict[str, object]:
+        """What mysql-replication's ``connection_settings`` takes (the password revealed)."""
+        return {
+            "host": self.host,
+            "port": self.port,
+            "user": self.user,
+            "password": self.password.get_secret_value(),
+        }
+
+
+class SourceConnection(MySQLConnection):
+    """One upstream server a reader tails; `name` keys its topics, checkpoints and election."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")

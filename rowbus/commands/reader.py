@@ -37,16 +37,9 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     signal.signal(signal.SIGINT, _stop)
 
     from rowbus.producer.reader import Reader
-    from rowbus.producer.settings import Services, SourceConnection
+    from rowbus.producer.settings import Services
 
-    src = settings.source(args.source)
-    source = SourceConnection(
-        name=src.name,
-        host=src.host,
-        port=src.port,
-        user=src.user,
-        password=src.password.get_secret_value(),
-    )
+    source = settings.source(args.source)
     services = Services(
         kafka=settings.kafka.client_config(),
         zookeeper_hosts=settings.zookeeper.hosts,

@@ -89,3 +89,18 @@ def test_cli_refuses_a_bad_file_with_one_line_and_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert err.startswith("rowbus: error: ") and "zookeeper.hostz" in err
+
+
+def test_a_partly_set_sink_stays_the_embedded_sink(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ROWBUS_SINK__PASSWORD", "x")
+    settings = load_settings(None)
+    assert settings.resolved_sink.port == settings.local.ports.sink
+    assert settings.resolved_sink.port != settings.sources[0].port
+    assert settings.resolved_sink.password.get_secret_value() == "x"
+
+
+def test_a_sink_with_its_own_host_keeps_the_mysql_default_port(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ROWBUS_SINK__HOST", "warehouse")
+    assert load_settings(None).resolved_sink.address == "warehouse:3306"
