@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, LockTimeout
@@ -42,6 +43,18 @@ class Leadership:
 
     def close(self) -> None:
         """End the session (no-op here)."""
+
+
+def leader_path(root: str, source: str) -> str:
+    """The ZooKeeper path of `source`'s reader election under the deployment's `root`."""
+    return f"{root.rstrip('/')}/readers/{source}/leader"
+
+
+def contenders(client: Any, root: str, source: str) -> list[str]:
+    """The readers of `source` in election order (the leader first), read with a started
+    kazoo client; [] when none ever ran."""
+    path = leader_path(root, source)
+    return list(Lock(client, path).contenders()) if client.exists(path) else []
 
 
 class NoElection(Leadership):

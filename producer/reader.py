@@ -35,7 +35,7 @@ from rowbus.producer.exceptions import (
     ReaderError,
     SourceUnavailableError,
 )
-from rowbus.producer.leader import Leadership, NoElection, ZooKeeperLeadership
+from rowbus.producer.leader import Leadership, NoElection, ZooKeeperLeadership, leader_path
 from rowbus.producer.metrics import ReaderMetrics
 from rowbus.producer.positions import GtidState, parse_start
 from rowbus.producer.publisher import KafkaPublisher
@@ -122,7 +122,7 @@ class Reader:
         }
         if leadership is None:
             if settings.election and services.zookeeper_hosts:
-                path = f"{services.zookeeper_root.rstrip('/')}/readers/{source.name}/leader"
+                path = leader_path(services.zookeeper_root, source.name)
                 leadership = ZooKeeperLeadership(
                     services.zookeeper_hosts,
                     path,

@@ -230,11 +230,11 @@ class Demo:
         self.say("readers are publishing (one per source, leader elected in ZooKeeper)")
 
     def _start_apply(self, config: Path) -> None:
-        from rowbus.commands.apply import job_config_json
+        from rowbus.jobs import job_config
 
         job = self.home / "apply-job.json"
         job.touch(mode=0o600)
-        job.write_text(job_config_json(self.settings))
+        job.write_text(job_config(self.settings).dump())
         self._launch("apply", [sys.executable, "-m", "rowbus.spark_apply", "--config", str(job)])
         self.say("Spark apply job starting (local[2]; the first batch takes 10-60 s)")
         from rowbus.status import apply_status

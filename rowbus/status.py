@@ -17,6 +17,7 @@ from typing import TextIO
 from rowbus.clients import mysql, zookeeper
 from rowbus.config import Settings
 from rowbus.protocol.hlc import physical_ms
+from rowbus.spark_apply.progress import AppliedBatch, last_applied
 
 
 @dataclass(frozen=True)
@@ -28,73 +29,39 @@ class ReaderStatus:
     watermark_ts: int | None
 
 
-@dataclass(frozen=True)
-class ApplyStatus:
-    job: str
-    batch_id: int
-    watermark_ts: int
-    committed_at: str
-    rows: int
+ApplyStatus = AppliedBatch
 
 
 def reader_status(settings: Settings) -> list[ReaderStatus]:
-    from kazoo.recipe.lock import Lock
-
     from rowbus.producer.checkpoints import load_checkpoint
+    from rowbus.producer.leader import contenders
 
     assert settings.zookeeper.hosts is not None
     client = zookeeper.start_client(settings.zookeeper.hosts, 5.0, start_timeout=10.0)
     try:
         result = []
         for source in settings.sources:
-            path = f"{settings.zookeeper.root.rstrip('/')}/readers/{source.name}/leader"
-            contenders = list(Lock(client, path).contenders()) if client.exists(path) else []
+            ordered = contenders(client, settings.zookeeper.root, source.name)
             checkpoint = load_checkpoint(
                 settings.kafka.client_config(), settings.reader.checkpoints_topic, source.name, 15
             )
             result.append(
                 ReaderStatus(
                     source.name,
-                    contenders[0] if contenders else None,
-                    max(0, len(contenders) - 1),
+                    ordered[0] if ordered else None,
+                    max(0, len(ordered) - 1),
                     str(checkpoint.position) if checkpoint else None,
                     checkpoint.ts if checkpoint else None,
                 )
             )
         return result
     finally:
-        client.stop()
-        client.close()
+        zookeeper.stop_client(client)
 
 
 def apply_status(settings: Settings) -> ApplyStatus | None:
-    sink = settings.resolved_sink
-    db = settings.apply.state_database
-    with (
-        mysql.connect(
-            sink,
-            connect_timeout=5,
-        ) as conn,
-        conn.cursor() as cur,
-    ):
-        cur.execute(
-            "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA=%s "
-            "AND TABLE_NAME='apply_checkpoint'",
-            (db,),
-        )
-        row = cur.fetchone()
-        if not row or not row[0]:
-            return None
-        cur.execute(
-            f"SELECT batch_id, MAX(watermark), MAX(committed_at), SUM(row_count) FROM "
-            f"`{db}`.apply_checkpoint WHERE job=%s GROUP BY batch_id "
-            "ORDER BY batch_id DESC LIMIT 1",
-            (settings.apply.job,),
-        )
-        last = cur.fetchone()
-    if last is None:
-        return None
-    return ApplyStatus(settings.apply.job, int(last[0]), int(last[1]), str(last[2]), int(last[3]))
+    with mysql.connect(settings.resolved_sink, connect_timeout=5) as conn:
+        return last_applied(conn, settings.apply.state_database, settings.apply.job)
 
 
 def lock_lines(settings: Settings) -> list[str]:

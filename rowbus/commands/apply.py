@@ -9,8 +9,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rowbus.clients import mysql
 from rowbus.config import Settings
+from rowbus.jobs import job_config
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,55 +28,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cmd.set_defaults(func=_apply)
 
 
-def job_config_json(settings: Settings, available_now: bool = False) -> str:
-    from rowbus.spark_apply.settings import JobConfig, SinkConnection
-
-    apply = settings.apply
-    if available_now:
-        apply = apply.model_copy(update={"available_now": True})
-    if any(r.sharded for r in apply.routes) and not apply.shard_ddl.tables:
-        tables = tuple(discover_shard_tables(settings))
-        apply = apply.model_copy(
-            update={"shard_ddl": apply.shard_ddl.model_copy(update={"tables": tables})}
-        )
-    sink = settings.resolved_sink
-    config = JobConfig(
-        apply=apply,
-        kafka=settings.kafka.client_config(),
-        sink=SinkConnection(host=sink.host, port=sink.port, user=sink.user, password=sink.password),
-        source_names=tuple(s.name for s in settings.sources),
-        zookeeper_hosts=settings.zookeeper.hosts,
-        zookeeper_root=settings.zookeeper.root,
-    )
-    return config.dump()
-
-
-def discover_shard_tables(settings: Settings) -> list[str]:
-    """``source/schema.table`` of every upstream table a sharded route matches, now."""
-    import fnmatch
-
-    patterns = [r.match for r in settings.apply.routes if r.sharded]
-    found = []
-    for source in settings.sources:
-        with (
-            mysql.connect(
-                source,
-                connect_timeout=10,
-            ) as conn,
-            conn.cursor() as cur,
-        ):
-            cur.execute(
-                "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
-                "WHERE TABLE_TYPE='BASE TABLE'"
-            )
-            for schema, table in cur.fetchall():
-                if any(fnmatch.fnmatchcase(f"{schema}.{table}", p) for p in patterns):
-                    found.append(f"{source.name}/{schema}.{table}")
-    return sorted(found)
-
-
 def _apply(args: argparse.Namespace, settings: Settings) -> int:
-    text = job_config_json(settings, args.available_now)
+    text = job_config(settings, args.available_now).dump()
     if args.print_config:
         print(text)
         return 0
