@@ -232,6 +232,79 @@ class KafkaReader:
         return out
 
 
+class TopicTail:
+    """Reads a topic incrementally: `catch_up()` returns what was added since the last call, up
+    to the end each partition has when the call begins; `poll()` returns what has arrived.
+    Positions are kept between calls, so a compacted system topic (schemas, control) is read
+    once however often it is consulted. `open()` builds the client, `close()` releases it."""
+
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        topic: str,
+        *,
+        isolation: str = "read_committed",
+        timeout: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.topic = topic
+        self._reader = KafkaReader(config, timeout=timeout, isolation=isolation)
+        self._clock = clock
+        self._next: dict[int, int] = {}
+        self._open = False
+
+    def open(self) -> bool:
+        """Assign every partition from where this tail stopped; False if the topic does not
+        exist (yet)."""
+        if not self._open:
+            self._reader.open()
+            self._open = True
+        try:
+            partitions = self._reader.partitions(self.topic)
+        except KafkaClientError:
+            return False
+        if set(partitions) != set(self._next):
+            for p in partitions:
+                self._next.setdefault(p, self._reader.bounds((self.topic, p))[0])
+            self._reader.assign({(self.topic, p): o for p, o in self._next.items()})
+        return True
+
+    def close(self) -> None:
+        if self._open:
+            self._reader.close()
+            self._open = False
+
+    def poll(self, timeout: float = 0.0, max_messages: int = 1000) -> list[Message]:
+        """What arrived, waiting at most `timeout` for the first message."""
+        msgs = self._reader.consume(max_messages, timeout)
+        for msg in msgs:
+            partition, offset = msg.partition(), msg.offset()
+            if partition is not None and offset is not None:
+                self._next[partition] = max(self._next.get(partition, 0), offset + 1)
+        return msgs
+
+    def catch_up(self, timeout: float = 30.0) -> list[Message]:
+        """Everything up to the end every partition has now; [] if the topic does not exist."""
+        if not self.open():
+            return []
+        ends = {p: self._reader.bounds((self.topic, p))[1] for p in self._next}
+        todo = {p for p, end in ends.items() if self._next[p] < end}
+        out: list[Message] = []
+        deadline = self._clock() + timeout
+        while todo:
+            if self._clock() > deadline:
+                raise KafkaClientError(
+                    f"timed out after {timeout:.0f}s reading {self.topic} to its end",
+                    retryable=True,
+                )
+            out += self.poll(0.2)
+            positions = self._reader.positions([(self.topic, p) for p in todo])
+            for (_, p), position in positions.items():
+                self._next[p] = max(self._next[p], position)
+            todo = {p for p in todo if self._next[p] < ends[p]}
+        return out
+
+
 def read_messages_to_end(
     config: Mapping[str, Any],
     topic: str,
@@ -239,29 +312,14 @@ def read_messages_to_end(
     timeout: float = 30.0,
     isolation: str = "read_committed",
     clock: Callable[[], float] = time.monotonic,
-) -> Iterator[Message]:
+) -> list[Message]:
     """Every message of a small system topic up to the end it had when the read began
-    (nothing if the topic does not exist). Bounded by `timeout`."""
-    reader = KafkaReader(config, timeout=min(timeout, 10.0), isolation=isolation)
-    reader.open()
+    ([] if the topic does not exist). Bounded by `timeout`."""
+    tail = TopicTail(config, topic, isolation=isolation, timeout=min(timeout, 10.0), clock=clock)
     try:
-        try:
-            partitions = reader.partitions(topic)
-        except KafkaClientError:
-            return
-        ends = {(topic, p): reader.bounds((topic, p)) for p in partitions}
-        todo = {tp: end for tp, (low, end) in ends.items() if end > low}
-        reader.assign({tp: low for tp, (low, _) in ends.items()})
-        deadline = clock() + timeout
-        while todo:
-            if clock() > deadline:
-                raise KafkaClientError(f"timed out after {timeout:.0f}s reading {topic}")
-            yield from reader.consume(1000, 0.2)
-            for tp, position in reader.positions(list(todo)).items():
-                if position >= todo[tp]:
-                    del todo[tp]
+        return tail.catch_up(timeout)
     finally:
-        reader.close()
+        tail.close()
 
 
 def read_to_end(

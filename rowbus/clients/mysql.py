@@ -129,6 +129,8 @@ def connect(
         )
     if "password" in kwargs:
         kwargs["password"] = _secret(kwargs["password"])
+    if "db" in kwargs:  # mysql-replication still uses pymysql's old name
+        database = database or kwargs.pop("db")
     params.update(kwargs)
     return pymysql.connect(
         database=database,
