@@ -79,6 +79,11 @@ class KafkaPublisher:
             with kafka_errors(what):
                 yield
         except SystemError as exc:
+            if self._fatal is None and self._producer is not None:
+                # The error callback may not have run yet for the fatal error that made the
+                # call fail (seen after fencing): serve pending callbacks once, then look again.
+                with contextlib.suppress(Exception):
+                    self._producer.poll(0)
             if self._fatal is None:
                 raise PublishError(f"{what}: the Kafka client failed ({exc})") from exc
             raise translate_kafka_error(self._fatal, what) from exc

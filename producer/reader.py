@@ -22,6 +22,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from rowbus.clients.election import Election, Unopposed
 from rowbus.clients.mysql import SYSTEM_SCHEMAS
 from rowbus.clients.settings import SourceConnection
 from rowbus.producer.assembler import DdlItem, ServerHeartbeat, TransactionAssembler
@@ -35,7 +36,7 @@ from rowbus.producer.exceptions import (
     ReaderError,
     SourceUnavailableError,
 )
-from rowbus.producer.leader import Leadership, NoElection, ZooKeeperLeadership, leader_path
+from rowbus.producer.leader import ZooKeeperLeadership, leader_path
 from rowbus.producer.metrics import ReaderMetrics
 from rowbus.producer.positions import GtidState, parse_start
 from rowbus.producer.publisher import KafkaPublisher
@@ -93,7 +94,7 @@ class Reader:
         source: SourceConnection,
         settings: ReaderSettings,
         services: Services,
-        leadership: Leadership | None = None,
+        leadership: Election | None = None,
         wall: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -130,7 +131,7 @@ class Reader:
                     services.zookeeper_session_timeout_s,
                 )
             else:
-                leadership = NoElection()
+                leadership = Unopposed()
         self.leadership = leadership
         hb = settings.heartbeat_interval_s
         self._server_heartbeat_s = max(0.1, min(settings.flush_interval_s, hb / 4))
