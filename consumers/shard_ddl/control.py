@@ -20,7 +20,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from rowbus.clients.errors import KafkaClientError
 from rowbus.consumers.shard_ddl.exceptions import ControlTopicError
@@ -30,20 +30,11 @@ from rowbus.protocol.events import ControlRecord
 from rowbus.protocol.topics import CONTROL_TOPIC, CONTROL_TOPIC_CONFIG, control_key
 
 if TYPE_CHECKING:
-    from rowbus.clients.kafka import TopicTail
+    from rowbus.clients.kafka import Message, TopicTail
 
 log = logging.getLogger(__name__)
 
 ClientConfig = Mapping[str, str | int | float | bool]
-
-
-class KafkaMessage(Protocol):
-    """What is read from `confluent_kafka.Message` (which tests cannot construct)."""
-
-    def error(self) -> Any: ...
-    def value(self) -> bytes | None: ...
-    def headers(self) -> list[tuple[str, bytes | None]] | None: ...
-    def offset(self) -> int | None: ...
 
 
 class ControlLog:
@@ -172,7 +163,7 @@ class ControlLog:
             msgs = self._tail.catch_up(timeout)
         return [r for r in map(self._record, msgs) if r is not None]
 
-    def _record(self, msg: KafkaMessage) -> ControlRecord | None:
+    def _record(self, msg: Message) -> ControlRecord | None:
         offset = msg.offset() or 0
         self.next_offset = max(self.next_offset, offset + 1)
         where = f"{self.topic}[0]@{offset}"
