@@ -181,6 +181,49 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
         raise ConfigError(describe_validation_error(exc, origin, Settings)) from exc
 
 
+# Connection settings that `Settings` fills from the embedded stack when they are left unset.
+_EMBEDDED = ("kafka.bootstrap_servers", "zookeeper.hosts", "sources", "sink")
+
+
+def origins(settings: Settings, path: Path | None = None) -> dict[str, str]:
+    """Where each leaf of the effective configuration came from: ``env ROWBUS_…``, the file,
+    ``embedded stack`` (a connection left unset) or ``default``; keyed by dotted path (list
+    items by index: ``sources.0.port``)."""
+    source = config_path(path)
+    from_file = set(leaves(_read_yaml(source))) if source is not None else set()
+    from_env = {}
+    for name in os.environ:
+        if name.startswith("ROWBUS_") and name != CONFIG_ENV:
+            from_env[name[len("ROWBUS_") :].lower().replace("__", ".")] = name
+    out = {}
+    for key in leaves(settings.model_dump(mode="json")):
+        env = next((v for k, v in from_env.items() if key == k or key.startswith(k + ".")), None)
+        if env is not None:
+            out[key] = f"env {env}"
+        elif any(key == k or key.startswith(k + ".") for k in from_file):
+            out[key] = f"file {source}"
+        elif any(key == e or key.startswith(e + ".") for e in _EMBEDDED):
+            out[key] = "embedded stack (local.ports)"
+        else:
+            out[key] = "default"
+    return out
+
+
+def leaves(data: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted leaf keys of nested mappings and lists."""
+    if isinstance(data, Mapping) and data:
+        out: dict[str, Any] = {}
+        for k, v in data.items():
+            out.update(leaves(v, f"{prefix}{k}."))
+        return out
+    if isinstance(data, list | tuple) and data:
+        out = {}
+        for i, v in enumerate(data):
+            out.update(leaves(v, f"{prefix}{i}."))
+        return out
+    return {prefix.rstrip("."): data}
+
+
 def _read_yaml(path: Path) -> Mapping[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")

@@ -243,7 +243,7 @@ class Demo:
 
         def first_batch() -> bool:
             self._check_alive()
-            return apply_status(self.settings) is not None
+            return any(j.job == self.settings.apply.job for j in apply_status(self.settings))
 
         # Lag is measured in steady state: Spark's start-up is reported on its own line.
         wait_for(

@@ -27,6 +27,12 @@ class AppliedBatch:
 def last_applied(conn: Any, state_database: str, job: str) -> AppliedBatch | None:
     """The job's last committed batch, read on a pymysql connection to the sink; None when the
     job never committed (or its state database does not exist yet)."""
+    found = [b for b in every_job(conn, state_database) if b.job == job]
+    return found[0] if found else None
+
+
+def every_job(conn: Any, state_database: str) -> list[AppliedBatch]:
+    """The last committed batch of every job that keeps its state in `state_database`."""
     with conn.cursor() as cur:
         cur.execute(
             "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA=%s "
@@ -35,14 +41,13 @@ def last_applied(conn: Any, state_database: str, job: str) -> AppliedBatch | Non
         )
         row = cur.fetchone()
         if not row or not row[0]:
-            return None
+            return []
+        db = quote(state_database)
         cur.execute(
-            "SELECT batch_id, MAX(watermark), MAX(committed_at), SUM(row_count) FROM "
-            f"{quote(state_database)}.apply_checkpoint WHERE job=%s GROUP BY batch_id "
-            "ORDER BY batch_id DESC LIMIT 1",
-            (job,),
+            "SELECT c.job, c.batch_id, MAX(c.watermark), MAX(c.committed_at), SUM(c.row_count) "
+            f"FROM {db}.apply_checkpoint c JOIN (SELECT job, MAX(batch_id) AS batch_id FROM "
+            f"{db}.apply_checkpoint GROUP BY job) last USING (job, batch_id) "
+            "GROUP BY c.job, c.batch_id ORDER BY c.job"
         )
-        last = cur.fetchone()
-    if last is None:
-        return None
-    return AppliedBatch(job, int(last[0]), int(last[1]), str(last[2]), int(last[3]))
+        rows = cur.fetchall()
+    return [AppliedBatch(str(r[0]), int(r[1]), int(r[2]), str(r[3]), int(r[4])) for r in rows]
