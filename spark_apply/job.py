@@ -10,6 +10,7 @@ is skipped or resumed by the sink.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -255,8 +256,16 @@ def run(config: JobConfig) -> None:
     """Run the job until it fails or (with ``available_now``) until it has caught up."""
     spark = spark_session(config)
     applier = BatchApplier(config, shard_ddl_hook(config)).start()
+    query: Any = None
     try:
         query = start_query(spark, config, applier)
         query.awaitTermination()
     finally:
+        # Also on a stop signal: end the query and the session, so the JVM and the Python
+        # workers go with this process.
+        if query is not None:
+            with contextlib.suppress(Exception):
+                query.stop()
         applier.close()
+        with contextlib.suppress(Exception):
+            spark.stop()

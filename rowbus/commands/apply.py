@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from rowbus.config import Settings
 from rowbus.jobs import job_config
+from rowbus.tree import run_group
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -38,6 +38,8 @@ def _apply(args: argparse.Namespace, settings: Settings) -> int:
         path.touch(mode=0o600)
         path.write_text(text)
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-        return subprocess.call(
+        # The job, its JVM and its Python workers form one process group that a SIGTERM or
+        # SIGINT to this command stops as a whole.
+        return run_group(
             [sys.executable, "-m", "rowbus.spark_apply", "--config", str(path)], env=env
         )
