@@ -18,6 +18,8 @@ class SubscriberSettings(StrictModel):
     topic_template: str = DEFAULT_DATA_TOPIC_TEMPLATE
     checkpoints_topic: str = CHECKPOINTS_TOPIC
     schemas_topic: str = SCHEMAS_TOPIC
+    metrics_port: int | None = Field(None, ge=0, le=65535)
+    """Serve Prometheus metrics on 127.0.0.1:<port>/metrics (0: any free port; unset: off)."""
     group_id: str = "rowbus-subscriber"
     memory_limit_events: int = Field(200_000, ge=1)
     """Buffered events kept in memory; beyond it the largest runs spill to disk."""

@@ -24,6 +24,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from rowbus.clients.kafka import KafkaReader, read_to_end, records_of
+from rowbus.clients.prometheus import Snapshot
 from rowbus.consumers.checkpoint import Lane, TopicPartition
 from rowbus.consumers.exceptions import SubscriberError
 from rowbus.consumers.merger import Blocker, Merger
@@ -42,6 +43,7 @@ from rowbus.protocol.events import (
     SchemaRecord,
     TableSchema,
 )
+from rowbus.protocol.hlc import physical_ms
 from rowbus.protocol.topics import (
     CHECKPOINTS_TOPIC,
     DEFAULT_DATA_TOPIC_TEMPLATE,
@@ -100,6 +102,26 @@ class Subscriber:
         self._last_progress = 0.0
         self._last_report = 0.0
         self.events_read = 0
+
+    def prometheus(self) -> Snapshot:
+        """What a subscriber's process exports (`rowbus.clients.prometheus`)."""
+        merger = self._merger
+        if merger is None:
+            return {"records_in_total": self.events_read}
+        stats = merger.stats
+        watermark = merger.watermark
+        return {
+            "records_in_total": self.events_read,
+            "duplicates_total": stats.duplicates,
+            "transactions_out_total": stats.released_transactions,
+            "rows_out_total": stats.released_events,
+            "spilled_events_total": stats.spilled_events,
+            "watermark_ts": watermark,
+            "lag_ms": max(0, int(time.time() * 1000) - physical_ms(watermark)) if watermark else 0,
+            "lane_watermark_ts": {
+                f"{t}[{p}]/{s}": ts for (t, p, s), ts in merger.lane_watermarks().items()
+            },
+        }
 
     # -- lifecycle -------------------------------------------------------------------------
 

@@ -153,6 +153,7 @@ class Reader:
                     prepared = None
                     failures = 0
                 except (FencedError, LeadershipLostError) as exc:
+                    self.metrics.errors[type(exc).__name__] += 1
                     log.warning("%s: %s; back to the election", self.reader_id, exc)
                 except ReaderError as exc:
                     if not exc.retryable:
@@ -160,6 +161,7 @@ class Reader:
                     failures += 1
                     if failures > MAX_TERM_FAILURES:
                         raise
+                    self.metrics.errors[type(exc).__name__] += 1
                     log.warning("%s: %s; retrying (%d)", self.reader_id, exc, failures)
                     stop.wait(min(5.0, 0.2 * 2**failures))
                 finally:
@@ -397,6 +399,7 @@ class Reader:
             publisher.abort()
             raise
         elapsed_ms = (self._monotonic() - started) * 1000
+        self.metrics.watermark_ts = checkpoint.ts
         term.last_publish = now
         self.committed = term.resume
         m = self.metrics

@@ -57,6 +57,8 @@ class ReaderSettings(StrictModel):
     """...or when the oldest buffered transaction is this old."""
     heartbeat_interval_s: float = Field(1.0, gt=0)
     """Emit a heartbeat when caught up and idle for this long."""
+    metrics_port: int | None = Field(None, ge=0, le=65535)
+    """Serve Prometheus metrics on 127.0.0.1:<port>/metrics (0: any free port; unset: off)."""
     election: bool = True
     """Elect one leader per source through ZooKeeper; off runs a single reader unguarded."""
     transaction_timeout_ms: int = Field(60_000, ge=1000)

@@ -1,8 +1,10 @@
 """Run a child command as its own process group and stop the whole group on a signal.
 
 `rowbus apply` starts the Spark job this way: the job's Python driver, its JVM and the JVM's
-Python workers share the group, so SIGTERM or SIGINT to `rowbus apply` reaches all of them, and
-whatever is still alive after the grace period is killed — nothing is left running. Zombies do
+Python workers share the group. SIGTERM or SIGINT to `rowbus apply` asks the driver to stop
+(it ends its query and Spark session, taking the JVM and the workers with it); whatever of the
+group is still alive after the grace period, or after the driver exited, is killed — nothing is
+left running. Zombies do
 not count as alive: pid 1 of a container may never reap them.
 """
 
@@ -85,7 +87,10 @@ def run_group(
         if not stopping.is_set():
             log.warning("signal %d: stopping %s (group %d)", signum, args[0], proc.pid)
             stopping.set()
-            signal_group(proc.pid, signal.SIGTERM)
+            # The child stops its helpers itself (a Spark driver ends its JVM); the group is
+            # killed only when it does not end within the grace period.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGTERM)
 
     previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
     try:

@@ -31,9 +31,14 @@ def main(argv: list[str] | None = None) -> int:
     config = JobConfig.model_validate(json.loads(args.config.read_text()))
     from rowbus.spark_apply.job import run
 
+    stopped: list[int] = []
+
     def stop(signum: int, _frame: FrameType | None) -> None:
         # Unwinds `run`, whose finally stops the query and the Spark session; a batch cut
         # short is not committed and runs again on restart (exactly once in the sink).
+        if stopped:
+            return
+        stopped.append(signum)
         raise JobStopped(signum)
 
     signal.signal(signal.SIGTERM, stop)
@@ -47,6 +52,11 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("rowbus.spark_apply").error("apply stopped: %s", exc)
         return 2
     except Exception as exc:
+        if stopped:  # the stop interrupted a call into Spark mid-way
+            logging.getLogger("rowbus.spark_apply").warning(
+                "apply stopped by signal %d (%s)", stopped[0], type(exc).__name__
+            )
+            return 128 + stopped[0]
         cause = _apply_error_in(exc)
         if cause is not None:
             logging.getLogger("rowbus.spark_apply").error("apply stopped: %s", cause)

@@ -20,12 +20,14 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from rowbus.clients.prometheus import Exporter
 from rowbus.consumers.routing import Router
 from rowbus.protocol.codec import ENCODING_HEADER, decode
 from rowbus.protocol.events import BinlogPosition, DdlChange, Heartbeat, Resolved
 from rowbus.protocol.topics import data_topic
 from rowbus.spark_apply.catalog import SchemaCatalog
 from rowbus.spark_apply.exceptions import ApplyError
+from rowbus.spark_apply.metrics import ApplyMetrics
 from rowbus.spark_apply.planner import Envelope, PairKey, plan
 from rowbus.spark_apply.settings import JobConfig
 from rowbus.spark_apply.shard_ddl import ShardDdlHook
@@ -54,6 +56,7 @@ class BatchApplier:
             a.parallelism,
         )
         self._partitions: dict[str, int] = {}
+        self.metrics = ApplyMetrics()
 
     def start(self) -> BatchApplier:
         self.sink.start()
@@ -74,6 +77,13 @@ class BatchApplier:
         return [(t, p, s) for t, s in self.topics.items() for p in range(self._partitions[t])]
 
     def __call__(self, df: Any, batch_id: int) -> None:
+        try:
+            self._apply_batch(df, batch_id)
+        except Exception as exc:
+            self.metrics.errors[type(exc).__name__] += 1
+            raise
+
+    def _apply_batch(self, df: Any, batch_id: int) -> None:
         previous = self.sink.previous_state(batch_id)
         if previous is None:
             log.info("batch %d is already committed in the sink; skipped", batch_id)
@@ -96,6 +106,7 @@ class BatchApplier:
         done = time.perf_counter()
         if hook is not None:
             hook.after_apply()
+        self._observe(envelopes, p, applied, done - planned)
         log.info(
             "batch %d: %d records, %d rows applied in %d step(s), watermark %d, stash %d; "
             "collect %.3fs decode %.3fs plan %.3fs apply %.3fs",
@@ -110,6 +121,16 @@ class BatchApplier:
             planned - decoded,
             done - planned,
         )
+
+    def _observe(self, envelopes: list[Envelope], p: Any, applied: int, seconds: float) -> None:
+        m = self.metrics
+        m.batches += 1
+        m.records_in += len(envelopes)
+        m.rows_applied += applied
+        m.watermark_ts = max(m.watermark_ts, p.bound)
+        m.stash_events = len(p.state.stash)
+        m.lanes = {f"{t}[{part}]/{src}": ts for (t, part, src), ts in p.state.watermarks.items()}
+        m.apply_latency.observe(seconds)
 
 
 def envelopes_of(table: Any) -> list[Envelope]:
@@ -256,6 +277,17 @@ def run(config: JobConfig) -> None:
     """Run the job until it fails or (with ``available_now``) until it has caught up."""
     spark = spark_session(config)
     applier = BatchApplier(config, shard_ddl_hook(config)).start()
+    exporter = None
+    if config.apply.metrics_port is not None:
+        exporter = Exporter()
+        exporter.register(
+            "apply",
+            applier.metrics.prometheus,
+            labels={"lane_watermark_ts": "lane", "errors_total": "kind"},
+            static={"job": config.apply.job},
+        )
+        port = exporter.serve(config.apply.metrics_port)
+        log.info("metrics of job %s on http://127.0.0.1:%d/metrics", config.apply.job, port)
     query: Any = None
     try:
         query = start_query(spark, config, applier)
@@ -267,5 +299,7 @@ def run(config: JobConfig) -> None:
             with contextlib.suppress(Exception):
                 query.stop()
         applier.close()
+        if exporter is not None:
+            exporter.close()
         with contextlib.suppress(Exception):
             spark.stop()

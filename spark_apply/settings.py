@@ -63,6 +63,8 @@ class ApplySettings(StrictModel):
     shard_ddl: ShardDdlSettings = ShardDdlSettings()
     master: str = "local[2]"
     spark_conf: dict[str, str] = Field(default_factory=dict)
+    metrics_port: int | None = Field(None, ge=0, le=65535)
+    """Serve Prometheus metrics on 127.0.0.1:<port>/metrics (0: any free port; unset: off)."""
     jdbc_jar: Path | None = None
     """A JDBC driver jar to put on the classpath (e.g. Debian's mariadb-java-client.jar)."""
 

@@ -15,6 +15,7 @@ import yaml
 
 from rowbus.config import Settings
 from rowbus.waiting import wait_for
+from tests.integration.producer.test_metrics import free_port, scrape
 
 
 def _children_of(pid: int) -> list[int]:
@@ -57,6 +58,7 @@ def _cmdline(pid: int) -> str:
 def test_sigterm_to_rowbus_apply_leaves_nothing_running(
     services: Settings, unique, tmp_path: Path
 ) -> None:
+    port = free_port()
     config = {
         "kafka": {"bootstrap_servers": services.kafka.bootstrap_servers},
         "zookeeper": {"hosts": services.zookeeper.hosts},
@@ -67,6 +69,7 @@ def test_sigterm_to_rowbus_apply_leaves_nothing_running(
             "state_database": unique("rowbus_stop"),
             "checkpoint_location": str(tmp_path / "cp"),
             "topic_template": unique("test.stop") + ".{source}",
+            "metrics_port": port,
         },
     }
     path = tmp_path / "rowbus.yaml"
@@ -89,6 +92,14 @@ def test_sigterm_to_rowbus_apply_leaves_nothing_running(
             return tree if any("java" in _cmdline(pid) for pid in tree) else None
 
         tree = wait_for(jvm_started, timeout=180, what="the apply job's JVM to start")
+        # A running job serves its metrics (apply.metrics_port).
+        text = wait_for(
+            lambda: "rowbus_apply_batches_total" in scrape(port) and scrape(port),
+            timeout=180,
+            what="the apply job's metrics endpoint",
+        )
+        assert "rowbus_apply_rows_applied_total" in text
+        assert "rowbus_apply_stash_events" in text
         # Let the job get going (its Python workers start with the first micro-batch).
         wait_for(
             lambda: len(_descendants(proc.pid)) >= len(tree),
