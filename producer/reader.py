@@ -156,6 +156,16 @@ class Reader:
                     self.metrics.errors[type(exc).__name__] += 1
                     log.warning("%s: %s; back to the election", self.reader_id, exc)
                 except ReaderError as exc:
+                    if self.leadership.lost:
+                        # Whatever failed, the term ended because another reader took over
+                        # (a woken zombie's client may report only a bare failure).
+                        self.metrics.errors["LeadershipLostError"] += 1
+                        log.warning(
+                            "%s: %s after losing leadership; back to the election",
+                            self.reader_id,
+                            exc,
+                        )
+                        continue
                     if not exc.retryable:
                         raise
                     failures += 1
