@@ -10,6 +10,7 @@ sink has caught up (verify reports equality); print a summary; stop the readers 
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import sys
 import threading
@@ -30,7 +31,11 @@ from rowbus.verify import TableDiff, verify
 from rowbus.waiting import wait_for
 from rowbus.workloads import W2, W3, W3_DDLS
 
+DEMO_PARTITIONS = 4
 W3_TARGET = "demo_w3.orders"
+
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -73,6 +78,7 @@ class Demo:
         self.topic_template = settings.reader.topic_template
         self.startup_s = 0.0
         self._probe_done = threading.Event()
+        self.config_path = self.home / "rowbus-demo.yaml"
         self.began = time.monotonic()
 
     def say(self, text: str) -> None:
@@ -143,10 +149,50 @@ class Demo:
             "routes": [{"match": "demo_w3_*.orders_*", "target": W3_TARGET, "sharded": True}],
             "shard_ddl": {"control_topic": f"{prefix}.control", "election": f"demo-{run}"},
         }
+        data["subscriber"] = {
+            **data["subscriber"],
+            "topic_template": self.topic_template,
+            "checkpoints_topic": f"{prefix}.checkpoints",
+            "schemas_topic": f"{prefix}.schemas",
+        }
         path = self.home / "rowbus-demo.yaml"
         path.touch(mode=0o600)
         path.write_text(yaml.safe_dump(data, sort_keys=False))
+        self.config_path = path
+        self._create_topics(prefix)
         return path
+
+    def _create_topics(self, prefix: str) -> None:
+        """The demo's topics, created before anything asks for them (a broker would otherwise
+        auto-create them with one partition): several partitions per source, so the merge by
+        watermark across partitions is what the demo shows."""
+        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+
+        from rowbus.clients import kafka
+        from rowbus.protocol.topics import (
+            CHECKPOINTS_TOPIC_CONFIG,
+            CONTROL_TOPIC_CONFIG,
+            DATA_TOPIC_CONFIG,
+            SCHEMAS_TOPIC_CONFIG,
+        )
+
+        wanted = [
+            NewTopic(
+                self.topic_template.format(source=s.name),
+                DEMO_PARTITIONS,
+                1,
+                config=dict(DATA_TOPIC_CONFIG),
+            )
+            for s in self.settings.sources[:2]
+        ] + [
+            NewTopic(f"{prefix}.checkpoints", 1, 1, config=dict(CHECKPOINTS_TOPIC_CONFIG)),
+            NewTopic(f"{prefix}.schemas", 1, 1, config=dict(SCHEMAS_TOPIC_CONFIG)),
+            NewTopic(f"{prefix}.control", 1, 1, config=dict(CONTROL_TOPIC_CONFIG)),
+        ]
+        admin = kafka.admin(self.settings.kafka.client_config())
+        for topic, future in admin.create_topics(wanted, operation_timeout=30).items():
+            future.result(30)
+            log.info("created topic %s", topic)
 
     def _create_tables(self) -> list[tuple[pymysql.connections.Connection[Any], W2 | W3]]:
         sink = _connect(self.settings.resolved_sink)
@@ -395,6 +441,16 @@ class Demo:
             f"  apply job start-up     : {self.startup_s:.1f}s to its first committed batch",
             f"  shard DDLs applied     : {ddls} of {len(W3_DDLS)} on {W3_TARGET}",
             f"  verify                 : {verdict} across {len(diffs)} tables",
+            f"  topics                 : {DEMO_PARTITIONS} partitions per source "
+            f"({self.topic_template})",
+            "",
+            f"The demo's configuration is {self.config_path}; the stack stays up. Next:",
+            f"  rowbus -c {self.config_path} status",
+            f"  rowbus -c {self.config_path} verify --schema 'demo_*'",
+            f"  rowbus -c {self.config_path} tail "
+            + " ".join(self.topic_template.format(source=s.name) for s in self.settings.sources[:2])
+            + " --from earliest --max-transactions 5",
+            "  rowbus local down",
         ]
         print("\n".join(lines), file=self.out)
         return 0 if equal and ddls == len(W3_DDLS) else 1
