@@ -20,12 +20,12 @@ import threading
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from rowbus.producer.assembler import DdlItem, ServerHeartbeat, TransactionAssembler
+from rowbus.producer.assembler import DdlItem, Rows, ServerHeartbeat, TransactionAssembler
 from rowbus.producer.batch import Batcher, FlushPolicy
 from rowbus.producer.binlog import BinlogStream
-from rowbus.producer.checkpoints import load_checkpoint
+from rowbus.producer.checkpoints import load_checkpoints
 from rowbus.producer.ddl import DdlTarget
 from rowbus.producer.exceptions import (
     FencedError,
@@ -33,6 +33,7 @@ from rowbus.producer.exceptions import (
     ReaderError,
     SourceUnavailableError,
 )
+from rowbus.producer.fragments import OpenStream
 from rowbus.producer.leader import Leadership, NoElection, ZooKeeperLeadership
 from rowbus.producer.metrics import ReaderMetrics
 from rowbus.producer.positions import GtidState, parse_start
@@ -51,6 +52,7 @@ from rowbus.protocol.topics import (
     SCHEMAS_TOPIC_CONFIG,
     SCHEMAS_TOPIC_PARTITIONS,
     checkpoint_key,
+    fragment_key,
 )
 
 log = logging.getLogger(__name__)
@@ -191,12 +193,13 @@ class Reader:
     def _open_term(self, server: SourceServer, publisher: KafkaPublisher) -> _Term:
         s = self.settings
         publisher.start()
-        checkpoint = load_checkpoint(self.services.kafka, s.checkpoints_topic, self.source.name)
+        stored = load_checkpoints(self.services.kafka, s.checkpoints_topic, self.source.name)
+        checkpoint, fragment = stored.checkpoint, stored.fragment
         if checkpoint is not None:
             resume = checkpoint.position
             server.ensure_available(resume, "checkpoint position")
             gtid = GtidState(checkpoint.gtid_set)
-            clock = HybridClock(checkpoint.ts)
+            clock = HybridClock(max(checkpoint.ts, fragment.ts if fragment else 0))
             epoch = checkpoint.epoch + 1
             offsets = {(t, p): o for t, p, o in checkpoint.offsets}
         else:
@@ -214,6 +217,8 @@ class Reader:
             self._encoding,
             FlushPolicy(s.flush_rows, s.flush_bytes, s.flush_interval_s, s.heartbeat_interval_s),
         )
+        if checkpoint is not None and fragment is not None:
+            batcher.resume_stream(OpenStream.resumed(checkpoint, fragment))
         log.info(
             "%s leads source %s (epoch %d) from binlog %s:%s gtid=%s",
             self.reader_id,
@@ -295,6 +300,7 @@ class Reader:
         # its own heartbeat (other schemas keep it busy).
         live_ms = int(self.settings.heartbeat_interval_s * 1000) + 1000
         last_commit_ms = 0
+        fragment_rows = self.settings.fragment_rows
         for event in stream.events():
             metrics.events += 1
             if leadership.lost:
@@ -311,6 +317,12 @@ class Reader:
                     self._commit(term, heartbeat=True, position=assembler.event_position)
                     continue
             else:
+                if isinstance(event, Rows) and assembler.open_size >= fragment_rows:
+                    # Before the next rows event, so fragments end at rows-event boundaries
+                    # and the last part of the transaction is never empty.
+                    batcher.stream(*assembler.take_open(), now)
+                    metrics.fragments += 1
+                    self._commit(term, heartbeat=False)
                 txn = assembler.feed(event)
                 if txn is not None:
                     if txn.gtid:
@@ -366,23 +378,21 @@ class Reader:
                 source=self.source.name,
                 position=term.resume,
                 gtid_set=str(term.gtid) or None,
-                ts=batcher.clock.last,
+                ts=batcher.resume_ts,
                 offsets=tuple((t, p, o) for (t, p), o in sorted(term.offsets.items())),
                 reader_id=self.reader_id,
                 epoch=term.epoch,
             )
             value, headers = encode(checkpoint, self._encoding)
-            publisher.produce(
-                [
-                    (
-                        self.settings.checkpoints_topic,
-                        None,
-                        checkpoint_key(self.source.name),
-                        value,
-                        headers,
-                    )
-                ]
-            )
+            topic = self.settings.checkpoints_topic
+            records = [(topic, None, checkpoint_key(self.source.name), value, headers)]
+            open_stream = batcher.open_stream
+            if open_stream is not None and open_stream.last is not None:
+                # Where the fragments committed so far end (PROTOCOL.md §9.1).
+                fragment = replace(checkpoint, position=open_stream.last, ts=open_stream.ts)
+                value, headers = encode(fragment, self._encoding)
+                records.append((topic, None, fragment_key(self.source.name), value, headers))
+            publisher.produce(records)
             if self.leadership.lost:
                 raise LeadershipLostError(
                     f"{self.reader_id} lost leadership of {self.source.name} before commit"
@@ -408,6 +418,6 @@ class Reader:
             term.resume.file,
             term.resume.offset,
             term.resume.gtid,
-            batcher.clock.last,
+            batcher.resume_ts,
             elapsed_ms,
         )
