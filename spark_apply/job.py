@@ -73,13 +73,15 @@ class BatchApplier:
         return [(t, p, s) for t, s in self.topics.items() for p in range(self._partitions[t])]
 
     def __call__(self, df: Any, batch_id: int) -> None:
-        previous = self.sink.previous_state(batch_id)
-        if previous is None:
-            log.info("batch %d is already committed in the sink; skipped", batch_id)
-            return
         started = time.perf_counter()
         arrow = df.toArrow()
         collected = time.perf_counter()
+        previous = self.sink.previous_state(batch_id)
+        # Before skipping or applying: Spark's offsets for this batch must fit the sink's.
+        self.sink.check_offsets(batch_id, offset_ranges(arrow), previous)
+        if previous is None:
+            log.info("batch %d is already committed in the sink; skipped", batch_id)
+            return
         envelopes = envelopes_of(arrow)
         decoded = time.perf_counter()
         for env in envelopes:
@@ -109,6 +111,25 @@ class BatchApplier:
             planned - decoded,
             done - planned,
         )
+
+
+def offset_ranges(table: Any) -> dict[tuple[str, int], tuple[int, int]]:
+    """(first, last) offset per (topic, partition) in an Arrow batch of the source schema."""
+    if table.num_rows == 0:
+        return {}
+    grouped = table.group_by(["topic", "partition"]).aggregate(
+        [("offset", "min"), ("offset", "max")]
+    )
+    return {
+        (t, p): (lo, hi)
+        for t, p, lo, hi in zip(
+            grouped.column("topic").to_pylist(),
+            grouped.column("partition").to_pylist(),
+            grouped.column("offset_min").to_pylist(),
+            grouped.column("offset_max").to_pylist(),
+            strict=True,
+        )
+    }
 
 
 def envelopes_of(table: Any) -> list[Envelope]:
