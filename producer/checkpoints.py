@@ -132,6 +132,7 @@ def _read_to_high_watermark(
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
         if high > low:
             ends[p] = high  # the high watermark, not the LSO: see the module docstring
+    log.info("reading checkpoints from %s up to its high watermarks %s", topic, ends)
     reached: dict[int, int] = {}
     deadline = time.monotonic() + timeout_s
     while ends:
