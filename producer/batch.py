@@ -24,6 +24,7 @@ from rowbus.protocol.events import (
     DdlChange,
     Heartbeat,
     Op,
+    ReaderCheckpoint,
     Record,
     Resolved,
     RowChange,
@@ -167,22 +168,22 @@ class Batcher:
     def stream(self, txn_id: str, gtid: str | None, changes: list[Change], now: float) -> None:
         """Append a fragment of the open transaction `txn_id` (its events carry no count).
 
-        The first fragment takes the transaction's tick of the clock — from the reader's wall
-        clock, as its commit time is not read yet —, unless a restarted reader resumes a stream
-        (`resume_stream`) whose ts is already published."""
+        The first fragment takes the transaction's tick: the one right after the clock's last
+        (its commit time is not read yet), which a restarted reader computes again from the
+        checkpoint's ts."""
         batch = self.batch
         if batch.started is None:
             batch.started = now
         stream = self.open_stream
         if stream is None:
-            before = self.clock.last
-            stream = self.open_stream = OpenStream(self.clock.next(int(now * 1000)), before)
+            stream = self.open_stream = OpenStream.start(self.clock)
         stream.check(txn_id, gtid)
         self._emit_stream(stream, list(self._plan(changes)), None)
 
-    def resume_stream(self, stream: OpenStream) -> None:
-        """A restarted reader goes on with the stream its fragment record names."""
-        self.open_stream = stream
+    def resume_stream(self, fragment: ReaderCheckpoint) -> None:
+        """A restarted reader goes on with the stream its fragment record names (the clock
+        is at the checkpoint's ts)."""
+        self.open_stream = OpenStream.start(self.clock, fragment.position)
 
     def _emit_stream(
         self,

@@ -6,7 +6,9 @@ Instead, once the open transaction has gathered `fragment_rows` changes, the rea
 them as a *fragment*: one Kafka transaction holding those events (ts of the transaction, `txn`
 with index but no count), a `Resolved` at the tick *before* the transaction's (so no consumer's
 watermark passes it), the source's unchanged checkpoint, and a fragment record (key
-``{source}/fragment``) naming the binlog position of the last event published. The last part
+``{source}/fragment``): the same checkpoint except that its `position` is that of the last
+event published. The transaction's ts is the tick right after the checkpoint's ts, so a
+restarted reader gives it the same ts again. The last part
 goes out with the transaction's commit, its events carrying the count, in the Kafka transaction
 that moves the checkpoint past it. Consumers hold a transaction until the watermark passes its
 ts and its count is complete, so a partial one is never released.
@@ -14,7 +16,7 @@ ts and its count is complete, so a partial one is never released.
 Fragments end at rows-event boundaries, so the position of the last event published names
 exactly what is committed. A reader restarted between fragments resumes the binlog at the
 transaction's start (the checkpoint) and re-reads it, recounting event indexes without
-publishing the events at or before that position, with the ts the fragment record carries.
+publishing the events at or before that position.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rowbus.producer.exceptions import ReaderError
-from rowbus.protocol.events import BinlogPosition, ReaderCheckpoint
+from rowbus.protocol.events import BinlogPosition
+from rowbus.protocol.hlc import HybridClock, physical_ms
 
 
 class FragmentMismatchError(ReaderError):
@@ -49,14 +52,17 @@ class OpenStream:
     skip_through: BinlogPosition | None = None
 
     @classmethod
-    def resumed(cls, checkpoint: ReaderCheckpoint, fragment: ReaderCheckpoint) -> OpenStream:
-        """The stream a restarted reader goes on with."""
+    def start(cls, clock: HybridClock, skip_through: BinlogPosition | None = None) -> OpenStream:
+        """A stream whose transaction takes the tick right after `clock`'s last: the same
+        after a restart, whose clock is restored from the checkpoint's ts."""
+        before = clock.last
+        ts = clock.next(physical_ms(before))
         return cls(
-            ts=fragment.ts,
-            before=checkpoint.ts,
-            last=fragment.position,
-            gtid=fragment.position.gtid,
-            skip_through=fragment.position,
+            ts=ts,
+            before=before,
+            last=skip_through,
+            gtid=skip_through.gtid if skip_through else None,
+            skip_through=skip_through,
         )
 
     def check(self, txn_id: str, gtid: str | None) -> None:

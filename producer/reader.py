@@ -33,7 +33,6 @@ from rowbus.producer.exceptions import (
     ReaderError,
     SourceUnavailableError,
 )
-from rowbus.producer.fragments import OpenStream
 from rowbus.producer.leader import Leadership, NoElection, ZooKeeperLeadership
 from rowbus.producer.metrics import ReaderMetrics
 from rowbus.producer.positions import GtidState, parse_start
@@ -199,7 +198,7 @@ class Reader:
             resume = checkpoint.position
             server.ensure_available(resume, "checkpoint position")
             gtid = GtidState(checkpoint.gtid_set)
-            clock = HybridClock(max(checkpoint.ts, fragment.ts if fragment else 0))
+            clock = HybridClock(checkpoint.ts)
             epoch = checkpoint.epoch + 1
             offsets = {(t, p): o for t, p, o in checkpoint.offsets}
         else:
@@ -218,7 +217,7 @@ class Reader:
             FlushPolicy(s.flush_rows, s.flush_bytes, s.flush_interval_s, s.heartbeat_interval_s),
         )
         if checkpoint is not None and fragment is not None:
-            batcher.resume_stream(OpenStream.resumed(checkpoint, fragment))
+            batcher.resume_stream(fragment)
         log.info(
             "%s leads source %s (epoch %d) from binlog %s:%s gtid=%s",
             self.reader_id,
@@ -389,7 +388,7 @@ class Reader:
             open_stream = batcher.open_stream
             if open_stream is not None and open_stream.last is not None:
                 # Where the fragments committed so far end (PROTOCOL.md §9.1).
-                fragment = replace(checkpoint, position=open_stream.last, ts=open_stream.ts)
+                fragment = replace(checkpoint, position=open_stream.last)
                 value, headers = encode(fragment, self._encoding)
                 records.append((topic, None, fragment_key(self.source.name), value, headers))
             publisher.produce(records)
