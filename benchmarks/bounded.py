@@ -92,9 +92,11 @@ def reader_child(
     end: Any,
     done: Any,
     out: Any,
+    quit_: Any = None,
 ) -> None:
-    """A reader from `start` until `done` is set and its checkpoint reached `end` (a shared
-    [file, offset] list filled in by the parent)."""
+    """A reader from `start`; once `done` is set and its checkpoint reached `end` (a shared
+    [file, offset] list filled in by the parent) it reports, and runs on (heartbeats keep the
+    consumers' merge moving) until `quit_` is set (at once when None)."""
     from rowbus.producer.reader import Reader
     from rowbus.producer.settings import ReaderSettings, Services, SourceConnection
 
@@ -115,28 +117,31 @@ def reader_child(
     )
     stop = threading.Event()
     began = time.monotonic()
-    finished: list[float] = []
+
+    def report() -> None:
+        m = reader.metrics.snapshot()
+        out.put(
+            {
+                "component": f"reader {name}",
+                "rss_mb": round(_maxrss_mb()),
+                "rows": m["rows"],
+                "fragments": m["fragments"],
+                "seconds": round(time.monotonic() - began, 1),
+            }
+        )
 
     def watch() -> None:
         while not stop.is_set():
             pos = reader.committed
             if done.is_set() and pos is not None and (pos.file, pos.offset) >= tuple(end):
-                finished.append(time.monotonic())
+                report()
+                if quit_ is not None:
+                    quit_.wait()
                 stop.set()
             time.sleep(0.05)
 
     threading.Thread(target=watch, daemon=True).start()
     reader.run(stop)
-    m = reader.metrics.snapshot()
-    out.put(
-        {
-            "component": f"reader {name}",
-            "rss_mb": round(_maxrss_mb()),
-            "rows": m["rows"],
-            "fragments": m["fragments"],
-            "seconds": round((finished[0] if finished else time.monotonic()) - began, 1),
-        }
-    )
 
 
 def subscriber_child(
@@ -382,7 +387,7 @@ def _start_writers(
     return written, halt
 
 
-def stall(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:
+def stall(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:  # noqa: PLR0915 - one script
     tag = uuid.uuid4().hex[:8]
     servers = {f"a_{tag}": args.mysql, f"b_{tag}": args.mysql2}
     sources = list(servers)
@@ -409,12 +414,14 @@ def stall(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:
     ends = {s: mp.Manager().list([start[0], start[1]]) for s, start in starts.items()}
     expected = ctx.Value("q", 0)
     stop_spark = ctx.Event()
+    quit_ = ctx.Event()
     job = f"bench-stall-{tag}"
     a, b = sources
+    _create_topics(args, [topics["data"].format(source=s) for s in sources], topics)
     procs = {
         "reader a": ctx.Process(
             target=reader_child,
-            args=(args, a, servers[a], db[a], topics, starts[a], ends[a], done, out),
+            args=(args, a, servers[a], db[a], topics, starts[a], ends[a], done, out, quit_),
         ),
         "subscriber": ctx.Process(
             target=subscriber_child, args=(args, sources, topics, expected, out)
@@ -434,7 +441,7 @@ def stall(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:
     time.sleep(head + args.stall_s)
     procs["reader b"] = ctx.Process(
         target=reader_child,
-        args=(args, b, servers[b], db[b], topics, starts[b], ends[b], done, out),
+        args=(args, b, servers[b], db[b], topics, starts[b], ends[b], done, out, quit_),
     )
     procs["reader b"].start()
     restarted = time.monotonic()
@@ -445,18 +452,22 @@ def stall(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:
             ends[s][:] = list(_position(conn))
     print(f"stall: wrote {written} transactions; catching up", flush=True)
     done.set()
-    results = []
-    for _ in range(2):  # both readers report once caught up
-        results.append(out.get(timeout=3600))
-        print(json.dumps(results[-1]), flush=True)
+    results = [out.get(timeout=3600) for _ in range(2)]  # both readers, once caught up
+    for r in results:
+        print(json.dumps(r), flush=True)
 
     def caught_up() -> bool:
-        return all(
-            _count(servers[s], args, db[s], t)
-            == _count(args.sink, _sink_args(args), sink_dbs[s], t)
-            for s in sources
-            for t in workloads[s].names()
-        )
+        if not procs["spark"].is_alive():
+            raise RuntimeError("the Spark job stopped")
+        try:
+            return all(
+                _count(servers[s], args, db[s], t)
+                == _count(args.sink, _sink_args(args), sink_dbs[s], t)
+                for s in sources
+                for t in workloads[s].names()
+            )
+        except pymysql.err.ProgrammingError:  # a target table not created yet
+            return False
 
     took = _wait(caught_up, 3600, "the sink to equal both sources")
     print(
@@ -472,12 +483,31 @@ def stall(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:
     for _ in range(2):
         results.append(out.get(timeout=3600))
         print(json.dumps(results[-1]), flush=True)
+    quit_.set()
     for p in procs.values():
         p.join(120)
     _delete_topics(
         args, [topics["data"].format(source=s) for s in sources] + list(topics.values())[1:]
     )
     return results
+
+
+def _create_topics(args: argparse.Namespace, data: list[str], topics: dict[str, str]) -> None:
+    """The topics, before the consumers look for them (the readers would make them later)."""
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+
+    from rowbus.protocol.topics import (
+        CHECKPOINTS_TOPIC_CONFIG,
+        DATA_TOPIC_CONFIG,
+        SCHEMAS_TOPIC_CONFIG,
+    )
+
+    new = [NewTopic(t, args.partitions, 1, config=dict(DATA_TOPIC_CONFIG)) for t in data]
+    new.append(NewTopic(topics["checkpoints"], 1, 1, config=dict(CHECKPOINTS_TOPIC_CONFIG)))
+    new.append(NewTopic(topics["schemas"], 1, 1, config=dict(SCHEMAS_TOPIC_CONFIG)))
+    admin = AdminClient({"bootstrap.servers": args.kafka})
+    for future in admin.create_topics(new).values():
+        future.result(30)
 
 
 def _delete_topics(args: argparse.Namespace, names: list[str]) -> None:
