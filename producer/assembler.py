@@ -165,6 +165,20 @@ class TransactionAssembler:
         return self._open is not None or self._gtid is not None
 
     @property
+    def open_size(self) -> int:
+        """Changes of the open group gathered (and not taken) so far."""
+        return len(self._open.changes) if self._open is not None else 0
+
+    def take_open(self) -> tuple[str, str | None, list[Change]]:
+        """Hand out the changes of the open group gathered so far; the group stays open and
+        its transaction later holds only the changes gathered after this (a reader publishes a
+        huge transaction in fragments: `rowbus.producer.fragments`)."""
+        txn = self._open
+        assert txn is not None
+        changes, txn.changes = txn.changes, []
+        return txn.gtid or f"{txn.file}:{txn.begin}", txn.gtid, changes
+
+    @property
     def event_position(self) -> BinlogPosition:
         """End of the last event seen, of any kind."""
         return BinlogPosition(self.file, self.event_end)

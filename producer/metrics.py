@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import resource
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -19,6 +20,8 @@ class ReaderMetrics:
     """Encoded bytes published (values)."""
     batches: int = 0
     heartbeats: int = 0
+    fragments: int = 0
+    """Fragments of huge transactions published (PROTOCOL.md §9.1)."""
     lag_ms: int = 0
     """Wall clock minus the commit time of the last transaction read."""
     commit_latency_ms: list[float] = field(default_factory=list)
@@ -44,6 +47,8 @@ class ReaderMetrics:
             "bytes": self.bytes,
             "batches": self.batches,
             "heartbeats": self.heartbeats,
+            "fragments": self.fragments,
+            "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
             "lag_ms": self.lag_ms,
             "commit_latency_p50_ms": lat[len(lat) // 2] if lat else 0.0,
             "commit_latency_max_ms": lat[-1] if lat else 0.0,
@@ -58,6 +63,7 @@ class ReaderMetrics:
             "bytes_out_total": self.bytes,
             "batches_total": self.batches,
             "heartbeats_total": self.heartbeats,
+            "fragments_total": self.fragments,
             "lag_ms": self.lag_ms,
             "watermark_ts": self.watermark_ts,
             "commit_latency_seconds": self.commit_latency,

@@ -20,15 +20,15 @@ import threading
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from rowbus.clients.election import Election, Unopposed
 from rowbus.clients.mysql import SYSTEM_SCHEMAS
 from rowbus.clients.settings import SourceConnection
-from rowbus.producer.assembler import DdlItem, ServerHeartbeat, TransactionAssembler
+from rowbus.producer.assembler import DdlItem, Rows, ServerHeartbeat, TransactionAssembler
 from rowbus.producer.batch import Batcher, FlushPolicy
 from rowbus.producer.binlog import BinlogStream
-from rowbus.producer.checkpoints import load_checkpoint
+from rowbus.producer.checkpoints import load_checkpoints
 from rowbus.producer.ddl import DdlTarget
 from rowbus.producer.exceptions import (
     FencedError,
@@ -54,6 +54,7 @@ from rowbus.protocol.topics import (
     SCHEMAS_TOPIC_CONFIG,
     SCHEMAS_TOPIC_PARTITIONS,
     checkpoint_key,
+    fragment_key,
 )
 
 log = logging.getLogger(__name__)
@@ -206,7 +207,8 @@ class Reader:
     def _open_term(self, server: SourceServer, publisher: KafkaPublisher) -> _Term:
         s = self.settings
         publisher.start()
-        checkpoint = load_checkpoint(self.services.kafka, s.checkpoints_topic, self.source.name)
+        stored = load_checkpoints(self.services.kafka, s.checkpoints_topic, self.source.name)
+        checkpoint, fragment = stored.checkpoint, stored.fragment
         if checkpoint is not None:
             resume = checkpoint.position
             server.ensure_available(resume, "checkpoint position")
@@ -229,6 +231,8 @@ class Reader:
             self._encoding,
             FlushPolicy(s.flush_rows, s.flush_bytes, s.flush_interval_s, s.heartbeat_interval_s),
         )
+        if checkpoint is not None and fragment is not None:
+            batcher.resume_stream(fragment)
         log.info(
             "%s leads source %s (epoch %d) from binlog %s:%s gtid=%s",
             self.reader_id,
@@ -310,6 +314,7 @@ class Reader:
         # its own heartbeat (other schemas keep it busy).
         live_ms = int(self.settings.heartbeat_interval_s * 1000) + 1000
         last_commit_ms = 0
+        fragment_rows = self.settings.fragment_rows
         for event in stream.events():
             metrics.events += 1
             if leadership.lost:
@@ -326,6 +331,12 @@ class Reader:
                     self._commit(term, heartbeat=True, position=assembler.event_position)
                     continue
             else:
+                if isinstance(event, Rows) and assembler.open_size >= fragment_rows:
+                    # Before the next rows event, so fragments end at rows-event boundaries
+                    # and the last part of the transaction is never empty.
+                    batcher.stream(*assembler.take_open(), now)
+                    metrics.fragments += 1
+                    self._commit(term, heartbeat=False)
                 txn = assembler.feed(event)
                 if txn is not None:
                     if txn.gtid:
@@ -381,23 +392,21 @@ class Reader:
                 source=self.source.name,
                 position=term.resume,
                 gtid_set=str(term.gtid) or None,
-                ts=batcher.clock.last,
+                ts=batcher.resume_ts,
                 offsets=tuple((t, p, o) for (t, p), o in sorted(term.offsets.items())),
                 reader_id=self.reader_id,
                 epoch=term.epoch,
             )
             value, headers = encode(checkpoint, self._encoding)
-            publisher.produce(
-                [
-                    (
-                        self.settings.checkpoints_topic,
-                        None,
-                        checkpoint_key(self.source.name),
-                        value,
-                        headers,
-                    )
-                ]
-            )
+            topic = self.settings.checkpoints_topic
+            records = [(topic, None, checkpoint_key(self.source.name), value, headers)]
+            open_stream = batcher.open_stream
+            if open_stream is not None and open_stream.last is not None:
+                # Where the fragments committed so far end (PROTOCOL.md §9.1).
+                fragment = replace(checkpoint, position=open_stream.last)
+                value, headers = encode(fragment, self._encoding)
+                records.append((topic, None, fragment_key(self.source.name), value, headers))
+            publisher.produce(records)
             if self.leadership.lost:
                 raise LeadershipLostError(
                     f"{self.reader_id} lost leadership of {self.source.name} before commit"
@@ -424,6 +433,6 @@ class Reader:
             term.resume.file,
             term.resume.offset,
             term.resume.gtid,
-            batcher.clock.last,
+            batcher.resume_ts,
             elapsed_ms,
         )

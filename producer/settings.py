@@ -51,6 +51,9 @@ class ReaderSettings(StrictModel):
     """``schema.table`` pattern → dispatch rule; first match wins, default by primary key."""
     flush_rows: int = Field(20_000, ge=1)
     """Commit a Kafka transaction once this many events are buffered..."""
+    fragment_rows: int = Field(10_000, ge=1)
+    """An upstream transaction with more changes is published in fragments of about this many
+    (bounded memory, short Kafka transactions; PROTOCOL.md §9.1)."""
     flush_bytes: int = Field(8 * 1024 * 1024, ge=1)
     """...or this many encoded bytes..."""
     flush_interval_s: float = Field(0.2, gt=0)

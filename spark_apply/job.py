@@ -84,13 +84,15 @@ class BatchApplier:
             raise
 
     def _apply_batch(self, df: Any, batch_id: int) -> None:
-        previous = self.sink.previous_state(batch_id)
-        if previous is None:
-            log.info("batch %d is already committed in the sink; skipped", batch_id)
-            return
         started = time.perf_counter()
         arrow = df.toArrow()
         collected = time.perf_counter()
+        previous = self.sink.previous_state(batch_id)
+        # Before skipping or applying: Spark's offsets for this batch must fit the sink's.
+        self.sink.check_offsets(batch_id, offset_ranges(arrow), previous)
+        if previous is None:
+            log.info("batch %d is already committed in the sink; skipped", batch_id)
+            return
         envelopes = envelopes_of(arrow)
         decoded = time.perf_counter()
         for env in envelopes:
@@ -131,6 +133,25 @@ class BatchApplier:
         m.stash_events = len(p.state.stash)
         m.lanes = {f"{t}[{part}]/{src}": ts for (t, part, src), ts in p.state.watermarks.items()}
         m.apply_latency.observe(seconds)
+
+
+def offset_ranges(table: Any) -> dict[tuple[str, int], tuple[int, int]]:
+    """(first, last) offset per (topic, partition) in an Arrow batch of the source schema."""
+    if table.num_rows == 0:
+        return {}
+    grouped = table.group_by(["topic", "partition"]).aggregate(
+        [("offset", "min"), ("offset", "max")]
+    )
+    return {
+        (t, p): (lo, hi)
+        for t, p, lo, hi in zip(
+            grouped.column("topic").to_pylist(),
+            grouped.column("partition").to_pylist(),
+            grouped.column("offset_min").to_pylist(),
+            grouped.column("offset_max").to_pylist(),
+            strict=True,
+        )
+    }
 
 
 def envelopes_of(table: Any) -> list[Envelope]:

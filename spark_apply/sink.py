@@ -12,7 +12,14 @@ shards in parallel mode) resumes after its last committed part. State tables, in
 - ``apply_head``: one row per job: last batch id, step, phase, whether the batch is complete.
 - ``apply_checkpoint``: one row per (job, batch, step, shard) committed, with the Kafka offsets
   and the watermark; its primary key makes a second application of the same part fail.
-- ``apply_state``: the planner state (watermarks + stash) after each complete batch.
+- ``apply_state_header`` and ``apply_stash``: the planner state (watermarks + stash) after each
+  complete batch, in pieces of bounded size (`rowbus.spark_apply.state_store`); ``apply_state``
+  (one value per batch) is only read, for a sink written by an older version.
+
+Checkpoint safety: Spark's checkpoint folder names the batch ids and offsets; the sink's
+checkpoints name what is committed. `check_offsets` compares the two before a batch is
+applied or skipped, so a lost, reset or foreign Spark checkpoint stops the job with one line
+naming both positions instead of skipping batches the sink never saw.
 
 Modes: snapshot — one step of a batch is one transaction (a batch without DDL is one
 transaction), so readers only see upstream-consistent states; parallel — each step's rows are
@@ -45,6 +52,7 @@ from rowbus.consumers.routing import Router, Target
 from rowbus.protocol.events import DdlChange
 from rowbus.protocol.values import Value
 from rowbus.spark_apply.changes import (
+    STATEMENT_BYTES,
     SchemaLookup,
     TableChanges,
     collapse,
@@ -61,6 +69,7 @@ from rowbus.spark_apply.exceptions import (
 )
 from rowbus.spark_apply.planner import Envelope, Plan, PlannerState, Step
 from rowbus.spark_apply.settings import SinkConnection
+from rowbus.spark_apply.state_store import StateStore, piece_size
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +126,12 @@ class MySQLSink:
         self._parallelism = parallelism if mode == "parallel" else 1
         self._conns: list[Connection[Any]] = []
         self._pool: ThreadPoolExecutor | None = None
+        self.state_store = StateStore(self._db, job)
+        self._previous: tuple[int, PlannerState, int] | None = None
+        """(batch id, state, base) of the state last read: the next save appends to it."""
+        self._saved: tuple[int, PlannerState, int] | None = None
+        self._statement_bytes = STATEMENT_BYTES
+        """The same for the state last written (valid once its transaction commits)."""
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -159,6 +174,12 @@ class MySQLSink:
                 "batch_id BIGINT NOT NULL, state LONGBLOB NOT NULL, "
                 "PRIMARY KEY (job, batch_id)) ENGINE=InnoDB"
             )
+            self.state_store.create(cur)
+            cur.execute("SELECT @@max_allowed_packet")
+            (packet,) = cur.fetchone()
+            self.state_store.piece_bytes = piece_size(int(packet))
+            # Rows too: no statement may approach the server's packet limit.
+            self._statement_bytes = min(STATEMENT_BYTES, int(packet) // 4)
         self._conns[0].commit()
         return self
 
@@ -207,15 +228,87 @@ class MySQLSink:
                 f"(batch {head.batch_id} step {head.step}, complete={head.complete}); is the "
                 "Spark checkpoint folder the one of this sink?"
             )
+        return self._load_state(batch_id - 1)
+
+    def _load_state(self, batch_id: int) -> PlannerState:
+        saved, self._saved = self._saved, None
+        if saved is not None and saved[0] == batch_id:
+            # Written by this sink in the batch just committed (the head says so): the stash
+            # need not be read back.
+            self._previous = saved
+            return saved[1]
         conn = self._conns[0]
         with db_errors("reading the apply state"), conn.cursor() as cur:
+            state = self.state_store.load(cur, batch_id)
+            base = self.state_store.base_of(cur, batch_id) if state is not None else None
+            if state is None:  # a sink written by an older version: one value per batch
+                cur.execute(
+                    f"SELECT state FROM {self._db}.apply_state WHERE job = %s AND batch_id = %s",
+                    (self.job, batch_id),
+                )
+                row = cur.fetchone()
+                state = PlannerState() if row is None else PlannerState.from_bytes(bytes(row[0]))
+        conn.commit()
+        self._previous = None if base is None else (batch_id, state, base)
+        return state
+
+    def committed_offsets(self, batch_id: int) -> dict[tuple[str, int], int] | None:
+        """The next offset per partition the sink committed for `batch_id` (None: no row)."""
+        conn = self._conns[0]
+        with db_errors("reading a checkpoint"), conn.cursor() as cur:
             cur.execute(
-                f"SELECT state FROM {self._db}.apply_state WHERE job = %s AND batch_id = %s",
-                (self.job, batch_id - 1),
+                f"SELECT offsets FROM {self._db}.apply_checkpoint WHERE job = %s AND "
+                "batch_id = %s ORDER BY step DESC LIMIT 1",
+                (self.job, batch_id),
             )
             row = cur.fetchone()
         conn.commit()
-        return PlannerState() if row is None else PlannerState.from_bytes(bytes(row[0]))
+        if row is None:
+            return None
+        return {(t, int(p)): int(o) for t, p, o in json.loads(row[0])}
+
+    def check_offsets(
+        self,
+        batch_id: int,
+        ranges: dict[tuple[str, int], tuple[int, int]],
+        previous: PlannerState | None,
+    ) -> None:
+        """Refuse a batch whose offsets (first, last per partition, as Spark proposes them)
+        do not fit the sink: a batch the sink committed must be the same records (a replay),
+        and a new one must start after what the sink holds. CheckpointConflictError names
+        both positions."""
+        if not ranges:
+            return
+        if previous is None:  # committed: Spark replays a batch the sink has
+            stored = self.committed_offsets(batch_id)
+            if stored is None:
+                return  # committed before checkpoints carried offsets: nothing to compare
+            for (topic, part), (_first, last) in sorted(ranges.items()):
+                if stored.get((topic, part)) != last + 1:
+                    raise CheckpointConflictError(
+                        f"job {self.job}: Spark proposes batch {batch_id} as "
+                        f"{topic}[{part}]@{_first}..{last}, but the sink committed batch "
+                        f"{batch_id} up to {topic}[{part}]@{stored.get((topic, part), 0)} "
+                        f"(sink head: batch {self._head_text()}); the Spark checkpoint folder "
+                        "is lost, reset or another job's: restore it (or clear the sink's "
+                        "state to apply everything again) instead of skipping batches"
+                    )
+            return
+        for (topic, part), (first, _last) in sorted(ranges.items()):
+            held = previous.offsets.get((topic, part), 0)
+            if first < held:
+                raise CheckpointConflictError(
+                    f"job {self.job}: Spark proposes batch {batch_id} from {topic}[{part}]@"
+                    f"{first}, but the sink already applied up to {topic}[{part}]@{held} "
+                    f"(sink head: batch {self._head_text()}); the Spark checkpoint folder is "
+                    "not the one of this sink"
+                )
+
+    def _head_text(self) -> str:
+        head = self.head()
+        if head is None:
+            return "none"
+        return f"{head.batch_id} step {head.step}{'' if head.complete else ' (partial)'}"
 
     def committed_batches(self) -> list[tuple[int, int, int]]:
         """(batch id, step, shard) of every checkpoint row of this job, in order."""
@@ -390,20 +483,18 @@ class MySQLSink:
 
     def _save_state(self, conn: Connection[Any], batch_id: int, state: PlannerState) -> None:
         with db_errors("writing the apply state"), conn.cursor() as cur:
-            cur.execute(
-                f"INSERT INTO {self._db}.apply_state (job, batch_id, state) VALUES (%s, %s, %s)",
-                (self.job, batch_id, state.to_bytes()),
-            )
+            base = self.state_store.save(cur, batch_id, state, self._previous)
+            self._saved = (batch_id, state, base)
             cur.execute(
                 f"DELETE FROM {self._db}.apply_state WHERE job = %s AND batch_id < %s",
-                (self.job, batch_id - 1),
+                (self.job, batch_id),
             )
 
     def _write(self, conn: Connection[Any], tables: dict[Target, TableChanges], step: Step) -> None:
         try:
             with conn.cursor() as cur:
                 for tc in tables.values():
-                    _write_table(cur, tc)
+                    _write_table(cur, tc, self._statement_bytes)
         except pymysql.err.MySQLError as exc:
             conn.rollback()
             if mysql.classify(exc) is not mysql.Kind.OTHER:
@@ -515,18 +606,18 @@ def _zero(target: Target, key: tuple[Value, ...]) -> int:
     return 0
 
 
-def _write_table(cur: Any, tc: TableChanges) -> None:
+def _write_table(cur: Any, tc: TableChanges, max_bytes: int = STATEMENT_BYTES) -> None:
     by_cols: dict[tuple[str, ...], list[tuple[Value, ...]]] = {}
     for key, (cols, _env) in tc.deletes.items():
         by_cols.setdefault(cols, []).append(key)
     for cols, keys in by_cols.items():
-        for sql in delete_statements(tc.target, cols, keys):
+        for sql in delete_statements(tc.target, cols, keys, max_bytes):
             cur.execute(sql)
     groups: dict[tuple[str, ...], list[tuple[Value, ...]]] = {}
     for _key, (cols, values, _env) in tc.upserts.items():
         groups.setdefault(cols, []).append(values)
     for cols, rows in groups.items():
-        for sql in upsert_statements(tc.target, cols, tc.key_columns, rows):
+        for sql in upsert_statements(tc.target, cols, tc.key_columns, rows, max_bytes):
             cur.execute(sql)
 
 
