@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
-from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
 from rowbus.clients import kafka as clients_kafka
+from rowbus.clients.errors import KafkaClientError
 from rowbus.clients.kafka import Failure, classify, kafka_cause
 from rowbus.producer.exceptions import FencedError, PublishError
 
@@ -133,39 +132,21 @@ class KafkaPublisher:
 
     # ---- topics -------------------------------------------------------------------------------
 
-    def partitions(self, topic: str, create_partitions: int, config: Mapping[str, str]) -> int:
-        """The partition count of `topic`, creating it (with `config`) if it does not exist."""
+    def partitions(
+        self, topic: str, create_partitions: int, config: Mapping[str, str], setting: str = ""
+    ) -> int:
+        """The partition count of `topic`, creating it (with `config`) if it does not exist; an
+        existing topic that differs from what is configured is reported, one line each."""
         assert self._admin is not None
-        with kafka_errors(f"describing topic {topic}"):
-            meta = self._admin.list_topics(topic, timeout=self._timeout).topics.get(topic)
-        if meta is not None and meta.error is None and meta.partitions:
-            return len(meta.partitions)
-        self.create_topic(topic, create_partitions, config)
-        deadline = time.monotonic() + self._timeout
-        while time.monotonic() < deadline:
-            with kafka_errors(f"describing topic {topic}"):
-                meta = self._admin.list_topics(topic, timeout=self._timeout).topics.get(topic)
-            if meta is not None and meta.error is None and meta.partitions:
-                return len(meta.partitions)
-            time.sleep(0.1)
-        raise PublishError(f"topic {topic} did not appear within {self._timeout:.0f}s")
-
-    def create_topic(self, topic: str, partitions: int, config: Mapping[str, str]) -> None:
-        assert self._admin is not None
-        futures = self._admin.create_topics(
-            [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=dict(config))],
-            operation_timeout=self._timeout,
-        )
         try:
-            futures[topic].result(self._timeout)
-            log.info("created topic %s with %d partitions", topic, partitions)
-        except KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                return
-            raise translate_kafka_error(
-                err if isinstance(err, KafkaError) else None, f"creating topic {topic}"
-            ) from exc
+            state = clients_kafka.ensure_topic(
+                self._admin, topic, create_partitions, config, self._timeout, setting=setting
+            )
+        except KafkaClientError as exc:
+            raise PublishError(str(exc), str(exc.code), retryable=exc.retryable) from exc
+        for problem in state.problems:
+            log.warning("topic %s %s", topic, problem)
+        return state.partitions
 
     # ---- transactions -------------------------------------------------------------------------
 

@@ -41,7 +41,7 @@ from rowbus.producer.metrics import ReaderMetrics
 from rowbus.producer.positions import GtidState, parse_start
 from rowbus.producer.publisher import KafkaPublisher
 from rowbus.producer.server import SourceServer
-from rowbus.producer.settings import ReaderSettings, Services
+from rowbus.producer.settings import ReaderSettings, Services, deployment_id
 from rowbus.producer.tables import TableFilter
 from rowbus.protocol.codec import Encoding, encode
 from rowbus.protocol.events import BinlogPosition, ReaderCheckpoint, TableSchema
@@ -54,7 +54,9 @@ from rowbus.protocol.topics import (
     SCHEMAS_TOPIC_CONFIG,
     SCHEMAS_TOPIC_PARTITIONS,
     checkpoint_key,
+    data_topic,
     fragment_key,
+    per_table,
 )
 
 log = logging.getLogger(__name__)
@@ -104,7 +106,12 @@ class Reader:
         self.services = services
         self.reader_id = settings.reader_id or default_reader_id()
         self.server_id = settings.server_id or derived_server_id(source.name)
-        self.transactional_id = f"rowbus-reader-{source.name}"
+        self.deployment = settings.deployment or deployment_id(
+            services.zookeeper_root, settings.checkpoints_topic
+        )
+        # Per deployment: another deployment reading a source of the same name must never
+        # fence this one (nor be fenced by it).
+        self.transactional_id = f"rowbus-reader-{self.deployment}-{source.name}"
         self.metrics = ReaderMetrics()
         self.committed: BinlogPosition | None = None
         """The binlog position of the last committed checkpoint (for status and benchmarks)."""
@@ -198,6 +205,14 @@ class Reader:
                 s.checkpoints_topic, CHECKPOINTS_TOPIC_PARTITIONS, CHECKPOINTS_TOPIC_CONFIG
             )
             publisher.partitions(s.schemas_topic, SCHEMAS_TOPIC_PARTITIONS, SCHEMAS_TOPIC_CONFIG)
+            if not per_table(s.topic_template):
+                # The source's one data topic, made before anything asks about it by name.
+                publisher.partitions(
+                    data_topic(s.topic_template, self.source.name),
+                    s.partitions,
+                    DATA_TOPIC_CONFIG,
+                    "reader.partitions",
+                )
         except BaseException:
             publisher.close()
             server.close()
@@ -224,7 +239,9 @@ class Reader:
             self.source.name,
             clock,
             s.topic_template,
-            lambda topic: publisher.partitions(topic, s.partitions, DATA_TOPIC_CONFIG),
+            lambda topic: publisher.partitions(
+                topic, s.partitions, DATA_TOPIC_CONFIG, "reader.partitions"
+            ),
             lambda n: Partitioner(n, self._rules),
             lambda item: self._ddl_schema(server, item),
             s.schemas_topic,

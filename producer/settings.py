@@ -6,6 +6,7 @@ hands over for one source (producer/ does not import the shell's configuration t
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Literal
 
@@ -31,6 +32,10 @@ class ReaderSettings(StrictModel):
     ``0-1-42`` or MySQL ``uuid:1-42``: start after it), ``file:<binlog file>:<pos>`` (a
     transaction boundary) or ``timestamp:<unix seconds or ISO date-time>`` (the first
     transaction committed at or after it); ``SOURCE@`` may prefix a GTID or file position."""
+    deployment: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    """Names this deployment in the reader's Kafka transactional.id, so two deployments (another
+    ZooKeeper root, other topics) reading sources of the same name never fence each other;
+    default: derived from ``zookeeper.root`` and the checkpoints topic."""
     reader_id: str | None = None
     """This reader's name in the election, heartbeats and checkpoints (default: host-pid)."""
     server_id: int | None = Field(None, ge=1, le=2**32 - 1)
@@ -77,3 +82,9 @@ class Services:
     zookeeper_hosts: str | None
     zookeeper_root: str = "/rowbus"
     zookeeper_session_timeout_s: float = 6.0
+
+
+def deployment_id(*parts: str) -> str:
+    """A short stable name for the deployment that `parts` (its ZooKeeper root, its
+    checkpoints topic) identify."""
+    return hashlib.sha1("\0".join(parts).encode(), usedforsecurity=False).hexdigest()[:10]

@@ -10,6 +10,7 @@ assign-only consumer the subscribers use, and `read_to_end` reads a small system
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -23,6 +24,8 @@ from rowbus.protocol.errors import ProtocolError, RowbusError
 from rowbus.protocol.events import Record
 
 TopicPartition = tuple[str, int]
+
+log = logging.getLogger(__name__)
 
 # noida-db ignores fetch size limits, so a consumer must accept whatever one fetch returns.
 MAX_MESSAGE_BYTES = 1_000_000_000
@@ -342,3 +345,98 @@ def read_to_end(
 def records_of(records: Sequence[Record], kind: type[Any]) -> list[Any]:
     """The records of one kind, in order."""
     return [r for r in records if isinstance(r, kind)]
+
+
+# -- topics ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TopicState:
+    """A topic as found (or created): its partition count and what differs from the wanted
+    partitions and settings, one readable phrase each."""
+
+    name: str
+    partitions: int
+    created: bool
+    problems: tuple[str, ...] = ()
+
+
+def topic_names(admin: Any, timeout: float = 15.0) -> set[str]:
+    """Every topic of the cluster. Metadata is asked for all topics, never by name: a broker
+    with auto-creation makes a topic (one partition, default settings) when asked about it."""
+    with kafka_errors("listing topics"):
+        return set(admin.list_topics(timeout=timeout).topics)
+
+
+def check_topic(
+    admin: Any,
+    topic: str,
+    partitions: int,
+    config: Mapping[str, str],
+    timeout: float = 15.0,
+    *,
+    setting: str = "",
+) -> TopicState | None:
+    """How `topic` differs from `partitions` and `config`; None if it does not exist."""
+    from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]
+
+    with kafka_errors(f"describing topic {topic}"):
+        meta = admin.list_topics(timeout=timeout).topics.get(topic)
+    if meta is None or meta.error is not None:
+        return None
+    problems = []
+    have = len(meta.partitions)
+    if have != partitions:
+        where = f" ({setting})" if setting else ""
+        problems.append(f"has {have} partition(s) where {partitions} are configured{where}")
+    try:
+        futures = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
+        (entries,) = (f.result(timeout) for f in futures.values())
+        actual = {k: v.value for k, v in entries.items()}
+    except Exception as exc:  # noqa: BLE001 - a broker without DescribeConfigs: partitions only
+        log.debug("cannot describe the settings of %s: %s", topic, exc)
+        actual = dict(config)
+    for key, want in sorted(config.items()):
+        if key in ("min.compaction.lag.ms", "message.timestamp.type"):
+            continue  # tuning, not correctness
+        if actual.get(key) != want:
+            problems.append(f"has {key}={actual.get(key)} where rowbus needs {key}={want}")
+    return TopicState(topic, have, False, tuple(problems))
+
+
+def ensure_topic(
+    admin: Any,
+    topic: str,
+    partitions: int,
+    config: Mapping[str, str],
+    timeout: float = 15.0,
+    *,
+    setting: str = "",
+    clock: Callable[[], float] = time.monotonic,
+) -> TopicState:
+    """`topic` with `partitions` and `config`, created if missing; an existing topic is kept as
+    it is and its differences reported in `problems`."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+
+    found = check_topic(admin, topic, partitions, config, timeout, setting=setting)
+    if found is not None:
+        return found
+    futures = admin.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=dict(config))],
+        operation_timeout=timeout,
+    )
+    try:
+        futures[topic].result(timeout)
+        log.info("created topic %s with %d partitions", topic, partitions)
+    except KafkaException as exc:
+        err = exc.args[0] if exc.args else None
+        if not (isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS):
+            raise failure_error(err, f"creating topic {topic}") from exc
+    deadline = clock() + timeout
+    while clock() < deadline:
+        state = check_topic(admin, topic, partitions, config, timeout, setting=setting)
+        if state is not None and state.partitions:
+            return TopicState(topic, state.partitions, True, state.problems)
+        time.sleep(0.1)
+    raise KafkaClientError(f"topic {topic} did not appear within {timeout:.0f}s", retryable=True)

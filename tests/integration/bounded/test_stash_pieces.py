@@ -7,12 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
-from rowbus.spark_apply.routing import Router
 
 from rowbus.config import Settings
+from rowbus.consumers.routing import Router, RouteSettings
 from rowbus.protocol.events import Op, Resolved
 from rowbus.spark_apply.planner import Envelope, PlannerState, plan
-from rowbus.spark_apply.settings import RouteSettings
 from rowbus.spark_apply.sink import MySQLSink
 from tests.conftest import connect
 from tests.integration.spark_apply.test_sink import sink_connection
