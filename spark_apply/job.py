@@ -193,12 +193,20 @@ def _partition_counts(kafka: dict[str, Any], topics: list[str]) -> dict[str, int
 
 
 def spark_session(config: JobConfig) -> Any:
-    """A SparkSession for the job (getOrCreate: an existing one is reused)."""
+    """A SparkSession for the job (getOrCreate: an existing one is reused).
+
+    The master comes from whoever launched the job: under ``spark-submit --master …`` it is
+    already in Spark's configuration and must not be overridden (a builder's `master` would
+    win); only a plain ``python -m rowbus.spark_apply`` (what ``rowbus apply`` runs) takes
+    ``apply.master``."""
+    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     a = config.apply
-    builder = SparkSession.builder.master(a.master).appName(f"rowbus-apply-{a.job}")
+    builder = SparkSession.builder.appName(f"rowbus-apply-{a.job}")
+    if not SparkConf().contains("spark.master"):
+        builder = builder.master(a.master)
     conf = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", **a.spark_conf}
     if a.jdbc_jar is not None:
         conf["spark.jars"] = str(a.jdbc_jar)

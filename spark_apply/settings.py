@@ -62,6 +62,8 @@ class ApplySettings(StrictModel):
     """What happens to a table no route matches: same schema.table, ignored, or an error."""
     shard_ddl: ShardDdlSettings = ShardDdlSettings()
     master: str = "local[2]"
+    """The Spark master of ``rowbus apply``; under ``spark-submit --master …`` the job keeps the
+    master spark-submit chose."""
     spark_conf: dict[str, str] = Field(default_factory=dict)
     metrics_port: int | None = Field(None, ge=0, le=65535)
     """Serve Prometheus metrics on 127.0.0.1:<port>/metrics (0: any free port; unset: off)."""
