@@ -35,6 +35,7 @@ from pymysqlreplication.event import (
     QueryEvent,
     RotateEvent,
     StopEvent,
+    XAPrepareEvent,
     XidEvent,
 )
 from pymysqlreplication.row_event import (
@@ -52,6 +53,7 @@ from rowbus.producer.assembler import (
     Rows,
     ServerHeartbeat,
     Skipped,
+    XaPrepare,
     Xid,
 )
 from rowbus.producer.exceptions import (
@@ -74,7 +76,14 @@ log = logging.getLogger(__name__)
 
 MARIADB_FL_STANDALONE = 0x01
 ER_MASTER_FATAL_READING_BINLOG = 1236
-TRANSACTION_EVENTS = [RotateEvent, MariadbGtidEvent, GtidEvent, QueryEvent, XidEvent]
+TRANSACTION_EVENTS = [
+    RotateEvent,
+    MariadbGtidEvent,
+    GtidEvent,
+    QueryEvent,
+    XidEvent,
+    XAPrepareEvent,
+]
 """Enough to find transaction boundaries (rows events are then skipped unparsed)."""
 _EVENTS = [
     RotateEvent,
@@ -82,6 +91,7 @@ _EVENTS = [
     GtidEvent,
     QueryEvent,
     XidEvent,
+    XAPrepareEvent,
     TableMapEvent,
     WriteRowsEvent,
     UpdateRowsEvent,
@@ -229,6 +239,8 @@ class BinlogStream:
             return Skipped(end)
         if kind is XidEvent:
             return Xid(end, event.timestamp)
+        if kind is XAPrepareEvent:
+            return XaPrepare(end, event.timestamp)
         if kind is MariadbGtidEvent:
             standalone = bool(event.flags & MARIADB_FL_STANDALONE)
             return GtidMark(event.gtid, end, event.event_size, standalone, opens=True)
