@@ -76,6 +76,9 @@ class Projection:
     key_positions: tuple[int, ...]
     """Positions of the key columns in the projected values."""
     sharded: bool
+    keyless: bool = False
+    """The upstream table has no primary key: every column identifies a row (`key_positions`
+    names them all), and its rows are applied in order, not collapsed."""
 
     _values: Callable[[Sequence[Value]], tuple[Value, ...]] = field(
         init=False, repr=False, compare=False
@@ -175,8 +178,6 @@ class Router:
         target = self.target(table.schema, table.table, source)
         if rule is None or target is None:
             return None
-        if not table.primary_key:
-            raise RoutingError(f"{table.qualified} has no primary key: rows cannot be keyed")
         names = table.column_names
         unknown = (set(rule.include) | set(rule.exclude) | set(rule.rename)) - set(names)
         if unknown:
@@ -196,10 +197,14 @@ class Router:
             raise RoutingError(
                 f"route {rule.match!r} renames two columns of {table.qualified} to one name"
             )
+        keyless = not table.primary_key
         return Projection(
             target=target,
             columns=columns,
             indexes=tuple(names.index(n) for n in kept),
-            key_positions=tuple(kept.index(k) for k in table.primary_key),
+            key_positions=tuple(
+                range(len(kept)) if keyless else (kept.index(k) for k in table.primary_key)
+            ),
             sharded=rule.sharded,
+            keyless=keyless,
         )

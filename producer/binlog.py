@@ -35,6 +35,7 @@ from pymysqlreplication.event import (
     QueryEvent,
     RotateEvent,
     StopEvent,
+    XAPrepareEvent,
     XidEvent,
 )
 from pymysqlreplication.row_event import (
@@ -54,6 +55,7 @@ from rowbus.producer.assembler import (
     Rows,
     ServerHeartbeat,
     Skipped,
+    XaPrepare,
     Xid,
 )
 from rowbus.producer.exceptions import (
@@ -75,7 +77,14 @@ log = logging.getLogger(__name__)
 
 MARIADB_FL_STANDALONE = 0x01
 ER_MASTER_FATAL_READING_BINLOG = 1236
-TRANSACTION_EVENTS = [RotateEvent, MariadbGtidEvent, GtidEvent, QueryEvent, XidEvent]
+TRANSACTION_EVENTS = [
+    RotateEvent,
+    MariadbGtidEvent,
+    GtidEvent,
+    QueryEvent,
+    XidEvent,
+    XAPrepareEvent,
+]
 """Enough to find transaction boundaries (rows events are then skipped unparsed)."""
 _EVENTS = [
     RotateEvent,
@@ -83,6 +92,7 @@ _EVENTS = [
     GtidEvent,
     QueryEvent,
     XidEvent,
+    XAPrepareEvent,
     TableMapEvent,
     WriteRowsEvent,
     UpdateRowsEvent,
@@ -230,6 +240,8 @@ class BinlogStream:
             return Skipped(end)
         if kind is XidEvent:
             return Xid(end, event.timestamp)
+        if kind is XAPrepareEvent:
+            return XaPrepare(end, event.timestamp)
         if kind is MariadbGtidEvent:
             standalone = bool(event.flags & MARIADB_FL_STANDALONE)
             return GtidMark(event.gtid, end, event.event_size, standalone, opens=True)

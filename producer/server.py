@@ -290,7 +290,8 @@ class SourceServer:
                 m = _GTID_INFO.search(info)
                 gtid = m.group(1) if m else None
                 start = int(pos)
-                opened = info.startswith("BEGIN")
+                # An XA group opens like BEGIN and ends at its XA_prepare event.
+                opened = info.startswith(("BEGIN", "XA START"))
                 standalone = not opened and self.mariadb
                 continue
             if start is None and kind not in ("Query", "Xid"):
@@ -300,8 +301,10 @@ class SourceServer:
                 opened = True
                 start = int(pos) if start is None else start
                 continue
-            closes = kind == "Xid" or (
+            head = info.lstrip()[:12].upper()
+            closes = kind in ("Xid", "XA_prepare") or (
                 kind == "Query"
+                and not head.startswith(("ROLLBACK TO", "SAVEPOINT", "XA END"))
                 and (head.startswith(("COMMIT", "ROLLBACK")) or standalone or not opened)
             )
             if closes and start is not None:

@@ -57,6 +57,7 @@ from rowbus.spark_apply.changes import (
     TableChanges,
     collapse,
     delete_statements,
+    keyless_statements,
     rewrite_ddl,
     upsert_statements,
 )
@@ -132,6 +133,7 @@ class MySQLSink:
         self._saved: tuple[int, PlannerState, int] | None = None
         self._statement_bytes = STATEMENT_BYTES
         """The same for the state last written (valid once its transaction commits)."""
+        self._unique: dict[Target, tuple[tuple[str, ...], ...]] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -345,6 +347,7 @@ class MySQLSink:
                 applied += self._apply_rows(batch_id, index, index == last, step, plan, head)
                 head = self.head()
             if step.ddl is not None:
+                self._unique.clear()  # a DDL may add or drop unique keys
                 self._apply_ddl(step.ddl)
                 head = self._advance(self._conns[0], head, Head(batch_id, index, "done", False))
                 self._conns[0].commit()
@@ -354,7 +357,7 @@ class MySQLSink:
         self, batch_id: int, index: int, final: bool, step: Step, plan: Plan, head: Head | None
     ) -> int:
         shard_of = self._shard_of if self._parallelism > 1 else _zero
-        shards = collapse(step.rows, self._router, self._schemas, shard_of)
+        shards = collapse(step.rows, self._router, self._schemas, shard_of, self._unique_keys)
         new_head = Head(batch_id, index, "done" if step.ddl is None else "rows", final)
         ddl = step.ddl.event.statement if step.ddl else None  # type: ignore[union-attr]
         checkpoint = (
@@ -410,6 +413,28 @@ class MySQLSink:
             self._commit(conn)
 
         _retry_conflicts(conn, whole, f"batch {checkpoint[0]} step {checkpoint[1]} shard {shard}")
+
+    def _unique_keys(self, target: Target) -> tuple[tuple[str, ...], ...]:
+        """The target's unique keys (the primary key included: it may differ from the
+        upstream one), from the sink's information_schema; cached until the next DDL."""
+        found = self._unique.get(target)
+        if found is not None:
+            return found
+        conn = self._conns[0]
+        with db_errors(f"reading the unique keys of {target}"), conn.cursor() as cur:
+            cur.execute(
+                "SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS "
+                "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND NON_UNIQUE = 0 "
+                "ORDER BY INDEX_NAME, SEQ_IN_INDEX",
+                (target.schema, target.table),
+            )
+            rows = cur.fetchall()
+        conn.commit()
+        keys: dict[str, list[str]] = {}
+        for index, column in rows:
+            keys.setdefault(str(index), []).append(str(column))
+        found = self._unique[target] = tuple(tuple(cols) for cols in keys.values())
+        return found
 
     def _shard_of(self, target: Target, key: tuple[Value, ...]) -> int:
         return zlib.crc32(repr((target.schema, target.table, key)).encode()) % self._parallelism
@@ -517,7 +542,12 @@ class MySQLSink:
                         _try_one(cur, one, env)
                     for key, entry in tc.upserts.items():
                         one = TableChanges(tc.target, tc.key_columns, upserts={key: entry})
+                        if key in tc.clear:
+                            one.clear[key] = tc.clear[key]
                         _try_one(cur, one, entry[2])
+                    for change in tc.ordered:
+                        one = TableChanges(tc.target, tc.key_columns, ordered=[change])
+                        _try_one(cur, one, change.env)
         except BadEventError as bad:
             return bad
         finally:
@@ -608,7 +638,7 @@ def _zero(target: Target, key: tuple[Value, ...]) -> int:
 
 def _write_table(cur: Any, tc: TableChanges, max_bytes: int = STATEMENT_BYTES) -> None:
     by_cols: dict[tuple[str, ...], list[tuple[Value, ...]]] = {}
-    for key, (cols, _env) in tc.deletes.items():
+    for key, (cols, _env) in (tc.deletes | tc.clear).items():
         by_cols.setdefault(cols, []).append(key)
     for cols, keys in by_cols.items():
         for sql in delete_statements(tc.target, cols, keys, max_bytes):
@@ -619,6 +649,10 @@ def _write_table(cur: Any, tc: TableChanges, max_bytes: int = STATEMENT_BYTES) -
     for cols, rows in groups.items():
         for sql in upsert_statements(tc.target, cols, tc.key_columns, rows, max_bytes):
             cur.execute(sql)
+    for sql in keyless_statements(tc.target, tc.ordered):
+        if cur.execute(sql) == 0:
+            # The sink does not hold the row the source changed: it drifted (or was edited).
+            log.warning("%s: no row matched: %s", tc.target, sql[:300])
 
 
 def _try_one(cur: Any, one: TableChanges, env: Envelope) -> None:

@@ -275,9 +275,9 @@ class ShardedSubscriber:
             else:
                 for event in events:
                     assert not isinstance(event, DdlChange)
-                    shard = self.key.of(event, self._sub.table(event))
-                    if shard in held:
-                        parts.setdefault(shard, []).append(event)
+                    for shard, part_event in self.key.route(event, self._sub.table(event)):
+                        if shard in held:
+                            parts.setdefault(shard, []).append(part_event)
             for shard, part in parts.items():
                 if already_handled(self._filters.get(shard), last):
                     continue
