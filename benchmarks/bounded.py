@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
-import resource
 import tempfile
 import threading
 import time
@@ -34,7 +33,8 @@ from typing import Any
 
 import pymysql
 
-from rowbus.clients import kafka, mysql
+from benchmarks.common import binlog_end, connect, maxrss_mb
+from rowbus.clients import kafka
 from rowbus.workloads import W2
 
 PAD = 200
@@ -42,26 +42,7 @@ BIG_DDL = "CREATE TABLE big (id BIGINT PRIMARY KEY, v INT NOT NULL, pad VARCHAR(
 
 
 def _connect(hostport: str, args: argparse.Namespace, db: str | None = None) -> Any:
-    host, port = hostport.split(":")
-    return mysql.connect(
-        host=host,
-        port=int(port),
-        user=args.user,
-        password=args.password,
-        database=db,
-        autocommit=True,
-    )
-
-
-def _position(conn: Any) -> tuple[str, int]:
-    with conn.cursor() as cur:
-        cur.execute("SHOW MASTER STATUS")
-        row = cur.fetchone()
-    return str(row[0]), int(row[1])
-
-
-def _maxrss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return connect(hostport, args.user, args.password, db)
 
 
 def _hwm_mb(pid: int) -> float:
@@ -126,7 +107,7 @@ def reader_child(
         out.put(
             {
                 "component": f"reader {name}",
-                "rss_mb": round(_maxrss_mb()),
+                "rss_mb": round(maxrss_mb()),
                 "rows": m["rows"],
                 "fragments": m["fragments"],
                 "seconds": round(time.monotonic() - began, 1),
@@ -188,7 +169,7 @@ def subscriber_child(
     out.put(
         {
             "component": "subscriber",
-            "rss_mb": round(_maxrss_mb()),
+            "rss_mb": round(maxrss_mb()),
             "events": events[0],
             "largest_txn": largest[0],
             "max_buffered": buffered[0],
@@ -248,7 +229,7 @@ def spark_child(
     out.put(
         {
             "component": "spark apply",
-            "driver_rss_mb": round(_maxrss_mb()),
+            "driver_rss_mb": round(maxrss_mb()),
             "jvm_and_workers_peak_mb": round(jvm),
             "seconds": round(time.monotonic() - began, 1),
             "error": error,
@@ -306,7 +287,7 @@ def big(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:
             cur.execute(f"CREATE DATABASE `{db}`")
             cur.execute(f"USE `{db}`")
             cur.execute(BIG_DDL)
-        start = _position(conn)
+        start = binlog_end(conn)
         began = time.monotonic()
         conn.autocommit(False)
         with conn.cursor() as cur:
@@ -319,7 +300,7 @@ def big(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:
             f"big: {args.rows} rows written in one transaction in {time.monotonic() - began:.1f}s",
             flush=True,
         )
-        end = _position(conn)
+        end = binlog_end(conn)
     out = ctx.Queue()
     done = ctx.Event()
     done.set()
@@ -404,7 +385,7 @@ def stall(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:  # noqa: 
     starts = {}
     for s in sources:
         with _connect(servers[s], args) as conn:
-            starts[s] = _position(conn)
+            starts[s] = binlog_end(conn)
             conn.autocommit(False)
             workloads[s].create(conn)
     sink_dbs = {s: f"bench_stall_sink_{s}" for s in sources}
@@ -452,7 +433,7 @@ def stall(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:  # noqa: 
     halt.set()
     for s in sources:
         with _connect(servers[s], args) as conn:
-            ends[s][:] = list(_position(conn))
+            ends[s][:] = list(binlog_end(conn))
     print(f"stall: wrote {written} transactions; catching up", flush=True)
     done.set()
     results = [out.get(timeout=3600) for _ in range(2)]  # both readers, once caught up

@@ -18,7 +18,6 @@ import io
 import multiprocessing as mp
 import pstats
 import random
-import resource
 import threading
 import time
 import uuid
@@ -27,7 +26,8 @@ from typing import Any
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-from rowbus.clients import kafka, mysql
+from benchmarks.common import connect, maxrss_mb
+from rowbus.clients import kafka
 from rowbus.clients.settings import SourceConnection
 from rowbus.producer.reader import Reader
 from rowbus.producer.settings import ReaderSettings, Services
@@ -35,15 +35,7 @@ from rowbus.workloads import W1, W2
 
 
 def _connect(args: argparse.Namespace, db: str | None = None) -> Any:
-    host, port = args.mysql.split(":")
-    return mysql.connect(
-        host=host,
-        port=int(port),
-        user=args.user,
-        password=args.password,
-        database=db,
-        autocommit=True,
-    )
+    return connect(args.mysql, args.user, args.password, db)
 
 
 def _position(cur: Any) -> tuple[str, int]:
@@ -85,10 +77,6 @@ def write_w2(
     return start, end, written
 
 
-def _maxrss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def baseline(
     args: argparse.Namespace, db: str, start: tuple[str, int], end: tuple[str, int], out: Any
 ) -> None:
@@ -121,7 +109,7 @@ def baseline(
             break
     seconds = time.perf_counter() - began
     stream.close()
-    out.put({"rows": rows, "seconds": seconds, "rss_mb": _maxrss_mb()})
+    out.put({"rows": rows, "seconds": seconds, "rss_mb": maxrss_mb()})
 
 
 def run_reader(
@@ -174,7 +162,7 @@ def run_reader(
         "rows": m["rows"],
         "seconds": marks.get("done", time.perf_counter()) - marks.get("first", began),
         "total_seconds": marks.get("done", time.perf_counter()) - began,
-        "rss_mb": _maxrss_mb(),
+        "rss_mb": maxrss_mb(),
         "batches": m["batches"],
         "commit_p50_ms": m["commit_latency_p50_ms"],
     }

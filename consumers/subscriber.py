@@ -20,7 +20,6 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Self
 
 from rowbus.clients.kafka import KafkaReader, read_to_end, records_of
@@ -178,12 +177,7 @@ class Subscriber:
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *_: object) -> None:
         self.close()
 
     def _read(self, topic: str) -> list[Any]:

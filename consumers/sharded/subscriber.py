@@ -34,7 +34,6 @@ import socket
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Self
 
 from rowbus.consumers.checkpoint import Checkpoint
@@ -179,12 +178,7 @@ class ShardedSubscriber:
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *_: object) -> None:
         self.close()
 
     # -- the loop --------------------------------------------------------------------------
