@@ -105,13 +105,16 @@ class Reader:
         self.settings = settings
         self.services = services
         self.reader_id = settings.reader_id or default_reader_id()
-        self.server_id = settings.server_id or derived_server_id(source.name)
         self.deployment = settings.deployment or deployment_id(
             services.zookeeper_root, settings.checkpoints_topic
         )
         # Per deployment: another deployment reading a source of the same name must never
         # fence this one (nor be fenced by it).
         self.transactional_id = f"rowbus-reader-{self.deployment}-{source.name}"
+        # Likewise the replica server id: two deployments' readers of one server never clash.
+        self.server_id = settings.server_id or derived_server_id(
+            f"{self.deployment}/{source.name}"
+        )
         self.metrics = ReaderMetrics()
         self.committed: BinlogPosition | None = None
         """The binlog position of the last committed checkpoint (for status and benchmarks)."""
