@@ -153,6 +153,7 @@ def subscriber_child(
         checkpoints_topic=topics["checkpoints"],
         schemas_topic=topics["schemas"],
         group_id=f"bench-{uuid.uuid4().hex[:8]}",
+        memory_limit=args.subscriber_memory_limit,
     ) as sub:
 
         def handle(txn: Any) -> None:
@@ -274,7 +275,7 @@ def _wait(condition: Any, timeout: float, what: str) -> float:
     return time.monotonic() - began
 
 
-def big(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:
+def big(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:  # noqa: PLR0915 - one script
     tag = uuid.uuid4().hex[:8]
     db, source = f"bench_big_{tag}", f"big_{tag}"
     topics = {
@@ -340,7 +341,8 @@ def big(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:
             3600,
             "the Spark job to apply the transaction",
         )
-        print(f"big: the sink has the transaction after {took:.0f}s", flush=True)
+        applied = _count(args.sink, _sink_args(args), sink_db, "big") >= args.rows
+        print(f"big: the sink has the transaction: {applied}, after {took:.0f}s", flush=True)
     finally:
         stop.set()
         results.append(out.get(timeout=600))
@@ -515,6 +517,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stall-s", type=float, default=300.0)
     parser.add_argument("--w2-rate", type=float, default=200.0, help="transactions/s per source")
     parser.add_argument("--only", choices=["big", "stall"])
+    parser.add_argument(
+        "--subscriber-memory-limit", type=int, default=200_000, help="events held before spilling"
+    )
     args = parser.parse_args(argv)
     ctx = mp.get_context("spawn")
     results = []

@@ -131,8 +131,9 @@ class MySQLSink:
         self._previous: tuple[int, PlannerState, int] | None = None
         """(batch id, state, base) of the state last read: the next save appends to it."""
         self._saved: tuple[int, PlannerState, int] | None = None
-        self._statement_bytes = STATEMENT_BYTES
         """The same for the state last written (valid once its transaction commits)."""
+        self._statement_bytes = STATEMENT_BYTES
+        """The longest statement rendered: below the server's max_allowed_packet (`start`)."""
         self._unique: dict[Target, tuple[tuple[str, ...], ...]] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -284,7 +285,7 @@ class MySQLSink:
         if previous is None:  # committed: Spark replays a batch the sink has
             stored = self.committed_offsets(batch_id)
             if stored is None:
-                return  # committed before checkpoints carried offsets: nothing to compare
+                return  # no checkpoint row of that batch (state cleared by hand): no claim
             for (topic, part), (_first, last) in sorted(ranges.items()):
                 if stored.get((topic, part)) != last + 1:
                     raise CheckpointConflictError(

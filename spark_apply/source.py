@@ -72,7 +72,10 @@ def _consumer(config: dict[str, Any]) -> Any:
             "enable.auto.commit": False,
             "enable.partition.eof": False,
             "isolation.level": "read_committed",
-            "receive.message.max.bytes": 200_000_000,
+            # A broker that ignores fetch size limits (noida-db) answers with up to a whole
+            # partition: a response above this limit is refused and the read stalls. The same
+            # limit as the Subscriber's reader.
+            "receive.message.max.bytes": 1_000_000_000,
             **config,
         }
     )
