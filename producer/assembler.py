@@ -252,8 +252,6 @@ class TransactionAssembler:
             case Rotate(file=file, pos=pos):
                 self.file = file
                 self.event_end = pos
-                if self._open is None and self._gtid is None and self._safe.offset <= 4:
-                    self._safe = BinlogPosition(file, pos, self._safe.gtid)
                 return None
             case ServerHeartbeat():
                 return None

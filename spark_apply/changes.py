@@ -291,6 +291,8 @@ def keyless_statements(
             run_cols = change.columns
             run.append(row_literal(change.after))
             continue
+        if change.op is Op.UPDATE and change.before == change.after:
+            continue  # the route filters out every column that changed
         if run:
             yield from _inserts(target, run_cols, run, max_bytes)
             run = []
