@@ -266,8 +266,6 @@ class TransactionAssembler:
             case Rotate(file=file, pos=pos):
                 self.file = file
                 self.event_end = pos
-                if self._open is None and self._gtid is None and self._safe.offset <= 4:
-                    self._safe = BinlogPosition(file, pos, self._safe.gtid)
                 return None
             case ServerHeartbeat():
                 return None
@@ -375,11 +373,12 @@ class TransactionAssembler:
         if self._open is not None:
             # A DDL inside a group (CREATE TABLE … SELECT): a transaction of its own, before
             # the rows that follow it (consumers apply a DDL at its own barrier).
+            if not wanted:
+                return None
             txn = self._open
             ready = self._cut(txn)
-            if wanted:
-                pos = BinlogPosition(self.file, q.end, txn.gtid)
-                txn.changes.append(DdlItem(q.statement, q.schema, target, pos))
+            pos = BinlogPosition(self.file, q.end, txn.gtid)
+            txn.changes.append(DdlItem(q.statement, q.schema, target, pos))
             return ready
         txn = self._start(q.end - q.size)
         if wanted:

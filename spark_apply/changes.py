@@ -141,9 +141,23 @@ def collapse(
             tc = tables[proj.target] = TableChanges(proj.target, proj.key_columns)
         return tc
 
+    uniques: dict[Target, tuple[Sequence[str], ...]] = {}
+
+    def other_keys(proj: Projection) -> tuple[Sequence[str], ...]:
+        # The target's unique keys besides the one rows are collapsed by (usually none: then
+        # nothing below costs anything).
+        found = uniques.get(proj.target)
+        if found is None:
+            mine = {c.lower() for c in proj.key_columns}
+            found = uniques[proj.target] = tuple(
+                k for k in unique_keys(proj.target) if {c.lower() for c in k} != mine
+            )
+        return found
+
     def seen(proj: Projection, key: tuple[Value, ...], image: Sequence[Value]) -> None:
-        per = images.setdefault(proj.target, {})
-        per.setdefault(key, []).append((proj.columns, proj.values(image)))
+        if other_keys(proj):
+            per = images.setdefault(proj.target, {})
+            per.setdefault(key, []).append((proj.columns, proj.values(image)))
 
     for env in rows:
         ev = env.event
@@ -173,22 +187,31 @@ def collapse(
                 seen(proj, key, ev.before)
         changes(proj).upsert(key, proj.columns, proj.values(ev.after), env)
         seen(proj, key, ev.after)
+    groups = _clear_conflicts(tables, images, uniques)
+    return _shard(tables, groups, shard_of)
+
+
+def _clear_conflicts(
+    tables: dict[Target, TableChanges],
+    images: dict[Target, dict[tuple[Value, ...], list[tuple[tuple[str, ...], tuple[Value, ...]]]]],
+    uniques: dict[Target, tuple[Sequence[str], ...]],
+) -> dict[Target, list[list[tuple[Value, ...]]]]:
+    """Mark the upserted keys of each conflict group to be deleted first; the groups."""
     groups: dict[Target, list[list[tuple[Value, ...]]]] = {}
-    for target, tc in tables.items():
-        found = conflict_groups(images.get(target, {}), unique_keys(target))
-        groups[target] = found
+    for target, per in images.items():
+        tc = tables[target]
+        found = groups[target] = conflict_groups(per, uniques[target])
         for group in found:
             for key in group:
                 entry = tc.upserts.get(key)
                 if entry is not None:
                     tc.clear[key] = (tc.key_columns, entry[2])
-    return _shard(tables, groups, images, shard_of)
+    return groups
 
 
 def _shard(
     tables: dict[Target, TableChanges],
     groups: dict[Target, list[list[tuple[Value, ...]]]],
-    images: dict[Target, dict[tuple[Value, ...], list[tuple[tuple[str, ...], tuple[Value, ...]]]]],
     shard_of: Callable[[Target, tuple[Value, ...]], int],
 ) -> dict[int, dict[Target, TableChanges]]:
     """Split each table's changes by shard: a key by itself, a conflict group by its first
@@ -200,7 +223,7 @@ def _shard(
         for group in groups.get(target, []):
             for key in group:
                 leader[key] = group[0]
-        for key in images.get(target, {}):
+        for key in (*tc.deletes, *tc.upserts):
             shard = shard_of(target, leader.get(key, key))
             shard_keys.setdefault(shard, []).append(key)
         keyless_shard = shard_of(target, ()) if tc.ordered else None
@@ -270,6 +293,8 @@ def keyless_statements(
             run_cols = change.columns
             run.append(row_literal(change.after))
             continue
+        if change.op is Op.UPDATE and change.before == change.after:
+            continue  # the route filters out every column that changed
         if run:
             yield from _inserts(target, run_cols, run, max_bytes)
             run = []

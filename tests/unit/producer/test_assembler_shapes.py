@@ -170,3 +170,29 @@ def test_xa_commit_of_an_unknown_transaction_moves_on() -> None:
     a = TransactionAssembler("bin.1", 4)
     txn = xa_finish(a, "0-1-20", 100, "XA COMMIT 'never-seen'")
     assert txn.changes == []
+
+
+def test_rows_then_a_ddl_in_one_group_come_out_as_two_transactions_in_order() -> None:
+    a = TransactionAssembler("bin.1", 50)
+    begin(a, "0-1-30", 100)
+    a.feed(rows(150, 1))
+    first = a.feed(Query("CREATE TABLE x (id INT)", "db", 200, 50, 1))
+    assert first is not None
+    assert ids(first) == [1]
+    assert first.end.offset == 50
+    ddl = a.feed(Xid(230, 1))
+    assert ddl is not None
+    assert [type(c) for c in ddl.changes] == [DdlItem]
+    assert ddl.end.offset == 230
+    assert ddl.id == "0-1-30#1"
+
+
+def test_an_unwanted_ddl_inside_a_group_does_not_split_it() -> None:
+    a = TransactionAssembler("bin.1", 50, ddl_wanted=lambda schema, target: False)
+    begin(a, "0-1-31", 100)
+    a.feed(rows(150, 1))
+    assert a.feed(Query("CREATE TABLE x (id INT)", "db", 200, 50, 1)) is None
+    a.feed(rows(250, 2))
+    txn = a.feed(Xid(280, 1))
+    assert txn is not None
+    assert ids(txn) == [1, 2]
