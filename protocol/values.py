@@ -41,7 +41,8 @@ _ZERO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}( \d{2}:\d{2}:\d{2}(\.\d{1,6})?)?")
 class ZeroDate:
     """A DATE, DATETIME or TIMESTAMP holding one of MySQL's zero dates, which no calendar type
     can hold: ``0000-00-00``, ``0000-00-00 00:00:00.000``, or a date with a zero month or day
-    (``2024-00-15``, allowed without ``NO_ZERO_IN_DATE``).
+    (``2024-00-15``, allowed without ``NO_ZERO_IN_DATE``), or a day the month does not have
+    (``2024-02-31``, stored under ``ALLOW_INVALID_DATES``).
 
     `text` is the value exactly as the server prints it (the column's fraction digits
     included), so a consumer writes it back unchanged. It is never a valid calendar date: those
@@ -54,14 +55,18 @@ class ZeroDate:
         if not isinstance(self.text, str) or not _ZERO_DATE.fullmatch(self.text):
             raise ProtocolError(f"malformed zero date {self.text!r}")
         y, m, d = (int(p) for p in self.text[:10].split("-"))
-        if y and m and d:
-            raise ProtocolError(f"{self.text!r} is a calendar date, not a zero date")
+        if m > 12 or d > 31:
+            raise ProtocolError(f"malformed zero date {self.text!r}")
         if len(self.text) > 10:
             hh, mm, ss = (int(p) for p in self.text[11:19].split(":"))
             if hh > 23 or mm > 59 or ss > 59:
                 raise ProtocolError(f"malformed zero date {self.text!r}")
-        if m > 12 or d > 31:
-            raise ProtocolError(f"malformed zero date {self.text!r}")
+        if y and m and d:
+            try:
+                dt.date(y, m, d)
+            except ValueError:
+                return  # '2024-02-31', stored under ALLOW_INVALID_DATES
+            raise ProtocolError(f"{self.text!r} is a calendar date, not a zero date")
 
 
 Value: TypeAlias = (
