@@ -1,4 +1,4 @@
-"""The type matrix: every MySQL/MariaDB column type × its edge values, as SQL literals run on a
+"""The type matrix: every MySQL/MariaDB column type by its edge values, as SQL literals run on a
 real source, and how a value read back from the source with pymysql compares with a protocol
 value (the conversions of PROTOCOL.md §2.1).
 
@@ -33,7 +33,7 @@ class Case:
         return f"CREATE TABLE `{self.table}` (id INT PRIMARY KEY, v {self.type})"
 
     def inserts(self) -> list[str]:
-        rows = [f"(0, NULL)"] + [f"({i}, {lit})" for i, lit in enumerate(self.literals, 1)]
+        rows = ["(0, NULL)"] + [f"({i}, {lit})" for i, lit in enumerate(self.literals, 1)]
         return [f"INSERT INTO `{self.table}` VALUES {', '.join(rows)}"]
 
 

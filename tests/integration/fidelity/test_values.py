@@ -138,7 +138,9 @@ def _rebuild(
     ) as sub:
         deadline = time.monotonic() + 180
         sub.run(apply, should_stop=lambda: done() or time.monotonic() > deadline)
-    missing = {t: n - len(tables.get(t, {})) for t, n in wanted.items() if len(tables.get(t, {})) != n}
+    missing = {
+        t: n - len(tables.get(t, {})) for t, n in wanted.items() if len(tables.get(t, {})) != n
+    }
     assert not missing, f"the Subscriber did not rebuild every row within 180 s: {missing}"
     return tables
 
