@@ -84,6 +84,13 @@ COMPRESSION_REFUSED = (
     "(Transaction_payload events) and this reader cannot read them; set "
     "binlog_transaction_compression=OFF"
 )
+MARIADB_COMPRESSED_EVENTS = frozenset(range(165, 172))
+"""MariaDB's QUERY_COMPRESSED_EVENT and *_ROWS_COMPRESSED_EVENT(_V1), written with
+log_bin_compress=ON: the library cannot read them."""
+MARIADB_COMPRESSION_REFUSED = (
+    "log_bin_compress=ON on the source: its row events arrive compressed and this reader "
+    "cannot read them; set log_bin_compress=OFF"
+)
 PARTIAL_JSON_REFUSED = (
     "binlog_row_value_options=PARTIAL_JSON on the source: updates carry JSON diffs, not whole "
     "values; set binlog_row_value_options='' (empty)"
@@ -269,6 +276,8 @@ class BinlogStream:
             raise ServerMisconfiguredError(f"{self.file}:{end}: {PARTIAL_JSON_REFUSED}")
         if packet.event_type == TRANSACTION_PAYLOAD_EVENT:
             raise ServerMisconfiguredError(f"{self.file}:{end}: {COMPRESSION_REFUSED}")
+        if packet.event_type in MARIADB_COMPRESSED_EVENTS:
+            raise ServerMisconfiguredError(f"{self.file}:{end}: {MARIADB_COMPRESSION_REFUSED}")
         return Skipped(end)
 
     def _table_map(self, event: Any) -> None:
