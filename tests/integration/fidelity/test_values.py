@@ -90,14 +90,14 @@ def matrix(services: Settings) -> Iterator[MatrixRun]:
                     cur.execute(case.create())
                     for statement in case.inserts():
                         cur.execute(statement)
-                # before images too: the last row takes the value of row 1, row 1 goes
+                # before images too: the NULL row takes the value of row 1, row 1 goes
                 for case in CASES:
-                    n = len(case.literals)
                     cur.execute(
                         f"UPDATE `{case.table}` SET v = (SELECT v FROM (SELECT v FROM "
-                        f"`{case.table}` WHERE id = 1) AS x) WHERE id = {n}"
+                        f"`{case.table}` WHERE id = 1) AS x) WHERE id = 0"
                     )
                     cur.execute(f"DELETE FROM `{case.table}` WHERE id = 1")
+                    cur.execute(f"INSERT INTO `{case.table}` VALUES (-1, NULL)")
             source_rows = _read_source(setup)
             run = MatrixRun(setup, source_rows)
             run.rebuilt = _rebuild(services, setup, source_rows)
