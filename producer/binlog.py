@@ -31,6 +31,7 @@ from pymysqlreplication.event import (
     MariadbBinLogCheckPointEvent,
     MariadbGtidEvent,
     MariadbGtidListEvent,
+    NotImplementedEvent,
     PreviousGtidsEvent,
     QueryEvent,
     RotateEvent,
@@ -40,6 +41,7 @@ from pymysqlreplication.event import (
 )
 from pymysqlreplication.row_event import (
     DeleteRowsEvent,
+    PartialUpdateRowsEvent,
     TableMapEvent,
     UpdateRowsEvent,
     WriteRowsEvent,
@@ -71,9 +73,31 @@ from rowbus.producer.tables import (
     converter_for,
     table_schema_from_map,
 )
+from rowbus.producer.values import UnsupportedCharsetError, install, reader_for
 from rowbus.protocol.events import Op, TableSchema
 
 log = logging.getLogger(__name__)
+install()  # our value layer decodes the column types the library gets wrong
+
+TRANSACTION_PAYLOAD_EVENT = 40
+"""MySQL 8's compressed transaction (binlog_transaction_compression=ON): the library cannot
+read the events inside it, so a reader that skipped it would lose their rows."""
+COMPRESSION_REFUSED = (
+    "binlog_transaction_compression=ON on the source: its transactions arrive compressed "
+    "(Transaction_payload events) and this reader cannot read them; set "
+    "binlog_transaction_compression=OFF"
+)
+MARIADB_COMPRESSED_EVENTS = frozenset(range(165, 172))
+"""MariaDB's QUERY_COMPRESSED_EVENT and *_ROWS_COMPRESSED_EVENT(_V1), written with
+log_bin_compress=ON: the library cannot read them."""
+MARIADB_COMPRESSION_REFUSED = (
+    "log_bin_compress=ON on the source: its row events arrive compressed and this reader "
+    "cannot read them; set log_bin_compress=OFF"
+)
+PARTIAL_JSON_REFUSED = (
+    "binlog_row_value_options=PARTIAL_JSON on the source: updates carry JSON diffs, not whole "
+    "values; set binlog_row_value_options='' (empty)"
+)
 
 MARIADB_FL_STANDALONE = 0x01
 ER_MASTER_FATAL_READING_BINLOG = 1236
@@ -104,6 +128,9 @@ _EVENTS = [
     MariadbBinLogCheckPointEvent,
     PreviousGtidsEvent,
     StopEvent,
+    # Read only to refuse them: rows a reader cannot reproduce must stop it, never be skipped.
+    PartialUpdateRowsEvent,
+    NotImplementedEvent,
 ]
 
 
@@ -258,6 +285,12 @@ class BinlogStream:
             return Rotate(event.next_binlog, event.position)
         if kind is HeartbeatLogEvent:
             return ServerHeartbeat(event.ident.rstrip("\x00"), end)
+        if kind is PartialUpdateRowsEvent:
+            raise ServerMisconfiguredError(f"{self.file}:{end}: {PARTIAL_JSON_REFUSED}")
+        if packet.event_type == TRANSACTION_PAYLOAD_EVENT:
+            raise ServerMisconfiguredError(f"{self.file}:{end}: {COMPRESSION_REFUSED}")
+        if packet.event_type in MARIADB_COMPRESSED_EVENTS:
+            raise ServerMisconfiguredError(f"{self.file}:{end}: {MARIADB_COMPRESSION_REFUSED}")
         return Skipped(end)
 
     def _table_map(self, event: Any) -> None:
@@ -286,6 +319,14 @@ class BinlogStream:
                     f"table map of {schema}.{name} has no column names: set "
                     "binlog_row_metadata=FULL on the source"
                 ) from exc
+            for col in cols:
+                try:
+                    col.__dict__["_rowbus_reader"] = reader_for(col)
+                except UnsupportedCharsetError as exc:
+                    raise ServerMisconfiguredError(
+                        f"column {schema}.{name}.{col.name} uses charset {exc}, which rowbus "
+                        "cannot convert to Unicode; convert the column to utf8mb4"
+                    ) from exc
             found = (table, converter_for(table))
             if len(self._layouts) > 10_000:
                 self._layouts.clear()

@@ -112,9 +112,7 @@ class Reader:
         # fence this one (nor be fenced by it).
         self.transactional_id = f"rowbus-reader-{self.deployment}-{source.name}"
         # Likewise the replica server id: two deployments' readers of one server never clash.
-        self.server_id = settings.server_id or derived_server_id(
-            f"{self.deployment}/{source.name}"
-        )
+        self.server_id = settings.server_id or derived_server_id(f"{self.deployment}/{source.name}")
         self.metrics = ReaderMetrics()
         self.committed: BinlogPosition | None = None
         """The binlog position of the last committed checkpoint (for status and benchmarks)."""

@@ -1,13 +1,11 @@
 """Table schemas from the binlog's table map (FULL row metadata), and per-table value converters.
 
-mysql-replication decodes values into Python types close to `rowbus.protocol.values`;
-`converter_for` fixes the rest once per table layout: TIMESTAMP arrives naive in UTC (made aware),
-BIT arrives as a ``'0101'`` string (made an int), SET arrives as a ``set`` (made a frozenset).
+Values are decoded by `rowbus.producer.values` (our own value layer where mysql-replication is
+wrong); `converter_for` only makes the library's ``{column: value}`` dict positional.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import fnmatch
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -117,40 +115,13 @@ def table_schema_from_map(event: Any) -> TableSchema:
 Converter = Callable[[Mapping[str, Any]], tuple[Value, ...]]
 
 
-def _fix_timestamp(v: Any) -> Any:
-    return v.replace(tzinfo=dt.UTC) if isinstance(v, dt.datetime) else v
-
-
-def _fix_bit(v: Any) -> Any:
-    return int(v, 2) if isinstance(v, str) else v
-
-
-def _fix_set(v: Any) -> Any:
-    return frozenset(v) if isinstance(v, set | frozenset) else v
-
-
-_FIXES: dict[str, Callable[[Any], Any]] = {
-    "timestamp": _fix_timestamp,
-    "bit": _fix_bit,
-    "set": _fix_set,
-}
-
-
 def converter_for(table: TableSchema) -> Converter:
-    """A function turning mysql-replication's ``{column: value}`` dict into a positional image."""
-    fixes = [(i, _FIXES[c.type]) for i, c in enumerate(table.columns) if c.type in _FIXES]
-    if not fixes:
-        return lambda values: tuple(values.values())
+    """A function turning the decoded ``{column: value}`` dict into a positional image.
 
-    def convert(values: Mapping[str, Any]) -> tuple[Value, ...]:
-        image = list(values.values())
-        for i, fix in fixes:
-            v = image[i]
-            if v is not None:
-                image[i] = fix(v)
-        return tuple(image)
-
-    return convert
+    The values are already protocol values: `rowbus.producer.values` decodes every column type
+    the library gets wrong, so nothing is fixed afterwards."""
+    del table  # one converter for every layout, kept per layout for the callers' caches
+    return lambda values: tuple(values.values())
 
 
 class TableFilter:

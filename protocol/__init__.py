@@ -45,7 +45,7 @@ from rowbus.protocol.partition import (
     java_partition,
 )
 from rowbus.protocol.topics import CHECKPOINTS_TOPIC, CONTROL_TOPIC, SCHEMAS_TOPIC, data_topic
-from rowbus.protocol.values import Value
+from rowbus.protocol.values import Value, ZeroDate
 
 __all__ = [
     "CHECKPOINTS_TOPIC",
@@ -78,6 +78,7 @@ __all__ = [
     "TableSchema",
     "TxnRef",
     "Value",
+    "ZeroDate",
     "data_topic",
     "decode",
     "encode",

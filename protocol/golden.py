@@ -21,7 +21,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from rowbus.protocol.codec import Encoding, encode, kind_name
+from rowbus.protocol.codec import PROTOCOL_VERSION, Encoding, encode, kind_name
 from rowbus.protocol.codec.jsonc import to_json
 from rowbus.protocol.events import (
     BinlogPosition,
@@ -40,6 +40,7 @@ from rowbus.protocol.events import (
     TxnRef,
 )
 from rowbus.protocol.partition import encode_key, java_partition, murmur2
+from rowbus.protocol.values import ZeroDate
 
 TESTDATA = Path(__file__).resolve().parent / "testdata"
 SUFFIX = {Encoding.PROTOBUF: "pb", Encoding.AVRO: "avro", Encoding.JSON: "json"}
@@ -97,6 +98,54 @@ ALL_VALUES: tuple[Any, ...] = (
     b"\x00\x01\xfe\xff",
     b"ab\x00\x00",
     None,
+)
+
+EDGE_TYPES = TableSchema(
+    "shop",
+    "edge_values",
+    (
+        ColumnSchema("id", "int", nullable=False),
+        ColumnSchema("tags", "set", elements=("a", "b")),
+        ColumnSchema("vb", "varbinary", length=8),
+        ColumnSchema("bl", "blob"),
+        ColumnSchema("code", "binary", length=4),
+        ColumnSchema("short", "time", fsp=6),
+        ColumnSchema("least", "time", fsp=6),
+        ColumnSchema("day", "date"),
+        ColumnSchema("at", "datetime", fsp=3),
+        ColumnSchema("seen", "timestamp"),
+        ColumnSchema("part", "date"),
+        ColumnSchema("yr", "year"),
+        ColumnSchema("l1", "varchar", length=8, charset="latin1"),
+        ColumnSchema("e", "enum", elements=("x", "y")),
+        ColumnSchema("c", "char", length=5, charset="utf8mb4"),
+        ColumnSchema("vc", "varchar", length=8, charset="utf8mb4"),
+        ColumnSchema("doc", "json"),
+        ColumnSchema("u64", "bigint", unsigned=True),
+        ColumnSchema("bits", "bit", length=64),
+    ),
+    ("id",),
+)
+EDGE_VALUES: tuple[Any, ...] = (
+    1,
+    frozenset(),  # the empty SET '' (not NULL)
+    b"",  # empty VARBINARY: BYTES, not STRING
+    b"",  # empty BLOB
+    b"a\x00\x00\x00",  # BINARY(4) 'a': padded with zero bytes as the server stores it
+    -dt.timedelta(microseconds=250_000),  # TIME '-00:00:00.250000'
+    -dt.timedelta(hours=838, minutes=59, seconds=59, microseconds=999_999),
+    ZeroDate("0000-00-00"),
+    ZeroDate("0000-00-00 00:00:00.000"),  # DATETIME(3): the fraction digits the column prints
+    ZeroDate("0000-00-00 00:00:00"),  # zero TIMESTAMP
+    ZeroDate("2024-00-15"),  # a zero month (NO_ZERO_IN_DATE off)
+    0,  # YEAR 0000
+    "\u00c3\u0081",  # latin1 bytes C3 81: MySQL's latin1 maps 0x81 to U+0081
+    "",  # ENUM error value '' (index 0)
+    "ab",  # CHAR(5) 'ab   ': MariaDB and MySQL strip the trailing spaces
+    "ab  ",  # VARCHAR keeps them
+    '{"a": [1, 2.5, null, true], "b": "x"}',  # JSON: its text, as the server prints it
+    2**64 - 1,
+    2**64 - 1,
 )
 
 SAMPLES: dict[str, Record] = {
@@ -157,6 +206,19 @@ SAMPLES: dict[str, Record] = {
         statement="DROP DATABASE scratch",
         table_schema=None,
         position=BinlogPosition("binlog.000042", 126_000),
+    ),
+    "row_edge_values": RowChange(
+        source="db1",
+        ts=TS,
+        op=Op.INSERT,
+        schema="shop",
+        table="edge_values",
+        schema_id=EDGE_TYPES.schema_id,
+        primary_key=("id",),
+        before=None,
+        after=EDGE_VALUES,
+        txn=TxnRef(GTID, 2, 3),
+        position=POSITION,
     ),
     "resolved": Resolved(source="db1", ts=TS + 2),
     "heartbeat": Heartbeat(
@@ -252,7 +314,7 @@ def build() -> dict[str, bytes]:
         for s, t, vals in KEYS
     ]
     manifest = {
-        "protocol_version": "1.0",
+        "protocol_version": PROTOCOL_VERSION,
         "vectors": vectors,
         "keys": keys,
         "schema_ids": [

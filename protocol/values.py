@@ -15,6 +15,8 @@ Python type            MySQL/MariaDB types              note
                        TIMESTAMP (aware: a UTC instant)
 ``datetime.timedelta`` TIME                             -838:59:59.999999 .. 838:59:59.999999
 ``frozenset[str]``     SET
+``ZeroDate``           DATE, DATETIME, TIMESTAMP        a date with a zero part ('0000-00-00',
+                       holding a zero date              '2024-00-15 10:00:00'), as MySQL prints it
 =====================  ===============================  =========================================
 
 ``bool`` is not a value (``TINYINT(1)`` is an ``int``); nor is any other type.
@@ -24,11 +26,48 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
+from dataclasses import dataclass
 from decimal import Decimal
 from enum import IntEnum
 from typing import TypeAlias
 
 from rowbus.protocol.errors import ProtocolError
+
+_ZERO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}( \d{2}:\d{2}:\d{2}(\.\d{1,6})?)?")
+
+
+@dataclass(frozen=True, slots=True)
+class ZeroDate:
+    """A DATE, DATETIME or TIMESTAMP holding one of MySQL's zero dates, which no calendar type
+    can hold: ``0000-00-00``, ``0000-00-00 00:00:00.000``, or a date with a zero month or day
+    (``2024-00-15``, allowed without ``NO_ZERO_IN_DATE``), or a day the month does not have
+    (``2024-02-31``, stored under ``ALLOW_INVALID_DATES``).
+
+    `text` is the value exactly as the server prints it (the column's fraction digits
+    included), so a consumer writes it back unchanged. It is never a valid calendar date: those
+    are `datetime.date` / `datetime.datetime` values.
+    """
+
+    text: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str) or not _ZERO_DATE.fullmatch(self.text):
+            raise ProtocolError(f"malformed zero date {self.text!r}")
+        y, m, d = (int(p) for p in self.text[:10].split("-"))
+        if m > 12 or d > 31:
+            raise ProtocolError(f"malformed zero date {self.text!r}")
+        if len(self.text) > 10:
+            hh, mm, ss = (int(p) for p in self.text[11:19].split(":"))
+            if hh > 23 or mm > 59 or ss > 59:
+                raise ProtocolError(f"malformed zero date {self.text!r}")
+        if y and m and d:
+            try:
+                dt.date(y, m, d)
+            except ValueError:
+                return  # '2024-02-31', stored under ALLOW_INVALID_DATES
+            raise ProtocolError(f"{self.text!r} is a calendar date, not a zero date")
+
 
 Value: TypeAlias = (
     int
@@ -40,6 +79,7 @@ Value: TypeAlias = (
     | dt.datetime
     | dt.timedelta
     | frozenset[str]
+    | ZeroDate
     | None
 )
 
@@ -70,6 +110,7 @@ class Kind(IntEnum):
     TIMESTAMP = 9  # microseconds since the Unix epoch (UTC), in ``ints``
     TIME = 10  # signed microseconds, in ``ints``
     SET = 11  # member count in ``ints``, then that many members in ``strings``
+    ZERO_DATE = 12  # a zero date's text, in ``strings`` (protocol 1.1)
 
 
 def kind_of(value: object) -> Kind:
@@ -105,6 +146,8 @@ def kind_of(value: object) -> Kind:
             if not -TIME_MAX <= value <= TIME_MAX:
                 raise ProtocolError(f"TIME {value} is outside ±838:59:59.999999")
             return Kind.TIME
+        case ZeroDate():
+            return Kind.ZERO_DATE
         case frozenset():
             if not all(isinstance(m, str) for m in value):
                 raise ProtocolError("a SET value holds only str members")

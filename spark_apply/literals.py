@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from decimal import Decimal
 from typing import Any
 
-from pymysql.converters import escape_string, escape_timedelta
+from pymysql.converters import escape_string
 
-from rowbus.protocol.values import Value
+from rowbus.protocol.values import Value, ZeroDate, format_time
 
 
 def _str(v: str) -> str:
@@ -45,6 +45,16 @@ def _set(v: frozenset[str]) -> str:
     return _str(",".join(sorted(v)))
 
 
+def _time(v: dt.timedelta) -> str:
+    # pymysql's escape_timedelta renders -0.25 s as '-1:59:59.750000' (days=-1 plus the rest).
+    return "'" + format_time(v) + "'"
+
+
+def _zero_date(v: ZeroDate) -> str:
+    # The server's own text; the sink's sql_mode has no NO_ZERO_DATE / NO_ZERO_IN_DATE.
+    return "'" + v.text + "'"
+
+
 def _none(_: None) -> str:
     return "NULL"
 
@@ -56,7 +66,8 @@ _FORMATTERS: dict[type, Callable[[Any], str]] = {
     Decimal: _decimal,
     dt.datetime: _datetime,
     dt.date: _date,
-    dt.timedelta: escape_timedelta,
+    dt.timedelta: _time,
+    ZeroDate: _zero_date,
     bytes: _bytes,
     frozenset: _set,
     type(None): _none,

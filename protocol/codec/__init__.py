@@ -23,9 +23,11 @@ from rowbus.protocol.events import (
     SchemaRecord,
 )
 
-PROTOCOL_VERSION = "1.0"
+PROTOCOL_VERSION = "1.1"
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 0
+PROTOCOL_MINOR = 1
+AVRO_READS = frozenset({"1.0", "1.1"})
+"""Versions whose Avro schema is this decoder's own (1.1 added a value kind, no field)."""
 VERSION_HEADER = "rowbus-version"
 ENCODING_HEADER = "rowbus-encoding"
 KIND_HEADER = "rowbus-kind"
@@ -158,7 +160,7 @@ def _check_headers(headers: Headers) -> tuple[Encoding | None, str | None]:
         raise ProtocolError(
             f"unknown encoding {encoding_name!r} in header {ENCODING_HEADER} (known: {known})"
         ) from None
-    if encoding is Encoding.AVRO and version is not None and version != PROTOCOL_VERSION:
+    if encoding is Encoding.AVRO and version is not None and version not in AVRO_READS:
         # A bare Avro datum needs its writer's schema, and this decoder has only its own.
         raise ProtocolError(
             f"Avro value written by protocol {version}; this decoder has the Avro schema of "

@@ -24,6 +24,7 @@ from rowbus.protocol.values import (
     TIME_MAX_US,
     UINT64_MAX,
     Value,
+    ZeroDate,
     kind_of,
 )
 
@@ -36,7 +37,8 @@ _fromordinal = dt.date.fromordinal
 # Kind bytes, as plain ints for speed.
 _NULL, _INT, _UINT, _DOUBLE, _DECIMAL, _STRING = 0, 1, 2, 3, 4, 5
 _BYTES, _DATE, _DATETIME, _TIMESTAMP, _TIME, _SET = 6, 7, 8, 9, 10, 11
-_LAST_KIND = _SET
+_ZERO_DATE = 12
+_LAST_KIND = _ZERO_DATE
 
 
 class Columns(NamedTuple):
@@ -112,6 +114,9 @@ def split_generic(values: Sequence[Value]) -> Columns:  # noqa: PLR0915 - one fl
             members = sorted(v)
             add_int(len(members))
             strings.extend(members)
+        elif t is ZeroDate:
+            add_kind(_ZERO_DATE)
+            add_str(v.text)
         else:
             kind_of(v)  # raises: bool, subclasses and foreign types are not values
             raise ProtocolError(f"{t.__name__} is not a rowbus value")  # pragma: no cover
@@ -165,6 +170,8 @@ def join_generic(
                 if n < 0:
                     raise ProtocolError(f"SET with {n} members")
                 add(frozenset([next(si) for _ in range(n)]))
+            elif k == _ZERO_DATE:
+                add(ZeroDate(next(si)))
             else:
                 raise ProtocolError(f"unknown value kind {k}")
     except StopIteration:

@@ -34,7 +34,15 @@ from rowbus.protocol.events import (
     TableSchema,
     TxnRef,
 )
-from rowbus.protocol.values import INT64_MIN, UINT64_MAX, Value, format_time, kind_of, parse_time
+from rowbus.protocol.values import (
+    INT64_MIN,
+    UINT64_MAX,
+    Value,
+    ZeroDate,
+    format_time,
+    kind_of,
+    parse_time,
+)
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
@@ -104,6 +112,8 @@ def value_to_json(v: Value) -> Any:
             return {"time": format_time(v)}
         case frozenset():
             return {"set": sorted(v)}
+        case ZeroDate():
+            return {"zero_date": v.text}
     raise ProtocolError(f"{type(v).__name__} is not a rowbus value")  # pragma: no cover
 
 
@@ -193,6 +203,7 @@ _TAGGED: dict[str, Callable[[Any], Value]] = {
     "timestamp": _timestamp,
     "time": lambda text: parse_time(_tagged_str(text, "time")),
     "set": _set,
+    "zero_date": lambda text: ZeroDate(_tagged_str(text, "zero_date")),
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import pymysql
 
@@ -66,6 +67,7 @@ def check_source(settings: MySQLSettings) -> tuple[str, list[Check]]:
             "column names and unsignedness are lost and go wrong after ALTER TABLE",
             "set binlog_row_metadata=FULL",
         ),
+        *value_checks(variables),
         _gtid(variables, mariadb),
         _privileges(grants, mariadb),
     ]
@@ -76,7 +78,8 @@ def _variables(cur: pymysql.cursors.Cursor) -> dict[str, str]:
     cur.execute(
         "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('log_bin', 'binlog_format', "
         "'binlog_row_image', 'binlog_row_metadata', 'gtid_mode', 'gtid_strict_mode', "
-        "'gtid_domain_id', 'enforce_gtid_consistency')"
+        "'gtid_domain_id', 'enforce_gtid_consistency', 'binlog_row_value_options', "
+        "'binlog_transaction_compression', 'log_bin_compress', 'mysql56_temporal_format')"
     )
     return {str(k).lower(): str(v) for k, v in cur.fetchall()}
 
@@ -88,6 +91,67 @@ def _expect(variables: dict[str, str], name: str, wanted: str, consequence: str,
         got.upper() == wanted,
         required=True,
         detail=f"is {got}",
+        consequence=consequence,
+        fix=fix,
+    )
+
+
+def value_checks(variables: dict[str, str]) -> list[Check]:
+    """The settings (beyond binlog_format/row_image/row_metadata) under which a reader could not
+    reproduce every value; each failing one is one line of `rowbus doctor`."""
+    return [
+        _refuse(
+            variables,
+            "binlog_row_value_options",
+            lambda v: "PARTIAL_JSON" in v.upper(),
+            "must not hold PARTIAL_JSON",
+            "JSON updates carry diffs, not whole values; the reader refuses them",
+            "set binlog_row_value_options='' (empty)",
+        ),
+        _refuse(
+            variables,
+            "binlog_transaction_compression",
+            lambda v: v.upper() in ("ON", "1"),
+            "=OFF",
+            "transactions arrive compressed (Transaction_payload); the reader refuses them",
+            "set binlog_transaction_compression=OFF",
+        ),
+        _refuse(
+            variables,
+            "log_bin_compress",
+            lambda v: v.upper() in ("ON", "1"),
+            "=OFF",
+            "row events arrive compressed; the reader refuses them",
+            "set log_bin_compress=OFF",
+        ),
+        _refuse(
+            variables,
+            "mysql56_temporal_format",
+            lambda v: v.upper() in ("OFF", "0"),
+            "=ON",
+            "TIME/DATETIME/TIMESTAMP use MariaDB's old format, whose fractions and negative "
+            "TIMEs cannot be read back exactly",
+            "set mysql56_temporal_format=ON (then ALTER TABLE ... FORCE the temporal tables)",
+        ),
+    ]
+
+
+def _refuse(
+    variables: dict[str, str],
+    name: str,
+    bad: Callable[[str], bool],
+    wanted: str,
+    consequence: str,
+    fix: str,
+) -> Check:
+    """A setting that, when `bad`, makes some values unreproducible; a server without the
+    setting (MariaDB has no binlog_row_value_options, MySQL no log_bin_compress) passes."""
+    got = variables.get(name)
+    return Check(
+        f"{name}{wanted if wanted.startswith('=') else ' ' + wanted}",
+        got is None or not bad(got),
+        required=True,
+        detail="not on this server" if got is None else f"is {got or '(empty)'}",
         consequence=consequence,
         fix=fix,
     )

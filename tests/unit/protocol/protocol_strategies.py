@@ -23,7 +23,7 @@ from rowbus.protocol.events import (
     TableSchema,
     TxnRef,
 )
-from rowbus.protocol.values import TIME_MAX_US
+from rowbus.protocol.values import TIME_MAX_US, ZeroDate
 
 text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
 names = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12)
@@ -40,6 +40,15 @@ decimals = st.one_of(
     ),
     st.decimals(allow_nan=False, allow_infinity=False),
 )
+zero_dates = st.builds(  # a zero month or day makes any date a zero date
+    lambda y, md, time, frac: ZeroDate(
+        f"{y:04d}-{md[0]:02d}-{md[1]:02d}" + (f" {time}{frac}" if time else "")
+    ),
+    st.sampled_from([0, 1, 2024, 9999]),
+    st.sampled_from([(0, 0), (0, 15), (12, 0), (0, 31)]),
+    st.sampled_from(["", "00:00:00", "23:59:59"]),
+    st.sampled_from(["", ".0", ".000", ".000000", ".123456"]),
+)
 values = st.one_of(
     st.none(),
     st.integers(-(2**63), 2**64 - 1),
@@ -54,6 +63,7 @@ values = st.one_of(
     st.datetimes(timezones=st.just(dt.UTC)),
     st.integers(-TIME_MAX_US, TIME_MAX_US).map(lambda us: dt.timedelta(microseconds=us)),
     st.frozensets(text, max_size=4),
+    zero_dates,
 )
 images = st.lists(values, min_size=1, max_size=12).map(tuple)
 positions = st.builds(BinlogPosition, names, st.integers(0, 2**63 - 1), st.none() | names)

@@ -230,8 +230,8 @@ def test_a_row_with_images_that_do_not_fit_its_op_is_refused() -> None:
 
 def test_avro_of_a_newer_minor_is_refused_without_its_schema() -> None:
     value, headers = encode(ROW, Encoding.AVRO)
-    headers = [(k, b"1.1" if k == "rowbus-version" else v) for k, v in headers]
-    with pytest.raises(ProtocolError, match=r"written by protocol 1\.1"):
+    headers = [(k, b"1.2" if k == "rowbus-version" else v) for k, v in headers]
+    with pytest.raises(ProtocolError, match=r"written by protocol 1\.2"):
         decode(value, headers, POS)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -69,7 +71,23 @@ def test_headers_name_version_encoding_and_kind() -> None:
 
     _, headers = encode(Resolved(source="db1", ts=5), Encoding.AVRO)
     assert headers == [
-        ("rowbus-version", b"1.0"),
+        ("rowbus-version", b"1.1"),
         ("rowbus-encoding", b"avro"),
         ("rowbus-kind", b"resolved"),
     ]
+
+
+def test_zero_dates_round_trip_in_every_encoding_and_bad_ones_are_refused() -> None:
+    from rowbus.protocol.errors import ProtocolError
+    from rowbus.protocol.golden import SAMPLES
+    from rowbus.protocol.values import Kind, ZeroDate, kind_of
+
+    zeros = (ZeroDate("0000-00-00"), ZeroDate("0000-00-00 00:00:00.000"), ZeroDate("2024-00-15"))
+    row = replace(SAMPLES["row_insert"], after=(1, *zeros, None))
+    for encoding in Encoding:
+        value, headers = encode(row, encoding)
+        assert decode(value, headers) == row
+    assert kind_of(zeros[0]) is Kind.ZERO_DATE
+    for bad in ("2024-05-01", "0000-13-00", "0000-00-00 24:00:00", "0-0-0", "0000-00-00T00:00"):
+        with pytest.raises(ProtocolError):
+            ZeroDate(bad)

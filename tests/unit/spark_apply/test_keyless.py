@@ -3,10 +3,10 @@ every column NULL-safely."""
 
 from __future__ import annotations
 
+from rowbus.consumers.routing import Target
 from rowbus.protocol.events import Op
 from rowbus.spark_apply.changes import KeylessChange, keyless_statements
 from rowbus.spark_apply.planner import Envelope
-from rowbus.spark_apply.routing import Target
 from tests.unit.spark_apply.events import resolved
 
 ENV = Envelope("t", 0, 0, resolved(1))

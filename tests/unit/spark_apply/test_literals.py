@@ -8,6 +8,7 @@ from decimal import Decimal
 import pytest
 
 from rowbus.consumers.routing import Target
+from rowbus.protocol.values import ZeroDate
 from rowbus.spark_apply.changes import delete_statements, upsert_statements
 from rowbus.spark_apply.literals import literal, row_literal
 
@@ -36,6 +37,14 @@ from rowbus.spark_apply.literals import literal, row_literal
         (dt.timedelta(hours=-1, seconds=3), "'-00:59:57'"),
         (dt.timedelta(hours=838, microseconds=5), "'838:00:00.000005'"),
         (frozenset({"b", "a"}), "'a,b'"),
+        (frozenset(), "''"),
+        (-dt.timedelta(microseconds=250_000), "'-00:00:00.250000'"),
+        (
+            -dt.timedelta(hours=838, minutes=59, seconds=59, microseconds=999_999),
+            "'-838:59:59.999999'",
+        ),
+        (ZeroDate("0000-00-00 00:00:00.000"), "'0000-00-00 00:00:00.000'"),
+        (ZeroDate("2024-00-15"), "'2024-00-15'"),
     ],
 )
 def test_literal(value: object, sql: str) -> None:

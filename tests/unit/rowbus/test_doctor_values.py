@@ -1,0 +1,35 @@
+"""`rowbus doctor` names every upstream setting under which a value could not be reproduced
+(MySQL 8 settings checked from their variables: no MySQL 8 server runs here)."""
+
+from __future__ import annotations
+
+from rowbus.doctor.mysql import value_checks
+
+MYSQL8_OK = {
+    "binlog_row_value_options": "",
+    "binlog_transaction_compression": "OFF",
+}
+
+
+def _failed(variables: dict[str, str]) -> dict[str, str]:
+    return {c.name: c.detail for c in value_checks(variables) if not c.ok}
+
+
+def test_a_mysql8_server_with_whole_values_and_no_compression_passes() -> None:
+    assert _failed(MYSQL8_OK) == {}
+    assert _failed({}) == {}  # a server without these settings (MariaDB lacks the MySQL ones)
+
+
+def test_partial_json_is_refused_with_one_line() -> None:
+    failed = _failed({**MYSQL8_OK, "binlog_row_value_options": "PARTIAL_JSON"})
+    assert failed == {"binlog_row_value_options must not hold PARTIAL_JSON": "is PARTIAL_JSON"}
+
+
+def test_transaction_compression_is_refused_with_one_line() -> None:
+    failed = _failed({**MYSQL8_OK, "binlog_transaction_compression": "ON"})
+    assert failed == {"binlog_transaction_compression=OFF": "is ON"}
+
+
+def test_mariadb_binlog_compression_and_old_temporal_format_are_refused() -> None:
+    failed = _failed({"log_bin_compress": "ON", "mysql56_temporal_format": "OFF"})
+    assert set(failed) == {"log_bin_compress=OFF", "mysql56_temporal_format=ON"}
