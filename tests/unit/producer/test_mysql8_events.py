@@ -54,7 +54,11 @@ DOC_TEXT = '{"a": [1, 2.5, null, true], "b": "x\\"é"}'
 
 def _stream() -> BinlogStream:
     return BinlogStream(
-        SourceConnection("s", "127.0.0.1", 1, "u", "p"), 1, "binlog.000001", 4, TableFilter()
+        SourceConnection(name="s", host="127.0.0.1", port=1, user="u", password="p"),
+        1,
+        "binlog.000001",
+        4,
+        TableFilter(),
     )
 
 
