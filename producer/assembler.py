@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from rowbus.producer.ddl import DdlTarget, is_transaction_control, parse_ddl
+from rowbus.protocol.ddl import DdlKind, DdlParseError, ParsedDdl, is_transaction_control, parse_ddl
 from rowbus.protocol.events import BinlogPosition, Op, TableSchema
 from rowbus.protocol.values import Value
 
@@ -113,7 +113,7 @@ class RowItem:
 class DdlItem:
     statement: str
     schema: str
-    target: DdlTarget | None
+    parsed: ParsedDdl
     position: BinlogPosition
 
 
@@ -150,7 +150,7 @@ class TransactionAssembler:
         self,
         file: str,
         pos: int,
-        ddl_wanted: Callable[[str, DdlTarget | None], bool] = lambda schema, target: True,
+        ddl_wanted: Callable[[str, ParsedDdl], bool] = lambda schema, parsed: True,
     ) -> None:
         self.file = file
         self.event_end = pos
@@ -246,7 +246,11 @@ class TransactionAssembler:
             return self._close(q.end, q.timestamp)
         if control == "XA":
             return None
-        target = parse_ddl(q.statement, q.schema)
+        try:
+            target = parse_ddl(q.statement, q.schema)
+        except DdlParseError:
+            # A table statement whose names cannot be read: published as OTHER, never lost.
+            target = ParsedDdl(DdlKind.OTHER)
         if self._open is not None:
             # A statement inside an open group (rare in ROW format): keep it, the group goes on.
             if self._ddl_wanted(q.schema, target):

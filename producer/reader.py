@@ -26,7 +26,6 @@ from rowbus.producer.assembler import DdlItem, ServerHeartbeat, TransactionAssem
 from rowbus.producer.batch import Batcher, FlushPolicy
 from rowbus.producer.binlog import BinlogStream
 from rowbus.producer.checkpoints import load_checkpoint
-from rowbus.producer.ddl import DdlTarget
 from rowbus.producer.exceptions import (
     FencedError,
     LeadershipLostError,
@@ -41,6 +40,7 @@ from rowbus.producer.server import SourceServer
 from rowbus.producer.settings import SYSTEM_SCHEMAS, ReaderSettings, Services, SourceConnection
 from rowbus.producer.tables import TableFilter
 from rowbus.protocol.codec import Encoding, encode
+from rowbus.protocol.ddl import ParsedDdl
 from rowbus.protocol.events import BinlogPosition, ReaderCheckpoint, TableSchema
 from rowbus.protocol.hlc import HybridClock
 from rowbus.protocol.partition import Dispatch, DispatchRule, Partitioner
@@ -226,8 +226,8 @@ class Reader:
         return _Term(server, publisher, batcher, gtid, epoch, resume, offsets)
 
     def _ddl_schema(self, server: SourceServer, item: DdlItem) -> TableSchema | None:
-        target: DdlTarget | None = item.target
-        if target is None:
+        target = item.parsed.table
+        if target is None or item.parsed.kind.value.startswith("drop"):
             return None
         return server.table_schema(target.schema, target.table)
 
@@ -329,10 +329,13 @@ class Reader:
             if stop.is_set() and not assembler.in_transaction:
                 return
 
-    def _ddl_wanted(self, schema: str, target: DdlTarget | None) -> bool:
-        if target is None:
+    def _ddl_wanted(self, schema: str, parsed: ParsedDdl) -> bool:
+        if parsed.database is not None:
+            return self._filter.schema_wanted(parsed.database)
+        if not parsed.tables:
             return self._filter.schema_wanted(schema) if schema else False
-        return self._filter.wanted(target.schema, target.table)
+        # RENAME across the filter's edge, DROP of several tables: wanted if any table is.
+        return any(self._filter.wanted(t.schema, t.table) for t in parsed.touched)
 
     # ---- publishing -----------------------------------------------------------------------------
 
