@@ -39,6 +39,7 @@ from rowbus.producer.publisher import KafkaPublisher
 from rowbus.producer.server import SourceServer
 from rowbus.producer.settings import SYSTEM_SCHEMAS, ReaderSettings, Services, SourceConnection
 from rowbus.producer.tables import TableFilter
+from rowbus.producer.tracker import SchemaTracker
 from rowbus.protocol.codec import Encoding, encode
 from rowbus.protocol.ddl import ParsedDdl
 from rowbus.protocol.events import BinlogPosition, ReaderCheckpoint, TableSchema
@@ -81,6 +82,11 @@ class _Term:
     resume: BinlogPosition
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     last_publish: float = 0.0
+    tracker: SchemaTracker | None = None
+
+    def __post_init__(self) -> None:
+        if self.tracker is None:
+            self.tracker = SchemaTracker(self.server.table_extras)
 
 
 class Reader:
@@ -268,6 +274,7 @@ class Reader:
                 term.resume.offset,
                 self._filter,
                 heartbeat_s=self._server_heartbeat_s,
+                tracker=term.tracker,
             )
             try:
                 self._follow(term, stream, stop)
