@@ -114,6 +114,10 @@ class ParsedDdl:
     database: str | None = None
     if_exists: bool = False
     temporary: bool = False
+    column_renames: tuple[tuple[str, str], ...] = ()
+    """(old, new) column names of ALTER TABLE … CHANGE [COLUMN] old new / RENAME COLUMN old TO
+    new: what a consumer needs to keep the values of a renamed column (the table schema after
+    the statement alone cannot tell a rename from a drop and an add)."""
     spans: tuple[tuple[int, int], ...] = field(default=(), repr=False, compare=False)
     """Token index ranges [first, last] of each name in `tables` (for `retarget`)."""
     tokens: tuple[Token, ...] = field(default=(), repr=False, compare=False)
@@ -303,17 +307,38 @@ class _Parser:
         if_exists = c.accept_seq("IF", "EXISTS")
         old = self.take()
         renames: tuple[tuple[TableName, TableName], ...] = ()
+        columns: list[tuple[str, str]] = []
         depth = 0
         while c.at():
             word = c.at()
             depth += {"(": 1, ")": -1}.get(word, 0)
-            if depth == 0 and word == "RENAME" and c.at(1) not in ("COLUMN", "INDEX", "KEY"):
+            if (
+                depth == 0
+                and word in ("CHANGE", "RENAME")
+                and (c.at(1) == "COLUMN" or word == "CHANGE")
+            ):
+                c.k += 1
+                c.accept("COLUMN")
+                c.accept_seq("IF", "EXISTS")
+                before = c.database()
+                c.k += 1
+                c.accept("TO")
+                after = c.database()
+                if before is not None and after is not None and before != after:
+                    columns.append((before, after))
+                continue
+            if depth == 0 and word == "RENAME" and c.at(1) not in ("INDEX", "KEY"):
                 c.k += 1
                 c.accept("TO", "AS")
                 renames = ((old, self.take()),)
                 continue
             c.k += 1
-        return self.done(DdlKind.ALTER_TABLE, renames=renames, if_exists=if_exists)
+        return self.done(
+            DdlKind.ALTER_TABLE,
+            renames=renames,
+            if_exists=if_exists,
+            column_renames=tuple(columns),
+        )
 
 
 def parse_ddl(statement: str, default_schema: str) -> ParsedDdl:

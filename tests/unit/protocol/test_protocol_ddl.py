@@ -86,5 +86,12 @@ def test_retarget_rewrites_every_name_and_keeps_the_rest() -> None:
     assert retarget_database(db, "dst") == "CREATE DATABASE IF NOT EXISTS `dst`"
 
 
+def test_column_renames() -> None:
+    p = parse_ddl("ALTER TABLE t CHANGE COLUMN `a` b INT, RENAME COLUMN c TO `d`, ADD e INT", D)
+    assert p.column_renames == (("a", "b"), ("c", "d"))
+    assert parse_ddl("ALTER TABLE t CHANGE a a BIGINT", D).column_renames == ()
+    assert parse_ddl("ALTER TABLE t RENAME TO u", D).column_renames == ()
+
+
 def test_normalize() -> None:
     assert normalize("alter  table `t` ADD c int (11) ;") == "ALTER TABLE T ADD C INT(11)"
