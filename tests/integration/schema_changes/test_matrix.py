@@ -141,10 +141,24 @@ CASES: dict[str, list[str]] = {
 }
 
 
-TABLES = (
-    "add_col add_def drop_col modify_len modify_type change_col rename_col idx pk trunc rt_new "
-    "rt_c dc cs like_src like_copy"
-).split()
+TABLES = [
+    "add_col",
+    "add_def",
+    "drop_col",
+    "modify_len",
+    "modify_type",
+    "change_col",
+    "rename_col",
+    "idx",
+    "pk",
+    "trunc",
+    "rt_new",
+    "rt_c",
+    "dc",
+    "cs",
+    "like_src",
+    "like_copy",
+]
 
 
 @pytest.fixture(scope="module")
