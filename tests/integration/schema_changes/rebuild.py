@@ -81,17 +81,20 @@ class Rebuild:
         if kind is DdlKind.TRUNCATE_TABLE:
             self.tables[name] = (self.tables[name][0], {})
             return
-        after = ev.table_schema
-        _old_schema, rows = self.tables[name]
-        if after is None:
-            return
+        before, rows = self.tables[name]
         renamed = dict(parsed.column_renames)
+        rows = {key: {renamed.get(k, k): v for k, v in row.items()} for key, row in rows.items()}
+        after = ev.table_schema
+        if after is None:
+            # The layout after this DDL is not knowable (another DDL of the table followed
+            # before any row): keep the rows by their (renamed) column names; the next DDL's
+            # or row's schema gives the layout.
+            self.tables[name] = (before, rows)
+            return
         new_rows: dict[tuple[Value, ...], Row] = {}
         for row in rows.values():
-            moved = {renamed.get(k, k): v for k, v in row.items()}
             new = {
-                c.name: moved[c.name] if c.name in moved else default_value(c)
-                for c in after.columns
+                c.name: row[c.name] if c.name in row else default_value(c) for c in after.columns
             }
             new_rows[tuple(new[k] for k in after.primary_key)] = new
         self.tables[name] = (after, new_rows)
