@@ -46,4 +46,4 @@ proto: setup
 	$(BIN)/python -m rowbus.protocol.regenerate
 
 clean: down
-	rm -rf .rowbus .rowbus-test
+	rm -rf .rowbus .rowbus-test*

@@ -27,6 +27,8 @@ import uuid
 from typing import Any
 
 from benchmarks.workloads import w1_table, w1_transactions
+from rowbus.clients import kafka as clients_kafka
+from rowbus.clients import mysql
 from rowbus.protocol.codec import encode, kind_name
 from rowbus.protocol.events import (
     Resolved,
@@ -96,9 +98,9 @@ class Bench:
         self.databases: list[tuple[Any, str]] = []
 
     def topic(self, name: str, partitions: int) -> str:
-        from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-        admin = AdminClient(self.kafka)
+        admin = clients_kafka.admin(self.kafka)
         new = NewTopic(name, num_partitions=partitions, replication_factor=1)
         new.config = {"retention.ms": "-1"}
         admin.create_topics([new])[name].result(15)
@@ -106,13 +108,9 @@ class Bench:
         return name
 
     def connect(self, server: Any, autocommit: bool = True) -> Any:
-        import pymysql
 
-        return pymysql.connect(
-            host=server.host,
-            port=server.port,
-            user=server.user,
-            password=server.password.get_secret_value(),
+        return mysql.connect(
+            server,
             autocommit=autocommit,
         )
 
@@ -134,10 +132,10 @@ class Bench:
         checkpoint: str,
         available_now: bool,
     ) -> Any:
+        from rowbus.consumers.routing import RouteSettings
         from rowbus.spark_apply.settings import (
             ApplySettings,
             JobConfig,
-            RouteSettings,
             SinkConnection,
         )
 
@@ -161,14 +159,13 @@ class Bench:
         )
 
     def cleanup(self) -> None:
-        from confluent_kafka.admin import AdminClient
 
         for server, name in self.databases:
             with self.connect(server) as conn, conn.cursor() as cur:
                 cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
                 cur.execute(f"DROP DATABASE IF EXISTS `{name}_state`")
         if self.topics:
-            admin = AdminClient(self.kafka)  # kept alive until the futures resolve
+            admin = clients_kafka.admin(self.kafka)  # kept alive until the futures resolve
             for f in admin.delete_topics(self.topics).values():
                 f.result(15)
 
@@ -181,12 +178,13 @@ def publish(
     records: list[tuple[int, bytes | None, Any]],
 ) -> float:
     """Publish as a reader does (Kafka transactions, the schema first); seconds taken."""
-    from confluent_kafka import Producer
 
     from rowbus.protocol.events import SchemaRecord
 
     started = time.perf_counter()
-    producer = Producer({**kafka, "transactional.id": unique("bench"), "linger.ms": 20})
+    producer = clients_kafka.producer(
+        {**kafka, "transactional.id": unique("bench"), "linger.ms": 20}
+    )
     producer.init_transactions(15)
     producer.begin_transaction()
     value, headers = encode(SchemaRecord.of(table, records[0][2].source, 0))
@@ -234,10 +232,10 @@ def bench_path(bench: Bench, rows: int, profile: bool) -> None:
     import cProfile
     import pstats
 
+    from rowbus.consumers.routing import Router, RouteSettings
     from rowbus.spark_apply.job import envelopes_of
     from rowbus.spark_apply.planner import PlannerState, plan
-    from rowbus.spark_apply.routing import Router
-    from rowbus.spark_apply.settings import RouteSettings, SinkConnection
+    from rowbus.spark_apply.settings import SinkConnection
     from rowbus.spark_apply.sink import MySQLSink
 
     table = w1_table("bench_up")

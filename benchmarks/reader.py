@@ -18,32 +18,24 @@ import io
 import multiprocessing as mp
 import pstats
 import random
-import resource
 import threading
 import time
 import uuid
 from typing import Any
 
-import pymysql
-from confluent_kafka.admin import AdminClient
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
+from benchmarks.common import connect, maxrss_mb
+from rowbus.clients import kafka
+from rowbus.clients.settings import SourceConnection
 from rowbus.producer.reader import Reader
-from rowbus.producer.settings import ReaderSettings, Services, SourceConnection
+from rowbus.producer.settings import ReaderSettings, Services
 from rowbus.workloads import W1, W2
 
 
 def _connect(args: argparse.Namespace, db: str | None = None) -> Any:
-    host, port = args.mysql.split(":")
-    return pymysql.connect(
-        host=host,
-        port=int(port),
-        user=args.user,
-        password=args.password,
-        database=db,
-        autocommit=True,
-    )
+    return connect(args.mysql, args.user, args.password, db)
 
 
 def _position(cur: Any) -> tuple[str, int]:
@@ -85,10 +77,6 @@ def write_w2(
     return start, end, written
 
 
-def _maxrss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def baseline(
     args: argparse.Namespace, db: str, start: tuple[str, int], end: tuple[str, int], out: Any
 ) -> None:
@@ -121,7 +109,7 @@ def baseline(
             break
     seconds = time.perf_counter() - began
     stream.close()
-    out.put({"rows": rows, "seconds": seconds, "rss_mb": _maxrss_mb()})
+    out.put({"rows": rows, "seconds": seconds, "rss_mb": maxrss_mb()})
 
 
 def run_reader(
@@ -139,7 +127,9 @@ def run_reader(
         partitions=args.partitions,
     )
     reader = Reader(
-        SourceConnection(f"bench_{tag}", host, int(port), args.user, args.password),
+        SourceConnection(
+            name=f"bench_{tag}", host=host, port=int(port), user=args.user, password=args.password
+        ),
         settings,
         Services(kafka={"bootstrap.servers": args.kafka}, zookeeper_hosts=None),
     )
@@ -172,7 +162,7 @@ def run_reader(
         "rows": m["rows"],
         "seconds": marks.get("done", time.perf_counter()) - marks.get("first", began),
         "total_seconds": marks.get("done", time.perf_counter()) - began,
-        "rss_mb": _maxrss_mb(),
+        "rss_mb": maxrss_mb(),
         "batches": m["batches"],
         "commit_p50_ms": m["commit_latency_p50_ms"],
     }
@@ -180,7 +170,7 @@ def run_reader(
         text = io.StringIO()
         pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(18)
         result["profile"] = text.getvalue()
-    admin = AdminClient({"bootstrap.servers": args.kafka})
+    admin = kafka.admin({"bootstrap.servers": args.kafka})
     admin.delete_topics([f"bench.data.{tag}", f"bench.ckpt.{tag}", f"bench.schemas.{tag}"])
     out.put(result)
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.merger import w1_stream
+from rowbus.clients import kafka
 from rowbus.consumers.merger import Merger
 from rowbus.consumers.stores.base import MemoryCheckpointStore
 from rowbus.consumers.subscriber import Subscriber
@@ -51,9 +52,9 @@ class Figures:
 
 
 def _create_topics(config: dict[str, Any], names: Iterable[str], partitions: int) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-    admin = AdminClient(config)
+    admin = kafka.admin(config)
     futures = admin.create_topics(
         [NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names]
     )
@@ -62,17 +63,15 @@ def _create_topics(config: dict[str, Any], names: Iterable[str], partitions: int
 
 
 def _delete_topics(config: dict[str, Any], names: list[str]) -> None:
-    from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient(config)
+    admin = kafka.admin(config)
     for future in admin.delete_topics(names).values():
         future.result(30)
 
 
 def _publish(config: dict[str, Any], records: list[tuple[str, int, Event]]) -> None:
-    from confluent_kafka import Producer
 
-    producer = Producer({**config, "linger.ms": 20, "batch.num.messages": 10_000})
+    producer = kafka.producer({**config, "linger.ms": 20, "batch.num.messages": 10_000})
     for topic, partition, event in records:
         value, headers = encode(event)
         while True:

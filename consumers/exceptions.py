@@ -9,17 +9,28 @@
         │                            be resolved
         ├── MergeError               the input breaks the protocol's ordering rules (e.g. a
         │                            transaction still incomplete after the watermark passed it)
-        ├── KafkaClientError         the Kafka client failed (`retryable` follows its error)
+        ├── RoutingError             a route cannot be applied to a table
         └── ShardingError            sharded consumption: ZooKeeper failed, the shard count
                                      disagrees, or a shard's handler failed
 
-Foreign errors (KafkaException, kazoo, pymysql) are translated where they are raised, with
-``raise … from exc``.
+Foreign errors are translated by the client seams (`rowbus.clients`): a Kafka failure arrives as
+`rowbus.clients.errors.KafkaClientError` (`retryable` follows librdkafka).
 """
 
 from __future__ import annotations
 
+from rowbus.clients.errors import KafkaClientError
 from rowbus.protocol.errors import RowbusError
+
+__all__ = [
+    "CheckpointError",
+    "KafkaClientError",
+    "MergeError",
+    "RoutingError",
+    "ShardingError",
+    "StartPositionError",
+    "SubscriberError",
+]
 
 
 class SubscriberError(RowbusError):
@@ -38,12 +49,9 @@ class MergeError(SubscriberError):
     """The events break the ordering rules the merge relies on."""
 
 
-class KafkaClientError(SubscriberError):
-    """The Kafka client reported an error."""
-
-    def __init__(self, message: str, *, retryable: bool = False) -> None:
-        super().__init__(message)
-        self.retryable = retryable
+class RoutingError(SubscriberError):
+    """A routing rule that cannot be applied to a table (no match under ``unrouted: error``, a
+    key column filtered out, a rename onto an existing name); the caller adds the position."""
 
 
 class ShardingError(SubscriberError):

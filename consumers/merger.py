@@ -277,6 +277,10 @@ class Merger:
 
     # -- releasing -------------------------------------------------------------------------
 
+    def lane_watermarks(self) -> dict[Lane, int]:
+        """The watermark of every expected lane (0 until one arrives)."""
+        return {lane: self._watermarks.get(lane, 0) for lane in self._expected}
+
     @property
     def watermark(self) -> int:
         """The minimum watermark over the expected lanes (0 while one has none)."""

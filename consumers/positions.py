@@ -7,17 +7,16 @@ position, a start timestamp, or a start GTID.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from typing import TypeAlias
 
 from rowbus.protocol.events import BinlogPosition, DdlChange, RowChange, order_key
+from rowbus.protocol.positions import parse_gtid, parse_gtid_set
+
+__all__ = ["Floor", "PosKey", "event_key", "parse_gtid", "parse_gtid_set", "position_key"]
 
 PosKey: TypeAlias = tuple[int, str, int, int]
 """`rowbus.protocol.order_key`: (binlog file number, file name, offset, index in transaction)."""
-
-_MARIADB_GTID = re.compile(r"^(\d+)-(\d+)-(\d+)$")
-_MYSQL_GTID = re.compile(r"^([0-9a-fA-F-]{36}):(\d+)$")
 
 event_key = order_key
 
@@ -25,16 +24,6 @@ event_key = order_key
 def position_key(position: BinlogPosition, index: int = 0) -> PosKey:
     """The order key an event at `position` (and `index` in its transaction) would have."""
     return (position.file_number, position.file, position.offset, index)
-
-
-def parse_gtid(gtid: str) -> tuple[str, int]:
-    """A GTID as (stream, sequence number): MariaDB ``D-S-N`` → (``D``, N), MySQL ``uuid:N`` →
-    (uuid, N). Sequence numbers grow within a stream (a MariaDB domain, a MySQL server uuid)."""
-    if match := _MARIADB_GTID.match(gtid):
-        return match.group(1), int(match.group(3))
-    if match := _MYSQL_GTID.match(gtid):
-        return match.group(1).lower(), int(match.group(2))
-    raise ValueError(f"{gtid!r} is neither a MariaDB (D-S-N) nor a MySQL (uuid:N) GTID")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,21 +58,3 @@ class Floor:
         if self.position is not None and key <= self.position:
             return self
         return replace(self, position=key)
-
-
-def parse_gtid_set(text: str | None) -> dict[str, int]:
-    """A GTID set as {stream: highest sequence number}: MariaDB ``0-1-42,1-2-7`` or MySQL
-    ``uuid:1-42:50-60,uuid2:1-5``; unparsable parts are skipped."""
-    out: dict[str, int] = {}
-    for raw in (text or "").replace("\n", "").split(","):
-        part = raw.strip()
-        if not part:
-            continue
-        if match := _MARIADB_GTID.match(part):
-            out[match.group(1)] = max(out.get(match.group(1), 0), int(match.group(3)))
-            continue
-        uuid, _, ranges = part.partition(":")
-        highs = [int(r.rpartition("-")[2]) for r in ranges.split(":") if r.rpartition("-")[2]]
-        if uuid and highs:
-            out[uuid.lower()] = max(out.get(uuid.lower(), 0), *highs)
-    return out

@@ -4,21 +4,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from rowbus.clients.settings import StrictModel
 from rowbus.protocol.topics import CHECKPOINTS_TOPIC, DEFAULT_DATA_TOPIC_TEMPLATE, SCHEMAS_TOPIC
 
 
-class SubscriberSettings(BaseModel):
+class SubscriberSettings(StrictModel):
     """How subscribers (`rowbus tail`, the `Subscriber` API) read the data topics."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     sources: tuple[str, ...] = ()
     """Sources expected on the topics; empty: those the checkpoints topic lists."""
     topic_template: str = DEFAULT_DATA_TOPIC_TEMPLATE
     checkpoints_topic: str = CHECKPOINTS_TOPIC
     schemas_topic: str = SCHEMAS_TOPIC
+    metrics_port: int | None = Field(None, ge=0, le=65535)
+    """Serve Prometheus metrics on 127.0.0.1:<port>/metrics (0: any free port; unset: off)."""
     group_id: str = "rowbus-subscriber"
     memory_limit_events: int = Field(200_000, ge=1)
     """Buffered events kept in memory; beyond it the largest runs spill to disk."""

@@ -9,7 +9,6 @@ are dropped. It is pure: the caller reads the index and the partitions' earliest
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -19,6 +18,7 @@ from rowbus.consumers.exceptions import StartPositionError
 from rowbus.consumers.positions import Floor, parse_gtid, parse_gtid_set, position_key
 from rowbus.protocol.events import BinlogPosition, ReaderCheckpoint
 from rowbus.protocol.hlc import compose
+from rowbus.protocol.positions import parse_start
 
 Kind = Literal["earliest", "latest", "timestamp", "gtid", "position"]
 
@@ -61,25 +61,34 @@ class StartFrom:
 
     @staticmethod
     def parse(text: str) -> StartFrom:
-        """``earliest``, ``latest``, ``ts:MS``, an ISO date-time (UTC if naive),
-        ``gtid:SOURCE:GTID`` or ``pos:SOURCE:FILE:OFFSET``."""
+        """The one start-position grammar (`rowbus.protocol.positions`): ``earliest``,
+        ``latest``, ``timestamp:<unix s | ISO date-time>``, ``SOURCE@gtid:<gtid>`` or
+        ``SOURCE@file:<binlog file>:<pos>`` (a subscriber spans sources, so a GTID or a binlog
+        position names its source)."""
         try:
-            if text in ("earliest", "latest"):
-                return StartFrom(text)  # type: ignore[arg-type]
-            if text.startswith("ts:"):
-                return StartFrom.timestamp(int(text[3:]))
-            if text.startswith("gtid:"):
-                source, _, gtid = text[5:].partition(":")
-                return StartFrom.after_gtid(source, gtid)
-            if text.startswith("pos:"):
-                source, file, offset = text[4:].rsplit(":", 2)
-                return StartFrom.at_position(source, file, int(offset))
-            when = dt.datetime.fromisoformat(text)
+            start = parse_start(text)
         except ValueError as exc:
-            raise StartPositionError(f"cannot read start position {text!r}: {exc}") from exc
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=dt.UTC)
-        return StartFrom.timestamp(int(when.timestamp() * 1000))
+            raise StartPositionError(str(exc)) from exc
+        if start.kind in ("earliest", "latest"):
+            return StartFrom(start.kind)
+        if start.kind == "timestamp":
+            assert start.timestamp_ms is not None
+            return StartFrom.timestamp(start.timestamp_ms)
+        if start.source is None:
+            raise StartPositionError(
+                f"start position {text!r}: a subscriber reads several sources; name the one "
+                f"the position belongs to, e.g. source1@{text.strip()}"
+            )
+        if start.kind == "gtid":
+            assert start.gtid_set is not None
+            if "," in start.gtid_set:
+                raise StartPositionError(
+                    f"start position {text!r}: a subscriber starts after one GTID, not a set"
+                )
+            return StartFrom.after_gtid(start.source, start.gtid_set)
+        assert start.file is not None
+        assert start.offset is not None
+        return StartFrom.at_position(start.source, start.file, start.offset)
 
 
 def resolve(

@@ -20,12 +20,12 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Self
 
+from rowbus.clients.kafka import KafkaReader, read_to_end, records_of
+from rowbus.clients.prometheus import Snapshot
 from rowbus.consumers.checkpoint import Lane, TopicPartition
 from rowbus.consumers.exceptions import SubscriberError
-from rowbus.consumers.kafka import KafkaReader, read_to_end, records_of
 from rowbus.consumers.merger import Blocker, Merger
 from rowbus.consumers.spill import SpillStore
 from rowbus.consumers.start import StartFrom, resolve
@@ -42,6 +42,7 @@ from rowbus.protocol.events import (
     SchemaRecord,
     TableSchema,
 )
+from rowbus.protocol.hlc import physical_ms
 from rowbus.protocol.topics import (
     CHECKPOINTS_TOPIC,
     DEFAULT_DATA_TOPIC_TEMPLATE,
@@ -101,6 +102,26 @@ class Subscriber:
         self._last_report = 0.0
         self.events_read = 0
 
+    def prometheus(self) -> Snapshot:
+        """What a subscriber's process exports (`rowbus.clients.prometheus`)."""
+        merger = self._merger
+        if merger is None:
+            return {"records_in_total": self.events_read}
+        stats = merger.stats
+        watermark = merger.watermark
+        return {
+            "records_in_total": self.events_read,
+            "duplicates_total": stats.duplicates,
+            "transactions_out_total": stats.released_transactions,
+            "rows_out_total": stats.released_events,
+            "spilled_events_total": stats.spilled_events,
+            "watermark_ts": watermark,
+            "lag_ms": max(0, int(time.time() * 1000) - physical_ms(watermark)) if watermark else 0,
+            "lane_watermark_ts": {
+                f"{t}[{p}]/{s}": ts for (t, p, s), ts in merger.lane_watermarks().items()
+            },
+        }
+
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -156,16 +177,11 @@ class Subscriber:
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *_: object) -> None:
         self.close()
 
     def _read(self, topic: str) -> list[Any]:
-        return read_to_end(lambda: KafkaReader(self._config), topic)
+        return read_to_end(self._config, topic)
 
     def _load_schemas(self) -> None:
         for record in records_of(self._read(self._schemas_topic), SchemaRecord):

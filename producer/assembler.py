@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from rowbus.protocol.ddl import DdlKind, DdlParseError, ParsedDdl, is_transaction_control, parse_ddl
+from rowbus.producer.control import Control, ControlStatement, classify
+from rowbus.protocol.ddl import DdlKind, DdlParseError, ParsedDdl, parse_ddl
 from rowbus.protocol.events import BinlogPosition, Op, TableSchema
 from rowbus.protocol.values import Value
 
@@ -88,6 +89,14 @@ class Xid:
 
 
 @dataclass(frozen=True, slots=True)
+class XaPrepare:
+    """An XA transaction was prepared: its group ends here, its commit comes later."""
+
+    end: int
+    timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
 class ServerHeartbeat:
     """The server has nothing newer than `file:pos` to send."""
 
@@ -95,7 +104,7 @@ class ServerHeartbeat:
     pos: int
 
 
-BinlogEvent = Rotate | GtidMark | Query | Rows | Skipped | Xid | ServerHeartbeat
+BinlogEvent = Rotate | GtidMark | Query | Rows | Skipped | Xid | XaPrepare | ServerHeartbeat
 
 # ---- what comes out -----------------------------------------------------------------------
 
@@ -138,12 +147,36 @@ class _Open:
     begin: int
     file: str
     changes: list[Change]
+    safe: BinlogPosition
+    """The last transaction end before this group: where a resume re-reads it whole."""
+    savepoints: list[tuple[str, int]] = field(default_factory=list)
+    xid: str | None = None
+    segments: int = 0
+    """Parts already handed out (a DDL inside a group is a transaction of its own)."""
+
+
+@dataclass(slots=True)
+class _Prepared:
+    """An XA transaction prepared but not yet committed: held until its ``XA COMMIT``."""
+
+    gtid: str | None
+    changes: list[Change]
+    hold: BinlogPosition
 
 
 class TransactionAssembler:
     """Feeds on binlog events, returns each transaction when its last event arrives.
 
     `ddl_wanted(schema, target)` filters DDL statements (rows arrive already filtered).
+
+    Shapes (PROTOCOL.md "Transaction shapes"): savepoints are not changes (``ROLLBACK TO``
+    drops the changes after its savepoint, as a replica does); a DDL inside a group (CREATE
+    TABLE … SELECT) is a transaction of its own before the rows; an XA transaction is held from
+    its prepare to its ``XA COMMIT`` and comes out there, in commit order, with the commit's
+    position and GTID (an ``XA ROLLBACK`` drops it). While one is held, every transaction
+    handed out ends (`Transaction.end`, the resume point) where the held one began, so a
+    restart reads it again; what it re-reads after it is published again with the same
+    positions, which consumers drop as duplicates.
     """
 
     def __init__(
@@ -157,6 +190,9 @@ class TransactionAssembler:
         self._ddl_wanted = ddl_wanted
         self._gtid: GtidMark | None = None
         self._open: _Open | None = None
+        self._safe = BinlogPosition(file, pos)
+        self._prepared: dict[str, _Prepared] = {}
+        self._timestamp = 0
         self.last_gtid: str | None = None
 
     @property
@@ -165,23 +201,48 @@ class TransactionAssembler:
         return self._open is not None or self._gtid is not None
 
     @property
+    def open_size(self) -> int:
+        """Changes of the open group gathered (and not taken) so far."""
+        return len(self._open.changes) if self._open is not None else 0
+
+    def take_open(self) -> tuple[str, str | None, list[Change]]:
+        """Hand out the changes of the open group gathered so far; the group stays open and
+        its transaction later holds only the changes gathered after this (a reader publishes a
+        huge transaction in fragments: `rowbus.producer.fragments`)."""
+        txn = self._open
+        assert txn is not None
+        changes, txn.changes = txn.changes, []
+        return txn.gtid or f"{txn.file}:{txn.begin}", txn.gtid, changes
+
+    @property
     def event_position(self) -> BinlogPosition:
         """End of the last event seen, of any kind."""
         return BinlogPosition(self.file, self.event_end)
+
+    @property
+    def prepared(self) -> int:
+        """XA transactions prepared and not yet committed or rolled back."""
+        return len(self._prepared)
 
     def feed(self, event: BinlogEvent) -> Transaction | None:
         match event:
             case Rows(op=op, table=table, end=end, decode=decode):
                 self.event_end = end
                 txn = self._ensure_open(end)
+                ready = self._cut(txn) if _only_ddl(txn.changes) else None
                 pos = BinlogPosition(self.file, end, txn.gtid)
                 txn.changes.extend(RowItem(op, table, b, a, pos) for b, a in decode())
-                return None
+                return ready
             case Xid(end=end, timestamp=ts):
                 self.event_end = end
+                self._timestamp = ts
                 return self._close(end, ts)
+            case XaPrepare(end=end, timestamp=ts):
+                self.event_end = end
+                return self._prepare(end, ts)
             case Query():
                 self.event_end = event.end
+                self._timestamp = event.timestamp
                 return self._query(event)
             case GtidMark():
                 self.event_end = event.end
@@ -205,6 +266,8 @@ class TransactionAssembler:
             case Rotate(file=file, pos=pos):
                 self.file = file
                 self.event_end = pos
+                if self._open is None and self._gtid is None and self._safe.offset <= 4:
+                    self._safe = BinlogPosition(file, pos, self._safe.gtid)
                 return None
             case ServerHeartbeat():
                 return None
@@ -212,7 +275,7 @@ class TransactionAssembler:
 
     def _start(self, begin: int) -> _Open:
         gtid = self._gtid.gtid if self._gtid is not None else None
-        self._open = _Open(gtid, begin, self.file, [])
+        self._open = _Open(gtid, begin, self.file, [], self._safe)
         return self._open
 
     def _ensure_open(self, end: int) -> _Open:
@@ -221,6 +284,29 @@ class TransactionAssembler:
             return self._start(end)
         return self._open
 
+    def _resume_point(self, end: BinlogPosition) -> BinlogPosition:
+        """`end`, or where the oldest held XA transaction began when one is held."""
+        if not self._prepared:
+            return end
+        return min((p.hold for p in self._prepared.values()), key=_order)
+
+    def _tid(self, txn: _Open) -> str:
+        tid = txn.gtid or f"{txn.file}:{txn.begin}"
+        return tid if txn.segments == 0 else f"{tid}#{txn.segments}"
+
+    def _cut(self, txn: _Open) -> Transaction | None:
+        """Hand out what the open group holds so far as a transaction of its own (a DDL, or
+        the rows before one); it resumes at the group's start, so a restart reads it again."""
+        if not txn.changes:
+            return None
+        out = Transaction(
+            self._tid(txn), txn.gtid, self._resume_point(txn.safe), self._timestamp, txn.changes
+        )
+        txn.segments += 1
+        txn.changes = []
+        txn.savepoints = []
+        return out
+
     def _close(self, end: int, timestamp: int) -> Transaction | None:
         txn = self._open
         self._open = None
@@ -228,37 +314,136 @@ class TransactionAssembler:
         if txn is None:
             if mark is None:
                 return None
-            txn = _Open(mark.gtid, mark.end - mark.size, self.file, [])
+            txn = _Open(mark.gtid, mark.end - mark.size, self.file, [], self._safe)
         if txn.gtid is not None:
             self.last_gtid = txn.gtid
-        tid = txn.gtid or f"{txn.file}:{txn.begin}"
+        real_end = BinlogPosition(self.file, end, txn.gtid)
+        self._safe = real_end
         return Transaction(
-            tid, txn.gtid, BinlogPosition(self.file, end, txn.gtid), timestamp, txn.changes
+            self._tid(txn), txn.gtid, self._resume_point(real_end), timestamp, txn.changes
         )
 
+    def _prepare(self, end: int, timestamp: int) -> Transaction | None:
+        txn = self._open
+        if txn is None or txn.xid is None:
+            log.warning("binlog %s:%s: XA PREPARE without an open XA group", self.file, end)
+            return self._close(end, timestamp)
+        self._open = None
+        self._gtid = None
+        if txn.gtid is not None:
+            self.last_gtid = txn.gtid
+        self._prepared[txn.xid] = _Prepared(txn.gtid, txn.changes, txn.safe)
+        self._safe = BinlogPosition(self.file, end, txn.gtid)
+        log.info("binlog %s:%s: XA %s prepared; held until it commits", self.file, end, txn.xid)
+        # Nothing to publish yet; an empty transaction keeps positions and GTIDs moving.
+        return Transaction(
+            f"{txn.gtid or f'{txn.file}:{txn.begin}'}:prepare",
+            txn.gtid,
+            self._resume_point(self._safe),
+            timestamp,
+            [],
+        )
+
+    def _xa_finish(self, q: Query, xid: str, commit: bool) -> Transaction | None:
+        prepared = self._prepared.pop(xid, None)
+        if self._open is None:
+            self._start(q.end - q.size)
+        txn = self._open
+        assert txn is not None
+        if prepared is None:
+            if commit:
+                log.warning(
+                    "binlog %s:%s: XA COMMIT %s of a transaction prepared before this reader's "
+                    "start position: its rows are not in the stream",
+                    self.file,
+                    q.end,
+                    xid,
+                )
+        elif commit:
+            # Published now, in commit order, at the commit's position and GTID: consumers
+            # order and de-duplicate by position, and the prepare lies behind what they saw.
+            pos = BinlogPosition(self.file, q.end, txn.gtid)
+            txn.changes = [replace(c, position=pos) for c in prepared.changes]
+        return self._close(q.end, q.timestamp)
+
     def _query(self, q: Query) -> Transaction | None:
-        control = is_transaction_control(q.statement)
-        if control == "BEGIN":
-            if self._open is None:
-                self._start(q.end - q.size)
-            return None
-        if control in ("COMMIT", "ROLLBACK"):
-            return self._close(q.end, q.timestamp)
-        if control == "XA":
-            return None
+        control = classify(q.statement)
+        if control is not None:
+            return self._control(q, control)
         try:
             target = parse_ddl(q.statement, q.schema)
         except DdlParseError:
             # A table statement whose names cannot be read: published as OTHER, never lost.
             target = ParsedDdl(DdlKind.OTHER)
+        wanted = self._ddl_wanted(q.schema, target)
         if self._open is not None:
-            # A statement inside an open group (rare in ROW format): keep it, the group goes on.
-            if self._ddl_wanted(q.schema, target):
-                pos = BinlogPosition(self.file, q.end, self._open.gtid)
-                self._open.changes.append(DdlItem(q.statement, q.schema, target, pos))
-            return None
+            # A DDL inside a group (CREATE TABLE … SELECT): a transaction of its own, before
+            # the rows that follow it (consumers apply a DDL at its own barrier).
+            txn = self._open
+            ready = self._cut(txn)
+            if wanted:
+                pos = BinlogPosition(self.file, q.end, txn.gtid)
+                txn.changes.append(DdlItem(q.statement, q.schema, target, pos))
+            return ready
         txn = self._start(q.end - q.size)
-        if self._ddl_wanted(q.schema, target):
+        if wanted:
             pos = BinlogPosition(self.file, q.end, txn.gtid)
             txn.changes.append(DdlItem(q.statement, q.schema, target, pos))
         return self._close(q.end, q.timestamp)
+
+    def _control(self, q: Query, control: ControlStatement) -> Transaction | None:
+        txn = self._open
+        match control.kind:
+            case Control.BEGIN | Control.XA_START:
+                if txn is None:
+                    self._start(q.end - q.size)
+                return None
+            case Control.COMMIT | Control.ROLLBACK:
+                # A ROLLBACK ending a group: what it holds are writes to non-transactional
+                # tables, which stay (the server dropped the transactional ones already).
+                return self._close(q.end, q.timestamp)
+            case Control.XA_COMMIT_ONE_PHASE:
+                if txn is not None and txn.xid in (None, control.name):
+                    return self._close(q.end, q.timestamp)
+                return self._xa_finish(q, control.name, commit=True)
+            case Control.XA_COMMIT | Control.XA_ROLLBACK:
+                return self._xa_finish(q, control.name, commit=control.kind is Control.XA_COMMIT)
+            case Control.XA_END | Control.XA_PREPARE:
+                if txn is not None:
+                    txn.xid = control.name
+                return None
+            case Control.SAVEPOINT:
+                if txn is not None:
+                    txn.savepoints = [s for s in txn.savepoints if s[0] != control.name]
+                    txn.savepoints.append((control.name, len(txn.changes)))
+                return None
+            case Control.ROLLBACK_TO | Control.RELEASE:
+                if txn is None:
+                    return None
+                names = [s[0] for s in txn.savepoints]
+                if control.name not in names:
+                    log.warning(
+                        "binlog %s:%s: %s of an unknown savepoint %s (cut by a DDL?); ignored",
+                        self.file,
+                        q.end,
+                        control.kind.value,
+                        control.name,
+                    )
+                    return None
+                at = names.index(control.name)
+                if control.kind is Control.ROLLBACK_TO:
+                    # As a replica does: the changes after the savepoint are undone.
+                    del txn.changes[txn.savepoints[at][1] :]
+                    del txn.savepoints[at + 1 :]
+                else:
+                    del txn.savepoints[at:]
+                return None
+        return None  # pragma: no cover
+
+
+def _only_ddl(changes: list[Change]) -> bool:
+    return bool(changes) and all(isinstance(c, DdlItem) for c in changes)
+
+
+def _order(pos: BinlogPosition) -> tuple[int, str, int]:
+    return (pos.file_number, pos.file, pos.offset)

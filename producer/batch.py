@@ -3,9 +3,12 @@
 `Batch` turns each `Transaction` into encoded records — a `SchemaRecord` ahead of the first row
 that uses a schema not yet published by this reader, then the transaction's `RowChange` and
 `DdlChange` events with their keys and partitions — and decides when to flush (`due`). The
-records of a transaction are never split across two batches. Every transaction, even one with
-no wanted table, takes one tick of the hybrid clock, so the watermark written at a flush
-(`Resolved` to every partition) covers everything read so far.
+records of a transaction are never split across two batches, except a transaction too big to
+hold, which the reader publishes in fragments (`stream`, then `add` for its last part; see
+`rowbus.producer.fragments` and PROTOCOL.md §9.1). Every transaction, even one with no wanted
+table, takes one tick of the hybrid clock, so the watermark written at a flush (`Resolved` to
+every partition) covers everything read so far — except an open fragmented transaction, which
+no watermark passes before its last fragment.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from rowbus.producer.assembler import DdlItem, RowItem, Transaction
+from rowbus.producer.assembler import Change, DdlItem, RowItem, Transaction
+from rowbus.producer.fragments import OpenStream
 from rowbus.protocol.codec import Encoding, encode
 from rowbus.protocol.ddl import DdlKind
 from rowbus.protocol.events import (
@@ -21,6 +25,7 @@ from rowbus.protocol.events import (
     DdlChange,
     Heartbeat,
     Op,
+    ReaderCheckpoint,
     Record,
     Resolved,
     RowChange,
@@ -108,6 +113,8 @@ class Batcher:
         self.batch = Batch()
         self._pending: dict[tuple[str, str], list[_PendingDdl]] = {}
         self._pending_since = 0.0
+        self.open_stream: OpenStream | None = None
+        """The transaction being published in fragments, if any."""
 
     # ---- topics -----------------------------------------------------------------------------
 
@@ -129,8 +136,8 @@ class Batcher:
     # ---- transactions -----------------------------------------------------------------------
 
     def add(self, txn: Transaction, now: float) -> None:
-        """Append `txn`'s records; stamps it with the next hybrid-clock tick."""
-        ts = self.clock.next(txn.commit_time * 1000)
+        """Append `txn`'s records; stamps it with the next hybrid-clock tick. When `txn` is the
+        transaction published in fragments, this is its last fragment."""
         batch = self.batch
         if batch.started is None:
             batch.started = now
@@ -139,9 +146,17 @@ class Batcher:
         batch.end = txn.end
         batch.last_commit_time = txn.commit_time
         batch.stats.transactions += 1
+        stream = self.open_stream
+        if stream is not None:
+            stream.check(txn.id, txn.gtid)
+            self.open_stream = None
+            planned = list(self._plan(txn.changes))
+            self._emit_stream(stream, planned, stream.next_index + len(planned))
+            return
+        ts = self.clock.next(txn.commit_time * 1000)
         if not txn.changes:
             return
-        planned = list(self._plan(txn))
+        planned = list(self._plan(txn.changes))
         count = len(planned)
         for index, (item, op, before, after) in enumerate(planned):
             ref = TxnRef(txn.id, index, count)
@@ -151,8 +166,58 @@ class Batcher:
                 self._add_row(item, op, before, after, ts, ref)
         batch.stats.events += count
 
-    def _plan(self, txn: Transaction) -> Iterable[tuple[RowItem | DdlItem, Op, object, object]]:
-        for item in txn.changes:
+    def stream(self, txn_id: str, gtid: str | None, changes: list[Change], now: float) -> None:
+        """Append a fragment of the open transaction `txn_id` (its events carry no count).
+
+        The first fragment takes the transaction's tick: the one right after the clock's last
+        (its commit time is not read yet), which a restarted reader computes again from the
+        checkpoint's ts."""
+        batch = self.batch
+        if batch.started is None:
+            batch.started = now
+        stream = self.open_stream
+        if stream is None:
+            stream = self.open_stream = OpenStream.start(self.clock)
+        stream.check(txn_id, gtid)
+        self._emit_stream(stream, list(self._plan(changes)), None)
+
+    def resume_stream(self, fragment: ReaderCheckpoint) -> None:
+        """A restarted reader goes on with the stream its fragment record names (the clock
+        is at the checkpoint's ts)."""
+        self.open_stream = OpenStream.start(self.clock, fragment.position)
+
+    def _emit_stream(
+        self,
+        stream: OpenStream,
+        planned: list[tuple[RowItem | DdlItem, Op, object, object]],
+        count: int | None,
+    ) -> None:
+        assert stream.txn_id is not None
+        emitted = 0
+        for item, op, before, after in planned:
+            index = stream.next_index
+            stream.next_index += 1
+            if stream.published(item.position):
+                continue  # committed by the reader before a restart
+            ref = TxnRef(stream.txn_id, index, count)
+            if isinstance(item, DdlItem):
+                self._add_ddl(item, stream.ts, ref)
+            else:
+                self._add_row(item, op, before, after, stream.ts, ref)
+            stream.last = item.position
+            emitted += 1
+        self.batch.stats.events += emitted
+
+    @property
+    def resume_ts(self) -> int:
+        """The clock a checkpoint restores: the tick before an open stream's, since that
+        transaction's records are not all committed yet."""
+        return self.open_stream.before if self.open_stream is not None else self.clock.last
+
+    def _plan(
+        self, changes: list[Change]
+    ) -> Iterable[tuple[RowItem | DdlItem, Op, object, object]]:
+        for item in changes:
             if isinstance(item, DdlItem):
                 yield item, Op.UPDATE, None, None
                 continue
@@ -274,8 +339,9 @@ class Batcher:
     # ---- watermarks -------------------------------------------------------------------------
 
     def add_resolved(self) -> int:
-        """A `Resolved` at the clock's last tick to every partition of every topic written."""
-        ts = self.clock.last
+        """A `Resolved` at the clock's last tick to every partition of every topic written
+        (below an open stream: its transaction is not whole yet)."""
+        ts = self.resume_ts
         record = Resolved(source=self.source, ts=ts)
         self._broadcast(record)
         return ts
@@ -283,7 +349,10 @@ class Batcher:
     def add_heartbeat(
         self, reader_id: str, position: BinlogPosition, lag_ms: int, now: float
     ) -> int:
-        """A `Heartbeat` with a fresh tick to every partition of every topic written."""
+        """A `Heartbeat` with a fresh tick to every partition of every topic written (a
+        `Resolved` while a stream is open: no watermark may pass it)."""
+        if self.open_stream is not None:
+            return self.add_resolved()
         ts = self.clock.next(int(now * 1000))
         self._broadcast(
             Heartbeat(

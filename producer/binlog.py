@@ -35,6 +35,7 @@ from pymysqlreplication.event import (
     QueryEvent,
     RotateEvent,
     StopEvent,
+    XAPrepareEvent,
     XidEvent,
 )
 from pymysqlreplication.row_event import (
@@ -44,6 +45,8 @@ from pymysqlreplication.row_event import (
     WriteRowsEvent,
 )
 
+from rowbus.clients import mysql
+from rowbus.clients.settings import SourceConnection
 from rowbus.producer.assembler import (
     BinlogEvent,
     GtidMark,
@@ -52,15 +55,16 @@ from rowbus.producer.assembler import (
     Rows,
     ServerHeartbeat,
     Skipped,
+    XaPrepare,
     Xid,
 )
+from rowbus.producer.control import classify
 from rowbus.producer.exceptions import (
     PositionPurgedError,
     ReaderError,
     ServerMisconfiguredError,
     SourceUnavailableError,
 )
-from rowbus.producer.settings import SourceConnection
 from rowbus.producer.tables import (
     Converter,
     MissingMetadataError,
@@ -69,14 +73,21 @@ from rowbus.producer.tables import (
     table_schema_from_map,
 )
 from rowbus.producer.tracker import SchemaTracker
-from rowbus.protocol.ddl import DdlParseError, is_transaction_control, parse_ddl
+from rowbus.protocol.ddl import DdlParseError, parse_ddl
 from rowbus.protocol.events import Op, TableSchema
 
 log = logging.getLogger(__name__)
 
 MARIADB_FL_STANDALONE = 0x01
 ER_MASTER_FATAL_READING_BINLOG = 1236
-TRANSACTION_EVENTS = [RotateEvent, MariadbGtidEvent, GtidEvent, QueryEvent, XidEvent]
+TRANSACTION_EVENTS = [
+    RotateEvent,
+    MariadbGtidEvent,
+    GtidEvent,
+    QueryEvent,
+    XidEvent,
+    XAPrepareEvent,
+]
 """Enough to find transaction boundaries (rows events are then skipped unparsed)."""
 _EVENTS = [
     RotateEvent,
@@ -84,6 +95,7 @@ _EVENTS = [
     GtidEvent,
     QueryEvent,
     XidEvent,
+    XAPrepareEvent,
     TableMapEvent,
     WriteRowsEvent,
     UpdateRowsEvent,
@@ -113,7 +125,7 @@ class _GuardedConnect:
             self.stream_connections += 1
             if self.stream_connections > 1:
                 raise _ReconnectRefused
-        return pymysql.connect(**kwargs)
+        return mysql.connect(**kwargs)
 
 
 def translate_mysql_error(exc: BaseException, where: str) -> ReaderError:
@@ -127,7 +139,7 @@ def translate_mysql_error(exc: BaseException, where: str) -> ReaderError:
         if "purged" in text or "first log file" in text or "not find" in text.lower():
             return PositionPurgedError(f"{where}: the server no longer has it ({text})")
         return SourceUnavailableError(f"{where}: the server stopped the stream ({text})")
-    if code in (1045, 1227, 1142, 1044):
+    if mysql.classify(exc) is mysql.Kind.DENIED:
         return ServerMisconfiguredError(f"{where}: access denied ({text}); {GRANT_HINT}")
     return SourceUnavailableError(f"{where}: {type(exc).__name__} {code or ''} {text}".strip())
 
@@ -233,6 +245,8 @@ class BinlogStream:
             return Skipped(end)
         if kind is XidEvent:
             return Xid(end, event.timestamp)
+        if kind is XAPrepareEvent:
+            return XaPrepare(end, event.timestamp)
         if kind is MariadbGtidEvent:
             standalone = bool(event.flags & MARIADB_FL_STANDALONE)
             return GtidMark(event.gtid, end, event.event_size, standalone, opens=True)
@@ -243,7 +257,7 @@ class BinlogStream:
             schema = schema.decode("utf-8", "replace") if isinstance(schema, bytes) else schema
             query = event.query
             statement = query.decode("utf-8", "replace") if isinstance(query, bytes) else query
-            if self._tracker is not None and is_transaction_control(statement) is None:
+            if self._tracker is not None and classify(statement) is None:
                 self._track(statement, str(schema or ""))
             return Query(statement, str(schema or ""), end, event.event_size, event.timestamp)
         if kind is RotateEvent:

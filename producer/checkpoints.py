@@ -1,9 +1,20 @@
-"""The reader's checkpoint store: the last `ReaderCheckpoint` of a source, read from the
-compacted checkpoints topic (read to the end, read_committed; the last record for the key wins).
+"""The reader's checkpoint store: the last `ReaderCheckpoint` of a source (and, while a huge
+transaction is published in fragments, its fragment record), read from the compacted
+checkpoints topic; the last record for a key wins.
+
+The topic is shared by every source, so another source's Kafka transaction may be open on it:
+under read_committed a consumer stops at the last stable offset (LSO), before that open
+transaction, and a checkpoint of ours committed after it would be invisible — a stale resume
+point (duplicates, and a clock behind watermarks already published). So the read goes on until
+the consumer has passed the *high watermark* taken when the read starts: read_committed still
+hides aborted records (they are never used), and the wait lasts until the other source's
+transaction ends (a batch: well under a second). A transaction that stays open longer than
+`timeout_s` (a broker that never times out a crashed producer's transaction) is reported with
+the stalled LSO, retryably, instead of being read past.
 
 Writing happens inside the publisher's transactions, next to the data it covers; this module
 only reads. Read it *after* ``init_transactions``: that aborts a zombie's open transaction, so
-the end of the topic is final for this source.
+every record of this source below the high watermark is final.
 """
 
 from __future__ import annotations
@@ -11,25 +22,45 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
 
+from rowbus.clients import kafka
 from rowbus.producer.exceptions import PublishError, ReaderError
 from rowbus.producer.publisher import translate_kafka_error
 from rowbus.protocol.codec import decode
 from rowbus.protocol.events import ReaderCheckpoint
-from rowbus.protocol.topics import checkpoint_key
+from rowbus.protocol.topics import checkpoint_key, fragment_key
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StoredCheckpoint:
+    """What a reader resumes from: its checkpoint, and the fragment record of the transaction
+    it was publishing in fragments when it stopped (None when none was open)."""
+
+    checkpoint: ReaderCheckpoint | None
+    fragment: ReaderCheckpoint | None
 
 
 def load_checkpoint(
     client_config: Mapping[str, Any], topic: str, source: str, timeout_s: float = 30.0
 ) -> ReaderCheckpoint | None:
     """The last committed checkpoint of `source` on `topic`, or None."""
-    consumer = Consumer(
+    return load_checkpoints(client_config, topic, source, timeout_s).checkpoint
+
+
+def load_checkpoints(
+    client_config: Mapping[str, Any], topic: str, source: str, timeout_s: float = 30.0
+) -> StoredCheckpoint:
+    """The last committed checkpoint of `source` and its open fragment record (a fragment
+    record counts only when it comes after the last checkpoint: a transaction that completed
+    wrote a checkpoint after its last fragment)."""
+    consumer = kafka.consumer(
         {
             **client_config,
             "group.id": f"rowbus-reader-checkpoints-{uuid.uuid4().hex[:8]}",
@@ -39,38 +70,26 @@ def load_checkpoint(
             "receive.message.max.bytes": 200_000_000,
         }
     )
-    key = checkpoint_key(source)
+    key, open_key = checkpoint_key(source), fragment_key(source)
     found: ReaderCheckpoint | None = None
+    fragment: ReaderCheckpoint | None = None
     try:
         meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if meta is None or meta.error is not None or not meta.partitions:
-            return None
-        parts = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in meta.partitions]
-        consumer.assign(parts)
-        pending = {p.partition for p in parts}
-        # An empty partition may report EOF only once its (low == high) watermark is fetched.
-        for p in list(pending):
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
-            if high <= low:
-                pending.discard(p)
-        deadline = time.monotonic() + timeout_s
-        while pending:
-            if time.monotonic() > deadline:
-                raise PublishError(f"reading {topic} to its end took over {timeout_s:.0f}s")
-            for msg in consumer.consume(1000, timeout=0.5):
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        pending.discard(msg.partition())
-                        continue
-                    raise translate_kafka_error(err, f"reading {topic}")
-                if msg.key() != key:
-                    continue
-                where = f"{topic}[{msg.partition()}]@{msg.offset()}"
-                headers: Any = msg.headers()
-                record = decode(msg.value(), headers, where)
-                if isinstance(record, ReaderCheckpoint):
-                    found = record
+            return StoredCheckpoint(None, None)
+        for msg in _read_to_high_watermark(consumer, topic, list(meta.partitions), timeout_s):
+            k = msg.key()
+            if k not in (key, open_key):
+                continue
+            where = f"{topic}[{msg.partition()}]@{msg.offset()}"
+            headers: Any = msg.headers()
+            record = decode(msg.value(), headers, where)
+            if not isinstance(record, ReaderCheckpoint):
+                continue
+            if k == key:
+                found, fragment = record, None
+            else:
+                fragment = record
     except KafkaException as exc:
         err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
         raise translate_kafka_error(err, f"reading {topic}") from exc
@@ -87,4 +106,56 @@ def load_checkpoint(
             found.gtid_set,
             found.epoch,
         )
-    return found
+    if fragment is not None:
+        log.info(
+            "%s was publishing transaction %s in fragments, up to binlog %s",
+            source,
+            fragment.position.gtid,
+            fragment.position,
+        )
+    return StoredCheckpoint(found, fragment)
+
+
+def _read_to_high_watermark(
+    consumer: Any, topic: str, partitions: list[int], timeout_s: float
+) -> Iterator[Message]:
+    """The committed messages of `topic` up to each partition's high watermark as it is now."""
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    ends: dict[int, int] = {}
+    for p in partitions:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
+        if high > low:
+            ends[p] = high  # the high watermark, not the LSO: see the module docstring
+    log.info("reading checkpoints from %s up to its high watermarks %s", topic, ends)
+    reached: dict[int, int] = {}
+    deadline = time.monotonic() + timeout_s
+    while ends:
+        if time.monotonic() > deadline:
+            stalled = ", ".join(
+                f"{topic}[{p}] at {reached.get(p, 0)} of {end}" for p, end in ends.items()
+            )
+            raise PublishError(
+                f"reading {topic} up to its high watermark took over {timeout_s:.0f}s: "
+                f"another producer's transaction holds the last stable offset ({stalled})",
+                "LSO_STALLED",
+                retryable=True,
+            )
+        for msg in consumer.consume(1000, timeout=0.5):
+            err = msg.error()
+            p, offset = msg.partition() or 0, msg.offset() or 0
+            if err is not None:
+                if err.code() != KafkaError._PARTITION_EOF:
+                    raise translate_kafka_error(err, f"reading {topic}")
+                reached[p] = max(reached.get(p, 0), offset)
+                if reached[p] >= ends.get(p, 0):
+                    ends.pop(p, None)
+                continue
+            if p in ends and offset + 1 >= ends[p]:
+                ends.pop(p)
+            yield msg
+        for p in list(ends):
+            # An aborted transaction or a commit marker at the end yields no message; the
+            # position still moves past it once the LSO does.
+            (pos,) = consumer.position([TopicPartition(topic, p)])
+            if pos.offset >= ends[p]:
+                ends.pop(p)

@@ -1,4 +1,5 @@
-"""Leadership of a source through ZooKeeper (kazoo), so one of several readers publishes.
+"""Leadership of a source through ZooKeeper (kazoo), so one of several readers publishes; an
+implementation of `rowbus.clients.election.Election`.
 
 Lifecycle: construct (no I/O), `start()`, then `acquire(stop)` blocks until this reader leads
 (or `stop` is set); while leading, `lost` turns true the moment the session is SUSPENDED or LOST
@@ -11,42 +12,39 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, LockTimeout
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.lock import Lock
 
+from rowbus.clients import zookeeper
+from rowbus.clients.errors import ZooKeeperClientError
 from rowbus.producer.exceptions import SourceUnavailableError
 
 log = logging.getLogger(__name__)
 
-
-class Leadership:
-    """Interface: a reader leads while `acquire` returned True and `lost` is false."""
-
-    def start(self) -> None:
-        """Connect (no-op here)."""
-
-    def acquire(self, stop: threading.Event) -> bool:
-        return not stop.is_set()
-
-    @property
-    def lost(self) -> bool:
-        return False
-
-    def release(self) -> None:
-        """Give leadership up (no-op here)."""
-
-    def close(self) -> None:
-        """End the session (no-op here)."""
+_ALREADY_SET = threading.Event()
+_ALREADY_SET.set()
 
 
-class NoElection(Leadership):
-    """A single reader without ZooKeeper: always leads."""
+def leader_path(root: str, source: str) -> str:
+    """The ZooKeeper path of `source`'s reader election under the deployment's `root`."""
+    return f"{root.rstrip('/')}/readers/{source}/leader"
 
 
-class ZooKeeperLeadership(Leadership):
+def contenders(client: Any, root: str, source: str) -> list[str]:
+    """The readers of `source` in election order (the leader first), read with a started
+    kazoo client; [] when none ever ran."""
+    path = leader_path(root, source)
+    return list(Lock(client, path).contenders()) if client.exists(path) else []
+
+
+class ZooKeeperLeadership:
+    """A source's reader election (an `Election`): contenders queue on kazoo's lock recipe at
+    `path`, the first leads."""
+
     def __init__(self, hosts: str, path: str, identifier: str, session_timeout_s: float) -> None:
         self._hosts = hosts
         self._path = path
@@ -58,11 +56,14 @@ class ZooKeeperLeadership(Leadership):
         self._leading = False
 
     def start(self) -> None:
-        client = KazooClient(hosts=self._hosts, timeout=self._timeout)
-        client.add_listener(self._on_state)
         try:
-            client.start(timeout=max(15.0, self._timeout * 2))
-        except (KazooTimeoutError, KazooException) as exc:
+            client = zookeeper.start_client(
+                self._hosts,
+                self._timeout,
+                start_timeout=max(15.0, self._timeout * 2),
+                listener=self._on_state,
+            )
+        except ZooKeeperClientError as exc:
             raise SourceUnavailableError(f"ZooKeeper {self._hosts} unreachable: {exc}") from exc
         self._client = client
 
@@ -72,28 +73,40 @@ class ZooKeeperLeadership(Leadership):
             self._lost.set()
 
     def acquire(self, stop: threading.Event) -> bool:
+        """Block until this reader leads (True) or `stop` is set (False; with `stop` already
+        set, one attempt that does not wait)."""
         assert self._client is not None, "start() first"
         self._lost.clear()
-        self._lock = Lock(self._client, self._path, self._identifier)
-        log.info("waiting for leadership of %s as %s", self._path, self._identifier)
-        while not stop.is_set():
+        if self._lock is None:
+            self._lock = Lock(self._client, self._path, self._identifier)
+            log.info("waiting for leadership of %s as %s", self._path, self._identifier)
+        once = stop.is_set()
+        while once or not stop.is_set():
             try:
-                if self._lock.acquire(blocking=True, timeout=0.5):
+                if self._lock.acquire(blocking=not once, timeout=None if once else 0.5):
                     self._leading = True
                     if self._client.state != KazooState.CONNECTED:
                         self._lost.set()
                     log.info("leading %s as %s", self._path, self._identifier)
                     return True
             except (KazooTimeoutError, LockTimeout):
-                continue
+                pass
             except KazooException as exc:
                 log.warning("election on %s: %s; retrying", self._path, exc)
                 stop.wait(0.5)
+            if once:
+                return False
         return False
 
     @property
     def lost(self) -> bool:
         return self._lost.is_set()
+
+    def is_leader(self) -> bool:
+        """Whether this reader leads now, taking the lock if nobody holds it."""
+        if self._leading:
+            return not self.lost
+        return self.acquire(_ALREADY_SET)
 
     def release(self) -> None:
         self._leading = False

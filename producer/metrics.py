@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import resource
+from collections import Counter
 from dataclasses import dataclass, field
+
+from rowbus.clients.prometheus import LatencyHistogram, Snapshot
 
 
 @dataclass
@@ -16,12 +20,20 @@ class ReaderMetrics:
     """Encoded bytes published (values)."""
     batches: int = 0
     heartbeats: int = 0
+    fragments: int = 0
+    """Fragments of huge transactions published (PROTOCOL.md §9.1)."""
     lag_ms: int = 0
     """Wall clock minus the commit time of the last transaction read."""
     commit_latency_ms: list[float] = field(default_factory=list)
     """The latest Kafka commit latencies (flush + commit), newest last, at most 1000."""
+    commit_latency: LatencyHistogram = field(default_factory=LatencyHistogram)
+    watermark_ts: int = 0
+    """The ts of the last Resolved or Heartbeat published."""
+    errors: Counter[str] = field(default_factory=Counter)
+    """Terms ended by an error, by the error's type."""
 
     def observe_commit(self, ms: float) -> None:
+        self.commit_latency.observe(ms / 1000)
         self.commit_latency_ms.append(ms)
         if len(self.commit_latency_ms) > 1000:
             del self.commit_latency_ms[:500]
@@ -35,7 +47,25 @@ class ReaderMetrics:
             "bytes": self.bytes,
             "batches": self.batches,
             "heartbeats": self.heartbeats,
+            "fragments": self.fragments,
+            "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
             "lag_ms": self.lag_ms,
             "commit_latency_p50_ms": lat[len(lat) // 2] if lat else 0.0,
             "commit_latency_max_ms": lat[-1] if lat else 0.0,
+        }
+
+    def prometheus(self) -> Snapshot:
+        """What the reader's process exports (`rowbus.clients.prometheus`)."""
+        return {
+            "events_total": self.events,
+            "transactions_total": self.transactions,
+            "rows_out_total": self.rows,
+            "bytes_out_total": self.bytes,
+            "batches_total": self.batches,
+            "heartbeats_total": self.heartbeats,
+            "fragments_total": self.fragments,
+            "lag_ms": self.lag_ms,
+            "watermark_ts": self.watermark_ts,
+            "commit_latency_seconds": self.commit_latency,
+            "errors_total": dict(self.errors),
         }

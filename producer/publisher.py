@@ -1,5 +1,5 @@
-"""The seam around confluent-kafka: a transactional producer, topic admin, and the one place that
-translates `KafkaError` into `PublishError` / `FencedError`.
+"""The reader's transactional producer and topic admin, built by the Kafka seam
+(`rowbus.clients.kafka`), whose classification becomes `PublishError` / `FencedError` here.
 
 Lifecycle: construct (no I/O), `start()` (creates the producer and calls ``init_transactions``,
 which fences any older producer with the same transactional.id and aborts its open
@@ -10,64 +10,36 @@ returns the offsets written), `produce()` the checkpoint, `commit()`; `abort()` 
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from rowbus.clients import kafka as clients_kafka
+from rowbus.clients.errors import KafkaClientError
+from rowbus.clients.kafka import Failure, classify, kafka_cause
 from rowbus.producer.exceptions import FencedError, PublishError
 
 log = logging.getLogger(__name__)
 
-_FENCED_CODES = {
-    "_FENCED",
-    "PRODUCER_FENCED",
-    "INVALID_PRODUCER_EPOCH",
-    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
-}
+
+def _publish_error(failure: Failure) -> PublishError:
+    if failure.fenced:
+        return FencedError(f"{failure.text} (another reader took this source over)", failure.name)
+    return PublishError(failure.text, failure.name, retryable=failure.retryable)
 
 
 def translate_kafka_error(err: KafkaError | None, what: str) -> PublishError:
     """The `PublishError` for a librdkafka error (FencedError when this producer is a zombie)."""
-    if err is None:
-        return PublishError(f"{what} failed")
-    name = err.name()
-    text = f"{what}: {name}: {err.str()}"
-    if name in _FENCED_CODES:
-        return FencedError(f"{text} (another reader took this source over)", name)
-    retryable = bool(err.retriable()) or bool(err.txn_requires_abort())
-    return PublishError(text, name, retryable=retryable and not err.fatal())
+    return _publish_error(classify(err, what))
 
 
-def _kafka_cause(exc: BaseException) -> KafkaException | None:
-    """The KafkaException behind `exc`: confluent-kafka raises SystemError ("returned a result
-    with an exception set") from flush/poll when a fatal error (e.g. fencing) is pending while a
-    delivery callback runs, with the KafkaException as its cause."""
-    seen: BaseException | None = exc
-    for _ in range(5):
-        if seen is None:
-            return None
-        if isinstance(seen, KafkaException):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None
-
-
-@contextmanager
-def kafka_errors(what: str) -> Iterator[None]:
-    """Translate KafkaException (also when wrapped in a SystemError) raised inside the block."""
-    try:
-        yield
-    except (KafkaException, SystemError) as exc:
-        cause = _kafka_cause(exc)
-        if cause is None:
-            raise
-        err = cause.args[0] if cause.args and isinstance(cause.args[0], KafkaError) else None
-        raise translate_kafka_error(err, what) from exc
+def kafka_errors(what: str) -> contextlib.AbstractContextManager[None]:
+    """The seam's translation, into the reader's own errors."""
+    return clients_kafka.kafka_errors(what, into=_publish_error)
 
 
 class KafkaPublisher:
@@ -86,7 +58,7 @@ class KafkaPublisher:
             timeout_s if timeout_s is not None else max(10.0, transaction_timeout_ms / 1000 - 5)
         )
         self._producer: Producer | None = None
-        self._admin: AdminClient | None = None
+        self._admin: Any = None
         self._errors: list[tuple[str, KafkaError]] = []
         self._fatal: KafkaError | None = None
         self._offsets: dict[tuple[str, int], int] = {}
@@ -106,6 +78,11 @@ class KafkaPublisher:
             with kafka_errors(what):
                 yield
         except SystemError as exc:
+            if self._fatal is None and self._producer is not None:
+                # The error callback may not have run yet for the fatal error that made the
+                # call fail (seen after fencing): serve pending callbacks once, then look again.
+                with contextlib.suppress(Exception):
+                    self._producer.poll(0)
             if self._fatal is None:
                 raise PublishError(f"{what}: the Kafka client failed ({exc})") from exc
             raise translate_kafka_error(self._fatal, what) from exc
@@ -128,8 +105,8 @@ class KafkaPublisher:
             "error_cb": self._on_error,
         }
         with kafka_errors(f"creating producer {self.transactional_id}"):
-            self._producer = Producer(config)
-            self._admin = AdminClient(dict(self._config))
+            self._producer = clients_kafka.producer(config)
+            self._admin = clients_kafka.admin(self._config)
 
     def start(self) -> None:
         """`prepare`, then ``init_transactions``: fences older producers of this id."""
@@ -155,39 +132,21 @@ class KafkaPublisher:
 
     # ---- topics -------------------------------------------------------------------------------
 
-    def partitions(self, topic: str, create_partitions: int, config: Mapping[str, str]) -> int:
-        """The partition count of `topic`, creating it (with `config`) if it does not exist."""
+    def partitions(
+        self, topic: str, create_partitions: int, config: Mapping[str, str], setting: str = ""
+    ) -> int:
+        """The partition count of `topic`, creating it (with `config`) if it does not exist; an
+        existing topic that differs from what is configured is reported, one line each."""
         assert self._admin is not None
-        with kafka_errors(f"describing topic {topic}"):
-            meta = self._admin.list_topics(topic, timeout=self._timeout).topics.get(topic)
-        if meta is not None and meta.error is None and meta.partitions:
-            return len(meta.partitions)
-        self.create_topic(topic, create_partitions, config)
-        deadline = time.monotonic() + self._timeout
-        while time.monotonic() < deadline:
-            with kafka_errors(f"describing topic {topic}"):
-                meta = self._admin.list_topics(topic, timeout=self._timeout).topics.get(topic)
-            if meta is not None and meta.error is None and meta.partitions:
-                return len(meta.partitions)
-            time.sleep(0.1)
-        raise PublishError(f"topic {topic} did not appear within {self._timeout:.0f}s")
-
-    def create_topic(self, topic: str, partitions: int, config: Mapping[str, str]) -> None:
-        assert self._admin is not None
-        futures = self._admin.create_topics(
-            [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=dict(config))],
-            operation_timeout=self._timeout,
-        )
         try:
-            futures[topic].result(self._timeout)
-            log.info("created topic %s with %d partitions", topic, partitions)
-        except KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                return
-            raise translate_kafka_error(
-                err if isinstance(err, KafkaError) else None, f"creating topic {topic}"
-            ) from exc
+            state = clients_kafka.ensure_topic(
+                self._admin, topic, create_partitions, config, self._timeout, setting=setting
+            )
+        except KafkaClientError as exc:
+            raise PublishError(str(exc), str(exc.code), retryable=exc.retryable) from exc
+        for problem in state.problems:
+            log.warning("topic %s %s", topic, problem)
+        return state.partitions
 
     # ---- transactions -------------------------------------------------------------------------
 
@@ -235,7 +194,7 @@ class KafkaPublisher:
                     with self._guard(f"producing to {topic}"):
                         producer.poll(0.05)
                 except (KafkaException, SystemError) as exc:
-                    cause = _kafka_cause(exc)
+                    cause = kafka_cause(exc)
                     err = cause.args[0] if cause is not None and cause.args else self._fatal
                     raise translate_kafka_error(
                         err if isinstance(err, KafkaError) else None, f"producing to {topic}"

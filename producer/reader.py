@@ -20,24 +20,27 @@ import threading
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from rowbus.producer.assembler import DdlItem, ServerHeartbeat, TransactionAssembler
+from rowbus.clients.election import Election, Unopposed
+from rowbus.clients.mysql import SYSTEM_SCHEMAS
+from rowbus.clients.settings import SourceConnection
+from rowbus.producer.assembler import DdlItem, Rows, ServerHeartbeat, TransactionAssembler
 from rowbus.producer.batch import Batcher, FlushPolicy
 from rowbus.producer.binlog import BinlogStream
-from rowbus.producer.checkpoints import load_checkpoint
+from rowbus.producer.checkpoints import load_checkpoints
 from rowbus.producer.exceptions import (
     FencedError,
     LeadershipLostError,
     ReaderError,
     SourceUnavailableError,
 )
-from rowbus.producer.leader import Leadership, NoElection, ZooKeeperLeadership
+from rowbus.producer.leader import ZooKeeperLeadership, leader_path
 from rowbus.producer.metrics import ReaderMetrics
 from rowbus.producer.positions import GtidState, parse_start
 from rowbus.producer.publisher import KafkaPublisher
 from rowbus.producer.server import SourceServer
-from rowbus.producer.settings import SYSTEM_SCHEMAS, ReaderSettings, Services, SourceConnection
+from rowbus.producer.settings import ReaderSettings, Services, deployment_id
 from rowbus.producer.tables import TableFilter
 from rowbus.producer.tracker import SchemaTracker
 from rowbus.protocol.codec import Encoding, encode
@@ -52,6 +55,9 @@ from rowbus.protocol.topics import (
     SCHEMAS_TOPIC_CONFIG,
     SCHEMAS_TOPIC_PARTITIONS,
     checkpoint_key,
+    data_topic,
+    fragment_key,
+    per_table,
 )
 
 log = logging.getLogger(__name__)
@@ -97,7 +103,7 @@ class Reader:
         source: SourceConnection,
         settings: ReaderSettings,
         services: Services,
-        leadership: Leadership | None = None,
+        leadership: Election | None = None,
         wall: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -106,7 +112,12 @@ class Reader:
         self.services = services
         self.reader_id = settings.reader_id or default_reader_id()
         self.server_id = settings.server_id or derived_server_id(source.name)
-        self.transactional_id = f"rowbus-reader-{source.name}"
+        self.deployment = settings.deployment or deployment_id(
+            services.zookeeper_root, settings.checkpoints_topic
+        )
+        # Per deployment: another deployment reading a source of the same name must never
+        # fence this one (nor be fenced by it).
+        self.transactional_id = f"rowbus-reader-{self.deployment}-{source.name}"
         self.metrics = ReaderMetrics()
         self.committed: BinlogPosition | None = None
         """The binlog position of the last committed checkpoint (for status and benchmarks)."""
@@ -126,7 +137,7 @@ class Reader:
         }
         if leadership is None:
             if settings.election and services.zookeeper_hosts:
-                path = f"{services.zookeeper_root.rstrip('/')}/readers/{source.name}/leader"
+                path = leader_path(services.zookeeper_root, source.name)
                 leadership = ZooKeeperLeadership(
                     services.zookeeper_hosts,
                     path,
@@ -134,7 +145,7 @@ class Reader:
                     services.zookeeper_session_timeout_s,
                 )
             else:
-                leadership = NoElection()
+                leadership = Unopposed()
         self.leadership = leadership
         hb = settings.heartbeat_interval_s
         self._server_heartbeat_s = max(0.1, min(settings.flush_interval_s, hb / 4))
@@ -156,13 +167,25 @@ class Reader:
                     prepared = None
                     failures = 0
                 except (FencedError, LeadershipLostError) as exc:
+                    self.metrics.errors[type(exc).__name__] += 1
                     log.warning("%s: %s; back to the election", self.reader_id, exc)
                 except ReaderError as exc:
+                    if self.leadership.lost:
+                        # Whatever failed, the term ended because another reader took over
+                        # (a woken zombie's client may report only a bare failure).
+                        self.metrics.errors["LeadershipLostError"] += 1
+                        log.warning(
+                            "%s: %s after losing leadership; back to the election",
+                            self.reader_id,
+                            exc,
+                        )
+                        continue
                     if not exc.retryable:
                         raise
                     failures += 1
                     if failures > MAX_TERM_FAILURES:
                         raise
+                    self.metrics.errors[type(exc).__name__] += 1
                     log.warning("%s: %s; retrying (%d)", self.reader_id, exc, failures)
                     stop.wait(min(5.0, 0.2 * 2**failures))
                 finally:
@@ -188,6 +211,14 @@ class Reader:
                 s.checkpoints_topic, CHECKPOINTS_TOPIC_PARTITIONS, CHECKPOINTS_TOPIC_CONFIG
             )
             publisher.partitions(s.schemas_topic, SCHEMAS_TOPIC_PARTITIONS, SCHEMAS_TOPIC_CONFIG)
+            if not per_table(s.topic_template):
+                # The source's one data topic, made before anything asks about it by name.
+                publisher.partitions(
+                    data_topic(s.topic_template, self.source.name),
+                    s.partitions,
+                    DATA_TOPIC_CONFIG,
+                    "reader.partitions",
+                )
         except BaseException:
             publisher.close()
             server.close()
@@ -197,7 +228,8 @@ class Reader:
     def _open_term(self, server: SourceServer, publisher: KafkaPublisher) -> _Term:
         s = self.settings
         publisher.start()
-        checkpoint = load_checkpoint(self.services.kafka, s.checkpoints_topic, self.source.name)
+        stored = load_checkpoints(self.services.kafka, s.checkpoints_topic, self.source.name)
+        checkpoint, fragment = stored.checkpoint, stored.fragment
         if checkpoint is not None:
             resume = checkpoint.position
             server.ensure_available(resume, "checkpoint position")
@@ -206,20 +238,24 @@ class Reader:
             epoch = checkpoint.epoch + 1
             offsets = {(t, p): o for t, p, o in checkpoint.offsets}
         else:
-            resume = server.locate(parse_start(s.start), self.server_id)
+            resume = server.locate(parse_start(s.start, self.source.name), self.server_id)
             gtid = GtidState(resume.gtid or server.gtid_at(resume.file, resume.offset))
             clock, epoch, offsets = HybridClock(), 1, {}
         batcher = Batcher(
             self.source.name,
             clock,
             s.topic_template,
-            lambda topic: publisher.partitions(topic, s.partitions, DATA_TOPIC_CONFIG),
+            lambda topic: publisher.partitions(
+                topic, s.partitions, DATA_TOPIC_CONFIG, "reader.partitions"
+            ),
             lambda n: Partitioner(n, self._rules),
             lambda item: self._ddl_schema(server, item),
             s.schemas_topic,
             self._encoding,
             FlushPolicy(s.flush_rows, s.flush_bytes, s.flush_interval_s, s.heartbeat_interval_s),
         )
+        if checkpoint is not None and fragment is not None:
+            batcher.resume_stream(fragment)
         log.info(
             "%s leads source %s (epoch %d) from binlog %s:%s gtid=%s",
             self.reader_id,
@@ -302,6 +338,7 @@ class Reader:
         # its own heartbeat (other schemas keep it busy).
         live_ms = int(self.settings.heartbeat_interval_s * 1000) + 1000
         last_commit_ms = 0
+        fragment_rows = self.settings.fragment_rows
         for event in stream.events():
             metrics.events += 1
             if leadership.lost:
@@ -318,6 +355,12 @@ class Reader:
                     self._commit(term, heartbeat=True, position=assembler.event_position)
                     continue
             else:
+                if isinstance(event, Rows) and assembler.open_size >= fragment_rows:
+                    # Before the next rows event, so fragments end at rows-event boundaries
+                    # and the last part of the transaction is never empty.
+                    batcher.stream(*assembler.take_open(), now)
+                    metrics.fragments += 1
+                    self._commit(term, heartbeat=False)
                 txn = assembler.feed(event)
                 if txn is not None:
                     if txn.gtid:
@@ -376,23 +419,21 @@ class Reader:
                 source=self.source.name,
                 position=term.resume,
                 gtid_set=str(term.gtid) or None,
-                ts=batcher.clock.last,
+                ts=batcher.resume_ts,
                 offsets=tuple((t, p, o) for (t, p), o in sorted(term.offsets.items())),
                 reader_id=self.reader_id,
                 epoch=term.epoch,
             )
             value, headers = encode(checkpoint, self._encoding)
-            publisher.produce(
-                [
-                    (
-                        self.settings.checkpoints_topic,
-                        None,
-                        checkpoint_key(self.source.name),
-                        value,
-                        headers,
-                    )
-                ]
-            )
+            topic = self.settings.checkpoints_topic
+            records = [(topic, None, checkpoint_key(self.source.name), value, headers)]
+            open_stream = batcher.open_stream
+            if open_stream is not None and open_stream.last is not None:
+                # Where the fragments committed so far end (PROTOCOL.md §9.1).
+                fragment = replace(checkpoint, position=open_stream.last)
+                value, headers = encode(fragment, self._encoding)
+                records.append((topic, None, fragment_key(self.source.name), value, headers))
+            publisher.produce(records)
             if self.leadership.lost:
                 raise LeadershipLostError(
                     f"{self.reader_id} lost leadership of {self.source.name} before commit"
@@ -404,6 +445,7 @@ class Reader:
             publisher.abort()
             raise
         elapsed_ms = (self._monotonic() - started) * 1000
+        self.metrics.watermark_ts = checkpoint.ts
         term.last_publish = now
         self.committed = term.resume
         m = self.metrics
@@ -418,6 +460,6 @@ class Reader:
             term.resume.file,
             term.resume.offset,
             term.resume.gtid,
-            batcher.clock.last,
+            batcher.resume_ts,
             elapsed_ms,
         )

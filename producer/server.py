@@ -14,6 +14,8 @@ from typing import Any
 
 import pymysql
 
+from rowbus.clients import mysql
+from rowbus.clients.settings import SourceConnection
 from rowbus.producer.assembler import TransactionAssembler
 from rowbus.producer.binlog import (
     GRANT_HINT,
@@ -26,8 +28,7 @@ from rowbus.producer.exceptions import (
     PositionPurgedError,
     ServerMisconfiguredError,
 )
-from rowbus.producer.positions import GtidState, StartSpec, is_mariadb_gtid
-from rowbus.producer.settings import SourceConnection
+from rowbus.producer.positions import GtidState, StartPosition, is_mariadb_gtid
 from rowbus.producer.tables import CHAR_TYPES, TableFilter
 from rowbus.producer.tracker import Extras
 from rowbus.protocol.events import BinlogPosition, ColumnSchema, IndexSchema, TableSchema
@@ -55,11 +56,8 @@ class SourceServer:
 
     def connect(self) -> SourceServer:
         try:
-            self._conn = pymysql.connect(
-                host=self.source.host,
-                port=self.source.port,
-                user=self.source.user,
-                password=self.source.password,
+            self._conn = mysql.connect(
+                self.source,
                 autocommit=True,
                 connect_timeout=10,
                 read_timeout=60,
@@ -268,8 +266,8 @@ class SourceServer:
 
     # ---- locating a start position ------------------------------------------------------------
 
-    def locate(self, spec: StartSpec, server_id: int) -> BinlogPosition:
-        """The transaction boundary a `StartSpec` names (scans the binlog for gtid/timestamp)."""
+    def locate(self, spec: StartPosition, server_id: int) -> BinlogPosition:
+        """The transaction boundary a `StartPosition` names (scans the binlog for gtid or time)."""
         self._bounds.clear()
         if spec.kind == "latest":
             file, pos = self.master_position()
@@ -281,15 +279,15 @@ class SourceServer:
             return BinlogPosition(logs[0][0], 4, None)
         if spec.kind == "file":
             assert spec.file is not None
-            assert spec.pos is not None
-            position = BinlogPosition(spec.file, spec.pos, None)
+            assert spec.offset is not None
+            position = BinlogPosition(spec.file, spec.offset, None)
             self.ensure_available(position, "start position")
-            return BinlogPosition(spec.file, spec.pos, self.gtid_at(spec.file, spec.pos))
+            return BinlogPosition(spec.file, spec.offset, self.gtid_at(spec.file, spec.offset))
         names = [name for name, _ in logs]
         if spec.kind == "gtid":
             first = self._file_before_gtid(names, _gtid_targets(spec.gtid_set or ""))
         else:
-            first = self._file_before_time(names, spec.timestamp or 0, server_id)
+            first = self._file_before_time(names, spec.timestamp_s or 0, server_id)
         return self._scan(spec, first, server_id)
 
     def _file_before_gtid(self, names: list[str], targets: set[str]) -> str:
@@ -328,7 +326,8 @@ class SourceServer:
                 m = _GTID_INFO.search(info)
                 gtid = m.group(1) if m else None
                 start = int(pos)
-                opened = info.startswith("BEGIN")
+                # An XA group opens like BEGIN and ends at its XA_prepare event.
+                opened = info.startswith(("BEGIN", "XA START"))
                 standalone = not opened and self.mariadb
                 continue
             if start is None and kind not in ("Query", "Xid"):
@@ -338,8 +337,10 @@ class SourceServer:
                 opened = True
                 start = int(pos) if start is None else start
                 continue
-            closes = kind == "Xid" or (
+            head = info.lstrip()[:12].upper()
+            closes = kind in ("Xid", "XA_prepare") or (
                 kind == "Query"
+                and not head.startswith(("ROLLBACK TO", "SAVEPOINT", "XA END"))
                 and (head.startswith(("COMMIT", "ROLLBACK")) or standalone or not opened)
             )
             if closes and start is not None:
@@ -372,7 +373,7 @@ class SourceServer:
             only_events=TRANSACTION_EVENTS,
         )
 
-    def _scan(self, spec: StartSpec, first: str, server_id: int) -> BinlogPosition:
+    def _scan(self, spec: StartPosition, first: str, server_id: int) -> BinlogPosition:
         """Walk transaction boundaries from file `first` on (binary search for a timestamp)."""
         names = [n for n, _ in self.binary_logs()]
         files = names[names.index(first) :] if first in names else names
@@ -388,7 +389,7 @@ class SourceServer:
                 f"{self.where}: GTID {spec.gtid_set} is not in the binlog (oldest file {first}); "
                 "start from earliest, latest or a file:pos instead"
             )
-        timestamp = spec.timestamp or 0
+        timestamp = spec.timestamp_s or 0
         for index, name in enumerate(files):
             bounds = self.boundaries(name)
             if not bounds or self._commit_time(name, bounds[-1][1], server_id) < timestamp:

@@ -6,35 +6,36 @@ hands over for one source (producer/ does not import the shell's configuration t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import hashlib
+from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from rowbus.clients.settings import StrictModel
 from rowbus.protocol.topics import CHECKPOINTS_TOPIC, DEFAULT_DATA_TOPIC_TEMPLATE, SCHEMAS_TOPIC
 
-SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys")
 
-
-class DispatchSettings(BaseModel):
+class DispatchSettings(StrictModel):
     """How rows of the tables matching a pattern are spread over partitions."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     rule: Literal["primary_key", "table", "columns"] = "primary_key"
     columns: tuple[str, ...] = ()
 
 
-class ReaderSettings(BaseModel):
+class ReaderSettings(StrictModel):
     """Settings shared by every reader; the source itself is named on the command line."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     start: str = "latest"
-    """Where to start when the source has no checkpoint yet: ``earliest``, ``latest``,
-    ``gtid:<gtid set>`` (MariaDB ``0-1-42`` or MySQL ``uuid:1-42``: start after it),
-    ``file:<binlog file>:<pos>`` (a transaction boundary) or ``timestamp:<unix seconds>``
-    (the first transaction committed at or after it)."""
+    """Where to start when the source has no checkpoint yet, in the one start-position grammar
+    (`rowbus.protocol.positions`): ``earliest``, ``latest``, ``gtid:<gtid set>`` (MariaDB
+    ``0-1-42`` or MySQL ``uuid:1-42``: start after it), ``file:<binlog file>:<pos>`` (a
+    transaction boundary) or ``timestamp:<unix seconds or ISO date-time>`` (the first
+    transaction committed at or after it); ``SOURCE@`` may prefix a GTID or file position."""
+    deployment: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    """Names this deployment in the reader's Kafka transactional.id, so two deployments (another
+    ZooKeeper root, other topics) reading sources of the same name never fence each other;
+    default: derived from ``zookeeper.root`` and the checkpoints topic."""
     reader_id: str | None = None
     """This reader's name in the election, heartbeats and checkpoints (default: host-pid)."""
     server_id: int | None = Field(None, ge=1, le=2**32 - 1)
@@ -51,40 +52,26 @@ class ReaderSettings(BaseModel):
     include_tables: tuple[str, ...] = ()
     """``schema.table`` patterns to read; empty means every table of an included schema."""
     exclude_tables: tuple[str, ...] = ()
-    dispatch: dict[str, DispatchSettings] = {}
+    dispatch: dict[str, DispatchSettings] = Field(default_factory=dict)
     """``schema.table`` pattern → dispatch rule; first match wins, default by primary key."""
     flush_rows: int = Field(20_000, ge=1)
     """Commit a Kafka transaction once this many events are buffered..."""
+    fragment_rows: int = Field(10_000, ge=1)
+    """An upstream transaction with more changes is published in fragments of about this many
+    (bounded memory, short Kafka transactions; PROTOCOL.md §9.1)."""
     flush_bytes: int = Field(8 * 1024 * 1024, ge=1)
     """...or this many encoded bytes..."""
     flush_interval_s: float = Field(0.2, gt=0)
     """...or when the oldest buffered transaction is this old."""
     heartbeat_interval_s: float = Field(1.0, gt=0)
     """Emit a heartbeat when caught up and idle for this long."""
+    metrics_port: int | None = Field(None, ge=0, le=65535)
+    """Serve Prometheus metrics on 127.0.0.1:<port>/metrics (0: any free port; unset: off)."""
     election: bool = True
     """Elect one leader per source through ZooKeeper; off runs a single reader unguarded."""
     transaction_timeout_ms: int = Field(60_000, ge=1000)
-    kafka: dict[str, str | int | float | bool] = {}
+    kafka: dict[str, str | int | float | bool] = Field(default_factory=dict)
     """Extra librdkafka settings for the reader's producer."""
-
-
-@dataclass(frozen=True)
-class SourceConnection:
-    """Where one source server is, as the reader needs it."""
-
-    name: str
-    host: str
-    port: int
-    user: str
-    password: str = field(repr=False)
-
-    def pymysql_kwargs(self) -> dict[str, object]:
-        return {
-            "host": self.host,
-            "port": self.port,
-            "user": self.user,
-            "password": self.password,
-        }
 
 
 @dataclass(frozen=True)
@@ -95,3 +82,9 @@ class Services:
     zookeeper_hosts: str | None
     zookeeper_root: str = "/rowbus"
     zookeeper_session_timeout_s: float = 6.0
+
+
+def deployment_id(*parts: str) -> str:
+    """A short stable name for the deployment that `parts` (its ZooKeeper root, its
+    checkpoints topic) identify."""
+    return hashlib.sha1("\0".join(parts).encode(), usedforsecurity=False).hexdigest()[:10]

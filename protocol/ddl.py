@@ -397,12 +397,3 @@ def normalize(statement: str) -> str:
             out.append(" ")
         out.append(text)
     return "".join(out).rstrip(";").strip()
-
-
-def is_transaction_control(statement: str) -> str | None:
-    """``BEGIN``, ``COMMIT``, ``ROLLBACK`` or ``XA`` for a transaction-control query, else None."""
-    head = statement.lstrip()[:12].upper()
-    for word in ("BEGIN", "COMMIT", "ROLLBACK", "XA "):
-        if head.startswith(word):
-            return word.strip()
-    return None

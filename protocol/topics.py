@@ -87,6 +87,12 @@ def checkpoint_key(source: str) -> bytes:
     return source.encode("utf-8")
 
 
+def fragment_key(source: str) -> bytes:
+    """Key of the fragment record of a source's transaction published in fragments (§9.1):
+    the source name, ``/fragment``, UTF-8."""
+    return f"{source}/fragment".encode()
+
+
 def schema_key(schema_id: int) -> bytes:
     """Key of a SchemaRecord: the schema id in decimal ASCII."""
     return str(schema_id).encode("ascii")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -15,6 +16,7 @@ from rowbus.config import Settings, load_settings
 from rowbus.protocol.errors import RowbusError
 
 Command = Callable[[argparse.Namespace, Settings], int]
+log = logging.getLogger("rowbus")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,10 +50,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         func: Command = args.func
         return func(args, settings)
     except RowbusError as exc:
+        if args.verbose:
+            log.exception("rowbus %s failed", args.command)
         print(f"rowbus: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader of our output went away (`rowbus status | head`): not an error of ours.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
+    except Exception as exc:
+        # Anything not translated into a RowbusError still ends with one line; -v shows where.
+        if args.verbose:
+            log.exception("rowbus %s failed", args.command)
+        print(
+            f"rowbus: error: {args.command}: {type(exc).__name__}: {exc}"
+            + ("" if args.verbose else " (run with -v for the trace)"),
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from rowbus.clients.settings import MySQLConnection, SourceConnection, StrictModel
 from rowbus.config_errors import describe_validation_error
 from rowbus.consumers.settings import SubscriberSettings
 from rowbus.exceptions import ConfigError
@@ -27,10 +28,6 @@ from rowbus.spark_apply.settings import ApplySettings
 
 DEFAULT_CONFIG_FILE = Path("rowbus.yaml")
 CONFIG_ENV = "ROWBUS_CONFIG"
-
-
-class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class LocalPorts(StrictModel):
@@ -53,27 +50,15 @@ class LocalStackSettings(StrictModel):
     """Install missing Debian and PyPI packages on `up`; when false, a missing one is an error."""
 
 
-class MySQLSettings(StrictModel):
-    host: str = "127.0.0.1"
-    port: int = Field(13306, ge=1, le=65535)
-    user: str = "rowbus"
-    password: SecretStr = SecretStr("rowbus")
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
-
-
-class SourceSettings(MySQLSettings):
-    """One upstream server a reader tails."""
-
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+# One MySQL connection type everywhere (sources, the sink, the apply job's state database).
+MySQLSettings = MySQLConnection
+SourceSettings = SourceConnection
 
 
 class KafkaSettings(StrictModel):
     bootstrap_servers: str | None = None
     """``host:port[,host:port]``; unset means the embedded broker."""
-    client: dict[str, str | int | float | bool] = {}
+    client: dict[str, str | int | float | bool] = Field(default_factory=dict)
     """Extra librdkafka settings (dotted keys, e.g. ``security.protocol``) added to every client."""
 
     def client_config(
@@ -136,6 +121,10 @@ class Settings(BaseSettings):
             )
         if self.sink is None:
             updates["sink"] = MySQLSettings(port=ports.sink)
+        elif "port" not in self.sink.model_fields_set and "host" not in self.sink.model_fields_set:
+            # A sink given only in part (say, just its password) is still the embedded sink,
+            # never another service's address.
+            updates["sink"] = self.sink.model_copy(update={"port": ports.sink})
         names = [s.name for s in updates.get("sources", self.sources)]
         if len(set(names)) != len(names):
             raise ValueError(f"source names must be unique, got {names}")
@@ -190,6 +179,49 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
         return Settings(**merged)
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(exc, origin, Settings)) from exc
+
+
+# Connection settings that `Settings` fills from the embedded stack when they are left unset.
+_EMBEDDED = ("kafka.bootstrap_servers", "zookeeper.hosts", "sources", "sink")
+
+
+def origins(settings: Settings, path: Path | None = None) -> dict[str, str]:
+    """Where each leaf of the effective configuration came from: ``env ROWBUS_…``, the file,
+    ``embedded stack`` (a connection left unset) or ``default``; keyed by dotted path (list
+    items by index: ``sources.0.port``)."""
+    source = config_path(path)
+    from_file = set(leaves(_read_yaml(source))) if source is not None else set()
+    from_env = {}
+    for name in os.environ:
+        if name.startswith("ROWBUS_") and name != CONFIG_ENV:
+            from_env[name[len("ROWBUS_") :].lower().replace("__", ".")] = name
+    out = {}
+    for key in leaves(settings.model_dump(mode="json")):
+        env = next((v for k, v in from_env.items() if key == k or key.startswith(k + ".")), None)
+        if env is not None:
+            out[key] = f"env {env}"
+        elif any(key == k or key.startswith(k + ".") for k in from_file):
+            out[key] = f"file {source}"
+        elif any(key == e or key.startswith(e + ".") for e in _EMBEDDED):
+            out[key] = "embedded stack (local.ports)"
+        else:
+            out[key] = "default"
+    return out
+
+
+def leaves(data: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted leaf keys of nested mappings and lists."""
+    if isinstance(data, Mapping) and data:
+        out: dict[str, Any] = {}
+        for k, v in data.items():
+            out.update(leaves(v, f"{prefix}{k}."))
+        return out
+    if isinstance(data, list | tuple) and data:
+        out = {}
+        for i, v in enumerate(data):
+            out.update(leaves(v, f"{prefix}{i}."))
+        return out
+    return {prefix.rstrip("."): data}
 
 
 def _read_yaml(path: Path) -> Mapping[str, Any]:

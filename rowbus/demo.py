@@ -10,6 +10,7 @@ sink has caught up (verify reports equality); print a summary; stop the readers 
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import sys
 import threading
@@ -21,6 +22,7 @@ from typing import Any, TextIO
 import pymysql
 import yaml
 
+from rowbus.clients import mysql
 from rowbus.config import MySQLSettings, Settings
 from rowbus.local.procs import ProcessRecord, is_ours, launch, stop
 from rowbus.local.stack import LocalStack
@@ -29,7 +31,11 @@ from rowbus.verify import TableDiff, verify
 from rowbus.waiting import wait_for
 from rowbus.workloads import W2, W3, W3_DDLS
 
+DEMO_PARTITIONS = 4
 W3_TARGET = "demo_w3.orders"
+
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -72,6 +78,7 @@ class Demo:
         self.topic_template = settings.reader.topic_template
         self.startup_s = 0.0
         self._probe_done = threading.Event()
+        self.config_path = self.home / "rowbus-demo.yaml"
         self.began = time.monotonic()
 
     def say(self, text: str) -> None:
@@ -142,10 +149,50 @@ class Demo:
             "routes": [{"match": "demo_w3_*.orders_*", "target": W3_TARGET, "sharded": True}],
             "shard_ddl": {"control_topic": f"{prefix}.control", "election": f"demo-{run}"},
         }
+        data["subscriber"] = {
+            **data["subscriber"],
+            "topic_template": self.topic_template,
+            "checkpoints_topic": f"{prefix}.checkpoints",
+            "schemas_topic": f"{prefix}.schemas",
+        }
         path = self.home / "rowbus-demo.yaml"
         path.touch(mode=0o600)
         path.write_text(yaml.safe_dump(data, sort_keys=False))
+        self.config_path = path
+        self._create_topics(prefix)
         return path
+
+    def _create_topics(self, prefix: str) -> None:
+        """The demo's topics, created before anything asks for them (a broker would otherwise
+        auto-create them with one partition): several partitions per source, so the merge by
+        watermark across partitions is what the demo shows."""
+        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+
+        from rowbus.clients import kafka
+        from rowbus.protocol.topics import (
+            CHECKPOINTS_TOPIC_CONFIG,
+            CONTROL_TOPIC_CONFIG,
+            DATA_TOPIC_CONFIG,
+            SCHEMAS_TOPIC_CONFIG,
+        )
+
+        wanted = [
+            NewTopic(
+                self.topic_template.format(source=s.name),
+                DEMO_PARTITIONS,
+                1,
+                config=dict(DATA_TOPIC_CONFIG),
+            )
+            for s in self.settings.sources[:2]
+        ] + [
+            NewTopic(f"{prefix}.checkpoints", 1, 1, config=dict(CHECKPOINTS_TOPIC_CONFIG)),
+            NewTopic(f"{prefix}.schemas", 1, 1, config=dict(SCHEMAS_TOPIC_CONFIG)),
+            NewTopic(f"{prefix}.control", 1, 1, config=dict(CONTROL_TOPIC_CONFIG)),
+        ]
+        admin = kafka.admin(self.settings.kafka.client_config())
+        for topic, future in admin.create_topics(wanted, operation_timeout=30).items():
+            future.result(30)
+            log.info("created topic %s", topic)
 
     def _create_tables(self) -> list[tuple[pymysql.connections.Connection[Any], W2 | W3]]:
         sink = _connect(self.settings.resolved_sink)
@@ -188,7 +235,9 @@ class Demo:
         self.records.append(ProcessRecord(name, pid, args[-1], "-"))
 
     def _start_readers(self, config: Path) -> None:
-        from confluent_kafka import Consumer, TopicPartition
+        from confluent_kafka import TopicPartition
+
+        from rowbus.clients import kafka
 
         for source in self.settings.sources[:2]:
             self._launch(
@@ -211,10 +260,10 @@ class Demo:
             def publishing(topic: str = topic) -> bool:
                 self._check_alive()
                 # A fresh client each time: one created before the topic caches it as unknown.
-                consumer = Consumer(self.settings.kafka.client_config(**{"group.id": "demo"}))
+                consumer = kafka.consumer(self.settings.kafka.client_config(**{"group.id": "demo"}))
                 try:
                     tp = TopicPartition(topic, 0)
-                    return consumer.get_watermark_offsets(tp, timeout=2, cached=False)[1] > 0
+                    return bool(consumer.get_watermark_offsets(tp, timeout=2, cached=False)[1] > 0)
                 finally:
                     consumer.close()
 
@@ -227,11 +276,11 @@ class Demo:
         self.say("readers are publishing (one per source, leader elected in ZooKeeper)")
 
     def _start_apply(self, config: Path) -> None:
-        from rowbus.commands.apply import job_config_json
+        from rowbus.jobs import job_config
 
         job = self.home / "apply-job.json"
         job.touch(mode=0o600)
-        job.write_text(job_config_json(self.settings))
+        job.write_text(job_config(self.settings).dump())
         self._launch("apply", [sys.executable, "-m", "rowbus.spark_apply", "--config", str(job)])
         self.say("Spark apply job starting (local[2]; the first batch takes 10-60 s)")
         from rowbus.status import apply_status
@@ -240,7 +289,7 @@ class Demo:
 
         def first_batch() -> bool:
             self._check_alive()
-            return apply_status(self.settings) is not None
+            return any(j.job == self.settings.apply.job for j in apply_status(self.settings))
 
         # Lag is measured in steady state: Spark's start-up is reported on its own line.
         wait_for(
@@ -392,6 +441,16 @@ class Demo:
             f"  apply job start-up     : {self.startup_s:.1f}s to its first committed batch",
             f"  shard DDLs applied     : {ddls} of {len(W3_DDLS)} on {W3_TARGET}",
             f"  verify                 : {verdict} across {len(diffs)} tables",
+            f"  topics                 : {DEMO_PARTITIONS} partitions per source "
+            f"({self.topic_template})",
+            "",
+            f"The demo's configuration is {self.config_path}; the stack stays up. Next:",
+            f"  rowbus -c {self.config_path} status",
+            f"  rowbus -c {self.config_path} verify --schema 'demo_*'",
+            f"  rowbus -c {self.config_path} tail "
+            + " ".join(self.topic_template.format(source=s.name) for s in self.settings.sources[:2])
+            + " --from earliest --max-transactions 5",
+            "  rowbus local down",
         ]
         print("\n".join(lines), file=self.out)
         return 0 if equal and ddls == len(W3_DDLS) else 1
@@ -406,11 +465,8 @@ def _ms(value: float | None) -> str:
 
 
 def _connect(server: MySQLSettings) -> pymysql.connections.Connection[Any]:
-    return pymysql.connect(
-        host=server.host,
-        port=server.port,
-        user=server.user,
-        password=server.password.get_secret_value(),
+    return mysql.connect(
+        server,
         autocommit=False,
         connect_timeout=10,
     )

@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TextIO
 
-import pymysql
-
+from rowbus.clients import mysql, zookeeper
 from rowbus.config import Settings
 from rowbus.protocol.hlc import physical_ms
+from rowbus.spark_apply.progress import AppliedBatch, every_job
 
 
 @dataclass(frozen=True)
@@ -29,98 +29,86 @@ class ReaderStatus:
     watermark_ts: int | None
 
 
-@dataclass(frozen=True)
-class ApplyStatus:
-    job: str
-    batch_id: int
-    watermark_ts: int
-    committed_at: str
-    rows: int
+ApplyStatus = AppliedBatch
 
 
 def reader_status(settings: Settings) -> list[ReaderStatus]:
-    from kazoo.client import KazooClient
-    from kazoo.recipe.lock import Lock
-
     from rowbus.producer.checkpoints import load_checkpoint
+    from rowbus.producer.leader import contenders
 
-    client = KazooClient(hosts=settings.zookeeper.hosts, timeout=5)
-    client.start(timeout=10)
+    assert settings.zookeeper.hosts is not None
+    client = zookeeper.start_client(settings.zookeeper.hosts, 5.0, start_timeout=10.0)
     try:
         result = []
         for source in settings.sources:
-            path = f"{settings.zookeeper.root.rstrip('/')}/readers/{source.name}/leader"
-            contenders = list(Lock(client, path).contenders()) if client.exists(path) else []
+            ordered = contenders(client, settings.zookeeper.root, source.name)
             checkpoint = load_checkpoint(
                 settings.kafka.client_config(), settings.reader.checkpoints_topic, source.name, 15
             )
             result.append(
                 ReaderStatus(
                     source.name,
-                    contenders[0] if contenders else None,
-                    max(0, len(contenders) - 1),
+                    ordered[0] if ordered else None,
+                    max(0, len(ordered) - 1),
                     str(checkpoint.position) if checkpoint else None,
                     checkpoint.ts if checkpoint else None,
                 )
             )
         return result
     finally:
-        client.stop()
-        client.close()
+        zookeeper.stop_client(client)
 
 
-def apply_status(settings: Settings) -> ApplyStatus | None:
-    sink = settings.resolved_sink
-    db = settings.apply.state_database
-    with (
-        pymysql.connect(
-            host=sink.host,
-            port=sink.port,
-            user=sink.user,
-            password=sink.password.get_secret_value(),
-            connect_timeout=5,
-        ) as conn,
-        conn.cursor() as cur,
-    ):
-        cur.execute(
-            "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA=%s "
-            "AND TABLE_NAME='apply_checkpoint'",
-            (db,),
-        )
-        row = cur.fetchone()
-        if not row or not row[0]:
-            return None
-        cur.execute(
-            f"SELECT batch_id, MAX(watermark), MAX(committed_at), SUM(row_count) FROM "
-            f"`{db}`.apply_checkpoint WHERE job=%s GROUP BY batch_id "
-            "ORDER BY batch_id DESC LIMIT 1",
-            (settings.apply.job,),
-        )
-        last = cur.fetchone()
-    if last is None:
-        return None
-    return ApplyStatus(settings.apply.job, int(last[0]), int(last[1]), str(last[2]), int(last[3]))
+def apply_status(settings: Settings) -> list[ApplyStatus]:
+    """The last batch of every job keeping its state in the configured state database."""
+    with mysql.connect(settings.resolved_sink, connect_timeout=5) as conn:
+        return every_job(conn, settings.apply.state_database)
 
 
-def lock_lines(settings: Settings) -> list[str]:
-    from confluent_kafka.admin import AdminClient
-
+def open_locks(settings: Settings) -> list[dict[str, object]]:
+    """The unresolved shard-DDL locks on the configured control topic."""
+    from rowbus.clients import kafka
     from rowbus.consumers.shard_ddl.control import ControlLog
     from rowbus.consumers.shard_ddl.locks import replay
-    from rowbus.protocol.topics import CONTROL_TOPIC
 
-    admin = AdminClient(settings.kafka.client_config())
-    if CONTROL_TOPIC not in admin.list_topics(timeout=10).topics:
-        return []  # no shard DDL was ever coordinated
-    log = ControlLog(settings.kafka.client_config(), CONTROL_TOPIC).start()
+    topic = settings.apply.shard_ddl.control_topic
+    admin = kafka.admin(settings.kafka.client_config())
+    if topic not in admin.list_topics(timeout=10).topics:
+        return []  # no shard DDL was ever coordinated on it
+    log = ControlLog(settings.kafka.client_config(), topic).start()
     try:
         table = replay(log.read_to_end())
     finally:
         log.close()
     return [
-        f"{lock.lock_id} {lock.state.value}: {json.dumps(lock.describe(), default=str)[:160]}"
+        {"lock": lock.lock_id, "state": lock.state.value, **lock.describe()}
         for lock in table.unresolved()
     ]
+
+
+@dataclass
+class Report:
+    """What `rowbus status` shows; a part that cannot be read is named in `unavailable`."""
+
+    readers: list[ReaderStatus] = field(default_factory=list)
+    jobs: list[ApplyStatus] = field(default_factory=list)
+    locks: list[dict[str, object]] = field(default_factory=list)
+    unavailable: dict[str, str] = field(default_factory=dict)
+
+
+def collect(settings: Settings) -> Report:
+    report = Report()
+    parts: list[tuple[str, Callable[[], None]]] = [
+        ("readers", lambda: report.readers.extend(reader_status(settings))),
+        ("apply", lambda: report.jobs.extend(apply_status(settings))),
+        ("locks", lambda: report.locks.extend(open_locks(settings))),
+    ]
+    for name, read in parts:
+        try:
+            read()
+        except Exception as exc:  # noqa: BLE001 - one unreadable part must not hide the others
+            report.unavailable[name] = f"{type(exc).__name__}: {exc}"
+    return report
 
 
 def _ago(ts: int | None, now_ms: int) -> str:
@@ -131,52 +119,68 @@ def _ago(ts: int | None, now_ms: int) -> str:
     return f"{stamp} (lag {lag / 1000:.1f}s)"
 
 
-def _guard(what: str, out: TextIO, read: Callable[[], None]) -> bool:
-    try:
-        read()
-    except Exception as exc:  # noqa: BLE001 - one unreadable part must not hide the others
-        print(f"  {what}: unavailable ({type(exc).__name__}: {exc})", file=out)
-        return False
-    return True
+def as_json(settings: Settings, report: Report, now_ms: int) -> str:
+    def lag(ts: int | None) -> int | None:
+        return None if ts is None else max(0, now_ms - physical_ms(ts))
+
+    return json.dumps(
+        {
+            "readers": [{**asdict(r), "lag_ms": lag(r.watermark_ts)} for r in report.readers],
+            "jobs": [
+                {
+                    **asdict(j),
+                    "configured": j.job == settings.apply.job,
+                    "lag_ms": lag(j.watermark_ts),
+                }
+                for j in report.jobs
+            ],
+            "control_topic": settings.apply.shard_ddl.control_topic,
+            "locks": report.locks,
+            "unavailable": report.unavailable,
+        },
+        default=str,
+        sort_keys=True,
+    )
 
 
-def print_status(settings: Settings, out: TextIO) -> int:
+def print_status(settings: Settings, out: TextIO, *, as_json_lines: bool = False) -> int:
+    """Print the report (text, or one JSON object); exit status 3 when a part is unavailable."""
     now_ms = int(time.time() * 1000)
-    ok = True
-
-    def readers() -> None:
-        rows = reader_status(settings)
+    report = collect(settings)
+    if as_json_lines:
+        print(as_json(settings, report, now_ms), file=out)
+        return 3 if report.unavailable else 0
+    print("readers", file=out)
+    if "readers" in report.unavailable:
+        print(f"  readers: unavailable ({report.unavailable['readers']})", file=out)
+    else:
         print(
             f"  {'SOURCE':<12} {'LEADER':<24} {'STANDBY':>7}  {'POSITION':<40} WATERMARK", file=out
         )
-        for r in rows:
+        for r in report.readers:
             print(
                 f"  {r.source:<12} {r.leader or '(none)':<24} {r.standbys:>7}  "
                 f"{r.position or '(no checkpoint)':<40} {_ago(r.watermark_ts, now_ms)}",
                 file=out,
             )
-
-    def applier() -> None:
-        status = apply_status(settings)
-        if status is None:
+    print(f"apply (state in {settings.apply.state_database})", file=out)
+    if "apply" in report.unavailable:
+        print(f"  apply checkpoint: unavailable ({report.unavailable['apply']})", file=out)
+    else:
+        if settings.apply.job not in {j.job for j in report.jobs}:
             print(f"  job {settings.apply.job}: no batch committed yet", file=out)
-            return
-        print(
-            f"  job {status.job}: batch {status.batch_id} committed {status.committed_at}, "
-            f"{status.rows} rows; watermark {_ago(status.watermark_ts, now_ms)}",
-            file=out,
-        )
-
-    def locks() -> None:
-        lines = lock_lines(settings)
-        print(f"  {len(lines)} unresolved" + (":" if lines else ""), file=out)
-        for line in lines:
-            print(f"    {line}", file=out)
-
-    print("readers", file=out)
-    ok &= _guard("readers", out, readers)
-    print("apply", file=out)
-    ok &= _guard("apply checkpoint", out, applier)
-    print("shard-DDL locks", file=out)
-    ok &= _guard("locks", out, locks)
-    return 0 if ok else 3
+        for j in report.jobs:
+            mark = " (configured)" if j.job == settings.apply.job else ""
+            print(
+                f"  job {j.job}{mark}: batch {j.batch_id} committed {j.committed_at}, "
+                f"{j.rows} rows; watermark {_ago(j.watermark_ts, now_ms)}",
+                file=out,
+            )
+    print(f"shard-DDL locks (control topic {settings.apply.shard_ddl.control_topic})", file=out)
+    if "locks" in report.unavailable:
+        print(f"  locks: unavailable ({report.unavailable['locks']})", file=out)
+    else:
+        print(f"  {len(report.locks)} unresolved" + (":" if report.locks else ""), file=out)
+        for lock in report.locks:
+            print(f"    {json.dumps(lock, default=str)[:200]}", file=out)
+    return 3 if report.unavailable else 0

@@ -1,8 +1,8 @@
 """Table schemas by id, for row events (which carry a schema id, not column names).
 
 `SchemaCatalog` learns schemas from DDL events it is shown and, for an id it does not know,
-reads the compacted schemas topic up to its end (on the driver). Schema ids are content hashes,
-so a lookup always gives the same answer: replays stay deterministic.
+reads the compacted schemas topic on from where it stopped, up to its end (on the driver).
+Schema ids are content hashes, so a lookup always gives the same answer: replays stay deterministic.
 
 Lifecycle: the constructor does no I/O; the Kafka consumer is made on the first miss and
 released by `close()`.
@@ -11,11 +11,13 @@ released by `close()`.
 from __future__ import annotations
 
 import logging
-import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rowbus.protocol.codec import decode
 from rowbus.protocol.events import SchemaRecord, TableSchema
+
+if TYPE_CHECKING:
+    from rowbus.clients.kafka import TopicTail
 
 log = logging.getLogger(__name__)
 
@@ -26,8 +28,7 @@ class SchemaCatalog:
         self._topic = topic
         self._timeout_s = timeout_s
         self._known: dict[int, TableSchema] = {}
-        self._consumer: Any = None
-        self._next: dict[int, int] = {}
+        self._tail: TopicTail | None = None
 
     def add(self, table: TableSchema) -> None:
         self._known.setdefault(table.schema_id, table)
@@ -40,45 +41,19 @@ class SchemaCatalog:
         return table
 
     def _catch_up(self) -> None:
-        from confluent_kafka import Consumer, TopicPartition
+        from rowbus.clients.kafka import TopicTail
 
-        if self._consumer is None:
-            self._consumer = Consumer(
-                {
-                    "group.id": "rowbus-apply-schemas",
-                    "enable.auto.commit": False,
-                    "isolation.level": "read_committed",
-                    "receive.message.max.bytes": 200_000_000,
-                    **(self._kafka or {}),
-                }
+        if self._tail is None:
+            self._tail = TopicTail(
+                {"group.id": "rowbus-apply-schemas", **(self._kafka or {})}, self._topic
             )
-        c = self._consumer
-        meta = c.list_topics(self._topic, timeout=10).topics.get(self._topic)
-        if meta is None or meta.error is not None:
-            log.warning("schemas topic %s is not readable", self._topic)
-            return
-        deadline = time.monotonic() + self._timeout_s
-        for p in sorted(meta.partitions):
-            _, end = c.get_watermark_offsets(TopicPartition(self._topic, p), timeout=10)
-            start = self._next.get(p, 0)
-            if start >= end:
-                continue
-            c.assign([TopicPartition(self._topic, p, start)])
-            while self._next.get(p, start) < end:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"reading schemas topic {self._topic}[{p}] to {end}")
-                for msg in c.consume(1000, 0.2):
-                    if msg.error() is not None:
-                        continue
-                    self._next[p] = msg.offset() + 1
-                    rec = decode(msg.value(), msg.headers(), f"{self._topic}[{p}]@{msg.offset()}")
-                    if isinstance(rec, SchemaRecord):
-                        self._known.setdefault(rec.schema_id, rec.table_schema)
-                (pos,) = c.position([TopicPartition(self._topic, p)])
-                if pos.offset >= end:
-                    self._next[p] = max(self._next.get(p, 0), pos.offset)
+        for msg in self._tail.catch_up(self._timeout_s):
+            where = f"{self._topic}[{msg.partition()}]@{msg.offset()}"
+            rec = decode(msg.value(), msg.headers(), where)
+            if isinstance(rec, SchemaRecord):
+                self._known.setdefault(rec.schema_id, rec.table_schema)
 
     def close(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
+        if self._tail is not None:
+            self._tail.close()
+            self._tail = None

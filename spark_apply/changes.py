@@ -4,6 +4,11 @@
 each key: an image to upsert, or a deletion. An update that changes the primary key deletes the
 old key and upserts the new one. Deletions run before upserts, so a key that moves onto one just
 freed lands. Both statements are idempotent (DM's safe mode): replaying them changes nothing.
+Rows that share a value of another unique key of the target are deleted first, then inserted
+(`rowbus.spark_apply.causality`). A table without a primary key is not collapsed: its changes
+are applied one by one, each on one row matching every column (PROTOCOL.md "Tables without a
+primary key"); those statements are not idempotent, which the sink's checkpoint in the same
+transaction makes safe.
 """
 
 from __future__ import annotations
@@ -11,12 +16,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from rowbus.clients.mysql import quote
+from rowbus.consumers.exceptions import RoutingError
+from rowbus.consumers.routing import Projection, Router, Target
 from rowbus.protocol.events import Op, RowChange, TableSchema
 from rowbus.protocol.values import Value
-from rowbus.spark_apply.exceptions import BadEventError, RoutingError
+from rowbus.spark_apply.causality import conflict_groups
+from rowbus.spark_apply.exceptions import BadEventError
 from rowbus.spark_apply.literals import chunks, literal, row_literal
 from rowbus.spark_apply.planner import Envelope
-from rowbus.spark_apply.routing import Projection, Router, Target, quote
 
 SchemaLookup = Callable[[int], TableSchema | None]
 STATEMENT_BYTES = 4 << 20
@@ -25,7 +33,13 @@ STATEMENT_BYTES = 4 << 20
 
 @dataclass(slots=True)
 class TableChanges:
-    """The final state of each touched key of one target table."""
+    """The final state of each touched key of one target table.
+
+    `clear`: keys whose old row is deleted before their upsert (they share a unique key value
+    with another touched row, `rowbus.spark_apply.causality`). `ordered`: the row changes of a
+    table without a primary key, applied one by one in binlog order (PROTOCOL.md "Tables
+    without a primary key").
+    """
 
     target: Target
     key_columns: tuple[str, ...]
@@ -33,6 +47,8 @@ class TableChanges:
         default_factory=dict
     )
     deletes: dict[tuple[Value, ...], tuple[tuple[str, ...], Envelope]] = field(default_factory=dict)
+    clear: dict[tuple[Value, ...], tuple[tuple[str, ...], Envelope]] = field(default_factory=dict)
+    ordered: list[KeylessChange] = field(default_factory=list)
 
     def upsert(
         self,
@@ -49,7 +65,33 @@ class TableChanges:
         self.deletes[key] = (key_columns, env)
 
     def __len__(self) -> int:
-        return len(self.upserts) + len(self.deletes)
+        return len(self.upserts) + len(self.deletes) + len(self.ordered)
+
+    def subset(self, keys: Iterable[tuple[Value, ...]], keyless: bool) -> TableChanges:
+        """The changes of `keys` only (and the keyless ones when `keyless`)."""
+        part = TableChanges(self.target, self.key_columns)
+        for key in keys:
+            if key in self.upserts:
+                part.upserts[key] = self.upserts[key]
+            if key in self.deletes:
+                part.deletes[key] = self.deletes[key]
+            if key in self.clear:
+                part.clear[key] = self.clear[key]
+        if keyless:
+            part.ordered = self.ordered
+        return part
+
+
+@dataclass(frozen=True, slots=True)
+class KeylessChange:
+    """One row change of a table without a primary key: `before` identifies the row (every
+    column, NULL-safe, one row of several equal ones), `after` is its new image."""
+
+    op: Op
+    columns: tuple[str, ...]
+    before: tuple[Value, ...] | None
+    after: tuple[Value, ...] | None
+    env: Envelope
 
 
 def project(env: Envelope, router: Router, schemas: SchemaLookup) -> Projection | None:
@@ -83,16 +125,24 @@ def collapse(
     router: Router,
     schemas: SchemaLookup,
     shard_of: Callable[[Target, tuple[Value, ...]], int] = lambda t, k: 0,
+    unique_keys: Callable[[Target], Sequence[Sequence[str]]] = lambda t: (),
 ) -> dict[int, dict[Target, TableChanges]]:
-    """Per shard, per target: the last image of each key (or its deletion)."""
-    out: dict[int, dict[Target, TableChanges]] = {}
+    """Per shard, per target: the last image of each key (or its deletion); keys that share
+    a value of one of the target's `unique_keys` are cleared first and sharded together
+    (`rowbus.spark_apply.causality`); keyless rows stay in order, all in one shard."""
+    tables: dict[Target, TableChanges] = {}
+    images: dict[Target, dict[tuple[Value, ...], list[tuple[tuple[str, ...], tuple[Value, ...]]]]]
+    images = {}
 
-    def changes(proj: Projection, key: tuple[Value, ...]) -> TableChanges:
-        per_shard = out.setdefault(shard_of(proj.target, key), {})
-        tc = per_shard.get(proj.target)
+    def changes(proj: Projection) -> TableChanges:
+        tc = tables.get(proj.target)
         if tc is None:
-            tc = per_shard[proj.target] = TableChanges(proj.target, proj.key_columns)
+            tc = tables[proj.target] = TableChanges(proj.target, proj.key_columns)
         return tc
+
+    def seen(proj: Projection, key: tuple[Value, ...], image: Sequence[Value]) -> None:
+        per = images.setdefault(proj.target, {})
+        per.setdefault(key, []).append((proj.columns, proj.values(image)))
 
     for env in rows:
         ev = env.event
@@ -100,18 +150,66 @@ def collapse(
         proj = project(env, router, schemas)
         if proj is None:
             continue
+        if proj.keyless:
+            before = proj.values(ev.before) if ev.before is not None else None
+            after = proj.values(ev.after) if ev.after is not None else None
+            changes(proj).ordered.append(KeylessChange(ev.op, proj.columns, before, after, env))
+            continue
         if ev.op is Op.DELETE:
             assert ev.before is not None
             key = proj.key(ev.before)
-            changes(proj, key).delete(key, proj.key_columns, env)
+            changes(proj).delete(key, proj.key_columns, env)
+            seen(proj, key, ev.before)
             continue
         assert ev.after is not None
         key = proj.key(ev.after)
         if ev.op is Op.UPDATE and ev.before is not None:
             old = proj.key(ev.before)
             if old != key:
-                changes(proj, old).delete(old, proj.key_columns, env)
-        changes(proj, key).upsert(key, proj.columns, proj.values(ev.after), env)
+                changes(proj).delete(old, proj.key_columns, env)
+                seen(proj, old, ev.before)
+            else:
+                seen(proj, key, ev.before)
+        changes(proj).upsert(key, proj.columns, proj.values(ev.after), env)
+        seen(proj, key, ev.after)
+    groups: dict[Target, list[list[tuple[Value, ...]]]] = {}
+    for target, tc in tables.items():
+        found = conflict_groups(images.get(target, {}), unique_keys(target))
+        groups[target] = found
+        for group in found:
+            for key in group:
+                entry = tc.upserts.get(key)
+                if entry is not None:
+                    tc.clear[key] = (tc.key_columns, entry[2])
+    return _shard(tables, groups, images, shard_of)
+
+
+def _shard(
+    tables: dict[Target, TableChanges],
+    groups: dict[Target, list[list[tuple[Value, ...]]]],
+    images: dict[Target, dict[tuple[Value, ...], list[tuple[tuple[str, ...], tuple[Value, ...]]]]],
+    shard_of: Callable[[Target, tuple[Value, ...]], int],
+) -> dict[int, dict[Target, TableChanges]]:
+    """Split each table's changes by shard: a key by itself, a conflict group by its first
+    key, the keyless changes of a table by the table (one shard keeps their order)."""
+    out: dict[int, dict[Target, TableChanges]] = {}
+    for target, tc in tables.items():
+        shard_keys: dict[int, list[tuple[Value, ...]]] = {}
+        leader: dict[tuple[Value, ...], tuple[Value, ...]] = {}
+        for group in groups.get(target, []):
+            for key in group:
+                leader[key] = group[0]
+        for key in images.get(target, {}):
+            shard = shard_of(target, leader.get(key, key))
+            shard_keys.setdefault(shard, []).append(key)
+        keyless_shard = shard_of(target, ()) if tc.ordered else None
+        if keyless_shard is not None:
+            shard_keys.setdefault(keyless_shard, [])
+        if len(shard_keys) == 1:
+            out.setdefault(next(iter(shard_keys)), {})[target] = tc
+            continue
+        for shard, keys in shard_keys.items():
+            out.setdefault(shard, {})[target] = tc.subset(keys, shard == keyless_shard)
     return out
 
 
@@ -146,3 +244,51 @@ def delete_statements(
         head = f"DELETE FROM {target.quoted} WHERE {cols} IN ("
         items = map(row_literal, keys)
     return chunks(head, ")", items, max_bytes)
+
+
+def _matches(columns: Sequence[str], values: Sequence[Value]) -> str:
+    # NULL-safe: a keyless row is found by every column, NULLs included.
+    pairs = zip(columns, values, strict=True)
+    return " AND ".join(f"{quote(c)} <=> {literal(v)}" for c, v in pairs)
+
+
+def keyless_statements(
+    target: Target, changes: Sequence[KeylessChange], max_bytes: int = STATEMENT_BYTES
+) -> Iterator[str]:
+    """The statements of a keyless table's changes, in order: runs of inserts as multi-row
+    ``INSERT``, each delete and update on one row matching every column (``LIMIT 1``: of
+    several equal rows, one)."""
+    run: list[str] = []
+    run_cols: tuple[str, ...] = ()
+    for change in changes:
+        if change.op is Op.INSERT:
+            assert change.after is not None
+            if run and change.columns != run_cols:
+                yield from _inserts(target, run_cols, run, max_bytes)
+                run = []
+            run_cols = change.columns
+            run.append(row_literal(change.after))
+            continue
+        if run:
+            yield from _inserts(target, run_cols, run, max_bytes)
+            run = []
+        assert change.before is not None
+        where = _matches(change.columns, change.before)
+        if change.op is Op.DELETE:
+            yield f"DELETE FROM {target.quoted} WHERE {where} LIMIT 1"
+        else:
+            assert change.after is not None
+            sets = ", ".join(
+                f"{quote(c)} = {literal(v)}"
+                for c, v in zip(change.columns, change.after, strict=True)
+            )
+            yield f"UPDATE {target.quoted} SET {sets} WHERE {where} LIMIT 1"
+    if run:
+        yield from _inserts(target, run_cols, run, max_bytes)
+
+
+def _inserts(
+    target: Target, columns: Sequence[str], rows: list[str], max_bytes: int
+) -> Iterator[str]:
+    head = f"INSERT INTO {target.quoted} ({', '.join(quote(c) for c in columns)}) VALUES "
+    return chunks(head, "", rows, max_bytes)

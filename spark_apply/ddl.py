@@ -31,6 +31,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from rowbus.consumers.exceptions import RoutingError
+from rowbus.consumers.routing import Router
 from rowbus.consumers.shard_ddl.exceptions import DownstreamDdlError
 from rowbus.consumers.shard_ddl.executor import DdlExecutor
 from rowbus.protocol.ddl import (
@@ -44,8 +46,7 @@ from rowbus.protocol.ddl import (
     retarget_database,
 )
 from rowbus.protocol.events import DdlChange, order_key
-from rowbus.spark_apply.exceptions import BadEventError, RoutingError
-from rowbus.spark_apply.routing import Router
+from rowbus.spark_apply.exceptions import BadEventError
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +91,8 @@ class SinkDdl:
         targets: dict[TableName, TableName] = {}
         try:
             for name in parsed.tables:
-                target = self._router.target(name.schema, name.table)
-                if target is None or self._router.sharded(name.schema, name.table):
+                target = self._router.target(name.schema, name.table, ev.source)
+                if target is None or self._router.sharded(name.schema, name.table, ev.source):
                     log.warning(
                         "%s: DDL touches %s, which is %s: not applied downstream: %s",
                         ev.position,
@@ -115,10 +116,10 @@ class SinkDdl:
     ) -> tuple[str, list[str], bool] | None:
         db = parsed.database or ev.schema
         try:
-            target = self._router.target(db, "\x00")
+            target = self._router.target(db, "\x00", ev.source)
         except RoutingError as exc:
             raise BadEventError(f"bad routing: {exc}", str(ev.position)) from exc
-        if target is None or target.schema != db or self._router.sharded(db, "\x00"):
+        if target is None or target.schema != db or self._router.sharded(db, "\x00", ev.source):
             log.warning(
                 "%s: database DDL of %s is not applied: its route does not keep the database "
                 "name: %s",

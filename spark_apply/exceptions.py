@@ -44,8 +44,3 @@ class TransactionConflictError(ApplyError):
     whole transaction may run again."""
 
     retryable = True
-
-
-class RoutingError(ApplyError):
-    """A routing rule that cannot be applied to a table (no match under ``unrouted: error``, a
-    key column filtered out, a rename onto an existing name); the caller adds the position."""

@@ -10,6 +10,7 @@ is skipped or resumed by the sink.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -19,13 +20,15 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from rowbus.clients.prometheus import Exporter
+from rowbus.consumers.routing import Router
 from rowbus.protocol.codec import ENCODING_HEADER, decode
 from rowbus.protocol.events import BinlogPosition, DdlChange, Heartbeat, Resolved
 from rowbus.protocol.topics import data_topic
 from rowbus.spark_apply.catalog import SchemaCatalog
 from rowbus.spark_apply.exceptions import ApplyError
+from rowbus.spark_apply.metrics import ApplyMetrics
 from rowbus.spark_apply.planner import Envelope, PairKey, plan
-from rowbus.spark_apply.routing import Router
 from rowbus.spark_apply.settings import JobConfig
 from rowbus.spark_apply.shard_ddl import ShardDdlHook
 from rowbus.spark_apply.sink import MySQLSink
@@ -53,6 +56,7 @@ class BatchApplier:
             a.parallelism,
         )
         self._partitions: dict[str, int] = {}
+        self.metrics = ApplyMetrics()
 
     def start(self) -> BatchApplier:
         self.sink.start()
@@ -73,13 +77,22 @@ class BatchApplier:
         return [(t, p, s) for t, s in self.topics.items() for p in range(self._partitions[t])]
 
     def __call__(self, df: Any, batch_id: int) -> None:
-        previous = self.sink.previous_state(batch_id)
-        if previous is None:
-            log.info("batch %d is already committed in the sink; skipped", batch_id)
-            return
+        try:
+            self._apply_batch(df, batch_id)
+        except Exception as exc:
+            self.metrics.errors[type(exc).__name__] += 1
+            raise
+
+    def _apply_batch(self, df: Any, batch_id: int) -> None:
         started = time.perf_counter()
         arrow = df.toArrow()
         collected = time.perf_counter()
+        previous = self.sink.previous_state(batch_id)
+        # Before skipping or applying: Spark's offsets for this batch must fit the sink's.
+        self.sink.check_offsets(batch_id, offset_ranges(arrow), previous)
+        if previous is None:
+            log.info("batch %d is already committed in the sink; skipped", batch_id)
+            return
         envelopes = envelopes_of(arrow)
         decoded = time.perf_counter()
         for env in envelopes:
@@ -95,6 +108,7 @@ class BatchApplier:
         done = time.perf_counter()
         if hook is not None:
             hook.after_apply()
+        self._observe(envelopes, p, applied, done - planned)
         log.info(
             "batch %d: %d records, %d rows applied in %d step(s), watermark %d, stash %d; "
             "collect %.3fs decode %.3fs plan %.3fs apply %.3fs",
@@ -109,6 +123,35 @@ class BatchApplier:
             planned - decoded,
             done - planned,
         )
+
+    def _observe(self, envelopes: list[Envelope], p: Any, applied: int, seconds: float) -> None:
+        m = self.metrics
+        m.batches += 1
+        m.records_in += len(envelopes)
+        m.rows_applied += applied
+        m.watermark_ts = max(m.watermark_ts, p.bound)
+        m.stash_events = len(p.state.stash)
+        m.lanes = {f"{t}[{part}]/{src}": ts for (t, part, src), ts in p.state.watermarks.items()}
+        m.apply_latency.observe(seconds)
+
+
+def offset_ranges(table: Any) -> dict[tuple[str, int], tuple[int, int]]:
+    """(first, last) offset per (topic, partition) in an Arrow batch of the source schema."""
+    if table.num_rows == 0:
+        return {}
+    grouped = table.group_by(["topic", "partition"]).aggregate(
+        [("offset", "min"), ("offset", "max")]
+    )
+    return {
+        (t, p): (lo, hi)
+        for t, p, lo, hi in zip(
+            grouped.column("topic").to_pylist(),
+            grouped.column("partition").to_pylist(),
+            grouped.column("offset_min").to_pylist(),
+            grouped.column("offset_max").to_pylist(),
+            strict=True,
+        )
+    }
 
 
 def envelopes_of(table: Any) -> list[Envelope]:
@@ -143,19 +186,27 @@ _NOWHERE = BinlogPosition("", 0)
 
 
 def _partition_counts(kafka: dict[str, Any], topics: list[str]) -> dict[str, int]:
-    from confluent_kafka.admin import AdminClient
+    from rowbus.clients import kafka as clients_kafka
 
-    meta = AdminClient(kafka).list_topics(timeout=10)
+    meta = clients_kafka.admin(kafka).list_topics(timeout=10)
     return {t: len(meta.topics[t].partitions) for t in topics}
 
 
 def spark_session(config: JobConfig) -> Any:
-    """A SparkSession for the job (getOrCreate: an existing one is reused)."""
+    """A SparkSession for the job (getOrCreate: an existing one is reused).
+
+    The master comes from whoever launched the job: under ``spark-submit --master …`` it is
+    already in Spark's configuration and must not be overridden (a builder's `master` would
+    win); only a plain ``python -m rowbus.spark_apply`` (what ``rowbus apply`` runs) takes
+    ``apply.master``."""
+    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     a = config.apply
-    builder = SparkSession.builder.master(a.master).appName(f"rowbus-apply-{a.job}")
+    builder = SparkSession.builder.appName(f"rowbus-apply-{a.job}")
+    if not SparkConf().contains("spark.master"):
+        builder = builder.master(a.master)
     conf = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", **a.spark_conf}
     if a.jdbc_jar is not None:
         conf["spark.jars"] = str(a.jdbc_jar)
@@ -255,8 +306,29 @@ def run(config: JobConfig) -> None:
     """Run the job until it fails or (with ``available_now``) until it has caught up."""
     spark = spark_session(config)
     applier = BatchApplier(config, shard_ddl_hook(config)).start()
+    exporter = None
+    if config.apply.metrics_port is not None:
+        exporter = Exporter()
+        exporter.register(
+            "apply",
+            applier.metrics.prometheus,
+            labels={"lane_watermark_ts": "lane", "errors_total": "kind"},
+            static={"job": config.apply.job},
+        )
+        port = exporter.serve(config.apply.metrics_port)
+        log.info("metrics of job %s on http://127.0.0.1:%d/metrics", config.apply.job, port)
+    query: Any = None
     try:
         query = start_query(spark, config, applier)
         query.awaitTermination()
     finally:
+        # Also on a stop signal: end the query and the session, so the JVM and the Python
+        # workers go with this process.
+        if query is not None:
+            with contextlib.suppress(Exception):
+                query.stop()
         applier.close()
+        if exporter is not None:
+            exporter.close()
+        with contextlib.suppress(Exception):
+            spark.stop()

@@ -11,30 +11,14 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import Field
 
+from rowbus.clients.settings import MySQLConnection, StrictModel
+from rowbus.consumers.routing import RouteSettings
 from rowbus.protocol.topics import CONTROL_TOPIC, DEFAULT_DATA_TOPIC_TEMPLATE, SCHEMAS_TOPIC
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class RouteSettings(_Strict):
-    """Upstream tables matching `match` (``schema.table`` with fnmatch wildcards) go to `target`
-    (a ``schema.table`` template with ``{schema}`` and ``{table}``); columns are filtered by
-    `include` (empty: all), then `exclude`, then renamed by `rename` (upstream → target name)."""
-
-    match: str = Field(pattern=r"^[^.]+\.[^.]+$")
-    target: str = Field("{schema}.{table}", pattern=r"^[^.]+\.[^.]+$")
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    rename: dict[str, str] = {}
-    sharded: bool = False
-    """Several upstream tables feed the target: their DDL is not applied downstream."""
-
-
-class ShardDdlSettings(_Strict):
+class ShardDdlSettings(StrictModel):
     """Coordination of DDL on sharded routes (see consumers/shard_ddl/README.md)."""
 
     tables: tuple[str, ...] = ()
@@ -50,7 +34,7 @@ class ShardDdlSettings(_Strict):
     """Jobs sharing a target elect one coordinator per election name in ZooKeeper."""
 
 
-class ApplySettings(_Strict):
+class ApplySettings(StrictModel):
     """The Spark apply job."""
 
     job: str = Field("rowbus-apply", pattern=r"^[A-Za-z0-9_.-]{1,128}$")
@@ -78,23 +62,24 @@ class ApplySettings(_Strict):
     """What happens to a table no route matches: same schema.table, ignored, or an error."""
     shard_ddl: ShardDdlSettings = ShardDdlSettings()
     master: str = "local[2]"
-    spark_conf: dict[str, str] = {}
+    """The Spark master of ``rowbus apply``; under ``spark-submit --master …`` the job keeps the
+    master spark-submit chose."""
+    spark_conf: dict[str, str] = Field(default_factory=dict)
+    metrics_port: int | None = Field(None, ge=0, le=65535)
+    """Serve Prometheus metrics on 127.0.0.1:<port>/metrics (0: any free port; unset: off)."""
     jdbc_jar: Path | None = None
     """A JDBC driver jar to put on the classpath (e.g. Debian's mariadb-java-client.jar)."""
 
 
-class SinkConnection(_Strict):
-    host: str = "127.0.0.1"
-    port: int = Field(3306, ge=1, le=65535)
-    user: str = "root"
-    password: SecretStr = SecretStr("")
+SinkConnection = MySQLConnection
+"""The sink, as the job's configuration holds it: the one MySQL connection type."""
 
 
-class JobConfig(_Strict):
+class JobConfig(StrictModel):
     """Everything the job reads: the apply section, Kafka client settings, the sink."""
 
     apply: ApplySettings = ApplySettings()
-    kafka: dict[str, str | int | float | bool] = {}
+    kafka: dict[str, str | int | float | bool] = Field(default_factory=dict)
     """librdkafka settings, rendered (``bootstrap.servers`` at least)."""
     sink: SinkConnection = SinkConnection()
     source_names: tuple[str, ...] = ()

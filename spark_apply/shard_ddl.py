@@ -26,8 +26,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import pymysql
-
+from rowbus.clients import mysql
+from rowbus.consumers.routing import Router
 from rowbus.consumers.shard_ddl.control import ControlLog
 from rowbus.consumers.shard_ddl.coordinator import Coordinator
 from rowbus.consumers.shard_ddl.ddl import coordinated
@@ -38,7 +38,6 @@ from rowbus.consumers.shard_ddl.records import lock_id
 from rowbus.protocol.events import DdlChange
 from rowbus.protocol.topics import CONTROL_TOPIC
 from rowbus.spark_apply.planner import Envelope
-from rowbus.spark_apply.routing import Router
 from rowbus.spark_apply.settings import JobConfig
 
 log = logging.getLogger(__name__)
@@ -47,14 +46,8 @@ log = logging.getLogger(__name__)
 def sharded_groups(router: Router, tables: Iterable[tuple[str, str, str]]) -> ShardGroups:
     """Groups of the upstream `tables` (source, schema, table) whose route is ``sharded``."""
 
-    def route(schema: str, table: str) -> str | None:
-        if not router.sharded(schema, table):
-            return None
-        target = router.target(schema, table)
-        return None if target is None else str(target)
-
-    targets = {route(s, t) for _, s, t in tables} - {None}
-    return ShardGroups.build(route, tables, sharded=[t for t in targets if t])
+    targets = {router.shard_target(*shard) for shard in tables} - {None}
+    return ShardGroups.build(router.shard_target, tables, sharded=[t for t in targets if t])
 
 
 class ShardDdlHook:
@@ -75,11 +68,8 @@ class ShardDdlHook:
         sink = config.sink
 
         def connect() -> Any:
-            return pymysql.connect(
-                host=sink.host,
-                port=sink.port,
-                user=sink.user,
-                password=sink.password.get_secret_value(),
+            return mysql.connect(
+                sink,
                 autocommit=True,
                 connect_timeout=10,
             )

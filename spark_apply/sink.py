@@ -12,7 +12,14 @@ shards in parallel mode) resumes after its last committed part. State tables, in
 - ``apply_head``: one row per job: last batch id, step, phase, whether the batch is complete.
 - ``apply_checkpoint``: one row per (job, batch, step, shard) committed, with the Kafka offsets
   and the watermark; its primary key makes a second application of the same part fail.
-- ``apply_state``: the planner state (watermarks + stash) after each complete batch.
+- ``apply_state_header`` and ``apply_stash``: the planner state (watermarks + stash) after each
+  complete batch, in pieces of bounded size (`rowbus.spark_apply.state_store`); ``apply_state``
+  (one value per batch) is only read, for a sink written by an older version.
+
+Checkpoint safety: Spark's checkpoint folder names the batch ids and offsets; the sink's
+checkpoints name what is committed. `check_offsets` compares the two before a batch is
+applied or skipped, so a lost, reset or foreign Spark checkpoint stops the job with one line
+naming both positions instead of skipping batches the sink never saw.
 
 Modes: snapshot — one step of a batch is one transaction (a batch without DDL is one
 transaction), so readers only see upstream-consistent states; parallel — each step's rows are
@@ -36,13 +43,18 @@ from typing import Any
 import pymysql
 from pymysql.connections import Connection
 
+from rowbus.clients import mysql
+from rowbus.clients.mysql import quote
+from rowbus.consumers.routing import Router, Target
 from rowbus.protocol.events import DdlChange
 from rowbus.protocol.values import Value
 from rowbus.spark_apply.changes import (
+    STATEMENT_BYTES,
     SchemaLookup,
     TableChanges,
     collapse,
     delete_statements,
+    keyless_statements,
     upsert_statements,
 )
 from rowbus.spark_apply.ddl import SinkDdl
@@ -54,13 +66,11 @@ from rowbus.spark_apply.exceptions import (
     TransactionConflictError,
 )
 from rowbus.spark_apply.planner import Envelope, Plan, PlannerState, Step
-from rowbus.spark_apply.routing import Router, Target, quote
 from rowbus.spark_apply.settings import SinkConnection
+from rowbus.spark_apply.state_store import StateStore, piece_size
 
 log = logging.getLogger(__name__)
 
-_UNAVAILABLE = (2003, 2006, 2013, 2055)
-_ROLLED_BACK = (1205, 1213)  # lock wait timeout, deadlock: run the transaction again
 CONFLICT_ATTEMPTS = 5
 
 
@@ -77,15 +87,18 @@ def db_errors(what: str) -> Iterator[None]:
     """Translate pymysql errors (the one choke point), keeping their codes."""
     try:
         yield
-    except pymysql.err.OperationalError as exc:
-        code = exc.args[0] if exc.args else None
-        if code in _UNAVAILABLE:
-            raise SinkUnavailableError(f"{what}: sink unavailable ({code}: {exc})") from exc
-        if code in _ROLLED_BACK:
-            raise TransactionConflictError(f"{what}: {exc}") from exc
-        raise ApplyError(f"{what}: {exc}") from exc
     except pymysql.err.MySQLError as exc:
-        raise ApplyError(f"{what}: {exc}") from exc
+        raise _apply_error(exc, what) from exc
+
+
+def _apply_error(exc: BaseException, what: str) -> ApplyError:
+    """The apply job's error for a sink failure, by the MySQL seam's classification."""
+    kind = mysql.classify(exc)
+    if kind is mysql.Kind.UNAVAILABLE:
+        return SinkUnavailableError(f"{what}: sink unavailable ({exc})")
+    if kind is mysql.Kind.ROLLED_BACK:  # lock wait timeout, deadlock: run the transaction again
+        return TransactionConflictError(f"{what}: {exc}")
+    return ApplyError(f"{what}: {exc}")
 
 
 class MySQLSink:
@@ -111,17 +124,21 @@ class MySQLSink:
         self._conns: list[Connection[Any]] = []
         self._pool: ThreadPoolExecutor | None = None
         self._ddl = SinkDdl(router, self._ddl_connection, state_database, job)
+        self.state_store = StateStore(self._db, job)
+        self._previous: tuple[int, PlannerState, int] | None = None
+        """(batch id, state, base) of the state last read: the next save appends to it."""
+        self._saved: tuple[int, PlannerState, int] | None = None
+        self._statement_bytes = STATEMENT_BYTES
+        """The same for the state last written (valid once its transaction commits)."""
+        self._unique: dict[Target, tuple[tuple[str, ...], ...]] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def _connect(self) -> Connection[Any]:
         c = self._conn_settings
         with db_errors(f"connecting to the sink {c.host}:{c.port}"):
-            conn = pymysql.connect(
-                host=c.host,
-                port=c.port,
-                user=c.user,
-                password=c.password.get_secret_value(),
+            conn = mysql.connect(
+                c,
                 autocommit=False,
                 connect_timeout=10,
                 charset="utf8mb4",
@@ -156,6 +173,12 @@ class MySQLSink:
                 "batch_id BIGINT NOT NULL, state LONGBLOB NOT NULL, "
                 "PRIMARY KEY (job, batch_id)) ENGINE=InnoDB"
             )
+            self.state_store.create(cur)
+            cur.execute("SELECT @@max_allowed_packet")
+            (packet,) = cur.fetchone()
+            self.state_store.piece_bytes = piece_size(int(packet))
+            # Rows too: no statement may approach the server's packet limit.
+            self._statement_bytes = min(STATEMENT_BYTES, int(packet) // 4)
         self._conns[0].commit()
         return self
 
@@ -204,15 +227,87 @@ class MySQLSink:
                 f"(batch {head.batch_id} step {head.step}, complete={head.complete}); is the "
                 "Spark checkpoint folder the one of this sink?"
             )
+        return self._load_state(batch_id - 1)
+
+    def _load_state(self, batch_id: int) -> PlannerState:
+        saved, self._saved = self._saved, None
+        if saved is not None and saved[0] == batch_id:
+            # Written by this sink in the batch just committed (the head says so): the stash
+            # need not be read back.
+            self._previous = saved
+            return saved[1]
         conn = self._conns[0]
         with db_errors("reading the apply state"), conn.cursor() as cur:
+            state = self.state_store.load(cur, batch_id)
+            base = self.state_store.base_of(cur, batch_id) if state is not None else None
+            if state is None:  # a sink written by an older version: one value per batch
+                cur.execute(
+                    f"SELECT state FROM {self._db}.apply_state WHERE job = %s AND batch_id = %s",
+                    (self.job, batch_id),
+                )
+                row = cur.fetchone()
+                state = PlannerState() if row is None else PlannerState.from_bytes(bytes(row[0]))
+        conn.commit()
+        self._previous = None if base is None else (batch_id, state, base)
+        return state
+
+    def committed_offsets(self, batch_id: int) -> dict[tuple[str, int], int] | None:
+        """The next offset per partition the sink committed for `batch_id` (None: no row)."""
+        conn = self._conns[0]
+        with db_errors("reading a checkpoint"), conn.cursor() as cur:
             cur.execute(
-                f"SELECT state FROM {self._db}.apply_state WHERE job = %s AND batch_id = %s",
-                (self.job, batch_id - 1),
+                f"SELECT offsets FROM {self._db}.apply_checkpoint WHERE job = %s AND "
+                "batch_id = %s ORDER BY step DESC LIMIT 1",
+                (self.job, batch_id),
             )
             row = cur.fetchone()
         conn.commit()
-        return PlannerState() if row is None else PlannerState.from_bytes(bytes(row[0]))
+        if row is None:
+            return None
+        return {(t, int(p)): int(o) for t, p, o in json.loads(row[0])}
+
+    def check_offsets(
+        self,
+        batch_id: int,
+        ranges: dict[tuple[str, int], tuple[int, int]],
+        previous: PlannerState | None,
+    ) -> None:
+        """Refuse a batch whose offsets (first, last per partition, as Spark proposes them)
+        do not fit the sink: a batch the sink committed must be the same records (a replay),
+        and a new one must start after what the sink holds. CheckpointConflictError names
+        both positions."""
+        if not ranges:
+            return
+        if previous is None:  # committed: Spark replays a batch the sink has
+            stored = self.committed_offsets(batch_id)
+            if stored is None:
+                return  # committed before checkpoints carried offsets: nothing to compare
+            for (topic, part), (_first, last) in sorted(ranges.items()):
+                if stored.get((topic, part)) != last + 1:
+                    raise CheckpointConflictError(
+                        f"job {self.job}: Spark proposes batch {batch_id} as "
+                        f"{topic}[{part}]@{_first}..{last}, but the sink committed batch "
+                        f"{batch_id} up to {topic}[{part}]@{stored.get((topic, part), 0)} "
+                        f"(sink head: batch {self._head_text()}); the Spark checkpoint folder "
+                        "is lost, reset or another job's: restore it (or clear the sink's "
+                        "state to apply everything again) instead of skipping batches"
+                    )
+            return
+        for (topic, part), (first, _last) in sorted(ranges.items()):
+            held = previous.offsets.get((topic, part), 0)
+            if first < held:
+                raise CheckpointConflictError(
+                    f"job {self.job}: Spark proposes batch {batch_id} from {topic}[{part}]@"
+                    f"{first}, but the sink already applied up to {topic}[{part}]@{held} "
+                    f"(sink head: batch {self._head_text()}); the Spark checkpoint folder is "
+                    "not the one of this sink"
+                )
+
+    def _head_text(self) -> str:
+        head = self.head()
+        if head is None:
+            return "none"
+        return f"{head.batch_id} step {head.step}{'' if head.complete else ' (partial)'}"
 
     def committed_batches(self) -> list[tuple[int, int, int]]:
         """(batch id, step, shard) of every checkpoint row of this job, in order."""
@@ -249,6 +344,7 @@ class MySQLSink:
                 applied += self._apply_rows(batch_id, index, index == last, step, plan, head)
                 head = self.head()
             if step.ddl is not None:
+                self._unique.clear()  # a DDL may add or drop unique keys
                 self._apply_ddl(step.ddl)
                 head = self._advance(self._conns[0], head, Head(batch_id, index, "done", False))
                 self._conns[0].commit()
@@ -258,7 +354,7 @@ class MySQLSink:
         self, batch_id: int, index: int, final: bool, step: Step, plan: Plan, head: Head | None
     ) -> int:
         shard_of = self._shard_of if self._parallelism > 1 else _zero
-        shards = collapse(step.rows, self._router, self._schemas, shard_of)
+        shards = collapse(step.rows, self._router, self._schemas, shard_of, self._unique_keys)
         new_head = Head(batch_id, index, "done" if step.ddl is None else "rows", final)
         ddl = step.ddl.event.statement if step.ddl else None  # type: ignore[union-attr]
         checkpoint = (
@@ -314,6 +410,28 @@ class MySQLSink:
             self._commit(conn)
 
         _retry_conflicts(conn, whole, f"batch {checkpoint[0]} step {checkpoint[1]} shard {shard}")
+
+    def _unique_keys(self, target: Target) -> tuple[tuple[str, ...], ...]:
+        """The target's unique keys (the primary key included: it may differ from the
+        upstream one), from the sink's information_schema; cached until the next DDL."""
+        found = self._unique.get(target)
+        if found is not None:
+            return found
+        conn = self._conns[0]
+        with db_errors(f"reading the unique keys of {target}"), conn.cursor() as cur:
+            cur.execute(
+                "SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS "
+                "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND NON_UNIQUE = 0 "
+                "ORDER BY INDEX_NAME, SEQ_IN_INDEX",
+                (target.schema, target.table),
+            )
+            rows = cur.fetchall()
+        conn.commit()
+        keys: dict[str, list[str]] = {}
+        for index, column in rows:
+            keys.setdefault(str(index), []).append(str(column))
+        found = self._unique[target] = tuple(tuple(cols) for cols in keys.values())
+        return found
 
     def _shard_of(self, target: Target, key: tuple[Value, ...]) -> int:
         return zlib.crc32(repr((target.schema, target.table, key)).encode()) % self._parallelism
@@ -387,27 +505,22 @@ class MySQLSink:
 
     def _save_state(self, conn: Connection[Any], batch_id: int, state: PlannerState) -> None:
         with db_errors("writing the apply state"), conn.cursor() as cur:
-            cur.execute(
-                f"INSERT INTO {self._db}.apply_state (job, batch_id, state) VALUES (%s, %s, %s)",
-                (self.job, batch_id, state.to_bytes()),
-            )
+            base = self.state_store.save(cur, batch_id, state, self._previous)
+            self._saved = (batch_id, state, base)
             cur.execute(
                 f"DELETE FROM {self._db}.apply_state WHERE job = %s AND batch_id < %s",
-                (self.job, batch_id - 1),
+                (self.job, batch_id),
             )
 
     def _write(self, conn: Connection[Any], tables: dict[Target, TableChanges], step: Step) -> None:
         try:
             with conn.cursor() as cur:
                 for tc in tables.values():
-                    _write_table(cur, tc)
+                    _write_table(cur, tc, self._statement_bytes)
         except pymysql.err.MySQLError as exc:
             conn.rollback()
-            code = exc.args[0] if exc.args else None
-            if code in _UNAVAILABLE:
-                raise SinkUnavailableError(f"writing rows: {exc}") from exc
-            if code in _ROLLED_BACK:
-                raise TransactionConflictError(f"writing rows: {exc}") from exc
+            if mysql.classify(exc) is not mysql.Kind.OTHER:
+                raise _apply_error(exc, "writing rows") from exc
             raise self._diagnose(conn, tables, exc) from exc
 
     def _diagnose(
@@ -426,7 +539,12 @@ class MySQLSink:
                         _try_one(cur, one, env)
                     for key, entry in tc.upserts.items():
                         one = TableChanges(tc.target, tc.key_columns, upserts={key: entry})
+                        if key in tc.clear:
+                            one.clear[key] = tc.clear[key]
                         _try_one(cur, one, entry[2])
+                    for change in tc.ordered:
+                        one = TableChanges(tc.target, tc.key_columns, ordered=[change])
+                        _try_one(cur, one, change.env)
         except BadEventError as bad:
             return bad
         finally:
@@ -467,19 +585,23 @@ def _zero(target: Target, key: tuple[Value, ...]) -> int:
     return 0
 
 
-def _write_table(cur: Any, tc: TableChanges) -> None:
+def _write_table(cur: Any, tc: TableChanges, max_bytes: int = STATEMENT_BYTES) -> None:
     by_cols: dict[tuple[str, ...], list[tuple[Value, ...]]] = {}
-    for key, (cols, _env) in tc.deletes.items():
+    for key, (cols, _env) in (tc.deletes | tc.clear).items():
         by_cols.setdefault(cols, []).append(key)
     for cols, keys in by_cols.items():
-        for sql in delete_statements(tc.target, cols, keys):
+        for sql in delete_statements(tc.target, cols, keys, max_bytes):
             cur.execute(sql)
     groups: dict[tuple[str, ...], list[tuple[Value, ...]]] = {}
     for _key, (cols, values, _env) in tc.upserts.items():
         groups.setdefault(cols, []).append(values)
     for cols, rows in groups.items():
-        for sql in upsert_statements(tc.target, cols, tc.key_columns, rows):
+        for sql in upsert_statements(tc.target, cols, tc.key_columns, rows, max_bytes):
             cur.execute(sql)
+    for sql in keyless_statements(tc.target, tc.ordered):
+        if cur.execute(sql) == 0:
+            # The sink does not hold the row the source changed: it drifted (or was edited).
+            log.warning("%s: no row matched: %s", tc.target, sql[:300])
 
 
 def _try_one(cur: Any, one: TableChanges, env: Envelope) -> None:

@@ -64,9 +64,9 @@ class RowbusKafkaSource(DataSource):  # type: ignore[misc,unused-ignore]
 
 
 def _consumer(config: dict[str, Any]) -> Any:
-    from confluent_kafka import Consumer
+    from rowbus.clients import kafka
 
-    return Consumer(
+    return kafka.consumer(
         {
             "group.id": f"rowbus-apply-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,

@@ -6,6 +6,7 @@ tests under tests/unit must not ask for them.
 
 from __future__ import annotations
 
+import signal
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +20,15 @@ from rowbus.waiting import wait_for
 from tests.services import session_services
 
 _HERE = Path(__file__).parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A run stopped by SIGTERM (a CI timeout, `timeout 1500 pytest`) unwinds like Ctrl-C, so the
+    # session fixtures stop the stack they started instead of leaving it running.
+    def _interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, _interrupt)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -55,7 +55,8 @@ def local_services() -> Iterator[Settings]:
     Each session holds a shared lock while it runs; the last one out (the one that can take the
     lock exclusively) stops the stack, unless ROWBUS_TEST_KEEP_STACK is set.
     """
-    state_dir = ROOT / ".rowbus-test"
+    # One state folder per port offset: two offsets in one checkout are two stacks.
+    state_dir = ROOT / (f".rowbus-test-{_OFFSET}" if _OFFSET else ".rowbus-test")
     settings = load_settings(None, local={"state_dir": str(state_dir), "ports": TEST_PORTS})
     stack = LocalStack(settings)
     state_dir.mkdir(parents=True, exist_ok=True)

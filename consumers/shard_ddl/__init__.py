@@ -11,7 +11,7 @@ See README.md in this folder for the protocol: records, lock states, failure cas
 """
 
 from rowbus.consumers.shard_ddl.gate import Barrier, ShardGate
-from rowbus.consumers.shard_ddl.groups import ShardGroups, glob_router, shard_name
+from rowbus.consumers.shard_ddl.groups import ShardGroups, shard_name
 from rowbus.consumers.shard_ddl.locks import Lock, LockState, LockTable, replay
 
 __all__ = [
@@ -21,7 +21,6 @@ __all__ = [
     "LockTable",
     "ShardGate",
     "ShardGroups",
-    "glob_router",
     "replay",
     "shard_name",
 ]

@@ -16,29 +16,25 @@ Kafka errors are translated here into `ControlTopicError` (`retryable` follows t
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
+from rowbus.clients.errors import KafkaClientError
 from rowbus.consumers.shard_ddl.exceptions import ControlTopicError
 from rowbus.protocol.codec import decode, encode
 from rowbus.protocol.errors import ProtocolError
 from rowbus.protocol.events import ControlRecord
 from rowbus.protocol.topics import CONTROL_TOPIC, CONTROL_TOPIC_CONFIG, control_key
 
+if TYPE_CHECKING:
+    from rowbus.clients.kafka import Message, TopicTail
+
 log = logging.getLogger(__name__)
 
 ClientConfig = Mapping[str, str | int | float | bool]
-
-
-class KafkaMessage(Protocol):
-    """What is read from `confluent_kafka.Message` (which tests cannot construct)."""
-
-    def error(self) -> Any: ...
-    def value(self) -> bytes | None: ...
-    def headers(self) -> list[tuple[str, bytes | None]] | None: ...
-    def offset(self) -> int | None: ...
 
 
 class ControlLog:
@@ -55,29 +51,23 @@ class ControlLog:
         self._client = dict(client)
         self._clock = clock
         self._producer: Any = None
-        self._consumer: Any = None
+        self._tail: TopicTail | None = None
         self.next_offset = 0
 
     def start(self) -> ControlLog:
-        from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+        from confluent_kafka import KafkaException
+
+        from rowbus.clients import kafka
 
         try:
-            self._producer = Producer(
-                {**self._client, "enable.idempotence": True, "acks": "all", "linger.ms": 0}
-            )
-            self._consumer = Consumer(
-                {
-                    **self._client,
-                    "group.id": f"rowbus-shard-ddl-{id(self)}",
-                    "enable.auto.commit": False,
-                    "isolation.level": "read_committed",
-                    "auto.offset.reset": "earliest",
-                    "fetch.wait.max.ms": 50,
-                }
-            )
-            self._consumer.assign([TopicPartition(self.topic, 0, 0)])
+            self._producer = kafka.producer(self._client, **{"linger.ms": 0})
         except KafkaException as exc:
             raise _translate(exc, f"cannot open control topic {self.topic}") from exc
+        self._tail = kafka.TopicTail(
+            {**self._client, "group.id": f"rowbus-shard-ddl-{id(self)}", "fetch.wait.max.ms": 50},
+            self.topic,
+            clock=self._clock,
+        )
         return self
 
     def __enter__(self) -> ControlLog:
@@ -90,16 +80,18 @@ class ControlLog:
         if self._producer is not None:
             self._producer.flush(5)
             self._producer = None
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
+        if self._tail is not None:
+            self._tail.close()
+            self._tail = None
 
     def ensure_topic(self, timeout: float = 15.0) -> None:
         """Create the control topic (one partition, its recommended config) if it is missing."""
         from confluent_kafka import KafkaException
-        from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-        admin = AdminClient(self._client)
+        from rowbus.clients import kafka
+
+        admin = kafka.admin(self._client)
         try:
             if self.topic in admin.list_topics(timeout=timeout).topics:
                 return
@@ -155,47 +147,23 @@ class ControlLog:
         )
         return offsets[0]
 
-    def end_offset(self, timeout: float = 10.0) -> int:
-        from confluent_kafka import KafkaException, TopicPartition
-
-        try:
-            _, high = self._consumer.get_watermark_offsets(
-                TopicPartition(self.topic, 0), timeout=timeout, cached=False
-            )
-        except KafkaException as exc:
-            raise _translate(exc, f"cannot read the end of {self.topic}[0]") from exc
-        return int(high)
-
     def poll(self, timeout: float = 0.0, max_records: int = 500) -> list[ControlRecord]:
         """Records that arrived since the last call (waits at most `timeout` for the first)."""
-        out: list[ControlRecord] = []
-        msgs = self._consumer.consume(max_records, timeout)
-        for msg in msgs:
-            record = self._record(msg)
-            if record is not None:
-                out.append(record)
-        return out
+        assert self._tail is not None, "start() first"
+        with _errors(f"reading {self.topic}[0]"):
+            if not self._tail.open():
+                return []
+            msgs = self._tail.poll(timeout, max_records)
+        return [r for r in map(self._record, msgs) if r is not None]
 
     def read_to_end(self, timeout: float = 30.0) -> list[ControlRecord]:
         """Every record up to the end offset as of now."""
-        end = self.end_offset()
-        deadline = self._clock() + timeout
-        out: list[ControlRecord] = []
-        while self.next_offset < end:
-            if self._clock() >= deadline:
-                raise ControlTopicError(
-                    f"reading {self.topic}[0] to offset {end} timed out at {self.next_offset}",
-                    retryable=True,
-                )
-            out.extend(self.poll(0.2))
-        return out
+        assert self._tail is not None, "start() first"
+        with _errors(f"reading {self.topic}[0] to its end"):
+            msgs = self._tail.catch_up(timeout)
+        return [r for r in map(self._record, msgs) if r is not None]
 
-    def _record(self, msg: KafkaMessage) -> ControlRecord | None:
-        err = msg.error()
-        if err is not None:
-            if err.code() == -191:  # _PARTITION_EOF
-                return None
-            raise ControlTopicError(f"reading {self.topic}[0]: {err}", retryable=err.retriable())
+    def _record(self, msg: Message) -> ControlRecord | None:
         offset = msg.offset() or 0
         self.next_offset = max(self.next_offset, offset + 1)
         where = f"{self.topic}[0]@{offset}"
@@ -208,6 +176,14 @@ class ControlLog:
             log.warning("skipping %s: not a control record", where)
             return None
         return record
+
+
+@contextlib.contextmanager
+def _errors(what: str) -> Iterator[None]:
+    try:
+        yield
+    except KafkaClientError as exc:
+        raise ControlTopicError(f"{what}: {exc}", retryable=exc.retryable) from exc
 
 
 def _translate(exc: Exception, what: str) -> ControlTopicError:

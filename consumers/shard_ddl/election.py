@@ -7,35 +7,31 @@ of our previous incarnation (killed before ZooKeeper expired its session): it is
 so identifiers must be unique per job. Lifecycle: no I/O in the constructor; `start()` connects;
 `close()` gives the node up.
 
-`SoleCoordinator` is the election of a job that shares its targets with nobody.
+Both implement `rowbus.clients.election.Election`; `SoleCoordinator` (`Unopposed`) is the
+election of a job that shares its targets with nobody.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol
+import threading
+from typing import Any
 
+from rowbus.clients import zookeeper
+from rowbus.clients.election import Election, Unopposed
+from rowbus.clients.errors import ZooKeeperClientError
 from rowbus.consumers.shard_ddl.exceptions import ElectionError
 
 log = logging.getLogger(__name__)
 
 
-class Election(Protocol):
-    def is_leader(self) -> bool: ...
-    def close(self) -> None: ...
-
-
-class SoleCoordinator:
-    """Always the leader."""
-
-    def is_leader(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        pass
+# The election of a job that shares its targets with nobody.
+SoleCoordinator = Unopposed
 
 
 class ZkElection:
+    """The shard-DDL coordinator election (an `Election`): one ephemeral node."""
+
     def __init__(
         self,
         hosts: str,
@@ -50,18 +46,45 @@ class ZkElection:
         self._hosts = hosts
         self._timeout = session_timeout_s
         self._zk: Any = None
+        self._lost = threading.Event()
 
     def start(self) -> ZkElection:
-        from kazoo.client import KazooClient
-        from kazoo.exceptions import KazooException
-        from kazoo.handlers.threading import KazooTimeoutError
 
-        self._zk = KazooClient(hosts=self._hosts, timeout=self._timeout)
         try:
-            self._zk.start(timeout=max(self._timeout, 5.0))
-        except (KazooException, KazooTimeoutError) as exc:
-            raise ElectionError(f"cannot reach ZooKeeper at {self._hosts}: {exc}") from exc
+            self._zk = zookeeper.start_client(self._hosts, self._timeout, listener=self._on_state)
+        except ZooKeeperClientError as exc:
+            raise ElectionError(str(exc)) from exc
         return self
+
+    def _on_state(self, state: str) -> None:
+        if state in ("SUSPENDED", "LOST"):
+            self._lost.set()
+
+    @property
+    def lost(self) -> bool:
+        return self._lost.is_set()
+
+    def acquire(self, stop: threading.Event) -> bool:
+        """Block until this job is the coordinator (True) or `stop` is set (False)."""
+        while True:
+            if self.is_leader():
+                self._lost.clear()
+                return True
+            if stop.wait(0.2):
+                return False
+
+    def release(self) -> None:
+        """Give the node up if it is ours."""
+        from kazoo.exceptions import KazooException, NoNodeError
+
+        if self._zk is None:
+            return
+        try:
+            value, stat = self._zk.get(self.path)
+            if value == self.identifier.encode() and stat.ephemeralOwner == self._zk.client_id[0]:
+                self._zk.delete(self.path, version=stat.version)
+        except (NoNodeError, KazooException) as exc:
+            log.debug("releasing %s: %s", self.path, exc)
 
     def is_leader(self) -> bool:
         from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
@@ -93,3 +116,6 @@ class ZkElection:
             self._zk.stop()
             self._zk.close()
             self._zk = None
+
+
+__all__ = ["Election", "SoleCoordinator", "ZkElection"]

@@ -1,38 +1,24 @@
 """Shard groups: every upstream table that routing sends to one target table.
 
 A shard is named ``source/schema.table``; a target ``schema.table``. Routing is given as a
-function ``(schema, table) -> target or None`` (None: not replicated) so that any router fits:
-`glob_router` builds one from ``(glob, target template)`` rules, the Spark apply job passes its
-own. A target is sharded when it has more than one shard, or when it is named in `sharded`
-(a group of one shard today that may grow).
+function ``(source, schema, table) -> target or None`` (None: not a shard) —
+`rowbus.consumers.routing.Router.shard_target`, the one router. A target is sharded when it has
+more than one shard, or when it is named in `sharded` (a group of one shard today that may
+grow).
 """
 
 from __future__ import annotations
 
-import fnmatch
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-RouteFn = Callable[[str, str], str | None]
+RouteFn = Callable[[str, str, str], str | None]
 
 
 def shard_name(source: str, schema: str, table: str) -> str:
     return f"{source}/{schema}.{table}"
-
-
-def glob_router(rules: Sequence[tuple[str, str]]) -> RouteFn:
-    """Routing by ``(glob on schema.table, target template with {schema}/{table})`` rules;
-    the first match wins, unmatched tables keep their own name."""
-
-    def route(schema: str, table: str) -> str | None:
-        for glob, target in rules:
-            if fnmatch.fnmatchcase(f"{schema}.{table}", glob):
-                return target.format(schema=schema, table=table)
-        return f"{schema}.{table}"
-
-    return route
 
 
 @dataclass(frozen=True)
@@ -52,7 +38,7 @@ class ShardGroups:
         """Groups of the upstream `tables` (``(source, schema, table)``) under `route`."""
         by_target: dict[str, set[str]] = defaultdict(set)
         for source, schema, table in tables:
-            target = route(schema, table)
+            target = route(source, schema, table)
             if target is not None:
                 by_target[target].add(shard_name(source, schema, table))
         keep = set(sharded)

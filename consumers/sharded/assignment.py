@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rowbus.consumers.checkpoint import Checkpoint, Lane, TopicPartition
 from rowbus.consumers.positions import Floor
-from rowbus.protocol.events import DdlChange, RowChange, TableSchema, order_key
+from rowbus.protocol.events import DdlChange, Op, RowChange, TableSchema, order_key
 from rowbus.protocol.partition import encode_key, java_partition
+from rowbus.protocol.values import Value
 
 
 def assign(members: Iterable[str], shards: int) -> dict[str, frozenset[int]]:
@@ -49,11 +50,15 @@ class ShardKey:
     """A row's shard: the hash of its shard field, like the Kafka partitioner's.
 
     `columns` maps ``schema.table`` patterns (fnmatch, first match wins) to the columns whose
-    values form the shard field; a table that matches none is sharded by its primary key (all
-    its values when it has none). The values come from the row's image (the after image, the
-    before image of a delete), so an update that changes the shard field moves to its new
-    shard. `java_partition(encode_key(...))` keeps the hash the same in every process, and
-    with the default and ``shards`` equal to the partition count a shard is a partition.
+    values form the shard field; a table that matches none is sharded by its primary key, and
+    a table without one by its name (all its rows in one shard, in order: PROTOCOL.md "Tables
+    without a primary key"), as the reader dispatches it. The values come from the row's
+    image (the after image, the before image of a delete). An update whose shard field
+    changes is handed over as a DELETE of its before image to its old shard and an INSERT of
+    its after image to its new one (`route`), so each shard sees every row it holds from its
+    insert to its delete, in order. `java_partition(encode_key(...))` keeps the hash the same
+    in every process, and with the default and ``shards`` equal to the partition count a
+    shard is a partition.
     """
 
     def __init__(self, shards: int, columns: Mapping[str, Sequence[str]] | None = None) -> None:
@@ -67,7 +72,7 @@ class ShardKey:
         """Positions of the shard field in an image (None: the whole image)."""
         if table.schema_id in self._indexes:
             return self._indexes[table.schema_id]
-        chosen: tuple[int, ...] | None = table.pk_indexes or None
+        chosen: tuple[int, ...] | None = table.pk_indexes  # () for a keyless table: by name
         for pattern, cols in self._rules:
             if fnmatch.fnmatchcase(table.qualified, pattern):
                 chosen = tuple(table.index_of(c) for c in cols)
@@ -76,11 +81,27 @@ class ShardKey:
         return chosen
 
     def of(self, row: RowChange, table: TableSchema) -> int:
-        """The shard of `row`, whose table schema is `table`."""
-        image = row.image
+        """The shard of `row`'s image (after, or before for a delete); see `route`."""
+        return self._shard(row, table, row.image)
+
+    def _shard(self, row: RowChange, table: TableSchema, image: Sequence[Value]) -> int:
         idx = self.indexes(table)
-        values = image if idx is None else tuple(image[i] for i in idx)
+        values = tuple(image) if idx is None else tuple(image[i] for i in idx)
         return java_partition(encode_key(row.schema, row.table, values), self.shards)
+
+    def route(self, row: RowChange, table: TableSchema) -> list[tuple[int, RowChange]]:
+        """Where `row` goes: its shard, or — an update whose shard field changes — a DELETE
+        of the before image to the old shard and an INSERT of the after image to the new."""
+        new = self._shard(row, table, row.image)
+        if row.op is not Op.UPDATE or row.before is None or row.after is None:
+            return [(new, row)]
+        old = self._shard(row, table, row.before)
+        if old == new:
+            return [(new, row)]
+        return [
+            (old, replace(row, op=Op.DELETE, after=None)),
+            (new, replace(row, op=Op.INSERT, before=None)),
+        ]
 
 
 def combine(points: Sequence[Checkpoint]) -> Checkpoint | None:

@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
 
+from rowbus.clients import zookeeper
+from rowbus.clients.errors import ZooKeeperClientError
 from rowbus.consumers.exceptions import ShardingError
 from rowbus.consumers.stores.zookeeper import ZooKeeperStore
 
@@ -28,13 +30,11 @@ log = logging.getLogger(__name__)
 
 @contextmanager
 def _zk_errors(what: str) -> Iterator[None]:
-    from kazoo.exceptions import KazooException
-    from kazoo.handlers.threading import KazooTimeoutError
-
     try:
-        yield
-    except (KazooException, KazooTimeoutError) as exc:
-        raise ShardingError(f"{what}: {exc!r}") from exc
+        with zookeeper.zk_errors(what):
+            yield
+    except ZooKeeperClientError as exc:
+        raise ShardingError(str(exc)) from exc
 
 
 class Membership:
@@ -61,12 +61,12 @@ class Membership:
         self.changed = threading.Event()
 
     def open(self) -> None:
-        from kazoo.client import KazooClient
         from kazoo.exceptions import NodeExistsError
 
-        self._zk = KazooClient(hosts=self._hosts, timeout=self._timeout)
-        with _zk_errors(f"cannot reach ZooKeeper at {self._hosts}"):
-            self._zk.start(timeout=max(self._timeout, 5.0))
+        try:
+            self._zk = zookeeper.start_client(self._hosts, self._timeout)
+        except ZooKeeperClientError as exc:
+            raise ShardingError(str(exc)) from exc
         with _zk_errors(f"cannot join {self.base}"):
             for sub in ("members", "owners", "points"):
                 self._zk.ensure_path(f"{self.base}/{sub}")

@@ -34,7 +34,6 @@ import socket
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Self
 
 from rowbus.consumers.checkpoint import Checkpoint
@@ -179,12 +178,7 @@ class ShardedSubscriber:
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *_: object) -> None:
         self.close()
 
     # -- the loop --------------------------------------------------------------------------
@@ -275,9 +269,9 @@ class ShardedSubscriber:
             else:
                 for event in events:
                     assert not isinstance(event, DdlChange)
-                    shard = self.key.of(event, self._sub.table(event))
-                    if shard in held:
-                        parts.setdefault(shard, []).append(event)
+                    for shard, part_event in self.key.route(event, self._sub.table(event)):
+                        if shard in held:
+                            parts.setdefault(shard, []).append(part_event)
             for shard, part in parts.items():
                 if already_handled(self._filters.get(shard), last):
                     continue

@@ -13,8 +13,8 @@ backend                where                                 guarantee
                        written in the user's transaction     `save_in` inside that transaction
 =====================  ====================================  ============================
 
-Backends with foreign clients import them lazily, so ``import rowbus.consumers.stores`` needs neither
-kazoo nor pymysql.
+Backends with foreign clients import them lazily, so ``import rowbus.consumers.stores`` needs
+neither kazoo nor pymysql.
 """
 
 from rowbus.consumers.stores.base import CheckpointStore, Guarantee, MemoryCheckpointStore

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from enum import Enum
-from types import TracebackType
 from typing import ClassVar, Self
 
 from rowbus.consumers.checkpoint import Checkpoint
@@ -64,12 +63,7 @@ class CheckpointStore(ABC):
         self.open()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *_: object) -> None:
         self.close()
 
 

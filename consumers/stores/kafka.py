@@ -63,9 +63,9 @@ class KafkaOffsetStore(CheckpointStore):
         self._consumer: Any = None
 
     def open(self) -> None:
-        from confluent_kafka import Consumer
+        from rowbus.clients import kafka
 
-        self._consumer = Consumer(
+        self._consumer = kafka.consumer(
             {
                 **self._config,
                 "group.id": self.group_id,

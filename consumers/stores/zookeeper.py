@@ -33,16 +33,15 @@ class ZooKeeperStore(CheckpointStore):
     def open(self) -> None:
         if self._client is not None:
             return
+        from rowbus.clients import zookeeper
+        from rowbus.clients.errors import ZooKeeperClientError
+
         try:
-            from kazoo.client import KazooClient
-        except ImportError as exc:  # pragma: no cover - kazoo is a dependency
-            raise CheckpointError("ZooKeeperStore needs kazoo: pip install kazoo") from exc
-        client = KazooClient(hosts=self._hosts, timeout=self._timeout)
-        try:
-            client.start(timeout=self._timeout)
-        except Exception as exc:
-            raise CheckpointError(f"cannot reach ZooKeeper at {self._hosts}: {exc}") from exc
-        self._client = client
+            self._client = zookeeper.start_client(
+                self._hosts or "", self._timeout, start_timeout=self._timeout
+            )
+        except ZooKeeperClientError as exc:
+            raise CheckpointError(str(exc)) from exc
 
     def close(self) -> None:
         if self._own and self._client is not None:

@@ -3,20 +3,33 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 import yaml
 
-from rowbus.config import Settings
+from rowbus.config import Settings, leaves, origins
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     config = sub.add_parser("config", help="configuration")
     actions = config.add_subparsers(dest="action", required=True, metavar="ACTION")
-    actions.add_parser(
-        "show", help="print the effective configuration (file + environment; secrets masked)"
-    ).set_defaults(func=_show)
+    show = actions.add_parser(
+        "show",
+        help="print the effective configuration, each value with where it came from (the file, "
+        "a ROWBUS_* environment variable, the embedded stack or the default); secrets masked",
+    )
+    show.add_argument("--yaml", action="store_true", help="plain YAML, without origins")
+    show.set_defaults(func=_show)
 
 
 def _show(args: argparse.Namespace, settings: Settings) -> int:
-    print(yaml.safe_dump(settings.model_dump(mode="json"), sort_keys=False), end="")
+    if args.yaml:
+        print(yaml.safe_dump(settings.model_dump(mode="json"), sort_keys=False), end="")
+        return 0
+    where = origins(settings, args.config)
+    values = leaves(settings.model_dump(mode="json"))
+    width = max(len(f"{k}: {json.dumps(v)}") for k, v in values.items())
+    for key, value in values.items():
+        line = f"{key}: {json.dumps(value)}"
+        print(f"{line:<{width}}  # {where[key]}")
     return 0

@@ -8,6 +8,7 @@ import signal
 import threading
 from types import FrameType
 
+from rowbus.clients.prometheus import Exporter
 from rowbus.config import Settings
 
 log = logging.getLogger(__name__)
@@ -23,6 +24,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     run.add_argument("--source", required=True, help="name of a source in the configuration")
     run.add_argument("--reader-id", default=None, help="this reader's name (default: host-pid)")
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve Prometheus metrics on 127.0.0.1:PORT/metrics (0: any free port; default: "
+        "reader.metrics_port, unset: off)",
+    )
     run.set_defaults(func=_run)
 
 
@@ -37,16 +45,9 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     signal.signal(signal.SIGINT, _stop)
 
     from rowbus.producer.reader import Reader
-    from rowbus.producer.settings import Services, SourceConnection
+    from rowbus.producer.settings import Services
 
-    src = settings.source(args.source)
-    source = SourceConnection(
-        name=src.name,
-        host=src.host,
-        port=src.port,
-        user=src.user,
-        password=src.password.get_secret_value(),
-    )
+    source = settings.source(args.source)
     services = Services(
         kafka=settings.kafka.client_config(),
         zookeeper_hosts=settings.zookeeper.hosts,
@@ -57,6 +58,22 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.reader_id:
         reader_settings = reader_settings.model_copy(update={"reader_id": args.reader_id})
     reader = Reader(source, reader_settings, services)
-    reader.run(stop)
+    port = args.metrics_port if args.metrics_port is not None else reader_settings.metrics_port
+    exporter = None
+    if port is not None:
+        exporter = Exporter()
+        exporter.register(
+            "reader",
+            reader.metrics.prometheus,
+            labels={"errors_total": "kind"},
+            static={"source": source.name, "reader": reader.reader_id},
+        )
+        bound = exporter.serve(port)
+        log.warning("reader %s metrics on http://127.0.0.1:%d/metrics", reader.reader_id, bound)
+    try:
+        reader.run(stop)
+    finally:
+        if exporter is not None:
+            exporter.close()
     log.warning("reader %s stopped: %s", reader.reader_id, reader.metrics.snapshot())
     return 0

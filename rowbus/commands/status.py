@@ -9,14 +9,17 @@ from rowbus.config import Settings
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    sub.add_parser(
+    cmd = sub.add_parser(
         "status",
-        help="readers (leader, position, watermark and lag), the apply job's checkpoint and the "
-        "open shard-DDL locks, on one screen (exit 3 if a part cannot be read)",
-    ).set_defaults(func=_status)
+        help="readers (leader, position, watermark and lag), every apply job's last batch and the "
+        "open shard-DDL locks of the configured control topic, on one screen (exit 3 if a part "
+        "cannot be read)",
+    )
+    cmd.add_argument("--json", action="store_true", help="one JSON object, for scripts")
+    cmd.set_defaults(func=_status)
 
 
 def _status(args: argparse.Namespace, settings: Settings) -> int:
     from rowbus.status import print_status
 
-    return print_status(settings, sys.stdout)
+    return print_status(settings, sys.stdout, as_json_lines=args.json)

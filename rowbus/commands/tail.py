@@ -12,6 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, TextIO
 
+from rowbus.clients.prometheus import Exporter
 from rowbus.config import Settings
 
 
@@ -27,9 +28,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         dest="start",
         default="earliest",
         help="where to start without a stored checkpoint: earliest (default), latest, "
-        "ts:MILLISECONDS, an ISO date-time (UTC if naive), gtid:SOURCE:GTID or "
-        "pos:SOURCE:FILE:OFFSET (a GTID or binlog position applies to the named source only; "
-        "the other sources start from earliest)",
+        "timestamp:UNIX_SECONDS or timestamp:ISO_DATE_TIME (UTC if naive), SOURCE@gtid:GTID or "
+        "SOURCE@file:BINLOG_FILE:POS (a GTID or binlog position applies to the named source "
+        "only; the other sources start from earliest) — the same grammar as reader.start",
     )
     tail.add_argument("--pretty", action="store_true", help="a readable table, not JSON")
     tail.add_argument(
@@ -47,6 +48,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="keep the position in this file and resume from it (at least once)",
     )
     tail.add_argument("--max-transactions", type=int, default=None, help="stop after N")
+    tail.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve Prometheus metrics on 127.0.0.1:PORT/metrics (0: any free port; default: "
+        "subscriber.metrics_port, unset: off)",
+    )
     tail.add_argument(
         "--idle-timeout",
         type=float,
@@ -82,6 +90,13 @@ def _tail(args: argparse.Namespace, settings: Settings) -> int:
     )
     out = sys.stdout
     began = time.perf_counter()
+    port = args.metrics_port if args.metrics_port is not None else conf.metrics_port
+    exporter = None
+    if port is not None:
+        exporter = Exporter()
+        exporter.register("subscriber", subscriber.prometheus, labels={"lane_watermark_ts": "lane"})
+        bound = exporter.serve(port)
+        print(f"rowbus tail: metrics on http://127.0.0.1:{bound}/metrics", file=sys.stderr)
     with subscriber:
         write = _pretty if args.pretty else _json_line
         count = subscriber.run(

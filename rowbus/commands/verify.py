@@ -7,13 +7,14 @@ import json
 from dataclasses import asdict
 
 from rowbus.config import Settings
+from rowbus.consumers.routing import RouteSettings
 from rowbus.exceptions import ConfigError
-from rowbus.verify import Route, TableDiff, verify
+from rowbus.verify import TableDiff, parse_route, verify
 
 
-def _route(text: str) -> Route:
+def _route(text: str) -> RouteSettings:
     try:
-        return Route.parse(text)
+        return parse_route(text)
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
@@ -28,10 +29,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--route",
         action="append",
         default=None,
-        metavar="GLOB=TARGET",
+        metavar="[SOURCE/]GLOB=TARGET",
         type=_route,
-        help="map upstream tables to a target, e.g. 'shop_*.orders_*=shop.orders' "
-        "({schema} and {table} may be used in TARGET); unrouted tables keep their names. "
+        help="map upstream tables to a target, e.g. 'shop_*.orders_*=shop.orders' or "
+        "'source1/shop.*={schema}_1.{table}' ({source}, {schema} and {table} may be used in "
+        "TARGET); unrouted tables keep their names. "
         "Default: the routes of the apply section",
     )
     cmd.add_argument(

@@ -19,10 +19,11 @@ def run_doctor(
     """Print every check; return 1 if a required one failed, else 0."""
     from rowbus.doctor.kafka import KafkaProbe
     from rowbus.doctor.mysql import check_source
+    from rowbus.doctor.topics import check_topics
 
     all_checks: list[Check] = []
     if not mysql_only:
-        checks = KafkaProbe(settings.kafka).run()
+        checks = KafkaProbe(settings.kafka).run() + check_topics(settings)
         print_section(f"broker {settings.kafka.bootstrap_servers}", checks, out)
         all_checks += checks
     if not kafka_only:

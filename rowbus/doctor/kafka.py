@@ -12,16 +12,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Producer,
-    TopicPartition,
-)
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
+from rowbus.clients import kafka
 from rowbus.config import KafkaSettings
 from rowbus.doctor.report import Check
 from rowbus.waiting import wait_for
@@ -43,10 +37,10 @@ class KafkaProbe:
         self.settings = settings
         self.timeout = timeout
         self.topic = f"rowbus.doctor.{uuid.uuid4().hex[:12]}"
-        self.admin: AdminClient | None = None
+        self.admin: Any = None
 
     def run(self) -> list[Check]:
-        self.admin = AdminClient(self.settings.client_config())
+        self.admin = kafka.admin(self.settings.client_config())
         try:
             self._create_topic()
         except Exception as exc:  # noqa: BLE001 - one line for any reason the broker is unusable
@@ -78,7 +72,7 @@ class KafkaProbe:
         return checks
 
     def read_committed(self) -> Check:
-        producer = Producer(self._conf(**{"transactional.id": f"{self.topic}.rc"}))
+        producer = kafka.producer(self._conf(**{"transactional.id": f"{self.topic}.rc"}))
         producer.init_transactions(self.timeout)
         for outcome in ("aborted", "committed"):
             producer.begin_transaction()
@@ -104,11 +98,11 @@ class KafkaProbe:
         )
 
     def end_offset(self) -> Check:
-        producer = Producer(self._conf(**{"linger.ms": 200, "batch.num.messages": 1000}))
+        producer = kafka.producer(self._conf(**{"linger.ms": 200, "batch.num.messages": 1000}))
         for i in range(100):
             producer.produce(self.topic, f"r{i}".encode(), partition=1)
         producer.flush(self.timeout)
-        consumer = Consumer(self._consumer_conf("read_uncommitted"))
+        consumer = kafka.consumer(self._consumer_conf("read_uncommitted"))
         try:
             low, high = consumer.get_watermark_offsets(
                 TopicPartition(self.topic, 1), timeout=self.timeout, cached=False
@@ -129,12 +123,12 @@ class KafkaProbe:
         )
 
     def offsets_for_times(self) -> Check:
-        producer = Producer(self._conf())
+        producer = kafka.producer(self._conf())
         base = int(time.time() * 1000) - 60_000
         for i in range(3):
             producer.produce(self.topic, f"t{i}".encode(), partition=2, timestamp=base + i * 1000)
         producer.flush(self.timeout)
-        consumer = Consumer(self._consumer_conf("read_uncommitted"))
+        consumer = kafka.consumer(self._consumer_conf("read_uncommitted"))
         try:
             low, _ = consumer.get_watermark_offsets(
                 TopicPartition(self.topic, 2), timeout=self.timeout, cached=False
@@ -161,12 +155,12 @@ class KafkaProbe:
 
     def fencing(self) -> Check:
         tid = f"{self.topic}.fence"
-        first = Producer(self._conf(**{"transactional.id": tid}), logger=_EXPECTED)
+        first = kafka.producer(self._conf(**{"transactional.id": tid}), logger=_EXPECTED)
         first.init_transactions(self.timeout)
         first.begin_transaction()
         first.produce(self.topic, b"zombie", partition=0)
         first.flush(self.timeout)
-        second = Producer(self._conf(**{"transactional.id": tid}))
+        second = kafka.producer(self._conf(**{"transactional.id": tid}))
         second.init_transactions(self.timeout)
         fenced_error = ""
         try:
@@ -205,7 +199,7 @@ class KafkaProbe:
         return [offset for offset, _ in self._read(partition, "read_uncommitted")]
 
     def _read(self, partition: int, isolation: str) -> list[tuple[int, bytes]]:
-        consumer = Consumer(self._consumer_conf(isolation))
+        consumer = kafka.consumer(self._consumer_conf(isolation))
         tp = TopicPartition(self.topic, partition)
         try:
             _, high = consumer.get_watermark_offsets(tp, timeout=self.timeout, cached=False)
@@ -220,7 +214,7 @@ class KafkaProbe:
                     elif error.code() == KafkaError._PARTITION_EOF:
                         return True
                 pos = consumer.position([tp])[0].offset
-                return pos >= high
+                return bool(pos >= high)
 
             wait_for(drained, timeout=self.timeout, what=f"{self.topic}[{partition}] to be read")
             return out

@@ -6,6 +6,7 @@ import re
 
 import pymysql
 
+from rowbus.clients import mysql
 from rowbus.config import MySQLSettings
 from rowbus.doctor.report import Check
 
@@ -13,11 +14,8 @@ from rowbus.doctor.report import Check
 def check_source(settings: MySQLSettings) -> tuple[str, list[Check]]:
     """(server description, checks). A connection failure is itself one failed check."""
     try:
-        conn = pymysql.connect(
-            host=settings.host,
-            port=settings.port,
-            user=settings.user,
-            password=settings.password.get_secret_value(),
+        conn = mysql.connect(
+            settings,
             connect_timeout=5,
         )
     except pymysql.MySQLError as exc:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pymysql
 
+from rowbus.clients import kafka, mysql
 from rowbus.exceptions import LocalStackError
 from rowbus.local import install
 from rowbus.local.procs import ProcessRecord, stop
@@ -90,22 +91,36 @@ class MariaDB(Service):
         if datadir.exists():
             # A half-initialised datadir from an interrupted install: start over.
             shutil.rmtree(datadir)
-        proc = subprocess.run(
-            [
-                "mariadb-install-db",
-                "--no-defaults",
-                f"--datadir={datadir}",
-                "--user=root",
-                "--skip-test-db",
-                "--auth-root-authentication-method=socket",
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
+        # One retry: on a busy machine the bootstrap has been seen to abort once and then pass.
+        for attempt in (1, 2):
+            proc = subprocess.run(
+                [
+                    "mariadb-install-db",
+                    "--no-defaults",
+                    f"--datadir={datadir}",
+                    "--user=root",
+                    "--skip-test-db",
+                    "--auth-root-authentication-method=socket",
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if proc.returncode == 0:
+                return
+            output = f"{proc.stdout}\n{proc.stderr}"
+            self.log_file.parent.mkdir(parents=True, exist_ok=True)
+            with self.log_file.open("a") as out:
+                out.write(f"--- mariadb-install-db attempt {attempt} (exit {proc.returncode})\n")
+                out.write(output)
+            shutil.rmtree(datadir, ignore_errors=True)
+        # The server's own error lines, not just its last one (often a bare "Aborting").
+        errors = [ln.strip() for ln in output.splitlines() if "[ERROR]" in ln or "ERROR" in ln]
+        cause = "; ".join(errors[-5:]) or (output.strip().splitlines() or ["no output"])[-1]
+        raise LocalStackError(
+            f"{self.name}: mariadb-install-db failed twice (exit {proc.returncode}): {cause} "
+            f"(full output in {self.log_file})"
         )
-        if proc.returncode != 0:
-            last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-            raise LocalStackError(f"{self.name}: mariadb-install-db failed: {last[0]}")
 
     def command(self) -> list[str]:
         binary = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
@@ -161,7 +176,7 @@ class MariaDB(Service):
         stop(record, signal.SIGTERM, grace=30)
 
     def _root(self) -> pymysql.connections.Connection[pymysql.cursors.Cursor]:
-        return pymysql.connect(
+        return mysql.connect(
             unix_socket=str(self.socket_path), user="root", connect_timeout=2, autocommit=True
         )
 
@@ -275,9 +290,8 @@ class Tansu(Service):
 
 
 def kafka_answers(bootstrap: str) -> bool:
-    from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 2000})
+    admin = kafka.admin({"bootstrap.servers": bootstrap, "socket.timeout.ms": 2000})
     metadata = admin.list_topics(timeout=2)
     return bool(metadata.brokers)
 

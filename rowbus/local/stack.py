@@ -10,7 +10,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,27 +82,38 @@ class LocalStack:
                 ProcessRecord.forget(self.pid_dir, svc.name)
                 require_free_port(svc.port, svc.setting)
                 pending.append(svc)
-            for svc in pending:
-                svc.prepare()
-                pid = launch(svc.command(), svc.log_file)
-                ProcessRecord(svc.name, pid, svc.marker, svc.address).save(self.pid_dir)
-                log.info("started %s on %s (pid %s)", svc.name, svc.address, pid)
-            for svc in pending:
-                self._await_ready(svc)
-                svc.after_ready()
+            try:
+                for svc in pending:
+                    svc.prepare()
+                    pid = launch(svc.command(), svc.log_file)
+                    ProcessRecord(svc.name, pid, svc.marker, svc.address).save(self.pid_dir)
+                    log.info("started %s on %s (pid %s)", svc.name, svc.address, pid)
+                for svc in pending:
+                    self._await_ready(svc)
+                    svc.after_ready()
+            except BaseException:
+                # Nothing half-started is left behind: stop what this call started.
+                self._stop(reversed(pending))
+                raise
         return UpReport(installed, [s.name for s in pending], running, time.monotonic() - began)
 
     def down(self) -> list[str]:
-        stopped = []
         with self._lock():
-            for svc in reversed(self.services):
-                record = ProcessRecord.load(self.pid_dir, svc.name)
-                if record is None:
-                    continue
-                if is_ours(record):
+            return self._stop(reversed(self.services))
+
+    def _stop(self, services: Iterable[Service]) -> list[str]:
+        stopped = []
+        for svc in services:
+            record = ProcessRecord.load(self.pid_dir, svc.name)
+            if record is None:
+                continue
+            if is_ours(record):
+                try:
                     svc.shutdown(record)
-                    stopped.append(svc.name)
-                ProcessRecord.forget(self.pid_dir, svc.name)
+                except Exception as exc:  # noqa: BLE001 - stop the others whatever happens
+                    log.warning("stopping %s: %s", svc.name, exc)
+                stopped.append(svc.name)
+            ProcessRecord.forget(self.pid_dir, svc.name)
         return stopped
 
     def status(self) -> list[ServiceStatus]:

@@ -11,79 +11,65 @@ import contextlib
 import fnmatch
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pymysql
 
+from rowbus.clients import mysql
+from rowbus.clients.mysql import SYSTEM_SCHEMAS
 from rowbus.config import MySQLSettings, Settings
+from rowbus.consumers.exceptions import RoutingError
+from rowbus.consumers.routing import Router, RouteSettings
 from rowbus.exceptions import ConfigError, VerifyError
 from rowbus.verify.checksum import TableRef
 from rowbus.verify.compare import TableDiff, compare_table
 
-SYSTEM_SCHEMAS = {"mysql", "information_schema", "performance_schema", "sys"}
 
-
-@dataclass(frozen=True)
-class Route:
-    """``schema.table`` glob on the upstream side → ``schema.table`` target, where the target
-    may use ``{schema}`` and ``{table}`` of the matched upstream table."""
-
-    pattern: str
-    target: str
-
-    @staticmethod
-    def parse(text: str) -> Route:
-        pattern, sep, target = text.partition("=")
-        if not sep or "." not in pattern or "." not in target:
-            raise ConfigError(
-                f"route {text!r}: expected UPSTREAM_GLOB=TARGET, e.g. 'shop_*.orders_*=shop.orders'"
-            )
-        return Route(pattern.strip(), target.strip())
-
-    def apply(self, schema: str, table: str) -> tuple[str, str] | None:
-        if not fnmatch.fnmatchcase(f"{schema}.{table}", self.pattern):
-            return None
-        target = self.target.format(schema=schema, table=table)
-        target_schema, _, target_table = target.partition(".")
-        return target_schema, target_table
-
-
-def route(routes: Sequence[Route], schema: str, table: str) -> tuple[str, str]:
-    for candidate in routes:
-        found = candidate.apply(schema, table)
-        if found is not None:
-            return found
-    return schema, table
-
-
-def apply_routes(settings: Settings) -> list[Route]:
-    """The apply job's routes, so verify compares what the job was told to build."""
-    return [Route(r.match, r.target) for r in settings.apply.routes]
+def parse_route(text: str) -> RouteSettings:
+    """``[SOURCE/]UPSTREAM_GLOB=TARGET`` (the command line's form of an apply route)."""
+    pattern, sep, target = text.partition("=")
+    try:
+        if not sep:
+            raise ValueError("no '='")
+        return RouteSettings(match=pattern.strip(), target=target.strip())
+    except ValueError:
+        raise ConfigError(
+            f"route {text!r}: expected [SOURCE/]UPSTREAM_GLOB=TARGET, "
+            "e.g. 'shop_*.orders_*=shop.orders' or 'source1/shop.*={schema}_1.{table}'"
+        ) from None
 
 
 def verify(
     settings: Settings,
-    routes: Sequence[Route] | None = None,
+    routes: Sequence[RouteSettings] | None = None,
     schemas: Sequence[str] = ("*",),
     chunk_rows: int = 10_000,
 ) -> list[TableDiff]:
     """Compare every routed target table with its shards; one `TableDiff` per target.
 
-    Without explicit `routes`, the apply job's routes are used; tables the job skips
-    (``apply.unrouted: skip``) are skipped here too.
+    Routing is the apply job's own (`rowbus.consumers.routing.Router`): without explicit
+    `routes` the job's routes and its ``unrouted`` policy are used, so verify checks what the
+    job was told to build, renamed and filtered columns included.
     """
-    skip_unrouted = routes is None and settings.apply.unrouted == "skip"
-    routes = apply_routes(settings) if routes is None else list(routes)
+    if routes is None:
+        router = Router(settings.apply.routes, settings.apply.unrouted)
+    else:
+        router = Router(routes, "identity")
     with contextlib.ExitStack() as stack:
         upstream: dict[tuple[str, str], list[TableRef]] = defaultdict(list)
         for source in settings.sources:
             conn = stack.enter_context(_connect(source, source.name))
             for schema, table in _tables(conn, schemas):
-                if skip_unrouted and not any(r.apply(schema, table) for r in routes):
+                try:
+                    rule = router.rule(schema, table, source.name)
+                    target = router.target(schema, table, source.name)
+                except RoutingError as exc:
+                    raise VerifyError(f"{source.name}/{schema}.{table}: {exc}") from exc
+                if rule is None or target is None:
                     continue
-                upstream[route(routes, schema, table)].append(
-                    TableRef(source.name, conn, schema, table)
+                names = {new: old for old, new in rule.rename.items()}
+                upstream[target.schema, target.table].append(
+                    TableRef(source.name, conn, schema, table, names)
                 )
         if not upstream:
             raise VerifyError(f"no tables match schemas {list(schemas)} on any source")
@@ -112,11 +98,8 @@ def _tables(
 @contextlib.contextmanager
 def _connect(server: MySQLSettings, name: str) -> Iterator[pymysql.connections.Connection[Any]]:
     try:
-        conn = pymysql.connect(
-            host=server.host,
-            port=server.port,
-            user=server.user,
-            password=server.password.get_secret_value(),
+        conn = mysql.connect(
+            server,
             connect_timeout=10,
             autocommit=True,
         )
@@ -130,4 +113,4 @@ def _connect(server: MySQLSettings, name: str) -> Iterator[pymysql.connections.C
         yield conn
 
 
-__all__ = ["Route", "TableDiff", "apply_routes", "route", "verify"]
+__all__ = ["TableDiff", "parse_route", "verify"]

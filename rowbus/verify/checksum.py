@@ -9,23 +9,31 @@ merged shards are compared against their union without moving rows.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pymysql
+
+from rowbus.clients.mysql import quote
 
 Key = tuple[Any, ...]
 
 
 @dataclass(frozen=True)
 class TableRef:
-    """One physical table on one server; `server` names it in reports (``source1``, ``sink``)."""
+    """One physical table on one server; `server` names it in reports (``source1``, ``sink``).
+    `names` maps a compared (target) column name to this table's own, where a route renames."""
 
     server: str
     conn: pymysql.connections.Connection[Any]
     schema: str
     table: str
+    names: Mapping[str, str] = field(default_factory=dict)
+
+    def physical(self, cols: Sequence[str]) -> list[str]:
+        """This table's names for the compared columns `cols`."""
+        return [self.names.get(c, c) for c in cols]
 
     def __str__(self) -> str:
         return f"{self.server}:{self.schema}.{self.table}"
@@ -51,10 +59,6 @@ class Chunk:
             clauses.append(f"{cols} < {marks}")
             args += list(self.hi)
         return (" AND ".join(clauses) or "1=1"), args
-
-
-def quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def primary_key(ref: TableRef) -> list[str]:
@@ -106,9 +110,10 @@ def checksum(
     ref: TableRef, key: Sequence[str], cols: Sequence[str], chunk: Chunk
 ) -> tuple[int, int]:
     """(row count, xor of row CRCs) of `chunk` in `ref`."""
-    nulls = "CONCAT(" + ", ".join(f"ISNULL({quote(c)})" for c in cols) + ")"
-    row_text = "CONCAT_WS('\\x1f', " + ", ".join(quote(c) for c in cols) + f", {nulls})"
-    where, args = chunk.where(key)
+    own = ref.physical(cols)
+    nulls = "CONCAT(" + ", ".join(f"ISNULL({quote(c)})" for c in own) + ")"
+    row_text = "CONCAT_WS('\\x1f', " + ", ".join(quote(c) for c in own) + f", {nulls})"
+    where, args = chunk.where(ref.physical(key))
     with ref.conn.cursor() as cur:
         cur.execute(
             f"SELECT COUNT(*), COALESCE(BIT_XOR(CRC32({row_text})), 0) FROM {ref.quoted} "
@@ -122,10 +127,12 @@ def checksum(
 
 def rows(ref: TableRef, key: Sequence[str], cols: Sequence[str], chunk: Chunk) -> dict[Key, Key]:
     """Every row of `chunk` in `ref`, as {primary key: all compared values}."""
-    where, args = chunk.where(key)
+    where, args = chunk.where(ref.physical(key))
     positions = [list(cols).index(k) for k in key]
     with ref.conn.cursor() as cur:
         cur.execute(
-            f"SELECT {', '.join(quote(c) for c in cols)} FROM {ref.quoted} WHERE {where}", args
+            f"SELECT {', '.join(quote(c) for c in ref.physical(cols))} FROM {ref.quoted} "
+            f"WHERE {where}",
+            args,
         )
         return {tuple(r[i] for i in positions): tuple(r) for r in cur.fetchall()}

@@ -60,11 +60,13 @@ def compare_table(
         raise VerifyError(f"{target} has no primary key; verify compares by primary key")
     for shard in shards:
         shard_cols = columns(shard)
-        missing_cols = [c for c in cols if c not in shard_cols]
+        missing_cols = [
+            c for c, own in zip(cols, shard.physical(cols), strict=True) if own not in shard_cols
+        ]
         if missing_cols:
             raise VerifyError(
-                f"{shard} lacks columns {missing_cols} of {target}; column filters or renames "
-                "are not supported by verify yet"
+                f"{shard} has no column for {missing_cols} of {target}; check the route's "
+                "include, exclude and rename"
             )
     for chunk in boundaries(target, key, chunk_rows):
         diff.chunks += 1

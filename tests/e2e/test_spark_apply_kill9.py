@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rowbus.config import Settings
-from rowbus.spark_apply.settings import RouteSettings
+from rowbus.consumers.routing import RouteSettings
 from rowbus.waiting import wait_for
 from tests.conftest import connect
 from tests.integration.spark_apply.harness import SINK_DDL, Model, Publisher

@@ -16,9 +16,10 @@ from typing import Any
 import yaml
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
+from rowbus.clients.settings import SourceConnection
 from rowbus.config import MySQLSettings, Settings
 from rowbus.producer.reader import Reader
-from rowbus.producer.settings import ReaderSettings, Services, SourceConnection
+from rowbus.producer.settings import ReaderSettings, Services
 from rowbus.protocol.codec import decode
 from rowbus.protocol.events import Record
 from rowbus.waiting import wait_for
@@ -53,11 +54,11 @@ class ReaderSetup:
 
     def source_connection(self) -> SourceConnection:
         return SourceConnection(
-            self.source,
-            self.server.host,
-            self.server.port,
-            self.server.user,
-            self.server.password.get_secret_value(),
+            name=self.source,
+            host=self.server.host,
+            port=self.server.port,
+            user=self.server.user,
+            password=self.server.password,
         )
 
     def services_for_reader(self, session_timeout_s: float = 2.0) -> Services:

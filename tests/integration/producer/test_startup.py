@@ -8,12 +8,12 @@ from collections.abc import Callable
 
 import pytest
 
+from rowbus.clients.settings import SourceConnection
 from rowbus.producer.exceptions import FencedError, PositionPurgedError, ServerMisconfiguredError
 from rowbus.producer.positions import parse_start
 from rowbus.producer.publisher import KafkaPublisher
 from rowbus.producer.reader import derived_server_id
 from rowbus.producer.server import SourceServer
-from rowbus.producer.settings import SourceConnection
 from rowbus.protocol.events import BinlogPosition
 from rowbus.waiting import wait_for
 from tests.conftest import connect
@@ -29,7 +29,9 @@ def test_user_without_replication_grants_is_refused(
         cur.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'")
         cur.execute(f"GRANT SELECT ON `{setup.database}`.* TO '{user}'@'%'")
     try:
-        source = SourceConnection("x", setup.server.host, setup.server.port, user, "pw")
+        source = SourceConnection(
+            name="x", host=setup.server.host, port=setup.server.port, user=user, password="pw"
+        )
         with SourceServer(source) as server, pytest.raises(ServerMisconfiguredError) as err:
             server.check()
         message = str(err.value)

@@ -59,7 +59,7 @@ def test_every_type_round_trips_and_images_follow_alter_table(reader_setup: Read
         cur.execute(TABLE)
         with reader_thread(setup):
             data = TopicReader(setup.services, setup.data_topic)
-            data.until(lambda rs: any(isinstance(r, Resolved) for r in rs), 60, "a first Resolved")
+            data.until(lambda rs: any(isinstance(r, Resolved) for r in rs), 120, "a first Resolved")
             cur.execute(ROW)
             cur.execute("INSERT INTO t (id) VALUES (1)")
             cur.execute("UPDATE t SET vc = 'changed' WHERE id = 1")

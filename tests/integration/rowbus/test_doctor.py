@@ -16,9 +16,18 @@ from rowbus.waiting import wait_for
 from tests.integration.rowbus.test_local_stack import free_ports
 
 
-def test_doctor_on_the_local_stack_reports_every_guarantee(services: Settings):
+def test_doctor_on_the_local_stack_reports_every_guarantee(services: Settings, unique):
+    # Topics of its own: the shared test broker may hold default-named topics of other tests.
+    reader = services.reader.model_copy(
+        update={
+            "checkpoints_topic": unique("test.doc.ckpt"),
+            "schemas_topic": unique("test.doc.schemas"),
+            "topic_template": unique("test.doc.data") + ".{source}",
+        }
+    )
+    settings = services.model_copy(update={"reader": reader})
     out = io.StringIO()
-    assert run_doctor(services, out=out) == 0, out.getvalue()
+    assert run_doctor(settings, out=out) == 0, out.getvalue()
     text = out.getvalue()
     assert "FAIL" not in text and "WARN" not in text
     for check in (
@@ -74,3 +83,28 @@ def test_doctor_lists_tansu_deviations(tansu: Settings):
     assert "FAIL  end offset after a 100-record batch" in text
     assert "FAIL  offsets_for_times" in text
     assert "NOT READY" in text
+
+
+def test_doctor_reports_a_topic_that_differs_from_what_rowbus_needs(
+    services: Settings, make_topic, unique
+):
+    checkpoints = make_topic("doc.ckpt", partitions=2)  # neither compacted nor one partition
+    data_topic = make_topic("doc.data", partitions=1)  # one topic for every source here
+    reader = services.reader.model_copy(
+        update={
+            "checkpoints_topic": checkpoints,
+            "schemas_topic": unique("test.doc.schemas"),
+            "topic_template": data_topic,
+            "partitions": 3,
+        }
+    )
+    settings = services.model_copy(update={"reader": reader})
+    from rowbus.doctor.topics import check_topics
+
+    checks = {c.name: c for c in check_topics(settings)}
+    bad = checks[f"topic {checkpoints}"]
+    assert not bad.ok and bad.verdict == "WARN"
+    assert "has 2 partition(s) where 1 are configured" in bad.detail
+    assert "has cleanup.policy=delete where rowbus needs cleanup.policy=compact" in bad.detail
+    data_check = checks[f"topic {data_topic}"]
+    assert "has 1 partition(s) where 3 are configured (reader.partitions)" in data_check.detail

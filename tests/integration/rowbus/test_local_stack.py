@@ -63,3 +63,31 @@ def test_a_taken_port_names_its_setting_and_starts_nothing(tmp_path):
     finally:
         blocker.close()
         stack.down()
+
+
+def test_a_start_that_fails_half_way_leaves_nothing_running(tmp_path, monkeypatch):
+    """The last service dies at start-up: the ones this call already started are stopped, and
+    the error names the service."""
+    from rowbus.exceptions import LocalStackError
+
+    stack = LocalStack(stack_settings(tmp_path / "state", free_ports(5)))
+    broker = stack.services[-1]
+    monkeypatch.setattr(broker, "command", lambda: ["false"])
+    with pytest.raises(LocalStackError, match="kafka exited during start-up"):
+        stack.up()
+    records = [ProcessRecord.load(stack.pid_dir, s.name) for s in stack.services]
+    assert records == [None] * 5, "every pid record is gone"
+    assert [s.state for s in stack.status()] == ["down"] * 5
+    state = str((tmp_path / "state").resolve()).encode()
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            status = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state in cmdline and status != "Z":
+            alive.append(cmdline.replace(b"\0", b" ").decode()[:120])
+    assert alive == [], alive

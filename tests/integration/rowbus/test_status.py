@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import time
 
 from confluent_kafka import Producer
@@ -22,6 +23,7 @@ def test_status_shows_leader_position_watermark_and_apply_checkpoint(services, m
     topic = make_topic("checkpoints", partitions=1)
     root = f"/{unique('status')}"
     state_db = unique("rowbus_apply")
+    control = unique("control")
     settings = load_settings(
         None,
         kafka={"bootstrap_servers": services.kafka.bootstrap_servers},
@@ -29,7 +31,11 @@ def test_status_shows_leader_position_watermark_and_apply_checkpoint(services, m
         sources=[{"name": s.name, "port": s.port} for s in services.sources],
         sink={"port": services.resolved_sink.port},
         reader={"checkpoints_topic": topic},
-        apply={"job": "status-test", "state_database": state_db},
+        apply={
+            "job": "status-test",
+            "state_database": state_db,
+            "shard_ddl": {"control_topic": control},
+        },
     )
     ts = compose(int(time.time() * 1000) - 2000, 0)
     checkpoint = ReaderCheckpoint(
@@ -60,8 +66,9 @@ def test_status_shows_leader_position_watermark_and_apply_checkpoint(services, m
         cur.execute(
             f"INSERT INTO `{state_db}`.apply_checkpoint VALUES "
             "('status-test', 41, 0, 0, '{}', %s, 10, NULL, NOW(6)), "
-            "('status-test', 42, 0, 0, '{}', %s, 7, NULL, NOW(6))",
-            (ts - 5, ts),
+            "('status-test', 42, 0, 0, '{}', %s, 7, NULL, NOW(6)), "
+            "('other-job', 5, 0, 0, '{}', %s, 3, NULL, NOW(6))",
+            (ts - 5, ts, ts - 9),
         )
     try:
         out = io.StringIO()
@@ -70,9 +77,21 @@ def test_status_shows_leader_position_watermark_and_apply_checkpoint(services, m
         assert "reader-a" in text
         assert "binlog.000007:1234 gtid=1-1-99" in text
         assert "(no checkpoint)" in text  # source2 has none
-        assert "job status-test: batch 42" in text
+        assert "job status-test (configured): batch 42" in text
         assert "7 rows" in text
+        assert "job other-job: batch 5" in text, "every job in the state database is shown"
         assert "lag " in text
+        assert f"control topic {control}" in text
+        out = io.StringIO()
+        assert print_status(settings, out, as_json_lines=True) == 0
+        report = json.loads(out.getvalue())
+        assert [j["job"] for j in report["jobs"]] == ["other-job", "status-test"]
+        assert [j["configured"] for j in report["jobs"]] == [False, True]
+        assert report["readers"][0]["leader"] == "reader-a"
+        assert report["readers"][0]["lag_ms"] >= 2000
+        assert report["control_topic"] == control
+        assert report["locks"] == []
+        assert report["unavailable"] == {}
     finally:
         lock.release()
         zk.stop()

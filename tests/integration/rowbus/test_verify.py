@@ -6,7 +6,8 @@ import pytest
 
 from rowbus.cli import main
 from rowbus.config import Settings
-from rowbus.verify import Route, verify
+from rowbus.consumers.routing import RouteSettings
+from rowbus.verify import verify
 from tests.conftest import connect
 
 TABLE = "CREATE TABLE {name} (id INT, k VARCHAR(8), v VARCHAR(20) NULL, d DECIMAL(10,2), PRIMARY KEY (id, k))"
@@ -44,7 +45,12 @@ def shard_setup(services: Settings, make_database, unique):
 
 
 def run(services, name, chunk_rows=37):
-    return verify(services, [Route(f"{name}.orders_*", f"{name}.orders")], [name], chunk_rows)
+    return verify(
+        services,
+        [RouteSettings(match=f"{name}.orders_*", target=f"{name}.orders")],
+        [name],
+        chunk_rows,
+    )
 
 
 def test_merged_shards_equal_their_union(shard_setup):

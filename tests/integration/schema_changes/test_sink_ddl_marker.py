@@ -11,11 +11,11 @@ import pymysql
 import pytest
 
 from rowbus.config import Settings
+from rowbus.consumers.routing import Router
 from rowbus.consumers.shard_ddl.executor import DdlExecutor
 from rowbus.protocol.ddl import parse_ddl
 from rowbus.protocol.events import BinlogPosition, DdlChange
 from rowbus.spark_apply.ddl import SinkDdl
-from rowbus.spark_apply.routing import Router
 from tests.conftest import connect
 
 _offset = iter(range(1000, 10**6, 100))

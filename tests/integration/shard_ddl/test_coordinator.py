@@ -6,15 +6,16 @@ import json
 
 from rowbus.cli import main
 from rowbus.config import Settings
-from rowbus.consumers.shard_ddl.groups import ShardGroups, glob_router
+from rowbus.consumers.shard_ddl.groups import ShardGroups
 from rowbus.consumers.shard_ddl.locks import LockState
+from rowbus.testing import shard_routes
 from tests.conftest import connect
 from tests.integration.shard_ddl.helpers import columns, coordinator, election, executor
 
 
 def _groups(db: str) -> ShardGroups:
     tables = [(s, "up", f"t_{i}") for s in ("s1", "s2") for i in (1, 2)]
-    return ShardGroups.build(glob_router([("up.t_*", f"{db}.t")]), tables)
+    return ShardGroups.build(shard_routes([("up.t_*", f"{db}.t")]), tables)
 
 
 def _target(services: Settings, make_database) -> str:

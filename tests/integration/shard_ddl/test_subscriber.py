@@ -8,15 +8,17 @@ from contextlib import ExitStack
 from typing import Any
 
 from rowbus.config import Settings
+from rowbus.consumers.routing import RouteSettings
 from rowbus.consumers.shard_ddl.coordinator import Coordinator
-from rowbus.consumers.shard_ddl.groups import ShardGroups, glob_router
+from rowbus.consumers.shard_ddl.groups import ShardGroups
 from rowbus.consumers.shard_ddl.locks import LockState
 from rowbus.consumers.shard_ddl.subscriber import ShardedApply
 from rowbus.consumers.spill import DataEvent
 from rowbus.consumers.stores.base import MemoryCheckpointStore
 from rowbus.consumers.subscriber import Subscriber
 from rowbus.protocol.events import Op, RowChange
-from rowbus.verify import Route, verify
+from rowbus.testing import shard_routes
+from rowbus.verify import verify
 from rowbus.waiting import wait_for
 from tests.conftest import connect
 from tests.integration.producer.helpers import ReaderSetup, reader_thread
@@ -63,7 +65,7 @@ def test_subscriber_path_holds_a_shard_and_resumes_from_its_safe_checkpoint(
     control = make_topic("control", 1)
     shards = [(s, k) for s in (0, 1) for k in (1, 2)]
     groups = ShardGroups.build(
-        glob_router([(f"{db}.o_*", f"{target_db}.orders") for db in dbs]),
+        shard_routes([(f"{db}.o_*", f"{target_db}.orders") for db in dbs]),
         [(topics[s], dbs[s], f"o_{k}") for s, k in shards],
     )
     ddl_state = unique("rowbus_ddl")
@@ -163,7 +165,7 @@ def test_subscriber_path_holds_a_shard_and_resumes_from_its_safe_checkpoint(
         with ExitStack() as stack:
             sub, sharded, coord = session(stack)
             step = pump(sub, sharded)
-            routes = [Route(f"{db}.o_*", f"{target_db}.orders") for db in dbs]
+            routes = [RouteSettings(match=f"{db}.o_*", target=f"{target_db}.orders") for db in dbs]
 
             last: list[Any] = []
 

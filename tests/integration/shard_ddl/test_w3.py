@@ -27,11 +27,12 @@ from typing import Any
 
 from rowbus.cli import main as rowbus_main
 from rowbus.config import MySQLSettings, Settings
+from rowbus.consumers.routing import RouteSettings
 from rowbus.consumers.shard_ddl.control import ControlLog
 from rowbus.consumers.shard_ddl.locks import LockState, LockTable
 from rowbus.protocol.events import ControlKind, ControlRecord
-from rowbus.spark_apply.settings import ApplySettings, JobConfig, RouteSettings, SinkConnection
-from rowbus.verify import Route, verify
+from rowbus.spark_apply.settings import ApplySettings, JobConfig, SinkConnection
+from rowbus.verify import verify
 from rowbus.waiting import wait_for
 from tests.conftest import connect
 from tests.integration.producer.helpers import ReaderSetup, reader_thread
@@ -337,7 +338,7 @@ def test_w3_shard_merge_with_three_ddls_a_crash_and_a_conflict(
 
         wait_for(up.wrote(50), timeout=30, what="writes after the last DDL", stop_on=(WriterError,))
         up.finish()
-        routes = [Route(f"{db}.orders_*", target) for db in dbs]
+        routes = [RouteSettings(match=f"{db}.orders_*", target=target) for db in dbs]
 
         def equal() -> bool:
             diffs = verify(services, routes, dbs)

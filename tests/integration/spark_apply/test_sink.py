@@ -11,11 +11,11 @@ import pymysql
 import pytest
 
 from rowbus.config import Settings
+from rowbus.consumers.routing import Router, RouteSettings
 from rowbus.protocol.events import Op, TableSchema
 from rowbus.spark_apply.exceptions import BadEventError
 from rowbus.spark_apply.planner import Envelope, PlannerState, plan
-from rowbus.spark_apply.routing import Router
-from rowbus.spark_apply.settings import RouteSettings, SinkConnection
+from rowbus.spark_apply.settings import SinkConnection
 from rowbus.spark_apply.sink import MySQLSink
 from tests.conftest import connect
 from tests.unit.spark_apply.events import ddl, resolved, row, table

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from rowbus.config import Settings
+from rowbus.consumers.routing import RouteSettings
 from rowbus.protocol.events import Op, TableSchema
 from rowbus.spark_apply.job import BatchApplier, spark_session, start_query
-from rowbus.spark_apply.settings import ApplySettings, JobConfig, RouteSettings, SinkConnection
+from rowbus.spark_apply.settings import ApplySettings, JobConfig, SinkConnection
 from rowbus.waiting import wait_for
 from tests.conftest import connect
 from tests.integration.spark_apply.harness import COLUMNS, SINK_DDL, Model, Publisher

@@ -12,12 +12,11 @@ from rowbus.protocol.events import (
     ColumnSchema,
     DdlChange,
     Event,
-    Op,
     Resolved,
     RowChange,
     TableSchema,
-    TxnRef,
 )
+from rowbus.testing import events
 
 TABLE = TableSchema("db", "t", (ColumnSchema("id", "bigint"), ColumnSchema("v", "int")), ("id",))
 BASE_TS = 1_700_000_000_000 << 16
@@ -32,29 +31,24 @@ class Scenario:
 
 
 def row(source: str, ts: int, txn: str, index: int, count: int | None, offset: int) -> RowChange:
-    return RowChange(
-        source=source,
-        ts=ts,
-        op=Op.INSERT,
-        schema="db",
-        table="t",
-        schema_id=TABLE.schema_id,
-        primary_key=("id",),
-        before=None,
+    return events.row(
+        ts,
         after=(offset * 10 + index, index),
-        txn=TxnRef(txn, index, count),
+        source=source,
+        tbl=TABLE,
+        index=index,
+        count=count,
+        txn=txn,
         position=BinlogPosition("bin.000001", offset, txn),
     )
 
 
 def ddl(source: str, ts: int, offset: int) -> DdlChange:
-    return DdlChange(
+    return events.ddl(
+        ts,
+        f"ALTER TABLE t COMMENT '{offset}'",
+        TABLE,
         source=source,
-        ts=ts,
-        schema="db",
-        table="t",
-        statement=f"ALTER TABLE t COMMENT '{offset}'",
-        table_schema=TABLE,
         position=BinlogPosition("bin.000001", offset),
     )
 

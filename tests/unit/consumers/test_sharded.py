@@ -129,3 +129,35 @@ def test_a_shard_skips_what_its_own_point_covers() -> None:
     assert not already_handled(shard_point, row("s1", BASE_TS, "y", 0, 1, 201))
     assert not already_handled(shard_point, row("s2", BASE_TS, "z", 0, 1, 5))
     assert not already_handled(None, row("s1", BASE_TS, "x", 0, 1, 1))
+
+
+def test_a_keyless_table_is_sharded_by_its_name_so_its_rows_keep_their_order() -> None:
+    from dataclasses import replace
+
+    keyless = TableSchema("db", "t", TABLE.columns, ())
+    key = ShardKey(7)
+    rows = [row("s1", BASE_TS, "x", i, None, 10 + i) for i in range(6)]
+    assert {key.of(replace(r, primary_key=()), keyless) for r in rows} == {
+        java_partition(encode_key("db", "t", ()), 7)
+    }
+
+
+def test_an_update_that_changes_the_shard_field_is_a_delete_then_an_insert() -> None:
+    from dataclasses import replace
+
+    key = ShardKey(5, {"db.*": ["v"]})
+    insert = row("s1", BASE_TS, "x", 1, None, 7)  # after = (71, 1)
+    moved = None
+    for v in range(2, 40):
+        update = replace(insert, op=Op.UPDATE, before=insert.after, after=(71, v))
+        if key.of(update, TABLE) != key.of(insert, TABLE):
+            moved = update
+            break
+    assert moved is not None
+    (old, gone), (new, came) = key.route(moved, TABLE)
+    assert old == key.of(insert, TABLE)
+    assert (gone.op, gone.before, gone.after) == (Op.DELETE, (71, 1), None)
+    assert (came.op, came.before, came.after) == (Op.INSERT, None, moved.after)
+    assert new == key.of(came, TABLE)
+    same = replace(insert, op=Op.UPDATE, before=(71, 1), after=(5, 1))
+    assert key.route(same, TABLE) == [(key.of(same, TABLE), same)]

@@ -38,9 +38,9 @@ def test_parse_start_forms() -> None:
     assert parse_start("earliest").kind == "earliest"
     assert parse_start("latest").kind == "latest"
     spec = parse_start("file:mysql-bin.000003:1234")
-    assert (spec.kind, spec.file, spec.pos) == ("file", "mysql-bin.000003", 1234)
+    assert (spec.kind, spec.file, spec.offset) == ("file", "mysql-bin.000003", 1234)
     assert parse_start("gtid:0-1-42").gtid_set == "0-1-42"
-    assert parse_start("timestamp:1700000000").timestamp == 1700000000
+    assert parse_start("timestamp:1700000000").timestamp_s == 1700000000
     for bad in ("", "file:x", "file:x:1", "gtid:", "nowhere", "timestamp:soon"):
         with pytest.raises(BadStartPositionError, match="earliest, latest"):
             parse_start(bad)

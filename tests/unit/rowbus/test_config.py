@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from rowbus.cli import main
@@ -89,3 +91,72 @@ def test_cli_refuses_a_bad_file_with_one_line_and_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert err.startswith("rowbus: error: ") and "zookeeper.hostz" in err
+
+
+def test_a_partly_set_sink_stays_the_embedded_sink(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ROWBUS_SINK__PASSWORD", "x")
+    settings = load_settings(None)
+    assert settings.resolved_sink.port == settings.local.ports.sink
+    assert settings.resolved_sink.port != settings.sources[0].port
+    assert settings.resolved_sink.password.get_secret_value() == "x"
+
+
+def test_a_sink_with_its_own_host_keeps_the_mysql_default_port(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ROWBUS_SINK__HOST", "warehouse")
+    assert load_settings(None).resolved_sink.address == "warehouse:3306"
+
+
+def test_an_unexpected_failure_ends_with_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rowbus import cli
+
+    def boom(*_: object) -> int:
+        raise ValueError("something odd")
+
+    parser = cli.build_parser()
+    args = parser.parse_args(["config", "show"])
+    monkeypatch.setattr(args, "func", boom)
+    monkeypatch.setattr(cli, "build_parser", lambda: _Fixed(args))
+    assert cli.main(["config", "show"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["rowbus: error: config: ValueError: something odd (run with -v for the trace)"]
+
+
+def test_a_closed_stdout_is_not_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rowbus import cli
+
+    def closed(*_: object) -> int:
+        raise BrokenPipeError
+
+    args = cli.build_parser().parse_args(["config", "show"])
+    monkeypatch.setattr(args, "func", closed)
+    monkeypatch.setattr(cli, "build_parser", lambda: _Fixed(args))
+    monkeypatch.setattr(cli.os, "dup2", lambda *_: None)
+    assert cli.main(["config", "show"]) == 141
+
+
+class _Fixed:
+    def __init__(self, args: object) -> None:
+        self.args = args
+
+    def parse_args(self, _argv: object) -> object:
+        return self.args
+
+
+def test_config_show_names_where_each_value_came_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "rowbus.yaml"
+    path.write_text("reader:\n  start: earliest\nsink:\n  host: warehouse\n")
+    monkeypatch.setenv("ROWBUS_SINK__PASSWORD", "s3cret")
+    assert main(["-c", str(path), "config", "show"]) == 0
+    lines = {line.split(":")[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert lines["reader.start"].endswith(f"# file {path}")
+    assert lines["sink.host"].endswith(f"# file {path}")
+    assert lines["sink.password"].endswith("# env ROWBUS_SINK__PASSWORD")
+    assert "s3cret" not in lines["sink.password"]
+    assert lines["kafka.bootstrap_servers"].endswith("# embedded stack (local.ports)")
+    assert lines["apply.job"].endswith("# default")

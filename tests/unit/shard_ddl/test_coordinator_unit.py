@@ -9,9 +9,10 @@ import pytest
 from rowbus.consumers.shard_ddl.coordinator import Coordinator
 from rowbus.consumers.shard_ddl.exceptions import ControlTopicError, ShardDdlError
 from rowbus.consumers.shard_ddl.executor import Outcome
-from rowbus.consumers.shard_ddl.groups import ShardGroups, glob_router
+from rowbus.consumers.shard_ddl.groups import ShardGroups
 from rowbus.consumers.shard_ddl.locks import LockState
 from rowbus.protocol.events import ControlKind, ControlRecord
+from rowbus.testing import shard_routes
 
 
 class MemoryLog:
@@ -69,7 +70,7 @@ class Clock:
 
 
 GROUPS = ShardGroups.build(
-    glob_router([("up.t_*", "db.t")]), [(s, "up", f"t_{i}") for s in ("a", "b") for i in (1, 2)]
+    shard_routes([("up.t_*", "db.t")]), [(s, "up", f"t_{i}") for s in ("a", "b") for i in (1, 2)]
 )
 
 

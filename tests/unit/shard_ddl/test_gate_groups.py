@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from rowbus.consumers.shard_ddl import records
 from rowbus.consumers.shard_ddl.gate import Barrier, ShardGate
-from rowbus.consumers.shard_ddl.groups import ShardGroups, glob_router
+from rowbus.consumers.shard_ddl.groups import ShardGroups
 from rowbus.consumers.shard_ddl.locks import LockTable
 from rowbus.protocol.events import ControlKind
+from rowbus.testing import shard_routes
 
 
 def _intent(shard: str, seq: int = 1) -> records.ControlRecord:
@@ -66,7 +67,7 @@ def test_release_stops_at_the_next_ddl_of_the_shard() -> None:
 
 
 def test_groups_from_routing() -> None:
-    route = glob_router(
+    route = shard_routes(
         [("shop_*.orders_*", "shop.orders"), ("shop_*.skip", "shop.single_{schema}")]
     )
     tables = [

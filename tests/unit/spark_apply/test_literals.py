@@ -7,9 +7,9 @@ from decimal import Decimal
 
 import pytest
 
+from rowbus.consumers.routing import Target
 from rowbus.spark_apply.changes import delete_statements, upsert_statements
 from rowbus.spark_apply.literals import literal, row_literal
-from rowbus.spark_apply.routing import Target
 
 
 @pytest.mark.parametrize(

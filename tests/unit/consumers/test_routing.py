@@ -2,9 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from rowbus.spark_apply.exceptions import RoutingError
-from rowbus.spark_apply.routing import Router, Target
-from rowbus.spark_apply.settings import RouteSettings
+from rowbus.consumers.exceptions import RoutingError
+from rowbus.consumers.routing import Router, RouteSettings, Target
 from tests.unit.spark_apply.events import table
 
 

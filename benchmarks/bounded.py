@@ -1,0 +1,530 @@
+"""Bounded memory: peak RSS of the reader, a Subscriber and the Spark apply job under a huge
+upstream transaction and under a stalled lane.
+
+    python -m benchmarks.bounded [--mysql H:P] [--mysql2 H:P] [--sink H:P] [--kafka H:P]
+                                 [--rows N] [--stall-s S] [--w2-rate TXN_PER_S] [--only big|stall]
+
+- ``big``: one upstream transaction of ``--rows`` rows (BIGINT, INT, VARCHAR(255) of 200 bytes)
+  is written, then read by the reader (fragments of ``fragment_rows``), then consumed whole by a
+  Subscriber (counting its events) and applied by the Spark job (``available_now``) into the
+  sink.
+- ``stall``: W2 (`rowbus.workloads.W2`: single-row transactions over 8 tables) runs at
+  ``--w2-rate`` transactions/s on two sources for ``--stall-s`` seconds plus a short head and
+  tail; the second source's reader is down for the stall (it starts afterwards, from where the
+  workload began), so the Subscriber and the Spark job, which merge both sources, hold the first
+  source's events all that time; then everything must catch up.
+
+Each component runs in a process of its own, so its peak RSS (``ru_maxrss``) is its own; for
+Spark the driver's Python process and the JVM (its child) are reported apart. Topics are
+deleted at the end. Not a test: figures are printed, nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pymysql
+
+from benchmarks.common import binlog_end, connect, maxrss_mb
+from rowbus.clients import kafka
+from rowbus.workloads import W2
+
+PAD = 200
+BIG_DDL = "CREATE TABLE big (id BIGINT PRIMARY KEY, v INT NOT NULL, pad VARCHAR(255))"
+
+
+def _connect(hostport: str, args: argparse.Namespace, db: str | None = None) -> Any:
+    return connect(hostport, args.user, args.password, db)
+
+
+def _hwm_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        children = (task / "children").read_text().split()
+        out.extend(int(c) for c in children)
+    return out
+
+
+# ---- components, each in its own process ------------------------------------------------------
+
+
+def reader_child(
+    args: argparse.Namespace,
+    name: str,
+    hostport: str,
+    db: str,
+    topics: dict[str, str],
+    start: tuple[str, int],
+    end: Any,
+    done: Any,
+    out: Any,
+    quit_: Any = None,
+) -> None:
+    """A reader from `start`; once `done` is set and its checkpoint reached `end` (a shared
+    [file, offset] list filled in by the parent) it reports, and runs on (heartbeats keep the
+    consumers' merge moving) until `quit_` is set (at once when None)."""
+    from rowbus.clients.settings import SourceConnection
+    from rowbus.producer.reader import Reader
+    from rowbus.producer.settings import ReaderSettings, Services
+
+    host, port = hostport.split(":")
+    settings = ReaderSettings(
+        start=f"file:{start[0]}:{start[1]}",
+        include_schemas=[db],
+        election=False,
+        topic_template=topics["data"],
+        checkpoints_topic=topics["checkpoints"],
+        schemas_topic=topics["schemas"],
+        partitions=args.partitions,
+    )
+    reader = Reader(
+        SourceConnection(
+            name=name, host=host, port=int(port), user=args.user, password=args.password
+        ),
+        settings,
+        Services(kafka={"bootstrap.servers": args.kafka}, zookeeper_hosts=None),
+    )
+    stop = threading.Event()
+    began = time.monotonic()
+
+    def report() -> None:
+        m = reader.metrics.snapshot()
+        out.put(
+            {
+                "component": f"reader {name}",
+                "rss_mb": round(maxrss_mb()),
+                "rows": m["rows"],
+                "fragments": m["fragments"],
+                "seconds": round(time.monotonic() - began, 1),
+            }
+        )
+
+    def watch() -> None:
+        while not stop.is_set():
+            pos = reader.committed
+            if done.is_set() and pos is not None and (pos.file, pos.offset) >= tuple(end):
+                report()
+                if quit_ is not None:
+                    quit_.wait()
+                stop.set()
+            time.sleep(0.05)
+
+    threading.Thread(target=watch, daemon=True).start()
+    reader.run(stop)
+
+
+def subscriber_child(
+    args: argparse.Namespace,
+    sources: list[str],
+    topics: dict[str, str],
+    expected: Any,
+    out: Any,
+) -> None:
+    """A Subscriber over `sources` until it received `expected.value` row events (set by the
+    parent once known) and nothing is buffered."""
+    from rowbus.consumers.subscriber import Subscriber
+    from rowbus.protocol.events import RowChange
+
+    data_topics = [topics["data"].format(source=s) for s in sources]
+    events = [0]
+    largest = [0]
+    buffered = [0]
+    began = time.monotonic()
+    with Subscriber(
+        {"bootstrap.servers": args.kafka},
+        data_topics,
+        sources=sources,
+        topic_template=topics["data"],
+        checkpoints_topic=topics["checkpoints"],
+        schemas_topic=topics["schemas"],
+        group_id=f"bench-{uuid.uuid4().hex[:8]}",
+    ) as sub:
+
+        def handle(txn: Any) -> None:
+            n = sum(1 for e in txn.events if isinstance(e, RowChange))
+            events[0] += n
+            largest[0] = max(largest[0], n)
+
+        def done() -> bool:
+            buffered[0] = max(buffered[0], sub.merger.buffered)
+            return 0 < expected.value <= events[0] and sub.merger.buffered == 0
+
+        sub.run(handle, should_stop=done)
+        spilled = sub.merger.stats.spilled_events
+    out.put(
+        {
+            "component": "subscriber",
+            "rss_mb": round(maxrss_mb()),
+            "events": events[0],
+            "largest_txn": largest[0],
+            "max_buffered": buffered[0],
+            "spilled_events": spilled,
+            "seconds": round(time.monotonic() - began, 1),
+        }
+    )
+
+
+def spark_child(
+    args: argparse.Namespace,
+    sources: list[str],
+    topics: dict[str, str],
+    routes: list[tuple[str, str]],
+    job: str,
+    stop: Any,
+    out: Any,
+) -> None:
+    """The Spark apply job until `stop` is set; then its driver's and JVM's peak RSS."""
+    from rowbus.consumers.routing import RouteSettings
+    from rowbus.spark_apply.job import BatchApplier, spark_session, start_query
+    from rowbus.spark_apply.settings import (
+        ApplySettings,
+        JobConfig,
+        SinkConnection,
+    )
+
+    host, port = args.sink.split(":")
+    config = JobConfig(
+        apply=ApplySettings(
+            job=job,
+            sources=tuple(sources),
+            topic_template=topics["data"],
+            schemas_topic=topics["schemas"],
+            routes=tuple(RouteSettings(match=m, target=t) for m, t in routes),
+            checkpoint_location=Path(tempfile.mkdtemp(prefix=f"rowbus-bench-{job}-")),
+            state_database=f"state_{job}".replace("-", "_"),
+            trigger_interval_s=1.0,
+        ),
+        kafka={"bootstrap.servers": args.kafka},
+        sink=SinkConnection(
+            host=host, port=int(port), user=args.sink_user, password=args.sink_password
+        ),
+    )
+    began = time.monotonic()
+    spark = spark_session(config)
+    applier = BatchApplier(config).start()
+    query = start_query(spark, config, applier)
+    jvm = 0.0
+    while not stop.wait(1.0):
+        if not query.isActive:
+            break
+        jvm = max([jvm, *(_hwm_mb(c) for c in _children(mp.current_process().pid or 0))])
+    error = None if query.isActive else str(query.exception())[:300]
+    query.stop()
+    applier.close()
+    out.put(
+        {
+            "component": "spark apply",
+            "driver_rss_mb": round(maxrss_mb()),
+            "jvm_and_workers_peak_mb": round(jvm),
+            "seconds": round(time.monotonic() - began, 1),
+            "error": error,
+        }
+    )
+
+
+# ---- scenarios ------------------------------------------------------------------------------
+
+
+def _sink_state(args: argparse.Namespace, job: str) -> tuple[int, int] | None:
+    """(batches committed, stash events of the last one) of the Spark job."""
+    db = f"state_{job}".replace("-", "_")
+    with _connect(args.sink, _sink_args(args)) as conn, conn.cursor() as cur:
+        try:
+            cur.execute(
+                f"SELECT batch_id, stash_events FROM `{db}`.apply_state_header "
+                "ORDER BY batch_id DESC LIMIT 1"
+            )
+        except pymysql.err.ProgrammingError:
+            return None
+        row = cur.fetchone()
+    return None if row is None else (int(row[0]), int(row[1]))
+
+
+def _sink_args(args: argparse.Namespace) -> argparse.Namespace:
+    return argparse.Namespace(user=args.sink_user, password=args.sink_password)
+
+
+def _count(hostport: str, args: argparse.Namespace, db: str, table: str) -> int:
+    with _connect(hostport, args, db) as conn, conn.cursor() as cur:
+        cur.execute(f"SELECT COUNT(*) FROM `{table}`")
+        return int(cur.fetchone()[0])
+
+
+def _wait(condition: Any, timeout: float, what: str) -> float:
+    began = time.monotonic()
+    while not condition():
+        if time.monotonic() - began > timeout:
+            raise TimeoutError(f"{what}: not within {timeout:.0f}s")
+        time.sleep(0.5)
+    return time.monotonic() - began
+
+
+def big(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:
+    tag = uuid.uuid4().hex[:8]
+    db, source = f"bench_big_{tag}", f"big_{tag}"
+    topics = {
+        "data": f"bench.big.{tag}.{{source}}",
+        "checkpoints": f"bench.big.ckpt.{tag}",
+        "schemas": f"bench.big.schemas.{tag}",
+    }
+    with _connect(args.mysql, args) as conn:
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE `{db}`")
+            cur.execute(f"USE `{db}`")
+            cur.execute(BIG_DDL)
+        start = binlog_end(conn)
+        began = time.monotonic()
+        conn.autocommit(False)
+        with conn.cursor() as cur:
+            cur.execute(
+                f"INSERT INTO big SELECT seq, seq % 1000, REPEAT(CHAR(65 + seq % 26), {PAD}) "
+                f"FROM seq_1_to_{args.rows}"
+            )
+        conn.commit()
+        print(
+            f"big: {args.rows} rows written in one transaction in {time.monotonic() - began:.1f}s",
+            flush=True,
+        )
+        end = binlog_end(conn)
+    out = ctx.Queue()
+    done = ctx.Event()
+    done.set()
+    results = []
+    reader = ctx.Process(
+        target=reader_child,
+        args=(args, source, args.mysql, db, topics, start, list(end), done, out),
+    )
+    reader.start()
+    results.append(out.get(timeout=3600))
+    reader.join(60)
+    print(json.dumps(results[-1]), flush=True)
+    expected = ctx.Value("q", args.rows)
+    sub = ctx.Process(target=subscriber_child, args=(args, [source], topics, expected, out))
+    sub.start()
+    results.append(out.get(timeout=3600))
+    sub.join(60)
+    print(json.dumps(results[-1]), flush=True)
+    sink_db = f"bench_big_sink_{tag}"
+    with _connect(args.sink, _sink_args(args)) as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{sink_db}`")
+        cur.execute(f"USE `{sink_db}`")
+        cur.execute(BIG_DDL)
+    stop = ctx.Event()
+    job = f"bench-big-{tag}"
+    spark = ctx.Process(
+        target=spark_child,
+        args=(args, [source], topics, [(f"{db}.*", f"{sink_db}.{{table}}")], job, stop, out),
+    )
+    spark.start()
+    try:
+        took = _wait(
+            lambda: (
+                _count(args.sink, _sink_args(args), sink_db, "big") >= args.rows
+                or not spark.is_alive()
+            ),
+            3600,
+            "the Spark job to apply the transaction",
+        )
+        print(f"big: the sink has the transaction after {took:.0f}s", flush=True)
+    finally:
+        stop.set()
+        results.append(out.get(timeout=600))
+        spark.join(120)
+    print(json.dumps(results[-1]), flush=True)
+    _delete_topics(args, [topics["data"].format(source=source), *list(topics.values())[1:]])
+    return results
+
+
+def _start_writers(
+    args: argparse.Namespace, servers: dict[str, str], db: dict[str, str], workloads: dict[str, W2]
+) -> tuple[dict[str, int], threading.Event]:
+    """W2 on every source at --w2-rate transactions/s until the returned event is set."""
+    written = dict.fromkeys(servers, 0)
+    halt = threading.Event()
+
+    def write(s: str) -> None:
+        with _connect(servers[s], args, db[s]) as conn:
+            conn.autocommit(False)
+            next_at = time.monotonic()
+            while not halt.is_set():
+                written[s] += workloads[s].step(conn)
+                next_at += 1 / args.w2_rate
+                time.sleep(max(0.0, next_at - time.monotonic()))
+
+    for s in servers:
+        threading.Thread(target=write, args=(s,), daemon=True, name=f"w2-{s}").start()
+    return written, halt
+
+
+def stall(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:  # noqa: PLR0915 - one script
+    tag = uuid.uuid4().hex[:8]
+    servers = {f"a_{tag}": args.mysql, f"b_{tag}": args.mysql2}
+    sources = list(servers)
+    db = {s: f"bench_stall_{s}" for s in sources}
+    topics = {
+        "data": f"bench.stall.{tag}.{{source}}",
+        "checkpoints": f"bench.stall.ckpt.{tag}",
+        "schemas": f"bench.stall.schemas.{tag}",
+    }
+    workloads = {s: W2(db[s], initial_rows=400, seed=n + 1) for n, s in enumerate(sources)}
+    starts = {}
+    for s in sources:
+        with _connect(servers[s], args) as conn:
+            starts[s] = binlog_end(conn)
+            conn.autocommit(False)
+            workloads[s].create(conn)
+    sink_dbs = {s: f"bench_stall_sink_{s}" for s in sources}
+    with _connect(args.sink, _sink_args(args)) as conn, conn.cursor() as cur:
+        for s in sources:
+            cur.execute(f"CREATE DATABASE `{sink_dbs[s]}`")
+    routes = [(f"{db[s]}.*", f"{sink_dbs[s]}.{{table}}") for s in sources]
+    out = ctx.Queue()
+    done = ctx.Event()
+    ends = {s: mp.Manager().list([start[0], start[1]]) for s, start in starts.items()}
+    expected = ctx.Value("q", 0)
+    stop_spark = ctx.Event()
+    quit_ = ctx.Event()
+    job = f"bench-stall-{tag}"
+    a, b = sources
+    _create_topics(args, [topics["data"].format(source=s) for s in sources], topics)
+    procs = {
+        "reader a": ctx.Process(
+            target=reader_child,
+            args=(args, a, servers[a], db[a], topics, starts[a], ends[a], done, out, quit_),
+        ),
+        "subscriber": ctx.Process(
+            target=subscriber_child, args=(args, sources, topics, expected, out)
+        ),
+        "spark": ctx.Process(
+            target=spark_child, args=(args, sources, topics, routes, job, stop_spark, out)
+        ),
+    }
+    for p in procs.values():
+        p.start()
+    written, halt = _start_writers(args, servers, db, workloads)
+    head, tail = 20.0, 20.0
+    print(
+        f"stall: W2 at {args.w2_rate}/s on both sources; reader {b} down for {args.stall_s:.0f}s",
+        flush=True,
+    )
+    time.sleep(head + args.stall_s)
+    procs["reader b"] = ctx.Process(
+        target=reader_child,
+        args=(args, b, servers[b], db[b], topics, starts[b], ends[b], done, out, quit_),
+    )
+    procs["reader b"].start()
+    restarted = time.monotonic()
+    time.sleep(tail)
+    halt.set()
+    for s in sources:
+        with _connect(servers[s], args) as conn:
+            ends[s][:] = list(binlog_end(conn))
+    print(f"stall: wrote {written} transactions; catching up", flush=True)
+    done.set()
+    results = [out.get(timeout=3600) for _ in range(2)]  # both readers, once caught up
+    for r in results:
+        print(json.dumps(r), flush=True)
+
+    def caught_up() -> bool:
+        if not procs["spark"].is_alive():
+            raise RuntimeError("the Spark job stopped")
+        try:
+            return all(
+                _count(servers[s], args, db[s], t)
+                == _count(args.sink, _sink_args(args), sink_dbs[s], t)
+                for s in sources
+                for t in workloads[s].names()
+            )
+        except pymysql.err.ProgrammingError:  # a target table not created yet
+            return False
+
+    took = _wait(caught_up, 3600, "the sink to equal both sources")
+    print(
+        f"stall: the sink equals both sources {time.monotonic() - restarted:.0f}s after the "
+        f"reader came back (last check {took:.0f}s); Spark state {_sink_state(args, job)}",
+        flush=True,
+    )
+    stop_spark.set()
+    # The Subscriber stops once it received every row event: the initial rows and the steps.
+    expected.value = sum(
+        workloads[s].initial_rows // workloads[s].tables * 8 + written[s] for s in sources
+    )
+    for _ in range(2):
+        results.append(out.get(timeout=3600))
+        print(json.dumps(results[-1]), flush=True)
+    quit_.set()
+    for p in procs.values():
+        p.join(120)
+    _delete_topics(
+        args, [topics["data"].format(source=s) for s in sources] + list(topics.values())[1:]
+    )
+    return results
+
+
+def _create_topics(args: argparse.Namespace, data: list[str], topics: dict[str, str]) -> None:
+    """The topics, before the consumers look for them (the readers would make them later)."""
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+
+    from rowbus.protocol.topics import (
+        CHECKPOINTS_TOPIC_CONFIG,
+        DATA_TOPIC_CONFIG,
+        SCHEMAS_TOPIC_CONFIG,
+    )
+
+    new = [NewTopic(t, args.partitions, 1, config=dict(DATA_TOPIC_CONFIG)) for t in data]
+    new.append(NewTopic(topics["checkpoints"], 1, 1, config=dict(CHECKPOINTS_TOPIC_CONFIG)))
+    new.append(NewTopic(topics["schemas"], 1, 1, config=dict(SCHEMAS_TOPIC_CONFIG)))
+    admin = kafka.admin({"bootstrap.servers": args.kafka})
+    for future in admin.create_topics(new).values():
+        future.result(30)
+
+
+def _delete_topics(args: argparse.Namespace, names: list[str]) -> None:
+    kafka.admin({"bootstrap.servers": args.kafka}).delete_topics(names)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.bounded", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--mysql", default="127.0.0.1:13306", help="first source")
+    parser.add_argument("--mysql2", default="127.0.0.1:13307", help="second source")
+    parser.add_argument("--sink", default="127.0.0.1:13308")
+    parser.add_argument("--user", default="rowbus")
+    parser.add_argument("--password", default="rowbus")
+    parser.add_argument("--sink-user", default="rowbus")
+    parser.add_argument("--sink-password", default="rowbus")
+    parser.add_argument("--kafka", default="127.0.0.1:19092")
+    parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--stall-s", type=float, default=300.0)
+    parser.add_argument("--w2-rate", type=float, default=200.0, help="transactions/s per source")
+    parser.add_argument("--only", choices=["big", "stall"])
+    args = parser.parse_args(argv)
+    ctx = mp.get_context("spawn")
+    results = []
+    if args.only in (None, "big"):
+        results += big(args, ctx)
+    if args.only in (None, "stall"):
+        results += stall(args, ctx)
+    print(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

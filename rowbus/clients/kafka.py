@@ -1,0 +1,442 @@
+"""The one seam around confluent-kafka.
+
+Every consumer, producer and admin client is built here (`consumer`, `producer`, `admin`), with
+the defaults rowbus relies on rendered at the last moment; every KafkaException is translated by
+`kafka_errors` (also when confluent-kafka hides it behind a SystemError); `KafkaReader` is the
+assign-only consumer the subscribers use, and `read_to_end` reads a small system topic
+(checkpoints, schemas, control) to its current end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from rowbus.clients.errors import KafkaClientError
+from rowbus.protocol.codec import decode
+from rowbus.protocol.errors import ProtocolError, RowbusError
+from rowbus.protocol.events import Record
+
+TopicPartition = tuple[str, int]
+
+log = logging.getLogger(__name__)
+
+# noida-db ignores fetch size limits, so a consumer must accept whatever one fetch returns.
+MAX_MESSAGE_BYTES = 1_000_000_000
+
+_FENCED = {
+    "_FENCED",
+    "PRODUCER_FENCED",
+    "INVALID_PRODUCER_EPOCH",
+    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+}
+
+
+class Message(Protocol):
+    """What rowbus uses of `confluent_kafka.Message` (which tests cannot build)."""
+
+    def error(self) -> Any: ...
+    def topic(self) -> str | None: ...
+    def partition(self) -> int | None: ...
+    def offset(self) -> int | None: ...
+    def key(self) -> bytes | None: ...
+    def value(self) -> bytes | None: ...
+    def headers(self) -> list[tuple[str, bytes | None]] | None: ...
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One librdkafka error, classified once."""
+
+    text: str
+    name: str | None
+    retryable: bool
+    fenced: bool
+
+
+def classify(err: Any, what: str) -> Failure:
+    """Classify a `KafkaError` (or None when the cause was lost) raised while doing `what`."""
+    if err is None or not hasattr(err, "name"):
+        return Failure(f"{what} failed", None, False, False)
+    name = str(err.name())
+    fenced = name in _FENCED
+    retryable = (bool(err.retriable()) or bool(err.txn_requires_abort())) and not err.fatal()
+    return Failure(f"{what}: {name}: {err.str()}", name, retryable and not fenced, fenced)
+
+
+def _client_error(failure: Failure) -> RowbusError:
+    return KafkaClientError(
+        failure.text, failure.name, retryable=failure.retryable, fenced=failure.fenced
+    )
+
+
+def kafka_cause(exc: BaseException) -> Any:
+    """The KafkaException behind `exc`: confluent-kafka raises SystemError ("returned a result
+    with an exception set") from flush/poll when a fatal error is pending while a callback runs,
+    with the KafkaException as its cause."""
+    from confluent_kafka import KafkaException
+
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None:
+            return None
+        if isinstance(seen, KafkaException):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+@contextmanager
+def kafka_errors(
+    what: str, into: Callable[[Failure], RowbusError] = _client_error
+) -> Iterator[None]:
+    """Translate a KafkaException raised inside the block into `into(failure)` (by default a
+    `KafkaClientError`); components pass their own `into` to keep their error types."""
+    from confluent_kafka import KafkaException
+
+    try:
+        yield
+    except (KafkaException, SystemError) as exc:
+        cause = kafka_cause(exc)
+        if cause is None:
+            raise
+        err = cause.args[0] if cause.args else None
+        raise into(classify(err, what)) from exc
+
+
+def failure_error(err: Any, what: str) -> KafkaClientError:
+    """The `KafkaClientError` for a KafkaError a message or callback carries."""
+    f = classify(err, what)
+    return KafkaClientError(f.text, f.name, retryable=f.retryable, fenced=f.fenced)
+
+
+# -- factories ---------------------------------------------------------------------------------
+
+
+def consumer(config: Mapping[str, Any], **overrides: Any) -> Any:
+    """A `confluent_kafka.Consumer`: read_committed, no auto commit, a private group unless
+    ``group.id`` is given, any message size. `overrides` use librdkafka's dotted keys."""
+    from confluent_kafka import Consumer
+
+    conf = {
+        "group.id": f"rowbus-{uuid.uuid4().hex[:12]}",
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+        "auto.offset.reset": "earliest",
+        "receive.message.max.bytes": MAX_MESSAGE_BYTES,
+        **config,
+    }
+    conf.update(overrides)
+    with kafka_errors("cannot create a Kafka consumer"):
+        return Consumer(conf)
+
+
+def producer(config: Mapping[str, Any], **overrides: Any) -> Any:
+    """A `confluent_kafka.Producer` (idempotent unless told otherwise)."""
+    from confluent_kafka import Producer
+
+    conf = {"enable.idempotence": True, "acks": "all", **config}
+    conf.update(overrides)
+    with kafka_errors("cannot create a Kafka producer"):
+        return Producer(conf)
+
+
+def admin(config: Mapping[str, Any]) -> Any:
+    """A `confluent_kafka.admin.AdminClient` on the same connection settings."""
+    from confluent_kafka.admin import AdminClient
+
+    with kafka_errors("cannot create a Kafka admin client"):
+        return AdminClient(dict(config))
+
+
+def kafka_tp(topic: str, partition: int, offset: int | None = None) -> Any:
+    """A `confluent_kafka.TopicPartition`."""
+    from confluent_kafka import TopicPartition as KafkaTP
+
+    return KafkaTP(topic, partition) if offset is None else KafkaTP(topic, partition, offset)
+
+
+# -- the assign-only reader --------------------------------------------------------------------
+
+
+class KafkaReader:
+    """An assign-only consumer; `open()` builds the client, `close()` closes it."""
+
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        *,
+        timeout: float = 10.0,
+        isolation: str = "read_committed",
+    ) -> None:
+        self._config = {
+            "group.id": "rowbus-subscriber",
+            **config,
+            "enable.auto.offset.store": False,
+            "isolation.level": isolation,
+            "enable.partition.eof": True,
+        }
+        self._timeout = timeout
+        self._consumer: Any = None
+
+    def open(self) -> None:
+        self._consumer = consumer(self._config)
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    def partitions(self, topic: str) -> list[int]:
+        """The partitions of `topic`; KafkaClientError if it does not exist."""
+        with kafka_errors(f"cannot read the metadata of {topic}"):
+            meta = self._consumer.list_topics(topic, timeout=self._timeout).topics.get(topic)
+        if meta is None or meta.error is not None or not meta.partitions:
+            raise KafkaClientError(f"topic {topic} does not exist")
+        return sorted(meta.partitions)
+
+    def bounds(self, tp: TopicPartition) -> tuple[int, int]:
+        """(first offset, end offset) of a partition (the end is the LSO under read_committed)."""
+        with kafka_errors(f"cannot read the offsets of {tp[0]}[{tp[1]}]"):
+            low, high = self._consumer.get_watermark_offsets(
+                kafka_tp(*tp), timeout=self._timeout, cached=False
+            )
+        return int(low), int(high)
+
+    def assign(self, offsets: Mapping[TopicPartition, int]) -> None:
+        with kafka_errors("cannot assign partitions"):
+            self._consumer.assign([kafka_tp(t, p, o) for (t, p), o in sorted(offsets.items())])
+
+    def positions(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        """The next offset the consumer will read per partition (-1001 when none yet)."""
+        with kafka_errors("cannot read consumer positions"):
+            got = self._consumer.position([kafka_tp(t, p) for t, p in tps])
+        return {(tp.topic, tp.partition): tp.offset for tp in got}
+
+    def consume(self, n: int, timeout: float) -> list[Message]:
+        """Up to `n` messages (errors other than end-of-partition raise)."""
+        from confluent_kafka import KafkaError
+
+        with kafka_errors("cannot consume"):
+            msgs: list[Message] = self._consumer.consume(n, timeout)
+        out = []
+        for msg in msgs:
+            err = msg.error()
+            if err is None:
+                out.append(msg)
+            elif err.code() != KafkaError._PARTITION_EOF:
+                raise failure_error(err, "consume failed")
+        return out
+
+
+class TopicTail:
+    """Reads a topic incrementally: `catch_up()` returns what was added since the last call, up
+    to the end each partition has when the call begins; `poll()` returns what has arrived.
+    Positions are kept between calls, so a compacted system topic (schemas, control) is read
+    once however often it is consulted. `open()` builds the client, `close()` releases it."""
+
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        topic: str,
+        *,
+        isolation: str = "read_committed",
+        timeout: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.topic = topic
+        self._reader = KafkaReader(config, timeout=timeout, isolation=isolation)
+        self._clock = clock
+        self._next: dict[int, int] = {}
+        self._open = False
+
+    def open(self) -> bool:
+        """Assign every partition from where this tail stopped; False if the topic does not
+        exist (yet)."""
+        if not self._open:
+            self._reader.open()
+            self._open = True
+        try:
+            partitions = self._reader.partitions(self.topic)
+        except KafkaClientError:
+            return False
+        if set(partitions) != set(self._next):
+            for p in partitions:
+                self._next.setdefault(p, self._reader.bounds((self.topic, p))[0])
+            self._reader.assign({(self.topic, p): o for p, o in self._next.items()})
+        return True
+
+    def close(self) -> None:
+        if self._open:
+            self._reader.close()
+            self._open = False
+
+    def poll(self, timeout: float = 0.0, max_messages: int = 1000) -> list[Message]:
+        """What arrived, waiting at most `timeout` for the first message."""
+        msgs = self._reader.consume(max_messages, timeout)
+        for msg in msgs:
+            partition, offset = msg.partition(), msg.offset()
+            if partition is not None and offset is not None:
+                self._next[partition] = max(self._next.get(partition, 0), offset + 1)
+        return msgs
+
+    def catch_up(self, timeout: float = 30.0) -> list[Message]:
+        """Everything up to the end every partition has now; [] if the topic does not exist."""
+        if not self.open():
+            return []
+        ends = {p: self._reader.bounds((self.topic, p))[1] for p in self._next}
+        todo = {p for p, end in ends.items() if self._next[p] < end}
+        out: list[Message] = []
+        deadline = self._clock() + timeout
+        while todo:
+            if self._clock() > deadline:
+                raise KafkaClientError(
+                    f"timed out after {timeout:.0f}s reading {self.topic} to its end",
+                    retryable=True,
+                )
+            out += self.poll(0.2)
+            positions = self._reader.positions([(self.topic, p) for p in todo])
+            for (_, p), position in positions.items():
+                self._next[p] = max(self._next[p], position)
+            todo = {p for p in todo if self._next[p] < ends[p]}
+        return out
+
+
+def read_messages_to_end(
+    config: Mapping[str, Any],
+    topic: str,
+    *,
+    timeout: float = 30.0,
+    isolation: str = "read_committed",
+    clock: Callable[[], float] = time.monotonic,
+) -> list[Message]:
+    """Every message of a small system topic up to the end it had when the read began
+    ([] if the topic does not exist). Bounded by `timeout`."""
+    tail = TopicTail(config, topic, isolation=isolation, timeout=min(timeout, 10.0), clock=clock)
+    try:
+        return tail.catch_up(timeout)
+    finally:
+        tail.close()
+
+
+def read_to_end(
+    config: Mapping[str, Any],
+    topic: str,
+    *,
+    timeout: float = 30.0,
+    clock: Callable[[], float] = time.monotonic,
+) -> list[Record]:
+    """The decoded records of a small system topic up to its current end; [] if it does not
+    exist. A record that does not decode is left to the topic's owner to report."""
+    out: list[Record] = []
+    for msg in read_messages_to_end(config, topic, timeout=timeout, clock=clock):
+        where = f"{msg.topic()}[{msg.partition()}]@{msg.offset()}"
+        with contextlib.suppress(ProtocolError):
+            out.append(decode(msg.value(), msg.headers(), where))
+    return out
+
+
+def records_of(records: Sequence[Record], kind: type[Any]) -> list[Any]:
+    """The records of one kind, in order."""
+    return [r for r in records if isinstance(r, kind)]
+
+
+# -- topics ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TopicState:
+    """A topic as found (or created): its partition count and what differs from the wanted
+    partitions and settings, one readable phrase each."""
+
+    name: str
+    partitions: int
+    created: bool
+    problems: tuple[str, ...] = ()
+
+
+def topic_names(admin: Any, timeout: float = 15.0) -> set[str]:
+    """Every topic of the cluster. Metadata is asked for all topics, never by name: a broker
+    with auto-creation makes a topic (one partition, default settings) when asked about it."""
+    with kafka_errors("listing topics"):
+        return set(admin.list_topics(timeout=timeout).topics)
+
+
+def check_topic(
+    admin: Any,
+    topic: str,
+    partitions: int,
+    config: Mapping[str, str],
+    timeout: float = 15.0,
+    *,
+    setting: str = "",
+) -> TopicState | None:
+    """How `topic` differs from `partitions` and `config`; None if it does not exist."""
+    from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]
+
+    with kafka_errors(f"describing topic {topic}"):
+        meta = admin.list_topics(timeout=timeout).topics.get(topic)
+    if meta is None or meta.error is not None:
+        return None
+    problems = []
+    have = len(meta.partitions)
+    if have != partitions:
+        where = f" ({setting})" if setting else ""
+        problems.append(f"has {have} partition(s) where {partitions} are configured{where}")
+    try:
+        futures = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
+        (entries,) = (f.result(timeout) for f in futures.values())
+        actual = {k: v.value for k, v in entries.items()}
+    except Exception as exc:  # noqa: BLE001 - a broker without DescribeConfigs: partitions only
+        log.debug("cannot describe the settings of %s: %s", topic, exc)
+        actual = dict(config)
+    for key, want in sorted(config.items()):
+        if key in ("min.compaction.lag.ms", "message.timestamp.type"):
+            continue  # tuning, not correctness
+        if actual.get(key) != want:
+            problems.append(f"has {key}={actual.get(key)} where rowbus needs {key}={want}")
+    return TopicState(topic, have, False, tuple(problems))
+
+
+def ensure_topic(
+    admin: Any,
+    topic: str,
+    partitions: int,
+    config: Mapping[str, str],
+    timeout: float = 15.0,
+    *,
+    setting: str = "",
+    clock: Callable[[], float] = time.monotonic,
+) -> TopicState:
+    """`topic` with `partitions` and `config`, created if missing; an existing topic is kept as
+    it is and its differences reported in `problems`."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+
+    found = check_topic(admin, topic, partitions, config, timeout, setting=setting)
+    if found is not None:
+        return found
+    futures = admin.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=dict(config))],
+        operation_timeout=timeout,
+    )
+    try:
+        futures[topic].result(timeout)
+        log.info("created topic %s with %d partitions", topic, partitions)
+    except KafkaException as exc:
+        err = exc.args[0] if exc.args else None
+        if not (isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS):
+            raise failure_error(err, f"creating topic {topic}") from exc
+    deadline = clock() + timeout
+    while clock() < deadline:
+        state = check_topic(admin, topic, partitions, config, timeout, setting=setting)
+        if state is not None and state.partitions:
+            return TopicState(topic, state.partitions, True, state.problems)
+        time.sleep(0.1)
+    raise KafkaClientError(f"topic {topic} did not appear within {timeout:.0f}s", retryable=True)

@@ -1,0 +1,42 @@
+"""Counters of the apply job's driver, exported by its process (`rowbus.clients.prometheus`)."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from rowbus.clients.prometheus import LatencyHistogram, Snapshot
+from rowbus.protocol.hlc import physical_ms
+
+
+@dataclass
+class ApplyMetrics:
+    batches: int = 0
+    records_in: int = 0
+    """Kafka records of the batches (rows, DDL, watermarks)."""
+    bytes_in: int = 0
+    rows_applied: int = 0
+    watermark_ts: int = 0
+    """The bound released up to (the merged watermark) by the last batch."""
+    stash_events: int = 0
+    """Events held for a later batch (not yet resolved, or held by shard DDL)."""
+    lanes: dict[str, int] = field(default_factory=dict)
+    """Watermark per lane (``topic[partition]/source``)."""
+    apply_latency: LatencyHistogram = field(default_factory=LatencyHistogram)
+    errors: Counter[str] = field(default_factory=Counter)
+
+    def prometheus(self) -> Snapshot:
+        lag = max(0, int(time.time() * 1000) - physical_ms(self.watermark_ts))
+        return {
+            "batches_total": self.batches,
+            "records_in_total": self.records_in,
+            "bytes_in_total": self.bytes_in,
+            "rows_applied_total": self.rows_applied,
+            "watermark_ts": self.watermark_ts,
+            "lag_ms": lag if self.watermark_ts else 0,
+            "stash_events": self.stash_events,
+            "lane_watermark_ts": dict(self.lanes),
+            "apply_latency_seconds": self.apply_latency,
+            "errors_total": dict(self.errors),
+        }
