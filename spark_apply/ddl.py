@@ -22,7 +22,9 @@ What runs downstream: table statements with every table name retargeted to its r
 (RENAME of several tables, DROP of several, CREATE … LIKE included). Not applied (logged): a
 statement touching a sharded route (shard-DDL coordination owns those) or a skipped table, and
 database statements unless the route keeps the database name (``{schema}`` → the same name):
-a renamed or merged target database may hold other sources' tables.
+a renamed or merged target database may hold other sources' tables. A CREATE of a table the
+sink already had before the job (error 1050), a DROP of one it does not have (1051, 1008) and a
+CREATE DATABASE of an existing one (1007) are logged and passed over.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ log = logging.getLogger(__name__)
 
 _ALREADY = {
     1051: "DROP",  # unknown table: a DROP whose target is gone
+    1050: "CREATE",  # table exists: created in the sink before the job (logged)
     1007: "CREATE",  # database exists
     1008: "DROP",  # database does not exist
 }
@@ -143,7 +146,7 @@ class SinkDdl:
         except DownstreamDdlError as exc:
             head = _ALREADY.get(exc.code or 0)
             if head is not None and sql.lstrip().upper().startswith(head):
-                log.info("%s: already so in the sink (%s): %s", ev.position, exc, sql[:200])
+                log.warning("%s: already so in the sink (%s): %s", ev.position, exc, sql[:200])
                 return False
             raise BadEventError(f"DDL failed in the sink: {exc}", str(ev.position)) from exc
         log.info(
