@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from rowbus.producer.control import Control, ControlStatement, classify
-from rowbus.producer.ddl import DdlTarget, parse_ddl
+from rowbus.protocol.ddl import DdlKind, DdlParseError, ParsedDdl, parse_ddl
 from rowbus.protocol.events import BinlogPosition, Op, TableSchema
 from rowbus.protocol.values import Value
 
@@ -122,7 +122,7 @@ class RowItem:
 class DdlItem:
     statement: str
     schema: str
-    target: DdlTarget | None
+    parsed: ParsedDdl
     position: BinlogPosition
 
 
@@ -183,7 +183,7 @@ class TransactionAssembler:
         self,
         file: str,
         pos: int,
-        ddl_wanted: Callable[[str, DdlTarget | None], bool] = lambda schema, target: True,
+        ddl_wanted: Callable[[str, ParsedDdl], bool] = lambda schema, parsed: True,
     ) -> None:
         self.file = file
         self.event_end = pos
@@ -368,7 +368,11 @@ class TransactionAssembler:
         control = classify(q.statement)
         if control is not None:
             return self._control(q, control)
-        target = parse_ddl(q.statement, q.schema)
+        try:
+            target = parse_ddl(q.statement, q.schema)
+        except DdlParseError:
+            # A table statement whose names cannot be read: published as OTHER, never lost.
+            target = ParsedDdl(DdlKind.OTHER)
         wanted = self._ddl_wanted(q.schema, target)
         if self._open is not None:
             # A DDL inside a group (CREATE TABLE … SELECT): a transaction of its own, before

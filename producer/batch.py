@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from rowbus.producer.assembler import Change, DdlItem, RowItem, Transaction
 from rowbus.producer.fragments import OpenStream
 from rowbus.protocol.codec import Encoding, encode
+from rowbus.protocol.ddl import DdlKind
 from rowbus.protocol.events import (
     BinlogPosition,
     DdlChange,
@@ -288,10 +289,12 @@ class Batcher:
         the table map of the table's next row, for which the batch waits up to
         `DDL_SCHEMA_WAIT_S`; when none comes by then, from the live server (`ddl_schema`); when
         another DDL of the table comes first, none (the schema in between is not knowable)."""
-        target = item.target
-        schema = target.schema if target else item.schema
+        parsed = item.parsed
+        target = parsed.table
+        schema = target.schema if target else (parsed.database or item.schema)
         table = target.table if target else None
         ddl = DdlChange(
+            kind=parsed.kind,
             source=self.source,
             ts=ts,
             schema=schema,
@@ -303,7 +306,7 @@ class Batcher:
         )
         topic, partitioner = self.topic_for(schema, table)
         routes = partitioner.route(ddl)
-        if target is None or target.dropped or table is None:
+        if table is None or parsed.kind is DdlKind.DROP_TABLE:
             for key, partition in routes:
                 self._emit(topic, partition, key, ddl)
             return

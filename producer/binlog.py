@@ -60,6 +60,7 @@ from rowbus.producer.assembler import (
     XaPrepare,
     Xid,
 )
+from rowbus.producer.control import classify
 from rowbus.producer.exceptions import (
     PositionPurgedError,
     ReaderError,
@@ -73,7 +74,9 @@ from rowbus.producer.tables import (
     converter_for,
     table_schema_from_map,
 )
+from rowbus.producer.tracker import SchemaTracker
 from rowbus.producer.values import UnsupportedCharsetError, install, reader_for
+from rowbus.protocol.ddl import DdlParseError, parse_ddl
 from rowbus.protocol.events import Op, TableSchema
 
 log = logging.getLogger(__name__)
@@ -192,6 +195,7 @@ class BinlogStream:
         blocking: bool = True,
         read_timeout_s: float = 30.0,
         only_events: list[type] | None = None,
+        tracker: SchemaTracker | None = None,
     ) -> None:
         self.source = source
         self.file = file
@@ -205,6 +209,7 @@ class BinlogStream:
         self._reader: BinLogStreamReader | None = None
         self._tables: dict[int, tuple[TableSchema, Converter] | None] = {}
         self._layouts: dict[tuple[Any, ...], tuple[TableSchema, Converter]] = {}
+        self._tracker = tracker
 
     def _open(self) -> BinLogStreamReader:
         settings = {
@@ -279,6 +284,8 @@ class BinlogStream:
             schema = schema.decode("utf-8", "replace") if isinstance(schema, bytes) else schema
             query = event.query
             statement = query.decode("utf-8", "replace") if isinstance(query, bytes) else query
+            if self._tracker is not None and classify(statement) is None:
+                self._track(statement, str(schema or ""))
             return Query(statement, str(schema or ""), end, event.event_size, event.timestamp)
         if kind is RotateEvent:
             self.file, self.pos = event.next_binlog, event.position
@@ -306,9 +313,16 @@ class BinlogStream:
             tuple((c.type, c.name, c.unsigned, c.is_primary, c.collation_name) for c in cols),
             tuple(tuple(c.enum_values or ()) + tuple(c.set_values or ()) for c in cols),
             tuple(
-                (getattr(c, "fsp", None), getattr(c, "precision", None), getattr(c, "bits", 0))
+                (
+                    getattr(c, "fsp", None),
+                    getattr(c, "precision", None),
+                    getattr(c, "bits", 0),
+                    getattr(c, "max_length", None),
+                    getattr(c, "length_size", None),
+                )
                 for c in cols
             ),
+            self._tracker.generation(schema, name) if self._tracker is not None else 0,
         )
         found = self._layouts.get(layout)
         if found is None:
@@ -327,11 +341,24 @@ class BinlogStream:
                         f"column {schema}.{name}.{col.name} uses charset {exc}, which rowbus "
                         "cannot convert to Unicode; convert the column to utf8mb4"
                     ) from exc
+            if self._tracker is not None:
+                table = self._tracker.complete(table)
             found = (table, converter_for(table))
             if len(self._layouts) > 10_000:
                 self._layouts.clear()
             self._layouts[layout] = found
         self._tables[event.table_id] = found
+
+    def _track(self, statement: str, schema: str) -> None:
+        assert self._tracker is not None
+        try:
+            parsed = parse_ddl(statement, schema)
+        except DdlParseError:
+            return
+        if any(self._filter.wanted(t.schema, t.table) for t in parsed.touched) or (
+            parsed.database is not None and self._filter.schema_wanted(parsed.database)
+        ):
+            self._tracker.on_ddl(parsed)
 
 
 def _decoder(

@@ -29,7 +29,6 @@ from rowbus.producer.assembler import DdlItem, Rows, ServerHeartbeat, Transactio
 from rowbus.producer.batch import Batcher, FlushPolicy
 from rowbus.producer.binlog import BinlogStream
 from rowbus.producer.checkpoints import load_checkpoints
-from rowbus.producer.ddl import DdlTarget
 from rowbus.producer.exceptions import (
     FencedError,
     LeadershipLostError,
@@ -43,7 +42,9 @@ from rowbus.producer.publisher import KafkaPublisher
 from rowbus.producer.server import SourceServer
 from rowbus.producer.settings import ReaderSettings, Services, deployment_id
 from rowbus.producer.tables import TableFilter
+from rowbus.producer.tracker import SchemaTracker
 from rowbus.protocol.codec import Encoding, encode
+from rowbus.protocol.ddl import ParsedDdl
 from rowbus.protocol.events import BinlogPosition, ReaderCheckpoint, TableSchema
 from rowbus.protocol.hlc import HybridClock
 from rowbus.protocol.partition import Dispatch, DispatchRule, Partitioner
@@ -87,6 +88,11 @@ class _Term:
     resume: BinlogPosition
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     last_publish: float = 0.0
+    tracker: SchemaTracker | None = None
+
+    def __post_init__(self) -> None:
+        if self.tracker is None:
+            self.tracker = SchemaTracker(self.server.table_extras)
 
 
 class Reader:
@@ -263,8 +269,8 @@ class Reader:
         return _Term(server, publisher, batcher, gtid, epoch, resume, offsets)
 
     def _ddl_schema(self, server: SourceServer, item: DdlItem) -> TableSchema | None:
-        target: DdlTarget | None = item.target
-        if target is None:
+        target = item.parsed.table
+        if target is None or item.parsed.kind.value.startswith("drop"):
             return None
         return server.table_schema(target.schema, target.table)
 
@@ -305,6 +311,7 @@ class Reader:
                 term.resume.offset,
                 self._filter,
                 heartbeat_s=self._server_heartbeat_s,
+                tracker=term.tracker,
             )
             try:
                 self._follow(term, stream, stop)
@@ -373,10 +380,13 @@ class Reader:
             if stop.is_set() and not assembler.in_transaction:
                 return
 
-    def _ddl_wanted(self, schema: str, target: DdlTarget | None) -> bool:
-        if target is None:
+    def _ddl_wanted(self, schema: str, parsed: ParsedDdl) -> bool:
+        if parsed.database is not None:
+            return self._filter.schema_wanted(parsed.database)
+        if not parsed.tables:
             return self._filter.schema_wanted(schema) if schema else False
-        return self._filter.wanted(target.schema, target.table)
+        # RENAME across the filter's edge, DROP of several tables: wanted if any table is.
+        return any(self._filter.wanted(t.schema, t.table) for t in parsed.touched)
 
     # ---- publishing -----------------------------------------------------------------------------
 

@@ -29,8 +29,9 @@ from rowbus.producer.exceptions import (
     ServerMisconfiguredError,
 )
 from rowbus.producer.positions import GtidState, StartPosition, is_mariadb_gtid
-from rowbus.producer.tables import TableFilter
-from rowbus.protocol.events import BinlogPosition, ColumnSchema, TableSchema
+from rowbus.producer.tables import CHAR_TYPES, TableFilter
+from rowbus.producer.tracker import Extras
+from rowbus.protocol.events import BinlogPosition, ColumnSchema, IndexSchema, TableSchema
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +186,8 @@ class SourceServer:
         """The table's current schema from information_schema (None if it does not exist)."""
         rows = self.query_all(
             "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_PRECISION, "
-            "NUMERIC_SCALE, DATETIME_PRECISION, CHARACTER_SET_NAME, COLUMN_KEY "
+            "NUMERIC_SCALE, DATETIME_PRECISION, CHARACTER_SET_NAME, CHARACTER_MAXIMUM_LENGTH, "
+            "COLLATION_NAME, COLUMN_DEFAULT "
             "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s "
             "ORDER BY ORDINAL_POSITION",
             (schema, table),
@@ -193,7 +195,7 @@ class SourceServer:
         if not rows:
             return None
         cols = []
-        for name, data_type, ctype, nullable, prec, scale, fsp, charset, _ in rows:
+        for name, data_type, ctype, nullable, prec, scale, fsp, charset, chars, coll, dflt in rows:
             dtype = str(data_type).lower()
             ctype_s = str(ctype).lower()
             elements: tuple[str, ...] = ()
@@ -211,7 +213,9 @@ class SourceServer:
                     type=dtype,
                     unsigned="unsigned" in ctype_s,
                     nullable=str(nullable).upper() == "YES",
-                    length=bits,
+                    length=bits
+                    if dtype == "bit"
+                    else (int(chars) if dtype in CHAR_TYPES and chars is not None else None),
                     precision=int(prec) if dtype == "decimal" and prec is not None else None,
                     scale=int(scale) if dtype == "decimal" and scale is not None else None,
                     fsp=int(fsp)
@@ -219,6 +223,8 @@ class SourceServer:
                     else None,
                     charset=str(charset) if charset and charset != "binary" else None,
                     elements=elements,
+                    default=None if dflt is None else str(dflt),
+                    collation=str(coll) if coll and charset and charset != "binary" else None,
                 )
             )
         pk_rows = self.query_all(
@@ -226,7 +232,37 @@ class SourceServer:
             "AND TABLE_NAME=%s AND INDEX_NAME='PRIMARY' ORDER BY SEQ_IN_INDEX",
             (schema, table),
         )
-        return TableSchema(schema, table, tuple(cols), tuple(str(r[0]) for r in pk_rows))
+        return TableSchema(
+            schema,
+            table,
+            tuple(cols),
+            tuple(str(r[0]) for r in pk_rows),
+            self._indexes(schema, table),
+        )
+
+    def _indexes(self, schema: str, table: str) -> tuple[IndexSchema, ...]:
+        rows = self.query_all(
+            "SELECT INDEX_NAME, NON_UNIQUE, COLUMN_NAME FROM information_schema.STATISTICS "
+            "WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s AND INDEX_NAME <> 'PRIMARY' "
+            "ORDER BY INDEX_NAME, SEQ_IN_INDEX",
+            (schema, table),
+        )
+        found: dict[str, tuple[list[str], bool]] = {}
+        for index, non_unique, column in rows:
+            found.setdefault(str(index), ([], not int(non_unique)))[0].append(str(column))
+        return tuple(IndexSchema(n, tuple(c), u) for n, (c, u) in sorted(found.items()))
+
+    def table_extras(self, schema: str, table: str) -> Extras | None:
+        """What the table map lacks (defaults, secondary indexes), read now from the server."""
+        rows = self.query_all(
+            "SELECT COLUMN_NAME, COLUMN_DEFAULT FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s",
+            (schema, table),
+        )
+        if not rows:
+            return None
+        defaults = {str(n): None if d is None else str(d) for n, d in rows}
+        return Extras(defaults, self._indexes(schema, table))
 
     # ---- locating a start position ------------------------------------------------------------
 

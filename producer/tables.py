@@ -66,6 +66,36 @@ def _type_name(col: Any, charset: str | None) -> str:
     return _SIMPLE.get(code, f"type{code}")
 
 
+_MBMAXLEN = {
+    "utf8mb4": 4,
+    "utf16": 4,
+    "utf16le": 4,
+    "utf32": 4,
+    "utf8mb3": 3,
+    "utf8": 3,
+    "ujis": 3,
+    "eucjpms": 3,
+    "ucs2": 2,
+    "big5": 2,
+    "gbk": 2,
+    "gb2312": 2,
+    "sjis": 2,
+    "cp932": 2,
+    "euckr": 2,
+}
+CHAR_TYPES = ("char", "varchar", "binary", "varbinary")
+"""Types whose `length` is the declared length: characters (bytes for the binary ones)."""
+
+
+def _char_length(col: Any, charset: str | None) -> int | None:
+    """CHAR/VARCHAR(n): the table map holds the maximum bytes; n is that over the charset's
+    maximum bytes per character (1 for binary and single-byte charsets)."""
+    max_bytes = getattr(col, "max_length", None)
+    if not isinstance(max_bytes, int):
+        return None
+    return max_bytes // _MBMAXLEN.get(charset or "binary", 1)
+
+
 def column_schema(col: Any, nullable: bool) -> ColumnSchema:
     """One `ColumnSchema` from a mysql-replication `Column` parsed with FULL metadata."""
     if not col.name:
@@ -83,12 +113,17 @@ def column_schema(col: Any, nullable: bool) -> ColumnSchema:
         type=name,
         unsigned=bool(col.unsigned),
         nullable=nullable,
-        length=getattr(col, "bits", None) if name == "bit" else None,
+        length=getattr(col, "bits", None)
+        if name == "bit"
+        else (_char_length(col, charset) if name in CHAR_TYPES else None),
         precision=getattr(col, "precision", None) if name == "decimal" else None,
         scale=getattr(col, "decimals", None) if name == "decimal" else None,
         fsp=getattr(col, "fsp", None) if name in ("datetime", "timestamp", "time") else None,
         charset=charset if charset != "binary" else None,
         elements=elements,
+        collation=str(col.collation_name)
+        if charset not in (None, "binary") and getattr(col, "collation_name", None)
+        else None,
     )
 
 

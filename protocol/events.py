@@ -16,6 +16,7 @@ from enum import Enum
 from functools import cached_property
 from typing import Any, TypeAlias
 
+from rowbus.protocol.ddl import DdlKind
 from rowbus.protocol.values import Value
 
 
@@ -70,6 +71,11 @@ class ColumnSchema:
     fsp: int | None = None
     charset: str | None = None
     elements: tuple[str, ...] = ()
+    default: str | None = None
+    """The column's DEFAULT as SQL text, as MariaDB's information_schema.COLUMNS shows it
+    (``7``, ``'abc'``, ``NULL``, ``current_timestamp()``); None: no DEFAULT clause (1.1)."""
+    collation: str | None = None
+    """The column's collation (``utf8mb4_bin``), None for non-character columns (1.1)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The canonical dict form (all fields, fixed names), used by `schema_id` and JSON."""
@@ -84,17 +90,33 @@ class ColumnSchema:
             "fsp": self.fsp,
             "charset": self.charset,
             "elements": list(self.elements),
+            "default": self.default,
+            "collation": self.collation,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class IndexSchema:
+    """A secondary index (UNIQUE or not) of a table: its name and columns in key order (1.1)."""
+
+    name: str
+    columns: tuple[str, ...]
+    unique: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "columns": list(self.columns), "unique": self.unique}
 
 
 @dataclass(frozen=True)
 class TableSchema:
-    """A table's columns in binlog order and its primary key (column names, key order)."""
+    """A table's columns in binlog order, its primary key (column names, key order) and its
+    other indexes (1.1; sorted by name)."""
 
     schema: str
     table: str
     columns: tuple[ColumnSchema, ...]
     primary_key: tuple[str, ...]
+    indexes: tuple[IndexSchema, ...] = ()
 
     def __post_init__(self) -> None:
         names = [c.name for c in self.columns]
@@ -114,6 +136,7 @@ class TableSchema:
             "table": self.table,
             "columns": [c.to_dict() for c in self.columns],
             "primary_key": list(self.primary_key),
+            "indexes": [i.to_dict() for i in self.indexes],
         }
 
     def canonical_bytes(self) -> bytes:
@@ -155,7 +178,16 @@ class TableSchema:
         cols = tuple(
             ColumnSchema(**{**c, "elements": tuple(c.get("elements", ()))}) for c in data["columns"]
         )
-        return TableSchema(data["schema"], data["table"], cols, tuple(data["primary_key"]))
+        indexes = tuple(
+            IndexSchema(str(i["name"]), tuple(i["columns"]), bool(i["unique"]))
+            for i in data.get("indexes", ())
+        )
+        return TableSchema(data["schema"], data["table"], cols, tuple(data["primary_key"]), indexes)
+
+    @property
+    def unique_keys(self) -> tuple[tuple[str, ...], ...]:
+        """The UNIQUE indexes' columns."""
+        return tuple(i.columns for i in self.indexes if i.unique)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -215,7 +247,8 @@ class RowChange:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DdlChange:
     """A DDL statement; `table_schema` is the table's schema after it (None if dropped, or if
-    the statement touches no single table)."""
+    the statement touches no single table); `kind` what it does (None from a 1.0 writer:
+    classify `statement` with `rowbus.protocol.ddl.parse_ddl`)."""
 
     source: str
     ts: int
@@ -225,6 +258,7 @@ class DdlChange:
     table_schema: TableSchema | None
     position: BinlogPosition
     txn: TxnRef | None = None
+    kind: DdlKind | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -23,6 +23,7 @@ from typing import Any
 
 from rowbus.protocol.codec import PROTOCOL_VERSION, Encoding, encode, kind_name
 from rowbus.protocol.codec.jsonc import to_json
+from rowbus.protocol.ddl import DdlKind
 from rowbus.protocol.events import (
     BinlogPosition,
     ColumnSchema,
@@ -30,6 +31,7 @@ from rowbus.protocol.events import (
     ControlRecord,
     DdlChange,
     Heartbeat,
+    IndexSchema,
     Op,
     ReaderCheckpoint,
     Record,
@@ -53,12 +55,19 @@ ALL_TYPES = TableSchema(
     "all_types",
     (
         ColumnSchema("id", "bigint", unsigned=True, nullable=False),
-        ColumnSchema("i", "int"),
+        ColumnSchema("i", "int", nullable=False, default="7"),
         ColumnSchema("big", "bigint"),
-        ColumnSchema("name", "varchar", length=64, charset="utf8mb4"),
+        ColumnSchema(
+            "name",
+            "varchar",
+            length=64,
+            charset="utf8mb4",
+            default="'it''s'",
+            collation="utf8mb4_bin",
+        ),
         ColumnSchema("amount", "decimal", precision=65, scale=30),
         ColumnSchema("created", "datetime", fsp=6),
-        ColumnSchema("seen", "timestamp", fsp=6),
+        ColumnSchema("seen", "timestamp", fsp=6, default="current_timestamp(6)"),
         ColumnSchema("ratio", "double"),
         ColumnSchema("f", "float"),
         ColumnSchema("flag", "tinyint"),
@@ -72,9 +81,13 @@ ALL_TYPES = TableSchema(
         ColumnSchema("doc", "json"),
         ColumnSchema("raw", "blob"),
         ColumnSchema("code", "binary", length=4),
-        ColumnSchema("gone", "varchar", length=8),
+        ColumnSchema("gone", "varchar", length=8, default="NULL", collation="latin1_swedish_ci"),
     ),
     ("id",),
+    (
+        IndexSchema("by_name", ("name", "i"), unique=True),
+        IndexSchema("by_day", ("day",), unique=False),
+    ),
 )
 ALL_VALUES: tuple[Any, ...] = (
     2**64 - 1,
@@ -197,6 +210,27 @@ SAMPLES: dict[str, Record] = {
         table_schema=ALL_TYPES,
         position=BinlogPosition("binlog.000042", 125_000, GTID.replace(":23", ":24")),
         txn=TxnRef(GTID.replace(":23", ":24"), 0, 1),
+        kind=DdlKind.ALTER_TABLE,
+    ),
+    "ddl_truncate": DdlChange(
+        source="db1",
+        ts=TS + 2,
+        schema="shop",
+        table="all_types",
+        statement="TRUNCATE TABLE all_types",
+        table_schema=ALL_TYPES,
+        position=BinlogPosition("binlog.000042", 125_500),
+        kind=DdlKind.TRUNCATE_TABLE,
+    ),
+    "ddl_rename": DdlChange(
+        source="db1",
+        ts=TS + 2,
+        schema="shop",
+        table=None,
+        statement="RENAME TABLE a TO b, shop.c TO other.d",
+        table_schema=None,
+        position=BinlogPosition("binlog.000042", 125_600),
+        kind=DdlKind.RENAME_TABLE,
     ),
     "ddl_drop": DdlChange(
         source="db1",
@@ -206,6 +240,7 @@ SAMPLES: dict[str, Record] = {
         statement="DROP DATABASE scratch",
         table_schema=None,
         position=BinlogPosition("binlog.000042", 126_000),
+        kind=DdlKind.DROP_DATABASE,
     ),
     "row_edge_values": RowChange(
         source="db1",

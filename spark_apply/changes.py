@@ -13,7 +13,6 @@ transaction makes safe.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -318,25 +317,3 @@ def _inserts(
 ) -> Iterator[str]:
     head = f"INSERT INTO {target.quoted} ({', '.join(quote(c) for c in columns)}) VALUES "
     return chunks(head, "", rows, max_bytes)
-
-
-_TABLE_AFTER_KEYWORD = re.compile(
-    r"(?P<head>\b(?:ALTER|CREATE|DROP|TRUNCATE|RENAME)\s+TABLE\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?)"
-    r"(?P<name>(?:`[^`]+`|\w+)(?:\s*\.\s*(?:`[^`]+`|\w+))?)",
-    re.IGNORECASE,
-)
-
-
-def rewrite_ddl(statement: str, upstream: Target, target: Target) -> str:
-    """The statement with the upstream table name (qualified or not) after ``… TABLE`` replaced
-    by the target's qualified name."""
-
-    def sub(match: re.Match[str]) -> str:
-        parts = [p.strip().strip("`") for p in match.group("name").split(".")]
-        name = parts[-1]
-        schema = parts[0] if len(parts) == 2 else upstream.schema
-        if (schema, name) == (upstream.schema, upstream.table):
-            return match.group("head") + target.quoted
-        return match.group(0)
-
-    return _TABLE_AFTER_KEYWORD.sub(sub, statement, count=1)

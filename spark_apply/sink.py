@@ -25,9 +25,8 @@ Modes: snapshot — one step of a batch is one transaction (a batch without DDL 
 transaction), so readers only see upstream-consistent states; parallel — each step's rows are
 split by key hash into shards, each committed in its own transaction on its own connection.
 DDL of a table that is not sharded is executed at its barrier, between the rows before it and
-those after it (MySQL commits DDL implicitly, so a DDL step is a phase of its own); a CREATE TABLE
-creates its target database first if the sink does not have it (DDL without a table, such as
-CREATE DATABASE, is not applied: routes may rename schemas).
+those after it (MySQL commits DDL implicitly, so a DDL step is a phase of its own), exactly once
+by a marker written around it (`rowbus.spark_apply.ddl`, which also says what is not applied).
 """
 
 from __future__ import annotations
@@ -35,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import re
 import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -47,7 +45,6 @@ from pymysql.connections import Connection
 
 from rowbus.clients import mysql
 from rowbus.clients.mysql import quote
-from rowbus.consumers.exceptions import RoutingError
 from rowbus.consumers.routing import Router, Target
 from rowbus.protocol.events import DdlChange
 from rowbus.protocol.values import Value
@@ -58,9 +55,9 @@ from rowbus.spark_apply.changes import (
     collapse,
     delete_statements,
     keyless_statements,
-    rewrite_ddl,
     upsert_statements,
 )
+from rowbus.spark_apply.ddl import SinkDdl
 from rowbus.spark_apply.exceptions import (
     ApplyError,
     BadEventError,
@@ -75,7 +72,6 @@ from rowbus.spark_apply.state_store import StateStore, piece_size
 log = logging.getLogger(__name__)
 
 CONFLICT_ATTEMPTS = 5
-_CREATE_TABLE = re.compile(r"\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMPORARY\s+)?TABLE\b", re.I)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +123,7 @@ class MySQLSink:
         self._parallelism = parallelism if mode == "parallel" else 1
         self._conns: list[Connection[Any]] = []
         self._pool: ThreadPoolExecutor | None = None
+        self._ddl = SinkDdl(router, self._ddl_connection, state_database, job)
         self.state_store = StateStore(self._db, job)
         self._previous: tuple[int, PlannerState, int] | None = None
         """(batch id, state, base) of the state last read: the next save appends to it."""
@@ -558,64 +555,16 @@ class MySQLSink:
     def _apply_ddl(self, env: Envelope) -> None:
         ev = env.event
         assert isinstance(ev, DdlChange)
-        if ev.table is None:
-            log.warning(
-                "%s: DDL without a table is not applied downstream: %s", env.position, ev.statement
-            )
-            return
         try:
-            target = self._router.target(ev.schema, ev.table)
-            sharded = self._router.sharded(ev.schema, ev.table)
-        except RoutingError as exc:
-            raise BadEventError(f"bad routing: {exc}", env.position) from exc
-        if target is None:
-            return
-        if sharded:
-            log.warning(
-                "%s: DDL of sharded table %s.%s is not applied downstream: %s",
-                env.position,
-                ev.schema,
-                ev.table,
-                ev.statement,
-            )
-            return
-        columns = None
-        if ev.table_schema is not None:
-            try:
-                proj = self._router.projection(ev.table_schema)
-            except RoutingError as exc:
-                raise BadEventError(f"bad routing: {exc}", env.position) from exc
-            columns = proj.columns if proj else None
-        conn = self._conns[0]
-        if self._target_columns(conn, target) == columns and columns is not None:
-            log.info("%s: DDL already applied to %s", env.position, target)
-            return
-        if columns is None and ev.table_schema is None and not self._target_columns(conn, target):
-            log.info("%s: %s is already gone", env.position, target)
-            return
-        sql = rewrite_ddl(ev.statement, Target(ev.schema, ev.table), target)
-        log.info("%s: applying DDL to %s: %s", env.position, target, sql)
-        try:
-            with conn.cursor() as cur:
-                if _CREATE_TABLE.match(sql):  # the target database may not exist yet
-                    cur.execute(f"CREATE DATABASE IF NOT EXISTS {quote(target.schema)}")
-                cur.execute(f"USE {quote(target.schema)}")
-                cur.execute(sql)
-            conn.commit()
-        except pymysql.err.MySQLError as exc:
-            conn.rollback()
-            raise BadEventError(f"DDL failed on {target}: {exc}", env.position) from exc
+            self._ddl.apply(ev)
+        except BadEventError as exc:
+            raise BadEventError(exc.reason, env.position) from exc
 
-    def _target_columns(self, conn: Connection[Any], target: Target) -> tuple[str, ...] | None:
-        with db_errors("reading the target's columns"), conn.cursor() as cur:
-            cur.execute(
-                "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
-                "AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
-                (target.schema, target.table),
-            )
-            rows = cur.fetchall()
-        conn.commit()
-        return tuple(r[0] for r in rows) or None
+    def _ddl_connection(self) -> Connection[Any]:
+        """A new autocommit connection for one DDL (the executor closes it)."""
+        conn = self._connect()
+        conn.autocommit(True)
+        return conn
 
 
 def _retry_conflicts(conn: Connection[Any], transaction: Callable[[], None], what: str) -> None:

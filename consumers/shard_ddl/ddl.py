@@ -15,142 +15,37 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from rowbus.consumers.shard_ddl.exceptions import DdlTextError
+from rowbus.protocol.ddl import DdlKind, DdlParseError, TableName, normalize, parse_ddl, quote
+from rowbus.protocol.ddl import retarget as retarget_all
 
-_TOKEN = re.compile(
-    r"""(?P<space>\s+)
-      | (?P<comment>/\*.*?\*/|--[^\n]*|\#[^\n]*)
-      | (?P<ident>`(?:[^`]|``)*`)
-      | (?P<string>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")
-      | (?P<word>[A-Za-z0-9_$]+)
-      | (?P<punct>.)""",
-    re.X | re.S,
-)
-_SIMPLE = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
-_TIGHT = {"(", ")", ",", ".", ";"}
+__all__ = ["compatible", "coordinated", "normalize", "quote", "retarget", "widens"]
 
-
-@dataclass(frozen=True, slots=True)
-class Token:
-    kind: str
-    text: str
-
-    @property
-    def name(self) -> str:
-        """The identifier this token spells (backquotes removed), or its word."""
-        if self.kind == "ident":
-            return self.text[1:-1].replace("``", "`")
-        return self.text
-
-    @property
-    def upper(self) -> str:
-        return self.text.upper() if self.kind == "word" else self.text
-
-
-def tokenize(statement: str) -> list[Token]:
-    """All tokens of `statement`, whitespace and comments included (their texts join back)."""
-    return [Token(m.lastgroup or "punct", m.group()) for m in _TOKEN.finditer(statement)]
-
-
-def _significant(tokens: list[Token]) -> list[int]:
-    return [i for i, t in enumerate(tokens) if t.kind not in ("space", "comment")]
-
-
-def quote(name: str) -> str:
-    """A MySQL identifier in backquotes."""
-    return "`" + name.replace("`", "``") + "`"
-
-
-def _table_span(tokens: list[Token]) -> tuple[int, int]:
-    """[first, last] token indexes of the table name an ALTER / CREATE INDEX / DROP INDEX names."""
-    sig = _significant(tokens)
-    words = [tokens[i].upper for i in sig]
-
-    def at(k: int) -> str:
-        return words[k] if k < len(words) else ""
-
-    k = 0
-    if at(0) == "ALTER":
-        k = 1
-        while at(k) in ("ONLINE", "IGNORE"):
-            k += 1
-        if at(k) != "TABLE":
-            raise DdlTextError(f"not an ALTER TABLE: {' '.join(words[:4])}")
-        k += 1
-        if at(k) == "IF" and at(k + 1) == "EXISTS":
-            k += 2
-    elif at(0) in ("CREATE", "DROP"):
-        k = 1
-        while at(k) in ("ONLINE", "UNIQUE", "FULLTEXT", "SPATIAL", "OR", "REPLACE"):
-            k += 1
-        if at(k) != "INDEX":
-            raise DdlTextError(
-                f"only ALTER TABLE and CREATE/DROP INDEX are coordinated: {words[:3]}"
-            )
-        k += 1
-        if at(k) == "IF":
-            k += 3 if at(k + 1) == "NOT" else 2
-        k += 1  # the index name
-        if at(k) != "ON":
-            raise DdlTextError("CREATE/DROP INDEX without ON <table>")
-        k += 1
-    else:
-        raise DdlTextError(f"only ALTER TABLE and CREATE/DROP INDEX are coordinated: {at(0)!r}")
-    if k >= len(sig) or tokens[sig[k]].kind not in ("ident", "word"):
-        raise DdlTextError("the statement names no table")
-    first = last = sig[k]
-    if (
-        k + 2 < len(sig)
-        and tokens[sig[k + 1]].text == "."
-        and tokens[sig[k + 2]].kind
-        in (
-            "ident",
-            "word",
-        )
-    ):
-        last = sig[k + 2]
-    return first, last
+_COORDINATED = (DdlKind.ALTER_TABLE, DdlKind.CREATE_INDEX, DdlKind.DROP_INDEX)
 
 
 def coordinated(statement: str) -> bool:
     """Whether `statement` is a DDL shard coordination handles (ALTER TABLE, CREATE/DROP INDEX)."""
     try:
-        _table_span(tokenize(statement))
-    except DdlTextError:
+        parsed = parse_ddl(statement, "")
+    except DdlParseError:
         return False
-    return True
+    return parsed.kind in _COORDINATED and not parsed.renames
 
 
 def retarget(statement: str, schema: str, table: str) -> str:
     """`statement` with the table it names replaced by `schema`.`table` (DdlTextError if it is
     not a coordinated DDL)."""
-    tokens = tokenize(statement)
-    first, last = _table_span(tokens)
-    head = "".join(t.text for t in tokens[:first])
-    tail = "".join(t.text for t in tokens[last + 1 :])
-    return f"{head}{quote(schema)}.{quote(table)}{tail}".strip().rstrip(";").rstrip()
-
-
-def normalize(statement: str) -> str:
-    """The comparison key of a (retargeted) statement."""
-    out: list[str] = []
-    for tok in tokenize(statement):
-        if tok.kind in ("space", "comment"):
-            continue
-        if tok.kind == "ident":
-            name = tok.name
-            text = name.upper() if _SIMPLE.fullmatch(name) else tok.text
-        elif tok.kind == "word":
-            text = tok.text.upper()
-        else:
-            text = tok.text
-        # `INT (11)` and `INT(11)` are one spelling: no space before punctuation or after ( .
-        if out and text not in _TIGHT and out[-1] not in ("(", "."):
-            out.append(" ")
-        out.append(text)
-    return "".join(out).rstrip(";").strip()
+    try:
+        parsed = parse_ddl(statement, "")
+    except DdlParseError as exc:
+        raise DdlTextError(f"{exc}: {statement[:60]}") from exc
+    if parsed.kind not in _COORDINATED:
+        raise DdlTextError(
+            f"only ALTER TABLE and CREATE/DROP INDEX are coordinated: {statement[:40]!r}"
+        )
+    return retarget_all(parsed, lambda _name: TableName(schema, table))
 
 
 # --- optimistic mode: which statements are compatible ---------------------------------------

@@ -19,7 +19,7 @@ pymysql errors are translated here into `DownstreamDdlError` (keeping the MySQL 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,8 @@ from rowbus.consumers.shard_ddl.ddl import quote
 from rowbus.consumers.shard_ddl.exceptions import DownstreamDdlError
 
 log = logging.getLogger(__name__)
+
+_MISSING = (1146, 1049)  # no such table, no such database
 
 Connect = Callable[[], Any]
 """Returns a new autocommit pymysql connection to the sink."""
@@ -61,8 +63,9 @@ class DdlExecutor:
         )
         self._ready = True
 
-    def execute(self, lock_id: str, target: str, statement: str) -> Outcome:
-        """Run `statement` (which alters `target`, ``schema.table``) once for `lock_id`."""
+    def execute(self, lock_id: str, target: str | Sequence[str], statement: str) -> Outcome:
+        """Run `statement` (which changes `target`, ``schema.table``, or several such tables)
+        once for `lock_id`."""
         try:
             conn = self._connect()
             with conn, conn.cursor() as cur:
@@ -74,7 +77,9 @@ class DdlExecutor:
                 f"executing {statement!r} for lock {lock_id} on the sink: {exc}", code=code
             ) from exc
 
-    def _execute(self, cur: Any, lock_id: str, target: str, statement: str) -> Outcome:
+    def _execute(
+        self, cur: Any, lock_id: str, target: str | Sequence[str], statement: str
+    ) -> Outcome:
         cur.execute(
             f"SELECT state, before_definition FROM {self._table} WHERE lock_id=%s", (lock_id,)
         )
@@ -106,11 +111,21 @@ class DdlExecutor:
         )
 
     @staticmethod
-    def _definition(cur: Any, target: str) -> str:
-        schema, _, table = target.partition(".")
-        cur.execute(f"SHOW CREATE TABLE {quote(schema)}.{quote(table)}")
-        row = cur.fetchone()
-        return str(row[1]) if row else ""
+    def _definition(cur: Any, target: str | Sequence[str]) -> str:
+        """``SHOW CREATE TABLE`` of each target, joined; a missing table (or database) reads as
+        empty, so CREATE, DROP and RENAME change the definition too."""
+        parts = []
+        for one in [target] if isinstance(target, str) else target:
+            schema, _, table = one.partition(".")
+            try:
+                cur.execute(f"SHOW CREATE TABLE {quote(schema)}.{quote(table)}")
+                row = cur.fetchone()
+            except pymysql.MySQLError as exc:
+                if not exc.args or exc.args[0] not in _MISSING:
+                    raise
+                row = None
+            parts.append(str(row[1]) if row else "")
+        return "\n;\n".join(parts)
 
     def column_types(self, target: str) -> dict[str, str]:
         """Upper-case column name → its COLUMN_TYPE in the target (for optimistic mode)."""

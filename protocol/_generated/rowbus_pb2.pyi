@@ -81,7 +81,7 @@ class RowChange(_message.Message):
     def __init__(self, source: _Optional[str] = ..., ts: _Optional[int] = ..., op: _Optional[_Union[Op, str]] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., schema_id: _Optional[int] = ..., primary_key: _Optional[_Iterable[str]] = ..., before: _Optional[_Union[Image, _Mapping]] = ..., after: _Optional[_Union[Image, _Mapping]] = ..., txn: _Optional[_Union[Txn, _Mapping]] = ..., position: _Optional[_Union[Position, _Mapping]] = ...) -> None: ...
 
 class Column(_message.Message):
-    __slots__ = ("name", "type", "unsigned", "nullable", "length", "precision", "scale", "fsp", "charset", "elements")
+    __slots__ = ("name", "type", "unsigned", "nullable", "length", "precision", "scale", "fsp", "charset", "elements", "default_value", "collation")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     UNSIGNED_FIELD_NUMBER: _ClassVar[int]
@@ -92,6 +92,8 @@ class Column(_message.Message):
     FSP_FIELD_NUMBER: _ClassVar[int]
     CHARSET_FIELD_NUMBER: _ClassVar[int]
     ELEMENTS_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_VALUE_FIELD_NUMBER: _ClassVar[int]
+    COLLATION_FIELD_NUMBER: _ClassVar[int]
     name: str
     type: str
     unsigned: bool
@@ -102,22 +104,36 @@ class Column(_message.Message):
     fsp: int
     charset: str
     elements: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., type: _Optional[str] = ..., unsigned: _Optional[bool] = ..., nullable: _Optional[bool] = ..., length: _Optional[int] = ..., precision: _Optional[int] = ..., scale: _Optional[int] = ..., fsp: _Optional[int] = ..., charset: _Optional[str] = ..., elements: _Optional[_Iterable[str]] = ...) -> None: ...
+    default_value: str
+    collation: str
+    def __init__(self, name: _Optional[str] = ..., type: _Optional[str] = ..., unsigned: _Optional[bool] = ..., nullable: _Optional[bool] = ..., length: _Optional[int] = ..., precision: _Optional[int] = ..., scale: _Optional[int] = ..., fsp: _Optional[int] = ..., charset: _Optional[str] = ..., elements: _Optional[_Iterable[str]] = ..., default_value: _Optional[str] = ..., collation: _Optional[str] = ...) -> None: ...
+
+class Index(_message.Message):
+    __slots__ = ("name", "columns", "unique")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    UNIQUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    columns: _containers.RepeatedScalarFieldContainer[str]
+    unique: bool
+    def __init__(self, name: _Optional[str] = ..., columns: _Optional[_Iterable[str]] = ..., unique: _Optional[bool] = ...) -> None: ...
 
 class TableSchema(_message.Message):
-    __slots__ = ("schema", "table", "columns", "primary_key")
+    __slots__ = ("schema", "table", "columns", "primary_key", "indexes")
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
     TABLE_FIELD_NUMBER: _ClassVar[int]
     COLUMNS_FIELD_NUMBER: _ClassVar[int]
     PRIMARY_KEY_FIELD_NUMBER: _ClassVar[int]
+    INDEXES_FIELD_NUMBER: _ClassVar[int]
     schema: str
     table: str
     columns: _containers.RepeatedCompositeFieldContainer[Column]
     primary_key: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, schema: _Optional[str] = ..., table: _Optional[str] = ..., columns: _Optional[_Iterable[_Union[Column, _Mapping]]] = ..., primary_key: _Optional[_Iterable[str]] = ...) -> None: ...
+    indexes: _containers.RepeatedCompositeFieldContainer[Index]
+    def __init__(self, schema: _Optional[str] = ..., table: _Optional[str] = ..., columns: _Optional[_Iterable[_Union[Column, _Mapping]]] = ..., primary_key: _Optional[_Iterable[str]] = ..., indexes: _Optional[_Iterable[_Union[Index, _Mapping]]] = ...) -> None: ...
 
 class DdlChange(_message.Message):
-    __slots__ = ("source", "ts", "schema", "table", "statement", "table_schema", "position", "txn")
+    __slots__ = ("source", "ts", "schema", "table", "statement", "table_schema", "position", "txn", "kind")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     TS_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
@@ -126,6 +142,7 @@ class DdlChange(_message.Message):
     TABLE_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     POSITION_FIELD_NUMBER: _ClassVar[int]
     TXN_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
     source: str
     ts: int
     schema: str
@@ -134,7 +151,8 @@ class DdlChange(_message.Message):
     table_schema: TableSchema
     position: Position
     txn: Txn
-    def __init__(self, source: _Optional[str] = ..., ts: _Optional[int] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., statement: _Optional[str] = ..., table_schema: _Optional[_Union[TableSchema, _Mapping]] = ..., position: _Optional[_Union[Position, _Mapping]] = ..., txn: _Optional[_Union[Txn, _Mapping]] = ...) -> None: ...
+    kind: str
+    def __init__(self, source: _Optional[str] = ..., ts: _Optional[int] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., statement: _Optional[str] = ..., table_schema: _Optional[_Union[TableSchema, _Mapping]] = ..., position: _Optional[_Union[Position, _Mapping]] = ..., txn: _Optional[_Union[Txn, _Mapping]] = ..., kind: _Optional[str] = ...) -> None: ...
 
 class Resolved(_message.Message):
     __slots__ = ("source", "ts")

@@ -26,8 +26,6 @@ from rowbus.protocol.events import (
 PROTOCOL_VERSION = "1.1"
 PROTOCOL_MAJOR = 1
 PROTOCOL_MINOR = 1
-AVRO_READS = frozenset({"1.0", "1.1"})
-"""Versions whose Avro schema is this decoder's own (1.1 added a value kind, no field)."""
 VERSION_HEADER = "rowbus-version"
 ENCODING_HEADER = "rowbus-encoding"
 KIND_HEADER = "rowbus-kind"
@@ -66,7 +64,9 @@ _DECODERS: dict[str, Callable[[bytes], Record]] = {
     Encoding.JSON.value: jsonc.decode,
 }
 # Header lists seen before and found valid -> (encoding, kind); bounded.
-_HEADER_CACHE: dict[tuple[tuple[str, bytes | None], ...], tuple[Encoding | None, str | None]] = {}
+_HEADER_CACHE: dict[
+    tuple[tuple[str, bytes | None], ...], tuple[Encoding | None, str | None, str | None]
+] = {}
 _HEADER_CACHE_LIMIT = 256
 _VERSION_BYTES = PROTOCOL_VERSION.encode()
 _HEADERS: dict[tuple[str, type], list[tuple[str, bytes]]] = {
@@ -112,8 +112,8 @@ def decode(value: bytes | None, headers: Headers | None, position: str | None = 
     try:
         if value is None:
             raise ProtocolError("the record has no value (a tombstone is not a rowbus event)")
-        encoding, kind = _encoding_of(value, headers)
-        record = _DECODERS[encoding._value_](value)
+        encoding, kind, old_avro = _encoding_of(value, headers)
+        record = avro.decode(value, old_avro) if old_avro else _DECODERS[encoding._value_](value)
         if kind is not None and KIND_NAMES[type(record)] != kind:
             raise ProtocolError(
                 f"header {KIND_HEADER}={kind} but the value holds a {KIND_NAMES[type(record)]}"
@@ -123,22 +123,22 @@ def decode(value: bytes | None, headers: Headers | None, position: str | None = 
     return record
 
 
-def _encoding_of(value: bytes, headers: Headers | None) -> tuple[Encoding, str | None]:
-    found: tuple[Encoding | None, str | None]
+def _encoding_of(value: bytes, headers: Headers | None) -> tuple[Encoding, str | None, str | None]:
+    found: tuple[Encoding | None, str | None, str | None]
     if headers:
         key = tuple(headers)
         found = _HEADER_CACHE.get(key) or _check_headers(headers)
         if len(_HEADER_CACHE) < _HEADER_CACHE_LIMIT:
             _HEADER_CACHE[key] = found  # only valid header lists get here
     else:
-        found = None, None
-    encoding, kind = found
+        found = None, None, None
+    encoding, kind, old_avro = found
     if encoding is None:  # no rowbus-encoding header: sniff
         encoding = Encoding.JSON if value[:1] == b"{" else Encoding.PROTOBUF
-    return encoding, kind
+    return encoding, kind, old_avro
 
 
-def _check_headers(headers: Headers) -> tuple[Encoding | None, str | None]:
+def _check_headers(headers: Headers) -> tuple[Encoding | None, str | None, str | None]:
     version = encoding_name = kind = None
     for name, raw in headers:
         if name == VERSION_HEADER and version is None:
@@ -152,7 +152,7 @@ def _check_headers(headers: Headers) -> tuple[Encoding | None, str | None]:
     if kind is not None and kind not in _KNOWN_KINDS:
         raise ProtocolError(f"unknown event kind {kind!r} in header {KIND_HEADER}")
     if encoding_name is None:
-        return None, kind
+        return None, kind, None
     try:
         encoding = Encoding(encoding_name)
     except ValueError:
@@ -160,13 +160,15 @@ def _check_headers(headers: Headers) -> tuple[Encoding | None, str | None]:
         raise ProtocolError(
             f"unknown encoding {encoding_name!r} in header {ENCODING_HEADER} (known: {known})"
         ) from None
-    if encoding is Encoding.AVRO and version is not None and version not in AVRO_READS:
-        # A bare Avro datum needs its writer's schema, and this decoder has only its own.
-        raise ProtocolError(
-            f"Avro value written by protocol {version}; this decoder has the Avro schema of "
-            f"{PROTOCOL_VERSION} only"
-        )
-    return encoding, kind
+    if encoding is Encoding.AVRO and version is not None and version != PROTOCOL_VERSION:
+        # A bare Avro datum needs its writer's schema: read it with that version's schema.
+        if version not in avro.WRITER_SCHEMAS:
+            raise ProtocolError(
+                f"Avro value written by protocol {version}; this decoder has the Avro schemas "
+                f"of {', '.join(sorted(avro.WRITER_SCHEMAS))} only"
+            )
+        return encoding, kind, version
+    return encoding, kind, None
 
 
 def check_version(version: str) -> None:

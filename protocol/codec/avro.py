@@ -16,7 +16,7 @@ from typing import Any, cast
 import fastavro
 
 from rowbus.protocol.codec import fastpath
-from rowbus.protocol.codec.jsonc import control_kind
+from rowbus.protocol.codec.jsonc import control_kind, ddl_kind
 from rowbus.protocol.errors import ProtocolError
 from rowbus.protocol.events import (
     BinlogPosition,
@@ -36,6 +36,14 @@ from rowbus.protocol.values import Value
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "rowbus.avsc"
 SCHEMA: Any = fastavro.parse_schema(json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
+WRITER_SCHEMAS: dict[str, Any] = {
+    "1.0": fastavro.parse_schema(
+        json.loads((SCHEMA_PATH.parent / "rowbus-1.0.avsc").read_text(encoding="utf-8"))
+    ),
+    "1.1": SCHEMA,
+}
+"""The Avro schema of each protocol version this decoder reads (1.1 adds fields at record ends,
+with defaults, so a 1.0 datum resolves to the 1.1 reader schema)."""
 NAMESPACE = "rowbus.v1"
 _TWO64 = 1 << 64
 _write = fastavro.schemaless_writer
@@ -53,11 +61,19 @@ def encode(record: Record) -> bytes:
     return buf.getvalue()
 
 
-def decode(data: bytes) -> Record:
-    """The record in Avro `data`; ProtocolError if it is truncated or not a valid record."""
+def decode(data: bytes, version: str | None = None) -> Record:
+    """The record in Avro `data` (written with the schema of protocol `version`, default this
+    one); ProtocolError if it is truncated or not a valid record."""
     buf = io.BytesIO(data)
+    writer = SCHEMA if version is None else WRITER_SCHEMAS[version]
     try:
-        read: Any = _read(buf, SCHEMA, return_record_name=True, return_record_name_override=True)
+        read: Any = _read(
+            buf,
+            writer,
+            None if writer is SCHEMA else SCHEMA,
+            return_record_name=True,
+            return_record_name_override=True,
+        )
         name, datum = read
     except (EOFError, StopIteration, IndexError, ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"Avro value does not decode ({type(exc).__name__}: {exc})") from None
@@ -130,6 +146,7 @@ def _(r: DdlChange) -> tuple[str, dict[str, Any]]:
         "table_schema": None if r.table_schema is None else r.table_schema.to_dict(),
         "position": _position(r.position),
         "txn": _txn(r.txn),
+        "kind": None if r.kind is None else r.kind.value,
     }
 
 
@@ -232,6 +249,7 @@ def _ddl_from(d: dict[str, Any]) -> DdlChange:
         table_schema=None if table is None else TableSchema.from_dict(table),
         position=_position_from(d["position"]),
         txn=_txn_from(d["txn"]),
+        kind=ddl_kind(d["kind"]),
     )
 
 

@@ -18,6 +18,7 @@ from decimal import Decimal, InvalidOperation
 from functools import singledispatch
 from typing import Any
 
+from rowbus.protocol.ddl import DdlKind
 from rowbus.protocol.errors import ProtocolError
 from rowbus.protocol.events import (
     BinlogPosition,
@@ -295,6 +296,7 @@ def _(r: DdlChange) -> dict[str, Any]:
             "table_schema": None if r.table_schema is None else r.table_schema.to_dict(),
             "position": _position(r.position),
             "txn": _txn(r.txn),
+            "kind": None if r.kind is None else r.kind.value,
         }
     }
 
@@ -390,6 +392,8 @@ _COLUMN_TYPES: dict[str, tuple[type, ...]] = {
     "fsp": (int, type(None)),
     "charset": (str, type(None)),
     "elements": (list,),
+    "default": (str, type(None)),
+    "collation": (str, type(None)),
 }
 
 
@@ -414,6 +418,16 @@ def _table_from(d: Any) -> TableSchema | None:
     if type(d.get("primary_key")) is not list:
         raise ProtocolError("primary_key is a JSON array")
     pk = tuple(_str(k) for k in d["primary_key"])
+    indexes = d.get("indexes", [])
+    if type(indexes) is not list or not all(
+        type(i) is dict
+        and type(i.get("name")) is str
+        and type(i.get("unique")) is bool
+        and type(i.get("columns")) is list
+        and all(type(c) is str for c in i["columns"])
+        for i in indexes
+    ):
+        raise ProtocolError("indexes is an array of {name, columns, unique}")
     cols = [{k: v for k, v in c.items() if k in _COLUMN_TYPES} for c in d["columns"]]
     return TableSchema.from_dict({**d, "columns": cols, "primary_key": pk})
 
@@ -429,7 +443,19 @@ def _ddl_from(d: Mapping[str, Any]) -> DdlChange:
         table_schema=_table_from(d.get("table_schema")),
         position=_position_from(d["position"]),
         txn=None if txn is None else _txn_from(txn),
+        kind=ddl_kind(_opt_str(d.get("kind"))),
     )
+
+
+def ddl_kind(name: str | None) -> DdlKind | None:
+    """The DdlKind named `name`; None when absent or a kind of a later minor version (the
+    consumer then classifies the statement itself)."""
+    if name is None:
+        return None
+    try:
+        return DdlKind(name)
+    except ValueError:
+        return None
 
 
 def _heartbeat_from(d: Mapping[str, Any]) -> Heartbeat:

@@ -14,7 +14,7 @@ from google.protobuf.message import DecodeError
 
 from rowbus.protocol._generated import rowbus_pb2 as pb
 from rowbus.protocol.codec import construct, fastpath
-from rowbus.protocol.codec.jsonc import control_kind
+from rowbus.protocol.codec.jsonc import control_kind, ddl_kind
 from rowbus.protocol.errors import ProtocolError
 from rowbus.protocol.events import (
     BinlogPosition,
@@ -22,6 +22,7 @@ from rowbus.protocol.events import (
     ControlRecord,
     DdlChange,
     Heartbeat,
+    IndexSchema,
     Op,
     ReaderCheckpoint,
     Record,
@@ -144,6 +145,8 @@ def _(r: DdlChange, env: Any) -> None:
     _position_to(r.position, m.position)
     if r.txn is not None:
         _txn_to(r.txn, m.txn)
+    if r.kind is not None:
+        m.kind = r.kind.value
 
 
 @_filler
@@ -233,12 +236,16 @@ def _table_to(t: TableSchema, m: Any) -> None:
     m.table = t.table
     for c in t.columns:
         col = m.columns.add(name=c.name, type=c.type, unsigned=c.unsigned, nullable=c.nullable)
-        for attr in ("length", "precision", "scale", "fsp", "charset"):
+        for attr in ("length", "precision", "scale", "fsp", "charset", "collation"):
             val = getattr(c, attr)
             if val is not None:
                 setattr(col, attr, val)
         col.elements.extend(c.elements)
+        if c.default is not None:
+            col.default_value = c.default
     m.primary_key.extend(t.primary_key)
+    for i in t.indexes:
+        m.indexes.add(name=i.name, columns=i.columns, unique=i.unique)
 
 
 # --- decoding ---------------------------------------------------------------------------------
@@ -290,10 +297,13 @@ def _table_from(m: Any) -> TableSchema:
             fsp=c.fsp if c.HasField("fsp") else None,
             charset=c.charset if c.HasField("charset") else None,
             elements=tuple(c.elements),
+            default=c.default_value if c.HasField("default_value") else None,
+            collation=c.collation if c.HasField("collation") else None,
         )
         for c in m.columns
     )
-    return TableSchema(m.schema, m.table, cols, tuple(m.primary_key))
+    indexes = tuple(IndexSchema(i.name, tuple(i.columns), i.unique) for i in m.indexes)
+    return TableSchema(m.schema, m.table, cols, tuple(m.primary_key), indexes)
 
 
 def _ddl_from(m: Any) -> DdlChange:
@@ -306,6 +316,7 @@ def _ddl_from(m: Any) -> DdlChange:
         table_schema=_table_from(m.table_schema) if m.HasField("table_schema") else None,
         position=_position_from(m.position),
         txn=_txn_from(m.txn) if m.HasField("txn") else None,
+        kind=ddl_kind(m.kind) if m.HasField("kind") else None,
     )
 
 

@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rowbus.clients.errors import MySQLClientError
+from rowbus.protocol.ddl import quote as quote  # noqa: PLC0414 - the one quote(), re-exported
 
 if TYPE_CHECKING:
     from pymysql.connections import Connection
@@ -49,11 +50,6 @@ class Endpoint(Protocol):
     def user(self) -> str: ...
     @property
     def password(self) -> Any: ...
-
-
-def quote(name: str) -> str:
-    """A MySQL identifier in backquotes."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _secret(value: Any) -> str:

@@ -46,8 +46,9 @@ def test_standalone_ddl_is_a_transaction_of_its_own() -> None:
     assert txn.gtid == "0-1-6"
     assert txn.end.offset == 400
     (ddl,) = txn.changes
-    assert ddl.target is not None  # type: ignore[union-attr]
-    assert (ddl.target.schema, ddl.target.table) == ("db", "t")  # type: ignore[union-attr]
+    table = ddl.parsed.table  # type: ignore[union-attr]
+    assert table is not None
+    assert (table.schema, table.table) == ("db", "t")
 
 
 def test_non_transactional_group_ends_at_commit_query() -> None:

@@ -6,9 +6,9 @@ import datetime as dt
 
 from rowbus.producer.assembler import DdlItem, RowItem, Transaction
 from rowbus.producer.batch import Batcher, FlushPolicy
-from rowbus.producer.ddl import parse_ddl
 from rowbus.producer.tables import TableFilter, converter_for
 from rowbus.protocol.codec import decode
+from rowbus.protocol.ddl import parse_ddl
 from rowbus.protocol.events import (
     BinlogPosition,
     ColumnSchema,

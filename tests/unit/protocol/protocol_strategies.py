@@ -8,6 +8,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from rowbus.protocol.ddl import DdlKind
 from rowbus.protocol.events import (
     BinlogPosition,
     ColumnSchema,
@@ -15,6 +16,7 @@ from rowbus.protocol.events import (
     ControlRecord,
     DdlChange,
     Heartbeat,
+    IndexSchema,
     Op,
     ReaderCheckpoint,
     Resolved,
@@ -102,6 +104,8 @@ columns = st.builds(
     fsp=st.none() | st.integers(0, 6),
     charset=st.none() | st.sampled_from(["utf8mb4", "binary", "latin1"]),
     elements=st.lists(text, max_size=3).map(tuple),
+    default=st.none() | st.sampled_from(["NULL", "7", "'it''s'", "current_timestamp(6)"]) | text,
+    collation=st.none() | st.sampled_from(["utf8mb4_bin", "latin1_swedish_ci"]),
 )
 
 
@@ -109,7 +113,11 @@ columns = st.builds(
 def tables(draw: Any) -> TableSchema:
     cols = draw(st.lists(columns, min_size=1, max_size=5, unique_by=lambda c: c.name))
     pk = draw(st.lists(st.sampled_from([c.name for c in cols]), unique=True, max_size=2))
-    return TableSchema(draw(names), draw(names), tuple(cols), tuple(pk))
+    col_names = st.lists(st.sampled_from([c.name for c in cols]), min_size=1, max_size=3)
+    indexes = draw(
+        st.lists(st.builds(IndexSchema, names, col_names.map(tuple), st.booleans()), max_size=2)
+    )
+    return TableSchema(draw(names), draw(names), tuple(cols), tuple(pk), tuple(indexes))
 
 
 ddls = st.builds(
@@ -122,6 +130,7 @@ ddls = st.builds(
     table_schema=st.none() | tables(),
     position=positions,
     txn=st.none() | txns,
+    kind=st.none() | st.sampled_from(DdlKind),
 )
 resolveds = st.builds(Resolved, source=names, ts=ts)
 heartbeats = st.builds(

@@ -235,6 +235,28 @@ def test_avro_of_a_newer_minor_is_refused_without_its_schema() -> None:
         decode(value, headers, POS)
 
 
+@pytest.mark.parametrize("kind", ["ddl", "schema"])
+@pytest.mark.parametrize("suffix", ["pb", "avro", "json"])
+def test_values_of_protocol_1_0_still_decode(kind: str, suffix: str) -> None:
+    """1.1 only adds fields: a 1.0 value (Avro: read with the 1.0 writer schema) decodes, the new
+    fields at their defaults."""
+    from pathlib import Path
+
+    import rowbus.protocol
+
+    data = (
+        Path(rowbus.protocol.__file__).parent / "testdata" / "v1.0" / f"{kind}.{suffix}"
+    ).read_bytes()
+    enc = {"pb": b"protobuf", "avro": b"avro", "json": b"json"}[suffix]
+    headers = [("rowbus-version", b"1.0"), ("rowbus-encoding", enc), ("rowbus-kind", kind.encode())]
+    record = decode(data, headers, POS)
+    table = record.table_schema  # type: ignore[union-attr]
+    assert table is not None and table.indexes == ()
+    assert all(c.default is None and c.collation is None for c in table.columns)
+    if kind == "ddl":
+        assert record.kind is None  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize(
     "column",
     [

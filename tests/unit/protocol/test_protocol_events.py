@@ -20,7 +20,9 @@ TABLE = TableSchema(
 
 def test_schema_id_is_stable_and_documented() -> None:
     canonical = TABLE.canonical_bytes()
-    assert canonical.startswith(b'{"columns":[{"charset":null,"elements":[],"fsp":null,')
+    assert canonical.startswith(
+        b'{"columns":[{"charset":null,"collation":null,"default":null,"elements":[],"fsp":null,'
+    )
     import hashlib
 
     assert TABLE.schema_id == int.from_bytes(hashlib.sha256(canonical).digest()[:8], "big") & (
