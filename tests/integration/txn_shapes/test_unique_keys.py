@@ -6,6 +6,7 @@ NULL, as a source must), primary keys change."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -149,7 +150,7 @@ def check(services: Settings, target: str, mode: str, history: History) -> None:
     router = Router([RouteSettings(match="up.*", target=f"{target}.{{table}}")], unrouted="error")
     sink = MySQLSink(
         SinkConnection(host=s.host, port=s.port, user=s.user, password=s.password),
-        f"job_{mode}",
+        f"job_{mode}_{uuid.uuid4().hex[:8]}",  # a fresh job: no state of an earlier example
         f"{target}_state",
         router,
         {UP.schema_id: UP}.get,
@@ -157,9 +158,6 @@ def check(services: Settings, target: str, mode: str, history: History) -> None:
         parallelism=3,
     )
     with sink:
-        with connect(s, f"{target}_state") as conn, conn.cursor() as cur:
-            for table in ("apply_head", "apply_checkpoint", "apply_state"):
-                cur.execute(f"DELETE FROM {table}")
         p = plan(sink.previous_state(0) or PlannerState(), envelopes(history), [("topic", 0, "s1")])
         sink.apply(0, p)
     with connect(s, target) as conn, conn.cursor() as cur:

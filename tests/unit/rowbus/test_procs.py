@@ -4,6 +4,7 @@ import signal
 import sys
 
 from rowbus.local.procs import ProcessRecord, is_ours, launch, port_is_free, stop
+from rowbus.waiting import wait_for
 
 
 def test_a_record_is_ours_only_while_alive_and_with_its_marker(tmp_path):
@@ -12,7 +13,8 @@ def test_a_record_is_ours_only_while_alive_and_with_its_marker(tmp_path):
         [sys.executable, "-c", "import signal; signal.pause()", marker], tmp_path / "p.log"
     )
     record = ProcessRecord("p", pid, marker, "-")
-    assert is_ours(record)
+    # Until the child has exec'd, /proc shows the parent's command line: wait for it.
+    wait_for(lambda: is_ours(record), timeout=30, what="the child to run its command")
     assert not is_ours(ProcessRecord("p", pid, str(tmp_path / "other"), "-"))
     record.save(tmp_path / "pids")
     assert ProcessRecord.load(tmp_path / "pids", "p") == record
