@@ -218,6 +218,9 @@ def scenario(draw: st.DrawFn) -> list[str]:
     # Each example waits for the pipeline; shrinking a failure could take many minutes, so a
     # failure reports its whole sequence instead.
     phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    # The same examples on every run: a random new failure in CI would hide the run's other
+    # results; sequences found failing are kept as explicit examples once fixed.
+    derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(statements=scenario())
