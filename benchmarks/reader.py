@@ -26,7 +26,7 @@ from typing import Any
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-from benchmarks.common import connect, maxrss_mb
+from benchmarks.common import binlog_end, connect, maxrss_mb
 from rowbus.clients import kafka
 from rowbus.clients.settings import SourceConnection
 from rowbus.producer.reader import Reader
@@ -38,12 +38,6 @@ def _connect(args: argparse.Namespace, db: str | None = None) -> Any:
     return connect(args.mysql, args.user, args.password, db)
 
 
-def _position(cur: Any) -> tuple[str, int]:
-    cur.execute("SHOW MASTER STATUS")
-    row = cur.fetchone()
-    return str(row[0]), int(row[1])
-
-
 def write_w1(
     args: argparse.Namespace, db: str, rows: int
 ) -> tuple[tuple[str, int], tuple[str, int], int]:
@@ -51,13 +45,11 @@ def write_w1(
     workload = W1(db)
     with _connect(args, db) as conn:
         workload.create(conn)
-        with conn.cursor() as cur:
-            start = _position(cur)
+        start = binlog_end(conn)
         conn.autocommit(False)
         written = sum(workload.step(conn) for _ in range(rows // workload.rows_per_txn))
         conn.autocommit(True)
-        with conn.cursor() as cur:
-            end = _position(cur)
+        end = binlog_end(conn)
     return start, end, written
 
 
@@ -69,11 +61,9 @@ def write_w2(
     with _connect(args, db) as conn:
         conn.autocommit(False)
         workload.create(conn)
-        with conn.cursor() as cur:
-            start = _position(cur)
+        start = binlog_end(conn)
         written = sum(workload.step(conn) for _ in range(txns))
-        with conn.cursor() as cur:
-            end = _position(cur)
+        end = binlog_end(conn)
     return start, end, written
 
 
