@@ -126,7 +126,7 @@ class Reader:
         self._monotonic = monotonic
         self._encoding = Encoding(settings.encoding)
         self._filter = TableFilter(
-            settings.include_schemas,
+            source.include_schemas or settings.include_schemas,
             settings.exclude_schemas,
             settings.include_tables,
             settings.exclude_tables,

@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import Field
 
 from rowbus.clients.settings import StrictModel
+from rowbus.producer.cluster.settings import ClusterSettings
 from rowbus.protocol.topics import CHECKPOINTS_TOPIC, DEFAULT_DATA_TOPIC_TEMPLATE, SCHEMAS_TOPIC
 
 
@@ -69,6 +70,8 @@ class ReaderSettings(StrictModel):
     """Serve Prometheus metrics on 127.0.0.1:<port>/metrics (0: any free port; unset: off)."""
     election: bool = True
     """Elect one leader per source through ZooKeeper; off runs a single reader unguarded."""
+    cluster: ClusterSettings = ClusterSettings()
+    """Reader cluster nodes (`rowbus reader node`): membership, coordinator, balancing."""
     transaction_timeout_ms: int = Field(60_000, ge=1000)
     kafka: dict[str, str | int | float | bool] = Field(default_factory=dict)
     """Extra librdkafka settings for the reader's producer."""

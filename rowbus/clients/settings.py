@@ -38,3 +38,6 @@ class SourceConnection(MySQLConnection):
     """One upstream server a reader tails; `name` keys its topics, checkpoints and election."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    include_schemas: tuple[str, ...] = ()
+    """Schema patterns of this source (replaces ``reader.include_schemas``): several sources
+    may share one server, each reading its own schemas."""

@@ -1,15 +1,22 @@
-"""`rowbus reader run --source NAME`: tail one source and publish it to Kafka."""
+"""`rowbus reader run --source NAME`: tail one source and publish it to Kafka; `rowbus reader
+node|nodes|move|drain`: the reader cluster (`rowbus.producer.cluster`)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import signal
 import threading
+import time
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from rowbus.clients.prometheus import Exporter
 from rowbus.config import Settings
+
+if TYPE_CHECKING:
+    from rowbus.producer.settings import Services
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +40,35 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     run.set_defaults(func=_run)
 
+    node = actions.add_parser(
+        "node",
+        help="join the reader cluster: register in ZooKeeper, run the sources the elected "
+        "coordinator assigns here (many per node), contend to coordinate; SIGTERM/SIGINT stop "
+        "every task after its open batch",
+    )
+    node.add_argument("--node-id", default=None, help="this node's name (default: host-pid)")
+    node.set_defaults(func=_node)
+    nodes = actions.add_parser("nodes", help="list the cluster's nodes and replication sets")
+    nodes.add_argument("--json", action="store_true", help="one JSON document")
+    nodes.set_defaults(func=_nodes)
+    move = actions.add_parser(
+        "move", help="move SOURCE to NODE (two-phase) and wait until NODE publishes it"
+    )
+    move.add_argument("source")
+    move.add_argument("node")
+    move.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")
+    move.set_defaults(func=_move)
+    drain = actions.add_parser(
+        "drain",
+        help="move every source off NODE and wait until each new owner's watermark passed the "
+        "last event NODE published; NODE gets no sources until it registers again",
+    )
+    drain.add_argument("node")
+    drain.add_argument("--timeout", type=float, default=300.0, help="seconds (default 300)")
+    drain.set_defaults(func=_drain)
 
-def _run(args: argparse.Namespace, settings: Settings) -> int:
+
+def _stop_on_signals() -> threading.Event:
     stop = threading.Event()
 
     def _stop(signum: int, _frame: FrameType | None) -> None:
@@ -43,17 +77,27 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
+    return stop
 
-    from rowbus.producer.reader import Reader
+
+def _services(settings: Settings) -> Services:
     from rowbus.producer.settings import Services
 
-    source = settings.source(args.source)
-    services = Services(
+    return Services(
         kafka=settings.kafka.client_config(),
         zookeeper_hosts=settings.zookeeper.hosts,
         zookeeper_root=settings.zookeeper.root,
         zookeeper_session_timeout_s=settings.zookeeper.session_timeout_s,
     )
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    stop = _stop_on_signals()
+
+    from rowbus.producer.reader import Reader
+
+    source = settings.source(args.source)
+    services = _services(settings)
     reader_settings = settings.reader
     if args.reader_id:
         reader_settings = reader_settings.model_copy(update={"reader_id": args.reader_id})
@@ -76,4 +120,61 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         if exporter is not None:
             exporter.close()
     log.warning("reader %s stopped: %s", reader.reader_id, reader.metrics.snapshot())
+    return 0
+
+
+def _node(args: argparse.Namespace, settings: Settings) -> int:
+    stop = _stop_on_signals()
+    from rowbus.producer.cluster.node import ClusterNode
+
+    reader_settings = settings.reader
+    if args.node_id:
+        cluster = reader_settings.cluster.model_copy(update={"node_id": args.node_id})
+        reader_settings = reader_settings.model_copy(update={"cluster": cluster})
+    node = ClusterNode({s.name: s for s in settings.sources}, reader_settings, _services(settings))
+    node.run(stop)
+    return 0
+
+
+def _nodes(args: argparse.Namespace, settings: Settings) -> int:
+    from rowbus.producer.cluster import admin
+
+    with admin.session(settings.zookeeper.hosts or "", settings.zookeeper.root) as (c, paths):
+        v = admin.view(c, paths)
+    sets = admin.rows(v)
+    if args.json:
+        nodes = {
+            n: {"tasks": sorted(st.tasks), "draining": n in v.drains} for n, st in v.nodes.items()
+        }
+        print(json.dumps({"nodes": nodes, "sets": sets}, indent=2, sort_keys=True))
+        return 0
+    for name, status in sorted(v.nodes.items()):
+        mark = " (draining)" if name in v.drains else ""
+        tasks = ", ".join(f"{s}:{t.phase.value}" for s, t in sorted(status.tasks.items()))
+        print(f"node {name}{mark}: {tasks or '-'}")
+    for row in sets:
+        print(
+            f"set {row['source']}: {row['state']} owner={row['owner'] or '-'} "
+            f"target={row['target'] or '-'} watermark_ts={row['watermark_ts'] or '-'}"
+        )
+    return 0
+
+
+def _move(args: argparse.Namespace, settings: Settings) -> int:
+    from rowbus.producer.cluster import admin
+
+    started = time.monotonic()
+    with admin.session(settings.zookeeper.hosts or "", settings.zookeeper.root) as (c, paths):
+        admin.move(c, paths, args.source, args.node, args.timeout)
+    print(f"{args.source} publishes on {args.node} ({time.monotonic() - started:.2f} s)")
+    return 0
+
+
+def _drain(args: argparse.Namespace, settings: Settings) -> int:
+    from rowbus.producer.cluster import admin
+
+    started = time.monotonic()
+    with admin.session(settings.zookeeper.hosts or "", settings.zookeeper.root) as (c, paths):
+        admin.drain(c, paths, args.node, args.timeout)
+    print(f"{args.node} drained ({time.monotonic() - started:.2f} s)")
     return 0
