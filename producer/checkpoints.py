@@ -140,7 +140,9 @@ def _read_to_high_watermark(
                 "LSO_STALLED",
                 retryable=True,
             )
-        for msg in consumer.consume(1000, timeout=0.5):
+        # consume() waits for all 1000 or the timeout: a short one, or every read of a small
+        # topic (a takeover's) costs the whole timeout.
+        for msg in consumer.consume(1000, timeout=0.05):
             err = msg.error()
             p, offset = msg.partition() or 0, msg.offset() or 0
             if err is not None:

@@ -107,6 +107,10 @@ class KafkaPublisher:
         with kafka_errors(f"creating producer {self.transactional_id}"):
             self._producer = clients_kafka.producer(config)
             self._admin = clients_kafka.admin(self._config)
+            # Connect now: a fresh producer's init_transactions that finds no broker connection
+            # up yet waits for librdkafka's 500 ms coordinator re-query (measured: 0.5 s of a
+            # takeover's ~0.6 s on noida-db); a standby pays this before it is elected.
+            self._producer.list_topics(timeout=self._timeout)
 
     def start(self) -> None:
         """`prepare`, then ``init_transactions``: fences older producers of this id."""

@@ -73,16 +73,23 @@ class ClusterNode:
         self._failed_at: dict[str, float] = {}
         self._written: NodeStatus | None = None
         self._written_at = 0.0
+        self._generation = 0
+        self._leaving = False
 
     # ---- ZooKeeper session ----------------------------------------------------------------------
 
     def _on_state(self, state: str) -> None:
-        # kazoo's connection thread: only flags here, never a blocking call.
-        if state in (KazooState.SUSPENDED, KazooState.LOST):
+        # kazoo's connection thread: only flags here, never a blocking call. A SUSPENDED
+        # connection (seen on a busy machine: a ping answered late) does not stop the tasks:
+        # if the session does expire, the coordinator gives the sources to other nodes whose
+        # readers fence these through the sources' Kafka transactional.ids, and nothing is
+        # published twice; ending every term on each hiccup cost a takeover per source.
+        if state == KazooState.LOST:
+            self._generation += 1
             for task in list(self.tasks.values()):
                 task.lease.session_lost()
-        if state == KazooState.LOST:
-            log.warning("node %s lost its ZooKeeper session: stopping its tasks", self.node_id)
+            if not self._leaving:
+                log.warning("node %s lost its ZooKeeper session: stopping its tasks", self.node_id)
             self._expired.set()
         self._wake.set()
         self._coordinator_wake.set()
@@ -135,6 +142,7 @@ class ClusterNode:
             self._agent(stop)
         finally:
             stop.set()
+            self._leaving = True
             self._coordinator_wake.set()
             self._stop_tasks()
             coordinator.join(10)
@@ -281,10 +289,12 @@ class ClusterNode:
     def _coordinate(self, stop: threading.Event) -> None:
         log.warning("node %s is the coordinator", self.node_id)
         sources = list(self.sources)
+        generation = self._generation
         until = time.monotonic() + MAX_LOOP_S
         while not stop.is_set() and time.monotonic() < until:
-            if not self._connected():
-                log.warning("node %s: session suspended, no longer coordinating", self.node_id)
+            if self._generation != generation:
+                # The session expired: so did the election's lock node; contend again.
+                log.warning("node %s: session lost, no longer coordinating", self.node_id)
                 return
             self._coordinator_wake.clear()
             try:

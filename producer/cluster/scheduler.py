@@ -12,7 +12,7 @@ Rules (TiCDC's scheduler, Ptubes' balancing of reader tasks by count):
 - a target that dies sends the set back to its owner (or to Absent);
 - Replicating with a move request, or on a draining node → Prepare towards the new node;
 - when every set is Replicating and no request is pending, one set moves from the busiest to the
-  idlest node if their counts differ by more than one;
+  idlest node if their counts differ by more than one (never a set an operator placed: `pinned`);
 - a source no longer configured → Removing; deleted once its owner's task is gone.
 """
 
@@ -66,7 +66,7 @@ def schedule(sources: Iterable[str], view: ClusterView, balance: bool = True) ->
     def step(s: ReplicationSet) -> ReplicationSet:
         # Forget dead nodes: their sessions ended, so their tasks are gone (or fenced by Kafka).
         if s.owner is not None and s.owner not in live:
-            s = replace(s, owner=None)
+            s = replace(s, owner=None, pinned=False)
         if s.target is not None and s.target not in live:
             s = replace(s, target=None)
         if s.source not in configured and s.state is not _REMOVING:
@@ -76,27 +76,30 @@ def schedule(sources: Iterable[str], view: ClusterView, balance: bool = True) ->
         match s.state:
             case SetState.ABSENT | SetState.REPLICATING if s.owner is None:
                 node = _idlest(_load(sets.values(), eligible))
-                return ReplicationSet(s.source, _PREPARE, None, node, s.floor_ts) if node else s
+                return replace(s, state=_PREPARE, target=node) if node else s
             case SetState.PREPARE | SetState.COMMIT if s.target is None:
-                state = _REPLICATING if s.owner else _ABSENT
-                return ReplicationSet(s.source, state, s.owner, None, s.floor_ts)
+                return replace(s, state=_REPLICATING if s.owner else _ABSENT, target=None)
             case SetState.PREPARE if target_phase is Phase.PREPARED:
                 if s.owner is None:
-                    return ReplicationSet(s.source, _REPLICATING, s.target, None, s.floor_ts)
+                    return replace(s, state=_REPLICATING, owner=s.target, target=None)
                 return replace(s, state=_COMMIT)
             case SetState.COMMIT if owner_phase is None:
                 floor = view.nodes[s.owner].released.get(s.source, 0) if s.owner else 0
-                return ReplicationSet(
-                    s.source, _REPLICATING, s.target, None, max(s.floor_ts, floor)
+                return replace(
+                    s,
+                    state=_REPLICATING,
+                    owner=s.target,
+                    target=None,
+                    floor_ts=max(s.floor_ts, floor),
                 )
             case SetState.REPLICATING:
                 wanted = view.moves.get(s.source)
                 if wanted is not None and wanted != s.owner and wanted in eligible:
-                    return replace(s, state=_PREPARE, target=wanted)
+                    return replace(s, state=_PREPARE, target=wanted, pinned=True)
                 if s.owner in view.drains:
                     node = _idlest(_load(sets.values(), eligible), exclude=s.owner)
                     if node is not None:
-                        return replace(s, state=_PREPARE, target=node)
+                        return replace(s, state=_PREPARE, target=node, pinned=False)
         return s
 
     for source in sorted(sets):
@@ -128,5 +131,7 @@ def _rebalance(sets: dict[str, ReplicationSet], eligible: list[str], plan: Plan)
     idlest = min(eligible, key=lambda n: (load[n], n))
     if load[busiest] - load[idlest] <= 1:
         return
-    source = min(s.source for s in sets.values() if s.owner == busiest)
-    plan.write[source] = replace(sets[source], state=_PREPARE, target=idlest)
+    movable = [s.source for s in sets.values() if s.owner == busiest and not s.pinned]
+    if movable:
+        source = min(movable)
+        plan.write[source] = replace(sets[source], state=_PREPARE, target=idlest)

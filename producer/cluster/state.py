@@ -53,6 +53,8 @@ class ReplicationSet:
     owner: str | None = None
     target: str | None = None
     floor_ts: int = 0
+    pinned: bool = False
+    """Placed by an operator (`rowbus reader move`): the balancer leaves it where it is."""
 
     def encode(self) -> bytes:
         return json.dumps(
@@ -61,6 +63,7 @@ class ReplicationSet:
                 "owner": self.owner,
                 "target": self.target,
                 "floor_ts": self.floor_ts,
+                "pinned": self.pinned,
             },
             sort_keys=True,
         ).encode()
@@ -74,6 +77,7 @@ class ReplicationSet:
             raw.get("owner"),
             raw.get("target"),
             int(raw.get("floor_ts", 0)),
+            bool(raw.get("pinned", False)),
         )
 
 

@@ -25,8 +25,9 @@ log = logging.getLogger(__name__)
 
 class TaskLease:
     """An `Election` granted by the coordinator: `acquire` waits for `grant()`; `lost` turns true
-    when the node's ZooKeeper session is suspended or lost during a term (the coordinator may
-    hand the source to another node then; Kafka fences whichever publishes late)."""
+    when the node's ZooKeeper session is lost during a term (the coordinator hands the source to
+    another node then; Kafka fences whichever publishes late). A new term starts only while the
+    session is connected."""
 
     def __init__(self, connected: Callable[[], bool]) -> None:
         self._connected = connected
