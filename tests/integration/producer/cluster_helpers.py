@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
+from confluent_kafka.admin import AdminClient
 
 from rowbus.config import MySQLSettings, Settings
 from rowbus.producer.cluster import admin
