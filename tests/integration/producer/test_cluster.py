@@ -21,7 +21,10 @@ from tests.integration.producer.cluster_helpers import Cluster, cluster_of
 from tests.integration.producer.helpers import ROOT
 
 NODES = {"n1", "n2", "n3"}
-FAILOVER_BOUND_S = 3.0
+# The ≤ 3 s figure is the benchmark's (`python -m benchmarks.cluster`, p50/p99 over many runs);
+# this bound is for a loaded CI machine and still fails a failover that waits for anything but
+# the dead node's 1.5 s session (e.g. the 6 s default session, or a 0.5 s Kafka re-query).
+FAILOVER_BOUND_S = 4.5
 
 
 @pytest.fixture(scope="module")

@@ -118,3 +118,22 @@ def test_node_status_and_set_round_trip() -> None:
     assert NodeStatus.decode("a", status.encode()) == status
     rset = ReplicationSet("s1", C, "a", "b", 7, pinned=True)
     assert ReplicationSet.decode("s1", rset.encode()) == rset
+
+
+def test_agent_runs_prepares_and_stops_tasks_as_the_sets_say() -> None:
+    from rowbus.producer.cluster.node import ClusterNode
+    from rowbus.producer.settings import ReaderSettings, Services
+
+    agent = ClusterNode(
+        {},
+        ReaderSettings(cluster={"node_id": "a"}),  # type: ignore[arg-type]
+        Services(kafka={}, zookeeper_hosts="127.0.0.1:1"),
+    )
+    sets = {
+        "own": ReplicationSet("own", R, "a"),
+        "leaving": ReplicationSet("leaving", P, "a", "b"),  # still publishes until Commit
+        "handing": ReplicationSet("handing", C, "a", "b"),  # commits its last batch, stops
+        "coming": ReplicationSet("coming", C, "b", "a"),  # prepared, waits for the grant
+        "other": ReplicationSet("other", R, "b"),
+    }
+    assert agent._desired(sets) == {"own": True, "leaving": True, "coming": False}
