@@ -75,6 +75,7 @@ class ClusterNode:
         self._written_at = 0.0
         self._generation = 0
         self._leaving = False
+        self._election: Any = None
 
     # ---- ZooKeeper session ----------------------------------------------------------------------
 
@@ -145,6 +146,9 @@ class ClusterNode:
             self._leaving = True
             self._coordinator_wake.set()
             self._stop_tasks()
+            election = self._election
+            if election is not None:
+                election.cancel()  # a contender blocked in the election wakes up
             coordinator.join(10)
             zookeeper.stop_client(self._client)
             log.warning("node %s left the cluster", self.node_id)
@@ -278,6 +282,7 @@ class ClusterNode:
                 stop.wait(0.1)
                 continue
             election = self._client.Election(self.paths.coordinator, self.node_id)
+            self._election = election
             try:
                 election.run(self._coordinate, stop)
             except Exception as exc:  # noqa: BLE001 - kazoo errors; contend again
