@@ -127,11 +127,13 @@ def _rebalance(sets: dict[str, ReplicationSet], eligible: list[str], plan: Plan)
     if not eligible or any(s.state is not _REPLICATING for s in sets.values()):
         return
     load = _load(sets.values(), eligible)
-    busiest = max(eligible, key=lambda n: (load[n], n))
     idlest = min(eligible, key=lambda n: (load[n], n))
-    if load[busiest] - load[idlest] <= 1:
-        return
-    movable = [s.source for s in sets.values() if s.owner == busiest and not s.pinned]
-    if movable:
-        source = min(movable)
-        plan.write[source] = replace(sets[source], state=_PREPARE, target=idlest)
+    # The busiest node with a set the balancer may move (operators' placements stay).
+    for busiest in sorted(eligible, key=lambda n: (-load[n], n)):
+        if load[busiest] - load[idlest] <= 1:
+            return
+        movable = [s.source for s in sets.values() if s.owner == busiest and not s.pinned]
+        if movable:
+            source = min(movable)
+            plan.write[source] = replace(sets[source], state=_PREPARE, target=idlest)
+            return

@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient
 
 from rowbus.config import MySQLSettings, Settings
 from rowbus.producer.cluster import admin
+from rowbus.producer.cluster.scheduler import schedule
 from rowbus.producer.cluster.state import ClusterView, Paths, SetState
 from rowbus.protocol.events import Op, ReaderCheckpoint, RowChange
 from rowbus.waiting import wait_for
@@ -150,22 +151,18 @@ class Cluster:
         return str(contenders[0])
 
     def stable(self, nodes: set[str]) -> ClusterView | None:
-        """Every source Replicating on one of `nodes`, published, counts balanced."""
+        """Every source Replicating on one of `nodes` and published, and nothing left for the
+        coordinator to do (balanced as far as operators' placements allow)."""
         v = self.view()
         if set(v.nodes) != nodes or set(v.sets) != {s.name for s in self.sources}:
             return None
-        counts = dict.fromkeys(nodes - v.drains, 0)
         for s in v.sets.values():
             if s.state is not SetState.REPLICATING or s.owner not in nodes:
                 return None
             task = v.nodes[s.owner].tasks.get(s.source)
             if task is None or task.ts <= 0 or task.ts < s.floor_ts:
                 return None
-            if s.owner in counts:
-                counts[s.owner] += 1
-        if counts and max(counts.values()) - min(counts.values()) > 1:
-            return None
-        return v
+        return None if schedule([s.name for s in self.sources], v) else v
 
     def wait_stable(self, nodes: set[str], timeout: float = 60) -> ClusterView:
         return wait_for(

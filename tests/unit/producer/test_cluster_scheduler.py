@@ -137,3 +137,13 @@ def test_agent_runs_prepares_and_stops_tasks_as_the_sets_say() -> None:
         "other": ReplicationSet("other", R, "b"),
     }
     assert agent._desired(sets) == {"own": True, "leaving": True, "coming": False}
+
+
+def test_balance_skips_a_node_whose_sets_are_all_pinned() -> None:
+    sets = [
+        *(ReplicationSet(f"p{i}", R, "a", pinned=True) for i in range(4)),
+        *(ReplicationSet(f"s{i}", R, "b") for i in range(3)),
+    ]
+    v = view([node("a"), node("b"), node("c")], sets)
+    plan = schedule([s.source for s in sets], v)
+    assert list(plan.write.values()) == [ReplicationSet("s0", P, "b", "c")]
