@@ -14,6 +14,8 @@ The data path, one module per step (each testable without services where it can 
     server.py      SQL against the source: start-up checks, binlog files, start positions
     leader.py      ZooKeeper leadership (kazoo)
     reader.py      the loop tying them together; `Reader.run(stop)`
+    cluster/       reader cluster nodes: ZooKeeper membership, an elected coordinator, replication
+                   sets with two-phase moves, many `Reader` tasks per node (`rowbus reader node`)
 
 `rowbus reader run --source NAME` runs a `Reader` (rowbus/commands/reader.py).
 """
