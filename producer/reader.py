@@ -19,9 +19,10 @@ import socket
 import threading
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
+from rowbus.clients import kafka
 from rowbus.clients.election import Election, Unopposed
 from rowbus.clients.mysql import SYSTEM_SCHEMAS
 from rowbus.clients.settings import SourceConnection
@@ -41,6 +42,7 @@ from rowbus.producer.positions import GtidState, parse_start
 from rowbus.producer.publisher import KafkaPublisher
 from rowbus.producer.server import SourceServer
 from rowbus.producer.settings import ReaderSettings, Services, deployment_id
+from rowbus.producer.stall import StableWatch
 from rowbus.producer.tables import TableFilter
 from rowbus.producer.tracker import SchemaTracker
 from rowbus.protocol.codec import Encoding, encode
@@ -124,6 +126,8 @@ class Reader:
         """The binlog position of the last committed checkpoint (for status and benchmarks)."""
         self._wall = wall
         self._monotonic = monotonic
+        self._admin: object | None = None
+        self.stable = StableWatch(self._stalls, settings.stall_check_s)
         self._encoding = Encoding(settings.encoding)
         self._filter = TableFilter(
             settings.include_schemas,
@@ -267,6 +271,11 @@ class Reader:
             gtid or None,
         )
         return _Term(server, publisher, batcher, gtid, epoch, resume, offsets)
+
+    def _stalls(self, committed: Mapping[tuple[str, int], int]) -> list[kafka.Stall]:
+        if self._admin is None:
+            self._admin = kafka.admin(self.services.kafka)
+        return kafka.stalls(self._admin, committed)
 
     def _ddl_schema(self, server: SourceServer, item: DdlItem) -> TableSchema | None:
         target = item.parsed.table
@@ -454,6 +463,8 @@ class Reader:
         m.rows += batch.stats.rows
         m.bytes += batch.stats.bytes
         m.observe_commit(elapsed_ms)
+        self.stable.committed(term.offsets, self._monotonic())
+        m.stalled_partitions = len(self.stable.stalled)
         log.debug(
             "committed %d transactions, %d events up to binlog %s:%s gtid=%s ts=%d in %.1f ms",
             batch.stats.transactions,
