@@ -19,9 +19,10 @@ import socket
 import threading
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
+from rowbus.clients import kafka
 from rowbus.clients.election import Election, Unopposed
 from rowbus.clients.mysql import SYSTEM_SCHEMAS
 from rowbus.clients.settings import SourceConnection
@@ -33,6 +34,7 @@ from rowbus.producer.exceptions import (
     FencedError,
     LeadershipLostError,
     ReaderError,
+    ServerMisconfiguredError,
     SourceUnavailableError,
 )
 from rowbus.producer.leader import ZooKeeperLeadership, leader_path
@@ -41,6 +43,7 @@ from rowbus.producer.positions import GtidState, parse_start
 from rowbus.producer.publisher import KafkaPublisher
 from rowbus.producer.server import SourceServer
 from rowbus.producer.settings import ReaderSettings, Services, deployment_id
+from rowbus.producer.stall import StableWatch
 from rowbus.producer.tables import TableFilter
 from rowbus.producer.tracker import SchemaTracker
 from rowbus.protocol.codec import Encoding, encode
@@ -89,6 +92,8 @@ class _Term:
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     last_publish: float = 0.0
     tracker: SchemaTracker | None = None
+    identity: str | None = None
+    """The server's identity, stored with each checkpoint (PROTOCOL.md §9.4)."""
 
     def __post_init__(self) -> None:
         if self.tracker is None:
@@ -124,6 +129,10 @@ class Reader:
         """The binlog position of the last committed checkpoint (for status and benchmarks)."""
         self._wall = wall
         self._monotonic = monotonic
+        self._admin: object | None = None
+        self._serving = 0
+        """Index in `source.servers()` of the server read last."""
+        self.stable = StableWatch(self._stalls, settings.stall_check_s)
         self._encoding = Encoding(settings.encoding)
         self._filter = TableFilter(
             source.include_schemas or settings.include_schemas,
@@ -201,7 +210,7 @@ class Reader:
         """What a standby does before it is elected, so a takeover is quick: check the source,
         create the Kafka clients and the system topics (nothing that fences the leader)."""
         s = self.settings
-        server = SourceServer(self.source).connect()
+        server = self._connect_server()
         publisher = KafkaPublisher(
             {**self.services.kafka, **s.kafka}, self.transactional_id, s.transaction_timeout_ms
         )
@@ -231,9 +240,9 @@ class Reader:
         publisher.start()
         stored = load_checkpoints(self.services.kafka, s.checkpoints_topic, self.source.name)
         checkpoint, fragment = stored.checkpoint, stored.fragment
+        identity = server.identity()
         if checkpoint is not None:
-            resume = checkpoint.position
-            server.ensure_available(resume, "checkpoint position")
+            resume = self._resume_point(server, identity, checkpoint)
             gtid = GtidState(checkpoint.gtid_set)
             clock = HybridClock(checkpoint.ts)
             epoch = checkpoint.epoch + 1
@@ -266,7 +275,76 @@ class Reader:
             resume.offset,
             gtid or None,
         )
-        return _Term(server, publisher, batcher, gtid, epoch, resume, offsets)
+        term = _Term(server, publisher, batcher, gtid, epoch, resume, offsets)
+        term.identity = identity
+        return term
+
+    def _connect_server(self) -> SourceServer:
+        """The server to read: the one read last if it answers, else the next that does."""
+        candidates = self.source.servers()
+        failed: SourceUnavailableError | None = None
+        for step in range(len(candidates)):
+            index = (self._serving + step) % len(candidates)
+            try:
+                server = SourceServer(candidates[index]).connect()
+            except SourceUnavailableError as exc:
+                failed = failed or exc
+                if len(candidates) > 1:
+                    log.warning("%s; trying the next server of %s", exc, self.source.name)
+                continue
+            if index != self._serving:
+                log.warning("source %s: switching to %s", self.source.name, server.where)
+            self._serving = index
+            return server
+        assert failed is not None
+        raise failed
+
+    def _resume_point(
+        self, server: SourceServer, identity: str, checkpoint: ReaderCheckpoint
+    ) -> BinlogPosition:
+        """Where to continue: the checkpoint's position on its own server; on another server,
+        right after the checkpoint's GTID set there, one upstream higher (PROTOCOL.md §9.4)."""
+        position = checkpoint.position
+        if checkpoint.upstream_server in (None, identity):
+            server.ensure_available(position, "checkpoint position")
+            return position
+        if not checkpoint.gtid_set:
+            raise ServerMisconfiguredError(
+                f"{server.where} is not the server of checkpoint {position} "
+                f"({checkpoint.upstream_server}), and the checkpoint has no GTID set to find "
+                f"the same point there; enable GTIDs, or list only servers with one binlog"
+            )
+        behind = server.missing_gtids(checkpoint.gtid_set)
+        if behind:
+            # A replica still applying what the reader already published: wait for it.
+            raise SourceUnavailableError(
+                f"{server.where} has not yet applied GTIDs {behind} of checkpoint "
+                f"{position}; waiting for it to catch up"
+            )
+        if server.holds_exactly(checkpoint.gtid_set):
+            # Nothing after the checkpoint yet (its last GTIDs may predate this server's
+            # binlog, e.g. a replica set up from a backup): continue at its end.
+            file, offset = server.master_position()
+            found = BinlogPosition(file, offset, server.gtid_at(file, offset))
+        else:
+            spec = parse_start(f"gtid:{checkpoint.gtid_set}", self.source.name)
+            found = server.locate(spec, self.server_id)
+        resume = replace(found, upstream=position.upstream + 1)
+        log.warning(
+            "source %s: continuing on %s (%s) at %s after checkpoint %s of %s",
+            self.source.name,
+            server.where,
+            identity,
+            resume,
+            position,
+            checkpoint.upstream_server,
+        )
+        return resume
+
+    def _stalls(self, committed: Mapping[tuple[str, int], int]) -> list[kafka.Stall]:
+        if self._admin is None:
+            self._admin = kafka.admin(self.services.kafka)
+        return kafka.stalls(self._admin, committed)
 
     def _ddl_schema(self, server: SourceServer, item: DdlItem) -> TableSchema | None:
         target = item.parsed.table
@@ -305,7 +383,7 @@ class Reader:
         retries = 0
         while not stop.is_set():
             stream = BinlogStream(
-                self.source,
+                term.server.source,
                 self.server_id,
                 term.resume.file,
                 term.resume.offset,
@@ -318,7 +396,9 @@ class Reader:
                 return
             except SourceUnavailableError as exc:
                 retries += 1
-                if retries > MAX_STREAM_RETRIES:
+                # With replicas listed, a lost server ends the term soon, so the next one
+                # starts on a server that answers.
+                if retries > (2 if self.source.replicas else MAX_STREAM_RETRIES):
                     raise
                 log.warning(
                     "%s; reconnecting from binlog %s (attempt %d)", exc, term.resume, retries
@@ -328,7 +408,9 @@ class Reader:
                 stream.close()
 
     def _follow(self, term: _Term, stream: BinlogStream, stop: threading.Event) -> None:
-        assembler = TransactionAssembler(term.resume.file, term.resume.offset, self._ddl_wanted)
+        assembler = TransactionAssembler(
+            term.resume.file, term.resume.offset, self._ddl_wanted, term.resume.upstream
+        )
         batcher = term.batcher
         metrics = self.metrics
         leadership = self.leadership
@@ -404,7 +486,7 @@ class Reader:
         now = self._wall()
         if heartbeat:
             assert position is not None
-            where = BinlogPosition(position.file, position.offset, term.resume.gtid)
+            where = replace(position, gtid=term.resume.gtid)
             batcher.add_heartbeat(self.reader_id, where, lag_ms, now)
             self.metrics.heartbeats += 1
         else:
@@ -424,6 +506,7 @@ class Reader:
                 offsets=tuple((t, p, o) for (t, p), o in sorted(term.offsets.items())),
                 reader_id=self.reader_id,
                 epoch=term.epoch,
+                upstream_server=term.identity,
             )
             value, headers = encode(checkpoint, self._encoding)
             topic = self.settings.checkpoints_topic
@@ -454,6 +537,8 @@ class Reader:
         m.rows += batch.stats.rows
         m.bytes += batch.stats.bytes
         m.observe_commit(elapsed_ms)
+        self.stable.committed(term.offsets, self._monotonic())
+        m.stalled_partitions = len(self.stable.stalled)
         log.debug(
             "committed %d transactions, %d events up to binlog %s:%s gtid=%s ts=%d in %.1f ms",
             batch.stats.transactions,

@@ -19,14 +19,16 @@ OP_UPDATE: Op
 OP_DELETE: Op
 
 class Position(_message.Message):
-    __slots__ = ("file", "offset", "gtid")
+    __slots__ = ("file", "offset", "gtid", "upstream")
     FILE_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     GTID_FIELD_NUMBER: _ClassVar[int]
+    UPSTREAM_FIELD_NUMBER: _ClassVar[int]
     file: str
     offset: int
     gtid: str
-    def __init__(self, file: _Optional[str] = ..., offset: _Optional[int] = ..., gtid: _Optional[str] = ...) -> None: ...
+    upstream: int
+    def __init__(self, file: _Optional[str] = ..., offset: _Optional[int] = ..., gtid: _Optional[str] = ..., upstream: _Optional[int] = ...) -> None: ...
 
 class Txn(_message.Message):
     __slots__ = ("id", "index", "count")
@@ -199,7 +201,7 @@ class TopicOffset(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
 
 class ReaderCheckpoint(_message.Message):
-    __slots__ = ("source", "position", "gtid_set", "ts", "offsets", "reader_id", "epoch")
+    __slots__ = ("source", "position", "gtid_set", "ts", "offsets", "reader_id", "epoch", "upstream_server")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     POSITION_FIELD_NUMBER: _ClassVar[int]
     GTID_SET_FIELD_NUMBER: _ClassVar[int]
@@ -207,6 +209,7 @@ class ReaderCheckpoint(_message.Message):
     OFFSETS_FIELD_NUMBER: _ClassVar[int]
     READER_ID_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    UPSTREAM_SERVER_FIELD_NUMBER: _ClassVar[int]
     source: str
     position: Position
     gtid_set: str
@@ -214,7 +217,8 @@ class ReaderCheckpoint(_message.Message):
     offsets: _containers.RepeatedCompositeFieldContainer[TopicOffset]
     reader_id: str
     epoch: int
-    def __init__(self, source: _Optional[str] = ..., position: _Optional[_Union[Position, _Mapping]] = ..., gtid_set: _Optional[str] = ..., ts: _Optional[int] = ..., offsets: _Optional[_Iterable[_Union[TopicOffset, _Mapping]]] = ..., reader_id: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
+    upstream_server: str
+    def __init__(self, source: _Optional[str] = ..., position: _Optional[_Union[Position, _Mapping]] = ..., gtid_set: _Optional[str] = ..., ts: _Optional[int] = ..., offsets: _Optional[_Iterable[_Union[TopicOffset, _Mapping]]] = ..., reader_id: _Optional[str] = ..., epoch: _Optional[int] = ..., upstream_server: _Optional[str] = ...) -> None: ...
 
 class ControlRecord(_message.Message):
     __slots__ = ("lock_id", "kind", "shard", "statement", "ts", "actor", "detail")

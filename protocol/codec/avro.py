@@ -40,10 +40,13 @@ WRITER_SCHEMAS: dict[str, Any] = {
     "1.0": fastavro.parse_schema(
         json.loads((SCHEMA_PATH.parent / "rowbus-1.0.avsc").read_text(encoding="utf-8"))
     ),
-    "1.1": SCHEMA,
+    "1.1": fastavro.parse_schema(
+        json.loads((SCHEMA_PATH.parent / "rowbus-1.1.avsc").read_text(encoding="utf-8"))
+    ),
+    "1.2": SCHEMA,
 }
-"""The Avro schema of each protocol version this decoder reads (1.1 adds fields at record ends,
-with defaults, so a 1.0 datum resolves to the 1.1 reader schema)."""
+"""The Avro schema of each protocol version this decoder reads (each minor version adds fields
+at record ends, with defaults, so an older datum resolves to this version's reader schema)."""
 NAMESPACE = "rowbus.v1"
 _TWO64 = 1 << 64
 _write = fastavro.schemaless_writer
@@ -106,7 +109,7 @@ def _image(values: tuple[Value, ...] | None) -> dict[str, Any] | None:
 
 
 def _position(p: BinlogPosition) -> dict[str, Any]:
-    return {"file": p.file, "offset": p.offset, "gtid": p.gtid}
+    return {"file": p.file, "offset": p.offset, "gtid": p.gtid, "upstream": p.upstream}
 
 
 def _txn(t: TxnRef | None) -> dict[str, Any] | None:
@@ -186,6 +189,7 @@ def _(r: ReaderCheckpoint) -> tuple[str, dict[str, Any]]:
         "offsets": [{"topic": t, "partition": p, "offset": o} for t, p, o in r.offsets],
         "reader_id": r.reader_id,
         "epoch": r.epoch,
+        "upstream_server": r.upstream_server,
     }
 
 
@@ -213,7 +217,7 @@ def _image_from(d: dict[str, Any] | None) -> tuple[Value, ...] | None:
 
 
 def _position_from(d: dict[str, Any]) -> BinlogPosition:
-    return BinlogPosition(d["file"], d["offset"], d["gtid"])
+    return BinlogPosition(d["file"], d["offset"], d["gtid"], d.get("upstream", 0))
 
 
 def _txn_from(d: dict[str, Any] | None) -> TxnRef | None:
@@ -281,6 +285,7 @@ def _checkpoint_from(d: dict[str, Any]) -> ReaderCheckpoint:
         offsets=tuple((o["topic"], o["partition"], o["offset"]) for o in d["offsets"]),
         reader_id=d["reader_id"],
         epoch=d["epoch"],
+        upstream_server=d.get("upstream_server"),
     )
 
 

@@ -230,8 +230,8 @@ def test_a_row_with_images_that_do_not_fit_its_op_is_refused() -> None:
 
 def test_avro_of_a_newer_minor_is_refused_without_its_schema() -> None:
     value, headers = encode(ROW, Encoding.AVRO)
-    headers = [(k, b"1.2" if k == "rowbus-version" else v) for k, v in headers]
-    with pytest.raises(ProtocolError, match=r"written by protocol 1\.2"):
+    headers = [(k, b"1.99" if k == "rowbus-version" else v) for k, v in headers]
+    with pytest.raises(ProtocolError, match=r"written by protocol 1\.99"):
         decode(value, headers, POS)
 
 
@@ -280,3 +280,24 @@ def test_json_table_schemas_with_wrong_types_are_refused(column: str) -> None:
 def test_encoding_something_that_is_not_a_record_is_refused(encoding: Encoding) -> None:
     with pytest.raises(ProtocolError, match="is not a rowbus record"):
         encode(object(), encoding)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", ["row_insert", "checkpoint", "heartbeat"])
+@pytest.mark.parametrize("suffix", ["pb", "avro", "json"])
+def test_values_of_protocol_1_1_still_decode(kind: str, suffix: str) -> None:
+    """1.2 only adds the upstream of a position and the checkpoint's upstream server: a 1.1
+    value decodes with upstream 0 (Avro: read with the 1.1 writer schema)."""
+    from pathlib import Path
+
+    import rowbus.protocol
+
+    data = (
+        Path(rowbus.protocol.__file__).parent / "testdata" / "v1.1" / f"{kind}.{suffix}"
+    ).read_bytes()
+    enc = {"pb": b"protobuf", "avro": b"avro", "json": b"json"}[suffix]
+    name = kind.partition("_")[0].encode()
+    headers = [("rowbus-version", b"1.1"), ("rowbus-encoding", enc), ("rowbus-kind", name)]
+    record = decode(data, headers, POS)
+    assert record.position.upstream == 0  # type: ignore[union-attr]
+    if kind == "checkpoint":
+        assert record.upstream_server is None  # type: ignore[union-attr]
