@@ -110,6 +110,7 @@ class Batcher:
         self._encoding = encoding
         self._native = encoding is Encoding.PROTOBUF and fastrows.AVAILABLE
         """Rows keyed by primary key are encoded natively (`fastrows.row_value`)."""
+        self._key_prefixes: dict[tuple[str, str], bytes] = {}
         self.policy = policy or FlushPolicy()
         self.published_schemas: set[int] = set()
         self._topic_cache: dict[tuple[str, str], tuple[str, Partitioner]] = {}
@@ -295,7 +296,13 @@ class Batcher:
             )
             if value is not None:
                 image: tuple[Value, ...] = after if after is not None else before  # type: ignore[assignment]
-                key = encode_key(table.schema, table.table, [image[i] for i in table.pk_indexes])
+                names = (table.schema, table.table)
+                prefix = self._key_prefixes.get(names)
+                if prefix is None:
+                    prefix = self._key_prefixes[names] = fastrows.key_prefix(*names)
+                key = fastrows.int_key(prefix, image, table.pk_indexes) or encode_key(
+                    table.schema, table.table, [image[i] for i in table.pk_indexes]
+                )
                 partition = fastrows.partition(key, partitioner.num_partitions)
                 self.batch.records.append(
                     (topic, partition, key, value, list(fastrows.ROW_HEADERS))

@@ -49,7 +49,7 @@ from pymysqlreplication.row_event import (
 
 from rowbus.clients import mysql
 from rowbus.clients.settings import SourceConnection
-from rowbus.producer import fastrows
+from rowbus.producer import fastrows, tablemaps
 from rowbus.producer.assembler import (
     BinlogEvent,
     GtidMark,
@@ -82,6 +82,7 @@ from rowbus.protocol.events import Op, TableSchema
 
 log = logging.getLogger(__name__)
 install()  # our value layer decodes the column types the library gets wrong
+tablemaps.install()  # table maps parsed once per table id and layout
 
 TRANSACTION_PAYLOAD_EVENT = 40
 """MySQL 8's compressed transaction (binlog_transaction_compression=ON): the library cannot
@@ -211,6 +212,9 @@ class BinlogStream:
         self._reader: BinLogStreamReader | None = None
         self._tables: dict[int, _Table | None] = {}
         self._layouts: dict[tuple[Any, ...], _Table] = {}
+        self._by_columns: dict[int, tuple[list[Any], int, _Table]] = {}
+        """By the identity of a table map's column list, which `tablemaps` shares between the
+        table maps of one layout: the layout key is then not rebuilt per transaction."""
         self._tracker = tracker
         self._fast = fast and fastrows.AVAILABLE
         """Rows of covered tables decoded natively (`rowbus.producer.fastrows`); False: the
@@ -311,6 +315,11 @@ class BinlogStream:
             self._tables[event.table_id] = None
             return
         cols = event.columns
+        generation = self._tracker.generation(schema, name) if self._tracker is not None else 0
+        quick = self._by_columns.get(id(cols))
+        if quick is not None and quick[0] is cols and quick[1] == generation:
+            self._tables[event.table_id] = quick[2]
+            return
         layout = (
             schema,
             name,
@@ -327,7 +336,7 @@ class BinlogStream:
                 )
                 for c in cols
             ),
-            self._tracker.generation(schema, name) if self._tracker is not None else 0,
+            generation,
         )
         found = self._layouts.get(layout)
         if found is None:
@@ -353,6 +362,9 @@ class BinlogStream:
             if len(self._layouts) > 10_000:
                 self._layouts.clear()
             self._layouts[layout] = found
+        if len(self._by_columns) > 10_000:
+            self._by_columns.clear()
+        self._by_columns[id(cols)] = (cols, generation, found)
         self._tables[event.table_id] = found
 
     def _track(self, statement: str, schema: str) -> None:

@@ -37,7 +37,8 @@ from rowbus.protocol.codec import (
 from rowbus.protocol.codec.fastpath import split
 from rowbus.protocol.errors import ProtocolError
 from rowbus.protocol.events import BinlogPosition, Op, RowChange, TxnRef
-from rowbus.protocol.values import Value, ZeroDate
+from rowbus.protocol.partition import encode_key
+from rowbus.protocol.values import INT64_MIN, UINT64_MAX, Value, ZeroDate
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,17 @@ else:
     _rows.configure(Decimal, ZeroDate)
 
 AVAILABLE = _rows is not None
-"""Whether the native decoder is built."""
+"""Whether the native decoder is built (and enabled: `set_native`)."""
+_BUILT = _rows
+
+
+def set_native(enabled: bool) -> None:
+    """Turn the native paths on or off for readers created afterwards (benchmarks compare the
+    two; a reader never needs this)."""
+    global _rows, AVAILABLE  # noqa: PLW0603 - a process-wide switch, set before any reader
+    _rows = _BUILT if enabled else None
+    AVAILABLE = _rows is not None
+
 
 Plan = tuple[tuple[int, int, int, Any], ...]
 """Per column: (kind, a, b, obj), as `_rows.c` reads them."""
@@ -235,3 +246,20 @@ def partition(key: bytes, num_partitions: int) -> int:
     """`rowbus.protocol.partition.java_partition`, natively."""
     h: int = _rows.murmur2(key)
     return (h & 0x7FFFFFFF) % num_partitions
+
+
+def key_prefix(schema: str, table: str) -> bytes:
+    """The start of every message key of `schema.table` (`int_key`), computed once a table."""
+    return encode_key(schema, table)[:-1] + b","
+
+
+def int_key(prefix: bytes, image: tuple[Value, ...], indexes: tuple[int, ...]) -> bytes | None:
+    """`rowbus.protocol.partition.encode_key` for a key of integers (JSON writes them as
+    `str` does), without building a JSON document; None for any other key."""
+    parts = []
+    for i in indexes:
+        v = image[i]
+        if type(v) is not int or not INT64_MIN <= v <= UINT64_MAX:
+            return None
+        parts.append(str(v))
+    return prefix + ",".join(parts).encode() + b"]"

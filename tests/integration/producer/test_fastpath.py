@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from rowbus.clients.settings import SourceConnection
 from rowbus.config import MySQLSettings, Settings
-from rowbus.producer import fastrows
+from rowbus.producer import fastrows, tablemaps
 from rowbus.producer.assembler import Rows
 from rowbus.producer.binlog import BinlogStream
 from rowbus.producer.tables import TableFilter
@@ -217,3 +217,35 @@ def test_both_paths_agree_on_generated_values(
     assert _native_tables(stream) == {name}
     assert fastrows.Counts.fallback == fallbacks
     _check_encoding()
+
+
+def test_table_maps_parsed_once_per_layout_decode_as_the_library_parses_them(
+    database: tuple[MySQLSettings, str],
+) -> None:
+    # Single-row transactions (one table map each), an ALTER TABLE between them, and a second
+    # table: the cached table maps must give the rows and schemas of a fresh parse each time.
+    server, db = database
+    with connect(server, db) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(8), e ENUM('x','y'))")
+        cur.execute("CREATE TABLE b (id BIGINT PRIMARY KEY, d DECIMAL(6,2))")
+        start = _binlog_end(server)
+        for n in range(20):
+            cur.execute(f"INSERT INTO a (id, v, e) VALUES ({n}, 'r{n}', 'y')")
+            cur.execute(f"INSERT INTO b VALUES ({n}, {n}.5)")
+            if n == 9:
+                cur.execute("ALTER TABLE a ADD COLUMN w INT DEFAULT 7, MODIFY v VARCHAR(300)")
+            cur.execute(f"UPDATE a SET v = 'u{n}' WHERE id = {n}")
+
+    def read(cached: bool) -> list[Any]:
+        tablemaps.install(enabled=cached)
+        try:
+            rows, stream = _read(server, db, start, fast=True)
+        finally:
+            tablemaps.install()
+        return [rows, sorted((t.table, t.schema_id) for t, _, _ in stream._layouts.values())]
+
+    reused = tablemaps.Stats.reused
+    cached = read(cached=True)
+    assert tablemaps.Stats.reused - reused >= 50
+    assert cached == read(cached=False)
+    assert len(cached[1]) == 3  # a, a after the ALTER, b

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from rowbus.producer import fastrows
 from rowbus.protocol.codec import Encoding, encode
 from rowbus.protocol.events import BinlogPosition, Op, RowChange, TxnRef
-from rowbus.protocol.partition import java_partition
+from rowbus.protocol.partition import encode_key, java_partition
 from tests.unit.protocol.protocol_strategies import rows
 
 
@@ -92,3 +92,20 @@ def test_a_value_the_protocol_refuses_is_left_to_it() -> None:
 @given(key=st.binary(max_size=64), partitions=st.integers(1, 1000))
 def test_native_partitions_are_kafkas(key: bytes, partitions: int) -> None:
     assert fastrows.partition(key, partitions) == java_partition(key, partitions)
+
+
+@settings(derandomize=True, max_examples=300, deadline=None)
+@given(
+    schema=st.text(max_size=8),
+    table=st.text(max_size=8),
+    key=st.lists(
+        st.integers(-(2**63), 2**64 - 1) | st.text(max_size=4) | st.none(), min_size=1, max_size=3
+    ),
+)
+def test_integer_keys_are_the_protocol_keys(schema: str, table: str, key: list[object]) -> None:
+    indexes = tuple(range(len(key)))
+    native = fastrows.int_key(fastrows.key_prefix(schema, table), tuple(key), indexes)  # type: ignore[arg-type]
+    if all(type(v) is int for v in key):
+        assert native == encode_key(schema, table, key)  # type: ignore[arg-type]
+    else:
+        assert native is None
