@@ -621,14 +621,187 @@ static int put_image(Out *o, int tag, PyObject *cols) {
     return close_field(o, at);
 }
 
+/* ---- an image of values straight to a protobuf Image (rowbus.protocol.codec.image.split) ---- */
+
+enum WireKind { W_NULL = 0, W_INT = 1, W_UINT = 2, W_DOUBLE = 3, W_DECIMAL = 4, W_STRING = 5,
+                W_BYTES = 6, W_DATE = 7, W_DATETIME = 8, W_TIMESTAMP = 9, W_TIME = 10 };
+
+#define TIME_MAX_US 3020399999999LL /* 838:59:59.999999 */
+#define US_PER_DAY 86400000000LL
+
+static int64_t days_from_civil(int64_t y, int m, int d) {
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+/* Kind of one value and, for the ints kinds, its integer; 0 when the value is not one this
+ * code vouches for (the caller then leaves the record to the protocol's own encoder). */
+static int classify(PyObject *v, uint8_t *kind, int64_t *i) {
+    if (v == Py_None) { *kind = W_NULL; return 1; }
+    PyTypeObject *t = Py_TYPE(v);
+    if (t == &PyLong_Type) {
+        int overflow;
+        long long n = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (n == -1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+        if (overflow == 0) { *kind = W_INT; *i = n; return 1; }
+        if (overflow > 0) {
+            unsigned long long u = PyLong_AsUnsignedLongLong(v);
+            if (u == (unsigned long long)-1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+            *kind = W_UINT;
+            return 1;
+        }
+        return 0;
+    }
+    if (t == &PyUnicode_Type) { *kind = W_STRING; return 1; }
+    if (t == &PyBytes_Type) { *kind = W_BYTES; return 1; }
+    if (t == &PyFloat_Type) {
+        double d = PyFloat_AS_DOUBLE(v);
+        if (d - d != 0.0) return 0; /* NaN, infinities */
+        *kind = W_DOUBLE;
+        return 1;
+    }
+    if (t == (PyTypeObject *)Decimal) { *kind = W_DECIMAL; return 1; }
+    if (t == PyDateTimeAPI->DateTimeType) {
+        PyObject *tz = PyDateTime_DATE_GET_TZINFO(v);
+        if (tz != Py_None && tz != PyDateTime_TimeZone_UTC) return 0;
+        *kind = tz == Py_None ? W_DATETIME : W_TIMESTAMP;
+        *i = days_from_civil(PyDateTime_GET_YEAR(v), PyDateTime_GET_MONTH(v),
+                             PyDateTime_GET_DAY(v)) * US_PER_DAY +
+             ((int64_t)PyDateTime_DATE_GET_HOUR(v) * 3600 +
+              PyDateTime_DATE_GET_MINUTE(v) * 60 + PyDateTime_DATE_GET_SECOND(v)) * 1000000LL +
+             PyDateTime_DATE_GET_MICROSECOND(v);
+        return 1;
+    }
+    if (t == PyDateTimeAPI->DateType) {
+        *kind = W_DATE;
+        *i = days_from_civil(PyDateTime_GET_YEAR(v), PyDateTime_GET_MONTH(v), PyDateTime_GET_DAY(v));
+        return 1;
+    }
+    if (t == PyDateTimeAPI->DeltaType) {
+        int64_t us = (int64_t)PyDateTime_DELTA_GET_DAYS(v) * US_PER_DAY +
+                     (int64_t)PyDateTime_DELTA_GET_SECONDS(v) * 1000000LL +
+                     PyDateTime_DELTA_GET_MICROSECONDS(v);
+        if (us < -TIME_MAX_US || us > TIME_MAX_US) return 0;
+        *kind = W_TIME;
+        *i = us;
+        return 1;
+    }
+    return 0; /* SET, ZeroDate, bool, subclasses, foreign types */
+}
+
+/* 1 written, 0 not vouched for (nothing useful written), -1 error. */
+static int put_values_image(Out *o, int tag, PyObject *image) {
+    if (!PyTuple_Check(image)) return 0;
+    Py_ssize_t n = PyTuple_GET_SIZE(image);
+    uint8_t kinds_small[64];
+    int64_t ints_small[64];
+    uint8_t *kinds = kinds_small;
+    int64_t *ints = ints_small;
+    PyObject *decimals[64];
+    int rc = -1, nints = 0, nuints = 0, ndoubles = 0, nstrings = 0, nblobs = 0;
+    if (n > 64 || n == 0) return 0;
+    for (Py_ssize_t c = 0; c < n; c++) decimals[c] = NULL;
+    for (Py_ssize_t c = 0; c < n; c++) {
+        PyObject *v = PyTuple_GET_ITEM(image, c);
+        int64_t i = 0;
+        if (!classify(v, &kinds[c], &i)) { rc = 0; goto done; }
+        ints[c] = i;
+        switch (kinds[c]) {
+        case W_INT: case W_DATE: case W_DATETIME: case W_TIMESTAMP: case W_TIME: nints++; break;
+        case W_UINT: nuints++; break;
+        case W_DOUBLE: ndoubles++; break;
+        case W_STRING: nstrings++; break;
+        case W_BYTES: nblobs++; break;
+        case W_DECIMAL: {
+            PyObject *text = PyObject_Str(v);
+            if (!text) goto done;
+            decimals[c] = text;
+            Py_ssize_t len;
+            const char *p = PyUnicode_AsUTF8AndSize(text, &len);
+            if (!p) goto done;
+            if (len && *p == '-') { p++; len--; }
+            if (!len || *p < '0' || *p > '9') { rc = 0; goto done; } /* NaN, Infinity */
+            nstrings++;
+            break;
+        }
+        }
+    }
+    Py_ssize_t at = open_field(o, tag);
+    if (at < 0) goto done;
+    if (put_bytes(o, 0x0A, (const char *)kinds, n) < 0) goto done;
+    if (nints) {
+        Py_ssize_t f = open_field(o, 0x12);
+        if (f < 0) goto done;
+        for (Py_ssize_t c = 0; c < n; c++) {
+            uint8_t k = kinds[c];
+            if (k == W_INT || k == W_DATE || k == W_DATETIME || k == W_TIMESTAMP || k == W_TIME) {
+                int64_t v = ints[c];
+                if (put_varint(o, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63)) < 0) goto done;
+            }
+        }
+        close_field(o, f);
+    }
+    if (nuints) {
+        Py_ssize_t f = open_field(o, 0x1A);
+        if (f < 0) goto done;
+        for (Py_ssize_t c = 0; c < n; c++)
+            if (kinds[c] == W_UINT &&
+                put_varint(o, PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(image, c))) < 0)
+                goto done;
+        close_field(o, f);
+    }
+    if (ndoubles) {
+        Py_ssize_t f = open_field(o, 0x22);
+        if (f < 0) goto done;
+        for (Py_ssize_t c = 0; c < n; c++) {
+            if (kinds[c] != W_DOUBLE) continue;
+            double d = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(image, c));
+            uint64_t bits;
+            memcpy(&bits, &d, 8);
+            uint8_t b[8];
+            for (int k = 0; k < 8; k++) b[k] = (uint8_t)(bits >> (8 * k));
+            if (put_raw(o, b, 8) < 0) goto done;
+        }
+        close_field(o, f);
+    }
+    for (Py_ssize_t c = 0; c < n && nstrings; c++) {
+        if (kinds[c] == W_STRING) {
+            if (put_str(o, 0x2A, PyTuple_GET_ITEM(image, c)) < 0) goto done;
+        } else if (kinds[c] == W_DECIMAL) {
+            if (put_str(o, 0x2A, decimals[c]) < 0) goto done;
+        }
+    }
+    for (Py_ssize_t c = 0; c < n && nblobs; c++) {
+        if (kinds[c] != W_BYTES) continue;
+        PyObject *b = PyTuple_GET_ITEM(image, c);
+        if (put_bytes(o, 0x32, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b)) < 0) goto done;
+    }
+    close_field(o, at);
+    rc = 1;
+done:
+    for (Py_ssize_t c = 0; c < n; c++) Py_XDECREF(decimals[c]);
+    if (rc == -1 && PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_MemoryError)) {
+        PyErr_Clear(); /* a str that is not UTF-8, ...: the protocol's encoder says what */
+        rc = 0;
+    }
+    return rc;
+}
+
 /* row_change(source, ts, op, schema, table, schema_id, primary_key, before, after,
- *            txn_id, index, count, file, offset, gtid) -> the Envelope's bytes (no trailer). */
+ *            txn_id, index, count, file, offset, gtid, raw=False) -> the Envelope's bytes (no
+ * trailer). The images are Columns (rowbus.protocol.codec.image), or with raw=True tuples of
+ * values, split here; then None when a value is not one this code vouches for. */
 static PyObject *row_change(PyObject *self, PyObject *args) {
     PyObject *source, *ts, *op, *schema, *table, *schema_id, *pk, *before, *after;
     PyObject *txn_id, *index, *count, *file, *offset, *gtid;
-    if (!PyArg_ParseTuple(args, "UOOUUOO!OOUOOUOO", &source, &ts, &op, &schema, &table,
+    int raw = 0;
+    if (!PyArg_ParseTuple(args, "UOOUUOO!OOUOOUOO|p", &source, &ts, &op, &schema, &table,
                           &schema_id, &PyTuple_Type, &pk, &before, &after, &txn_id, &index,
-                          &count, &file, &offset, &gtid))
+                          &count, &file, &offset, &gtid, &raw))
         return NULL;
     Out o = {NULL, 0, 0};
     Py_ssize_t row = open_field(&o, 0x0A);
@@ -651,8 +824,20 @@ static PyObject *row_change(PyObject *self, PyObject *args) {
         }
         if (put_str(&o, 0x3A, name) < 0) goto error;
     }
-    if (before != Py_None && put_image(&o, 0x42, before) < 0) goto error;
-    if (after != Py_None && put_image(&o, 0x4A, after) < 0) goto error;
+    if (raw) {
+        /* images of values: None when one holds a value left to the protocol's encoder */
+        int done = 1;
+        if (before != Py_None) done = put_values_image(&o, 0x42, before);
+        if (done == 1 && after != Py_None) done = put_values_image(&o, 0x4A, after);
+        if (done < 0) goto error;
+        if (done == 0) {
+            PyMem_Free(o.buf);
+            Py_RETURN_NONE;
+        }
+    } else {
+        if (before != Py_None && put_image(&o, 0x42, before) < 0) goto error;
+        if (after != Py_None && put_image(&o, 0x4A, after) < 0) goto error;
+    }
     Py_ssize_t txn = open_field(&o, 0x52);
     if (txn < 0 || put_str_nonempty(&o, 0x0A, txn_id) < 0 || put_u64(&o, 0x10, index, 0) < 0)
         goto error;

@@ -220,6 +220,27 @@ def row_value(
     if _rows is None:
         return None
     try:
+        found: bytes | None = _rows.row_change(
+            source,
+            ts,
+            _OP_NUMBERS[op],
+            schema,
+            table,
+            schema_id,
+            primary_key,
+            before,
+            after,
+            txn.id,
+            txn.index,
+            txn.count,
+            position.file,
+            position.offset,
+            position.gtid,
+            True,
+        )
+        if found is not None:
+            return found + _trailer(0x7D, _crc32(found))
+        # A value the native split does not cover (SET, ZeroDate, ...): split in Python.
         body: bytes = _rows.row_change(
             source,
             ts,
