@@ -116,6 +116,7 @@ def baseline(
     )
     rows = 0
     began = time.perf_counter()
+    cpu = time.process_time()
     for event in stream:
         for row in event.rows:
             for image in row.values():
@@ -125,8 +126,9 @@ def baseline(
         if (stream.log_file, stream.log_pos) >= end:
             break
     seconds = time.perf_counter() - began
+    cpu = time.process_time() - cpu
     stream.close()
-    out.put({"rows": rows, "seconds": seconds, "rss_mb": maxrss_mb()})
+    out.put({"rows": rows, "seconds": seconds, "cpu_s": cpu, "rss_mb": maxrss_mb()})
 
 
 def run_reader(
@@ -186,17 +188,20 @@ def run_reader(
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     began = time.perf_counter()
+    cpu = time.process_time()
     if profiler:
         profiler.enable()
     reader.run(stop)
     if profiler:
         profiler.disable()
+    cpu = time.process_time() - cpu
     m = reader.metrics.snapshot()
     result: dict[str, Any] = {
         "rows": m["rows"],
         "seconds": marks.get("done", time.perf_counter()) - marks.get("first", began),
         "total_seconds": marks.get("done", time.perf_counter()) - began,
         "rss_mb": maxrss_mb(),
+        "cpu_s": cpu,
         "batches": m["batches"],
         "commit_p50_ms": m["commit_latency_p50_ms"],
         "native_events": fastrows.Counts.native,
@@ -273,9 +278,11 @@ def main(argv: list[str] | None = None) -> int:
             base_rate = base["rows"] / base["seconds"]
             print(
                 f"  mysql-replication alone: {base['rows']} rows in {base['seconds']:.2f}s = "
-                f"{base_rate:,.0f} rows/s, peak RSS {base['rss_mb']:.0f} MB"
+                f"{base_rate:,.0f} rows/s, {base['rows'] / base['cpu_s']:,.0f} rows per CPU-s, "
+                f"peak RSS {base['rss_mb']:.0f} MB"
             )
-            line = f"{name}: parse {base_rate:,.0f}"
+            base_cpu_rate = base["rows"] / base["cpu_s"]
+            line = f"{name}: parse {base_rate:,.0f} ({base_cpu_rate:,.0f}/CPU-s)"
             for native in (True, False) if not args.no_pure else (True,):
                 result = _in_child(run_reader, args, db, start, end, native)
                 rate = result["rows"] / result["seconds"] if result["seconds"] > 0 else 0.0
@@ -284,17 +291,25 @@ def main(argv: list[str] | None = None) -> int:
                     f"  reader ({label}) → Kafka committed: {result['rows']} rows in "
                     f"{result['seconds']:.2f}s = {rate:,.0f} rows/s ({rate / base_rate:.2f}x the "
                     f"parser alone), {result['batches']} batches, commit p50 "
-                    f"{result['commit_p50_ms']:.1f} ms, start-up "
+                    f"{result['commit_p50_ms']:.1f} ms, {result['rows'] / result['cpu_s']:,.0f} rows "
+                    f"per CPU-s (start-up included), start-up "
                     f"{result['total_seconds'] - result['seconds']:.2f}s, peak RSS "
                     f"{result['rss_mb']:.0f} MB, rows events native/fallback "
                     f"{result['native_events']}/{result['fallback_events']}, table maps "
                     f"{result['table_maps']}"
                 )
-                line += f" | {label} {rate:,.0f} ({rate / base_rate:.2f}x)"
+                cpu_rate = result["rows"] / result["cpu_s"]
+                line += (
+                    f" | {label} {rate:,.0f} ({rate / base_rate:.2f}x; {cpu_rate:,.0f}/CPU-s, "
+                    f"{cpu_rate / base_cpu_rate:.2f}x)"
+                )
                 if "profile" in result:
                     print(result["profile"])
             summary.append(line)
-        print("summary (rows/s committed in Kafka; ratio to the bare parse of the same binlog):")
+        print(
+            "summary (rows/s committed in Kafka, wall clock and per CPU-second of the process; "
+            "ratios to the bare parse of the same binlog):"
+        )
         for line in summary:
             print("  " + line)
         print(
