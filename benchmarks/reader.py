@@ -286,19 +286,19 @@ def main(argv: list[str] | None = None) -> int:
             for native in (True, False) if not args.no_pure else (True,):
                 result = _in_child(run_reader, args, db, start, end, native)
                 rate = result["rows"] / result["seconds"] if result["seconds"] > 0 else 0.0
+                cpu_rate = result["rows"] / result["cpu_s"]
                 label = "native" if native else "pure"
                 print(
                     f"  reader ({label}) → Kafka committed: {result['rows']} rows in "
                     f"{result['seconds']:.2f}s = {rate:,.0f} rows/s ({rate / base_rate:.2f}x the "
                     f"parser alone), {result['batches']} batches, commit p50 "
-                    f"{result['commit_p50_ms']:.1f} ms, {result['rows'] / result['cpu_s']:,.0f} rows "
-                    f"per CPU-s (start-up included), start-up "
+                    f"{result['commit_p50_ms']:.1f} ms, {cpu_rate:,.0f} rows per CPU-s "
+                    f"(start-up included), start-up "
                     f"{result['total_seconds'] - result['seconds']:.2f}s, peak RSS "
                     f"{result['rss_mb']:.0f} MB, rows events native/fallback "
                     f"{result['native_events']}/{result['fallback_events']}, table maps "
                     f"{result['table_maps']}"
                 )
-                cpu_rate = result["rows"] / result["cpu_s"]
                 line += (
                     f" | {label} {rate:,.0f} ({rate / base_rate:.2f}x; {cpu_rate:,.0f}/CPU-s, "
                     f"{cpu_rate / base_cpu_rate:.2f}x)"
