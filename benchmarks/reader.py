@@ -1,13 +1,19 @@
 """Reader benchmark: rows/s from binlog to committed in Kafka, beside the raw parse rate.
 
-    python -m benchmarks.reader [--mysql HOST:PORT] [--kafka HOST:PORT] [--w1-rows N] [--w2-txns N]
+    python -m benchmarks.reader [--mysql HOST:PORT] [--kafka HOST:PORT] [--w1-rows N]
+        [--w1u-rows N] [--w2-txns N] [--producer KEY=VALUE ...] [--no-pure] [--profile]
 
 W1: a 10-column table (BIGINT PK, INT, BIGINT, VARCHAR(64), DECIMAL(12,2), DATETIME(6), DOUBLE,
-TINYINT, TEXT, DATE) filled in 100-row transactions. W2: 8 tables, single-row transactions,
-60% update / 20% insert / 20% delete. For each, the binlog range is written first, then read
-twice: by mysql-replication alone (every value touched: the baseline) and by the reader (start
-at the range, stop when its checkpoint passes the end), each in a fresh process so its peak RSS
-is its own. `--profile` prints the reader's top functions. Not a test: nothing is asserted.
+TINYINT, TEXT, DATE) filled in 100-row transactions. W1u: single-row UPDATEs of that table, one
+per transaction (Debezium's harness in ../shared/bench/debezium/ uses the same two phases). W2:
+8 tables, single-row transactions, 60% update / 20% insert / 20% delete. For each, the binlog
+range is written first, then read: by mysql-replication alone (every value touched: the
+baseline), by the reader on its native fast path (`rowbus.producer.fastrows`), and by the reader
+on the pure-Python fallback (`--no-pure` leaves that out); the reader runs start at the range and
+stop when the checkpoint passes the end. Each read is a fresh process, so its peak RSS is its
+own. `--producer` overrides a librdkafka producer setting of the reader (linger.ms,
+batch.num.messages, compression.type, ...). `--profile` prints the native reader's top functions.
+Not a test: nothing is asserted.
 """
 
 from __future__ import annotations
@@ -29,9 +35,12 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 from benchmarks.common import binlog_end, connect, maxrss_mb
 from rowbus.clients import kafka
 from rowbus.clients.settings import SourceConnection
-from rowbus.producer.reader import Reader
 from rowbus.producer.settings import ReaderSettings, Services
 from rowbus.workloads import W1, W2
+
+# rowbus.producer.reader (hence binlog, fastrows, tablemaps) is imported by `run_reader` only:
+# importing it patches mysql-replication (values.install, tablemaps.install), and the baseline
+# process must parse with the library as it is.
 
 
 def _connect(args: argparse.Namespace, db: str | None = None) -> Any:
@@ -51,6 +60,24 @@ def write_w1(
         conn.autocommit(True)
         end = binlog_end(conn)
     return start, end, written
+
+
+def write_w1u(
+    args: argparse.Namespace, db: str, rows: int
+) -> tuple[tuple[str, int], tuple[str, int], int]:
+    """`rows` single-row UPDATEs of W1's table, one per transaction (autocommit), over keys
+    0..n-1 of the W1 rows written before (`--w1-rows` of them)."""
+    keys = max(1, args.w1_rows)
+    with _connect(args, db) as conn:
+        start = binlog_end(conn)
+        with conn.cursor() as cur:
+            for chunk in range(0, rows, 10_000):
+                cur.executemany(
+                    "UPDATE w1 SET i = i + 1, s = %s WHERE id = %s",
+                    [(f"u{n}", n % keys) for n in range(chunk, min(rows, chunk + 10_000))],
+                )
+        end = binlog_end(conn)
+    return start, end, rows
 
 
 def write_w2(
@@ -89,6 +116,7 @@ def baseline(
     )
     rows = 0
     began = time.perf_counter()
+    cpu = time.process_time()
     for event in stream:
         for row in event.rows:
             for image in row.values():
@@ -98,13 +126,25 @@ def baseline(
         if (stream.log_file, stream.log_pos) >= end:
             break
     seconds = time.perf_counter() - began
+    cpu = time.process_time() - cpu
     stream.close()
-    out.put({"rows": rows, "seconds": seconds, "rss_mb": maxrss_mb()})
+    out.put({"rows": rows, "seconds": seconds, "cpu_s": cpu, "rss_mb": maxrss_mb()})
 
 
 def run_reader(
-    args: argparse.Namespace, db: str, start: tuple[str, int], end: tuple[str, int], out: Any
+    args: argparse.Namespace,
+    db: str,
+    start: tuple[str, int],
+    end: tuple[str, int],
+    native: bool,
+    out: Any,
 ) -> None:
+    from rowbus.producer import fastrows, tablemaps
+    from rowbus.producer.reader import Reader
+
+    if not native:
+        fastrows.set_native(False)
+        tablemaps.install(enabled=False)
     host, port = args.mysql.split(":")
     tag = uuid.uuid4().hex[:8]
     settings = ReaderSettings(
@@ -121,7 +161,13 @@ def run_reader(
             name=f"bench_{tag}", host=host, port=int(port), user=args.user, password=args.password
         ),
         settings,
-        Services(kafka={"bootstrap.servers": args.kafka}, zookeeper_hosts=None),
+        Services(
+            kafka={
+                "bootstrap.servers": args.kafka,
+                **dict(kv.split("=", 1) for kv in args.producer),
+            },
+            zookeeper_hosts=None,
+        ),
     )
     stop = threading.Event()
     marks: dict[str, float] = {}
@@ -138,23 +184,29 @@ def run_reader(
             time.sleep(0.005)
         stop.set()
 
-    profiler = cProfile.Profile() if args.profile else None
+    profiler = cProfile.Profile() if args.profile and native else None
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     began = time.perf_counter()
+    cpu = time.process_time()
     if profiler:
         profiler.enable()
     reader.run(stop)
     if profiler:
         profiler.disable()
+    cpu = time.process_time() - cpu
     m = reader.metrics.snapshot()
     result: dict[str, Any] = {
         "rows": m["rows"],
         "seconds": marks.get("done", time.perf_counter()) - marks.get("first", began),
         "total_seconds": marks.get("done", time.perf_counter()) - began,
         "rss_mb": maxrss_mb(),
+        "cpu_s": cpu,
         "batches": m["batches"],
         "commit_p50_ms": m["commit_latency_p50_ms"],
+        "native_events": fastrows.Counts.native,
+        "fallback_events": fastrows.Counts.fallback,
+        "table_maps": f"{tablemaps.Stats.parsed} parsed, {tablemaps.Stats.reused} reused",
     }
     if profiler:
         text = io.StringIO()
@@ -187,7 +239,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kafka", default="127.0.0.1:19092")
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--w1-rows", type=int, default=100_000)
+    parser.add_argument("--w1u-rows", type=int, default=200_000)
     parser.add_argument("--w2-txns", type=int, default=20_000)
+    parser.add_argument(
+        "--producer",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a librdkafka setting for the reader's producer (repeatable)",
+    )
+    parser.add_argument(
+        "--no-pure", action="store_true", help="skip the reader run on the pure-Python path"
+    )
     parser.add_argument(
         "--profile", action="store_true", help="print the reader's hottest functions"
     )
@@ -196,33 +259,63 @@ def main(argv: list[str] | None = None) -> int:
     with _connect(args) as conn, conn.cursor() as cur:
         cur.execute(f"CREATE DATABASE {db}")
     try:
-        for name, writer, size in (("W1", write_w1, args.w1_rows), ("W2", write_w2, args.w2_txns)):
-            if not size:
+        phases = (
+            ("W1", write_w1, args.w1_rows, "rows"),
+            ("W1u", write_w1u, args.w1u_rows, "single-row updates"),
+            ("W2", write_w2, args.w2_txns, "transactions"),
+        )
+        summary: list[str] = []
+        for name, writer, size, unit in phases:
+            if not size or (name == "W1u" and not args.w1_rows):
                 continue
             began = time.perf_counter()
             start, end, count = writer(args, db, size)
             print(
-                f"{name}: wrote {count} {'rows' if name == 'W1' else 'transactions'} "
-                f"in {time.perf_counter() - began:.1f}s "
+                f"{name}: wrote {count} {unit} in {time.perf_counter() - began:.1f}s "
                 f"({start[0]}:{start[1]} .. {end[0]}:{end[1]})"
             )
             base = _in_child(baseline, args, db, start, end)
-            result = _in_child(run_reader, args, db, start, end)
             base_rate = base["rows"] / base["seconds"]
-            rate = result["rows"] / result["seconds"] if result["seconds"] > 0 else 0.0
             print(
                 f"  mysql-replication alone: {base['rows']} rows in {base['seconds']:.2f}s = "
-                f"{base_rate:,.0f} rows/s, peak RSS {base['rss_mb']:.0f} MB"
+                f"{base_rate:,.0f} rows/s, {base['rows'] / base['cpu_s']:,.0f} rows per CPU-s, "
+                f"peak RSS {base['rss_mb']:.0f} MB"
             )
-            print(
-                f"  reader → Kafka committed: {result['rows']} rows in {result['seconds']:.2f}s = "
-                f"{rate:,.0f} rows/s ({rate / base_rate:.2f}x the parser alone), "
-                f"{result['batches']} batches, commit p50 {result['commit_p50_ms']:.1f} ms, "
-                f"start-up {result['total_seconds'] - result['seconds']:.2f}s, "
-                f"peak RSS {result['rss_mb']:.0f} MB"
-            )
-            if "profile" in result:
-                print(result["profile"])
+            base_cpu_rate = base["rows"] / base["cpu_s"]
+            line = f"{name}: parse {base_rate:,.0f} ({base_cpu_rate:,.0f}/CPU-s)"
+            for native in (True, False) if not args.no_pure else (True,):
+                result = _in_child(run_reader, args, db, start, end, native)
+                rate = result["rows"] / result["seconds"] if result["seconds"] > 0 else 0.0
+                cpu_rate = result["rows"] / result["cpu_s"]
+                label = "native" if native else "pure"
+                print(
+                    f"  reader ({label}) → Kafka committed: {result['rows']} rows in "
+                    f"{result['seconds']:.2f}s = {rate:,.0f} rows/s ({rate / base_rate:.2f}x the "
+                    f"parser alone), {result['batches']} batches, commit p50 "
+                    f"{result['commit_p50_ms']:.1f} ms, {cpu_rate:,.0f} rows per CPU-s "
+                    f"(start-up included), start-up "
+                    f"{result['total_seconds'] - result['seconds']:.2f}s, peak RSS "
+                    f"{result['rss_mb']:.0f} MB, rows events native/fallback "
+                    f"{result['native_events']}/{result['fallback_events']}, table maps "
+                    f"{result['table_maps']}"
+                )
+                line += (
+                    f" | {label} {rate:,.0f} ({rate / base_rate:.2f}x; {cpu_rate:,.0f}/CPU-s, "
+                    f"{cpu_rate / base_cpu_rate:.2f}x)"
+                )
+                if "profile" in result:
+                    print(result["profile"])
+            summary.append(line)
+        print(
+            "summary (rows/s committed in Kafka, wall clock and per CPU-second of the process; "
+            "ratios to the bare parse of the same binlog):"
+        )
+        for line in summary:
+            print("  " + line)
+        print(
+            "  Debezium 3.6 embedded (not run here: ../shared/bench/debezium/run.sh needs its "
+            "200 MB wheel and its own bench.w1 load; its note: W1 ~61k, W1u ~31k rows/s)"
+        )
     finally:
         with _connect(args) as conn, conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS {db}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
+from rowbus.producer import fastrows
 from rowbus.producer.assembler import Change, DdlItem, RowItem, Transaction
 from rowbus.producer.fragments import OpenStream
 from rowbus.protocol.codec import Encoding, encode
@@ -36,6 +37,7 @@ from rowbus.protocol.events import (
 from rowbus.protocol.hlc import HybridClock
 from rowbus.protocol.partition import DispatchRule, Partitioner, encode_key, java_partition
 from rowbus.protocol.topics import data_topic, schema_key
+from rowbus.protocol.values import Value
 
 OutRecord = tuple[str, int | None, bytes | None, bytes, list[tuple[str, bytes]]]
 """(topic, partition or None for the client's partitioner, key, value, headers)."""
@@ -106,6 +108,9 @@ class Batcher:
         self._ddl_schema = ddl_schema
         self._schemas_topic = schemas_topic
         self._encoding = encoding
+        self._native = encoding is Encoding.PROTOBUF and fastrows.AVAILABLE
+        """Rows keyed by primary key are encoded natively (`fastrows.row_value`)."""
+        self._key_prefixes: dict[tuple[str, str], bytes] = {}
         self.policy = policy or FlushPolicy()
         self.published_schemas: set[int] = set()
         self._topic_cache: dict[tuple[str, str], tuple[str, Partitioner]] = {}
@@ -271,10 +276,42 @@ class Batcher:
             )
             self.published_schemas.add(sid)
         topic, partitioner = self.topic_for(table.schema, table.table)
+        by_key = bool(table.primary_key) and partitioner.dispatch_for(
+            table.schema, table.table
+        ).rule is (DispatchRule.BY_PRIMARY_KEY)
+        if by_key and self._native:
+            # The fast path: the value straight from the image, key and hash computed once.
+            value = fastrows.row_value(
+                self.source,
+                ts,
+                op,
+                table.schema,
+                table.table,
+                table.schema_id,
+                table.primary_key,
+                before,  # type: ignore[arg-type]
+                after,  # type: ignore[arg-type]
+                ref,
+                item.position,
+            )
+            if value is not None:
+                image: tuple[Value, ...] = after if after is not None else before  # type: ignore[assignment]
+                names = (table.schema, table.table)
+                prefix = self._key_prefixes.get(names)
+                if prefix is None:
+                    prefix = self._key_prefixes[names] = fastrows.key_prefix(*names)
+                key = fastrows.int_key(prefix, image, table.pk_indexes) or encode_key(
+                    table.schema, table.table, [image[i] for i in table.pk_indexes]
+                )
+                partition = fastrows.partition(key, partitioner.num_partitions)
+                self.batch.records.append(
+                    (topic, partition, key, value, list(fastrows.ROW_HEADERS))
+                )
+                self.batch.stats.bytes += len(value)
+                self.batch.stats.rows += 1
+                return
         row = self._row(item, op, before, after, ts, ref)
-        if table.primary_key and partitioner.dispatch_for(table.schema, table.table).rule is (
-            DispatchRule.BY_PRIMARY_KEY
-        ):
+        if by_key:
             # The common case, with the key encoded once (partition_row encodes it twice).
             image = row.image
             key = encode_key(table.schema, table.table, [image[i] for i in table.pk_indexes])

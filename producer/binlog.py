@@ -49,6 +49,7 @@ from pymysqlreplication.row_event import (
 
 from rowbus.clients import mysql
 from rowbus.clients.settings import SourceConnection
+from rowbus.producer import fastrows, tablemaps
 from rowbus.producer.assembler import (
     BinlogEvent,
     GtidMark,
@@ -81,6 +82,7 @@ from rowbus.protocol.events import Op, TableSchema
 
 log = logging.getLogger(__name__)
 install()  # our value layer decodes the column types the library gets wrong
+tablemaps.install()  # table maps parsed once per table id and layout
 
 TRANSACTION_PAYLOAD_EVENT = 40
 """MySQL 8's compressed transaction (binlog_transaction_compression=ON): the library cannot
@@ -196,6 +198,7 @@ class BinlogStream:
         read_timeout_s: float = 30.0,
         only_events: list[type] | None = None,
         tracker: SchemaTracker | None = None,
+        fast: bool = True,
     ) -> None:
         self.source = source
         self.file = file
@@ -207,9 +210,15 @@ class BinlogStream:
         self._read_timeout = read_timeout_s
         self._only_events = only_events or _EVENTS
         self._reader: BinLogStreamReader | None = None
-        self._tables: dict[int, tuple[TableSchema, Converter] | None] = {}
-        self._layouts: dict[tuple[Any, ...], tuple[TableSchema, Converter]] = {}
+        self._tables: dict[int, _Table | None] = {}
+        self._layouts: dict[tuple[Any, ...], _Table] = {}
+        self._by_columns: dict[int, tuple[list[Any], int, _Table]] = {}
+        """By the identity of a table map's column list, which `tablemaps` shares between the
+        table maps of one layout: the layout key is then not rebuilt per transaction."""
         self._tracker = tracker
+        self._fast = fast and fastrows.AVAILABLE
+        """Rows of covered tables decoded natively (`rowbus.producer.fastrows`); False: the
+        pure-Python path for every table (the fallback, and the reference in tests)."""
 
     def _open(self) -> BinLogStreamReader:
         settings = {
@@ -265,8 +274,8 @@ class BinlogStream:
             found = self._tables.get(event.table_id)
             if found is None:
                 return Skipped(end)
-            table, convert = found
-            return Rows(_OPS[kind], table, end, _decoder(event, kind, convert))
+            table, convert, plan = found
+            return Rows(_OPS[kind], table, end, _decoder(event, kind, convert, plan))
         if kind is TableMapEvent:
             self._table_map(event)
             return Skipped(end)
@@ -306,6 +315,11 @@ class BinlogStream:
             self._tables[event.table_id] = None
             return
         cols = event.columns
+        generation = self._tracker.generation(schema, name) if self._tracker is not None else 0
+        quick = self._by_columns.get(id(cols))
+        if quick is not None and quick[0] is cols and quick[1] == generation:
+            self._tables[event.table_id] = quick[2]
+            return
         layout = (
             schema,
             name,
@@ -322,7 +336,7 @@ class BinlogStream:
                 )
                 for c in cols
             ),
-            self._tracker.generation(schema, name) if self._tracker is not None else 0,
+            generation,
         )
         found = self._layouts.get(layout)
         if found is None:
@@ -343,10 +357,14 @@ class BinlogStream:
                     ) from exc
             if self._tracker is not None:
                 table = self._tracker.complete(table)
-            found = (table, converter_for(table))
+            plan = fastrows.plan_for(cols) if self._fast else None
+            found = (table, converter_for(table), plan)
             if len(self._layouts) > 10_000:
                 self._layouts.clear()
             self._layouts[layout] = found
+        if len(self._by_columns) > 10_000:
+            self._by_columns.clear()
+        self._by_columns[id(cols)] = (cols, generation, found)
         self._tables[event.table_id] = found
 
     def _track(self, statement: str, schema: str) -> None:
@@ -361,9 +379,29 @@ class BinlogStream:
             self._tracker.on_ddl(parsed)
 
 
+_Table = tuple[TableSchema, Converter, fastrows.Plan | None]
+"""A wanted table's schema, the pure path's converter, and its native plan (None: pure)."""
+_MODES = {WriteRowsEvent: 0, DeleteRowsEvent: 1, UpdateRowsEvent: 2}
+
+ImagePairs = list[tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]]
+
+
 def _decoder(
-    event: Any, kind: type, convert: Converter
-) -> Callable[[], list[tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]]]:
+    event: Any, kind: type, convert: Converter, plan: fastrows.Plan | None
+) -> Callable[[], ImagePairs]:
+    pure = _pure_decoder(event, kind, convert)
+    if plan is None:
+        return pure
+    mode = _MODES[kind]
+
+    def fast() -> ImagePairs:
+        rows = fastrows.decode(event, mode, plan)
+        return pure() if rows is None else rows
+
+    return fast
+
+
+def _pure_decoder(event: Any, kind: type, convert: Converter) -> Callable[[], ImagePairs]:
     if kind is WriteRowsEvent:
         return lambda: [(None, convert(r["values"])) for r in event.rows]
     if kind is DeleteRowsEvent:

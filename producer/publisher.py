@@ -94,13 +94,15 @@ class KafkaPublisher:
         if self._producer is not None:
             return
         config = {
-            **self._config,
-            "transactional.id": self.transactional_id,
-            "transaction.timeout.ms": self._txn_timeout,
+            # Throughput defaults (benchmarks/reader.py --producer measures others); the
+            # client configuration may override them, not the settings after it.
             "linger.ms": 5,
             "queue.buffering.max.messages": 500_000,
             "queue.buffering.max.kbytes": 1_048_576,
             "batch.num.messages": 10_000,
+            **self._config,
+            "transactional.id": self.transactional_id,
+            "transaction.timeout.ms": self._txn_timeout,
             "partitioner": "murmur2_random",
             "error_cb": self._on_error,
         }

@@ -197,3 +197,26 @@ def test_a_ddl_followed_by_another_ddl_of_its_table_carries_no_schema() -> None:
     ddls = [r for _, _, r in decoded(b) if isinstance(r, DdlChange)]
     assert {d.table_schema for d in ddls if d.statement == first} == {None}
     assert {d.table_schema for d in ddls if d.statement == second} == {final}
+
+
+def test_native_and_pure_batches_hold_the_same_records() -> None:
+    # The batcher's native path (fastrows.row_value, int_key, partition) against its pure one:
+    # every record identical, byte for byte, keys and partitions included.
+    k = TableSchema("db", "k", (ColumnSchema("a", "varchar"), ColumnSchema("b", "int")), ("a", "b"))
+    changes = [
+        RowItem(Op.INSERT, T, None, (1, "a", None), POS),
+        RowItem(Op.INSERT, T, None, (2**64 - 1, "é", dt.datetime(2024, 1, 1, tzinfo=dt.UTC)), POS),
+        RowItem(Op.UPDATE, T, (1, "a", None), (1, "b", None), POS),
+        RowItem(Op.UPDATE, T, (1, "a", None), (3, "a", None), POS),
+        RowItem(Op.DELETE, T, (-(2**63), "x", None), None, POS),
+        RowItem(Op.INSERT, k, None, ("k€y", 5), POS),
+        RowItem(Op.DELETE, k, ("", 0), None, POS),
+    ]
+    out = []
+    for native in (True, False):
+        b = batcher()
+        b._native = native
+        b.add(txn(*changes), now=0.0)
+        out.append(b.take().records)
+    assert out[0] == out[1]
+    assert len(out[0]) == len(changes) + 3  # schema records of T and k, the key-moving update
