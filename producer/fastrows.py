@@ -217,7 +217,9 @@ def row_value(
     gives (without building the record or a protobuf message); None when the native encoder is
     not built or cannot vouch for a value (the caller then encodes the record the usual way,
     which also raises the usual errors)."""
-    if _rows is None:
+    if _rows is None or position.upstream:
+        # The native encoder writes no position.upstream (protocol 1.2, after a switch to
+        # another server): the usual encoding does.
         return None
     try:
         found: bytes | None = _rows.row_change(

@@ -4,6 +4,8 @@ proto3's field presence (empty strings, zeros, an explicit count or GTID of zero
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -109,3 +111,23 @@ def test_integer_keys_are_the_protocol_keys(schema: str, table: str, key: list[o
         assert native == encode_key(schema, table, key)  # type: ignore[arg-type]
     else:
         assert native is None
+
+
+def test_a_position_after_an_upstream_switch_is_left_to_the_protocol() -> None:
+    """The native encoder writes no `position.upstream` (protocol 1.2): such rows go the usual
+    way, so the upstream is never lost."""
+    row = RowChange(
+        source="s",
+        ts=1,
+        op=Op.INSERT,
+        schema="d",
+        table="t",
+        schema_id=1,
+        primary_key=("id",),
+        before=None,
+        after=(1,),
+        txn=TxnRef("0-1-2", 0, 1),
+        position=BinlogPosition("binlog.000001", 4, "0-1-2", upstream=1),
+    )
+    assert _native(row) is None
+    assert _native(replace(row, position=replace(row.position, upstream=0))) is not None
