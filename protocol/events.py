@@ -45,6 +45,9 @@ class Op(Enum):
     INSERT = "insert"
     UPDATE = "update"
     DELETE = "delete"
+    READ = "read"
+    """1.2: the row as an initial or incremental snapshot read it — "it is so", not "it
+    changed" (PROTOCOL.md §9.4). Like an insert it has only `after`; applied as an upsert."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +214,7 @@ class RowChange:
     position: BinlogPosition
 
     def __post_init__(self) -> None:
-        want_before = self.op is not Op.INSERT
+        want_before = self.op is not Op.INSERT and self.op is not Op.READ
         want_after = self.op is not Op.DELETE
         if (self.before is not None) != want_before or (self.after is not None) != want_after:
             raise ValueError(
@@ -313,6 +316,10 @@ class ReaderCheckpoint:
     offsets: tuple[tuple[str, int, int], ...]
     reader_id: str
     epoch: int
+    snapshot: str | None = None
+    """1.2: the reader's snapshot progress while it snapshots (tables, chunks done, the binlog
+    position each key range was read at), as JSON text private to the reader; None when no
+    snapshot is running. Consumers ignore it (PROTOCOL.md §9.4)."""
 
 
 class ControlKind(Enum):

@@ -13,10 +13,12 @@ class Op(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OP_INSERT: _ClassVar[Op]
     OP_UPDATE: _ClassVar[Op]
     OP_DELETE: _ClassVar[Op]
+    OP_READ: _ClassVar[Op]
 OP_UNSPECIFIED: Op
 OP_INSERT: Op
 OP_UPDATE: Op
 OP_DELETE: Op
+OP_READ: Op
 
 class Position(_message.Message):
     __slots__ = ("file", "offset", "gtid")
@@ -199,7 +201,7 @@ class TopicOffset(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
 
 class ReaderCheckpoint(_message.Message):
-    __slots__ = ("source", "position", "gtid_set", "ts", "offsets", "reader_id", "epoch")
+    __slots__ = ("source", "position", "gtid_set", "ts", "offsets", "reader_id", "epoch", "snapshot")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     POSITION_FIELD_NUMBER: _ClassVar[int]
     GTID_SET_FIELD_NUMBER: _ClassVar[int]
@@ -207,6 +209,7 @@ class ReaderCheckpoint(_message.Message):
     OFFSETS_FIELD_NUMBER: _ClassVar[int]
     READER_ID_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     source: str
     position: Position
     gtid_set: str
@@ -214,7 +217,8 @@ class ReaderCheckpoint(_message.Message):
     offsets: _containers.RepeatedCompositeFieldContainer[TopicOffset]
     reader_id: str
     epoch: int
-    def __init__(self, source: _Optional[str] = ..., position: _Optional[_Union[Position, _Mapping]] = ..., gtid_set: _Optional[str] = ..., ts: _Optional[int] = ..., offsets: _Optional[_Iterable[_Union[TopicOffset, _Mapping]]] = ..., reader_id: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
+    snapshot: str
+    def __init__(self, source: _Optional[str] = ..., position: _Optional[_Union[Position, _Mapping]] = ..., gtid_set: _Optional[str] = ..., ts: _Optional[int] = ..., offsets: _Optional[_Iterable[_Union[TopicOffset, _Mapping]]] = ..., reader_id: _Optional[str] = ..., epoch: _Optional[int] = ..., snapshot: _Optional[str] = ...) -> None: ...
 
 class ControlRecord(_message.Message):
     __slots__ = ("lock_id", "kind", "shard", "statement", "ts", "actor", "detail")

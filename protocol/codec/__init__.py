@@ -23,7 +23,7 @@ from rowbus.protocol.events import (
     SchemaRecord,
 )
 
-PROTOCOL_VERSION = "1.1"
+PROTOCOL_VERSION = "1.2"
 PROTOCOL_MAJOR = 1
 PROTOCOL_MINOR = 1
 VERSION_HEADER = "rowbus-version"

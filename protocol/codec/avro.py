@@ -40,7 +40,10 @@ WRITER_SCHEMAS: dict[str, Any] = {
     "1.0": fastavro.parse_schema(
         json.loads((SCHEMA_PATH.parent / "rowbus-1.0.avsc").read_text(encoding="utf-8"))
     ),
-    "1.1": SCHEMA,
+    "1.1": fastavro.parse_schema(
+        json.loads((SCHEMA_PATH.parent / "rowbus-1.1.avsc").read_text(encoding="utf-8"))
+    ),
+    "1.2": SCHEMA,
 }
 """The Avro schema of each protocol version this decoder reads (1.1 adds fields at record ends,
 with defaults, so a 1.0 datum resolves to the 1.1 reader schema)."""
@@ -186,6 +189,7 @@ def _(r: ReaderCheckpoint) -> tuple[str, dict[str, Any]]:
         "offsets": [{"topic": t, "partition": p, "offset": o} for t, p, o in r.offsets],
         "reader_id": r.reader_id,
         "epoch": r.epoch,
+        "snapshot": r.snapshot,
     }
 
 
@@ -281,6 +285,7 @@ def _checkpoint_from(d: dict[str, Any]) -> ReaderCheckpoint:
         offsets=tuple((o["topic"], o["partition"], o["offset"]) for o in d["offsets"]),
         reader_id=d["reader_id"],
         epoch=d["epoch"],
+        snapshot=d.get("snapshot"),
     )
 
 

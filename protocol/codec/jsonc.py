@@ -342,6 +342,7 @@ def _(r: ReaderCheckpoint) -> dict[str, Any]:
             "offsets": [{"topic": t, "partition": p, "offset": o} for t, p, o in r.offsets],
             "reader_id": r.reader_id,
             "epoch": r.epoch,
+            **({"snapshot": r.snapshot} if r.snapshot is not None else {}),
         }
     }
 
@@ -491,6 +492,7 @@ def _checkpoint_from(d: Mapping[str, Any]) -> ReaderCheckpoint:
         ),
         reader_id=_str(d["reader_id"]),
         epoch=_int(d["epoch"]),
+        snapshot=_opt_str(d.get("snapshot")),
     )
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from rowbus.protocol.codec import Encoding, decode, encode
 from rowbus.protocol.errors import ProtocolError
-from rowbus.protocol.events import BinlogPosition, Op, Resolved, RowChange, TxnRef
+from rowbus.protocol.events import BinlogPosition, Op, ReaderCheckpoint, Resolved, RowChange, TxnRef
 
 POS = "rowbus.db1[3]@42"
 ROW = RowChange(
@@ -230,8 +230,8 @@ def test_a_row_with_images_that_do_not_fit_its_op_is_refused() -> None:
 
 def test_avro_of_a_newer_minor_is_refused_without_its_schema() -> None:
     value, headers = encode(ROW, Encoding.AVRO)
-    headers = [(k, b"1.2" if k == "rowbus-version" else v) for k, v in headers]
-    with pytest.raises(ProtocolError, match=r"written by protocol 1\.2"):
+    headers = [(k, b"1.3" if k == "rowbus-version" else v) for k, v in headers]
+    with pytest.raises(ProtocolError, match=r"written by protocol 1\.3"):
         decode(value, headers, POS)
 
 
@@ -280,3 +280,39 @@ def test_json_table_schemas_with_wrong_types_are_refused(column: str) -> None:
 def test_encoding_something_that_is_not_a_record_is_refused(encoding: Encoding) -> None:
     with pytest.raises(ProtocolError, match="is not a rowbus record"):
         encode(object(), encoding)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("suffix", ["pb", "avro", "json"])
+def test_checkpoints_of_protocol_1_1_still_decode(suffix: str) -> None:
+    """1.2 adds `ReaderCheckpoint.snapshot` at the end: a 1.1 checkpoint (Avro: read with the
+    1.1 writer schema) decodes with no snapshot."""
+    from pathlib import Path
+
+    import rowbus.protocol
+
+    data = (
+        Path(rowbus.protocol.__file__).parent / "testdata" / "v1.1" / f"checkpoint.{suffix}"
+    ).read_bytes()
+    enc = {"pb": b"protobuf", "avro": b"avro", "json": b"json"}[suffix]
+    headers = [("rowbus-version", b"1.1"), ("rowbus-encoding", enc), ("rowbus-kind", b"checkpoint")]
+    record = decode(data, headers, POS)
+    assert isinstance(record, ReaderCheckpoint)
+    assert record.snapshot is None and record.epoch == 3
+
+
+def test_a_snapshot_row_is_shaped_like_an_insert() -> None:
+    from rowbus.protocol.events import BinlogPosition, Op, RowChange, TxnRef
+
+    common: dict[str, object] = dict(
+        source="s",
+        ts=1,
+        schema="d",
+        table="t",
+        schema_id=1,
+        primary_key=("id",),
+        txn=TxnRef("snapshot:d.t:0", 0),
+        position=BinlogPosition("b.000001", 4),
+    )
+    RowChange(op=Op.READ, before=None, after=(1,), **common)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        RowChange(op=Op.READ, before=(1,), after=(1,), **common)  # type: ignore[arg-type]
