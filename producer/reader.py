@@ -32,6 +32,7 @@ from rowbus.producer.checkpoints import load_checkpoints
 from rowbus.producer.exceptions import (
     FencedError,
     LeadershipLostError,
+    PositionPurgedError,
     ReaderError,
     SourceUnavailableError,
 )
@@ -40,7 +41,11 @@ from rowbus.producer.metrics import ReaderMetrics
 from rowbus.producer.positions import GtidState, parse_start
 from rowbus.producer.publisher import KafkaPublisher
 from rowbus.producer.server import SourceServer
-from rowbus.producer.settings import ReaderSettings, Services, deployment_id
+from rowbus.producer.settings import ReaderSettings, Services, deployment_id, snapshot_mode
+from rowbus.producer.snapshot.initial import Prepared, prepare, unshown
+from rowbus.producer.snapshot.progress import Progress
+from rowbus.producer.snapshot.runner import ChunkReader
+from rowbus.producer.snapshot.state import SnapshotState
 from rowbus.producer.tables import TableFilter
 from rowbus.producer.tracker import SchemaTracker
 from rowbus.protocol.codec import Encoding, encode
@@ -89,6 +94,10 @@ class _Term:
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     last_publish: float = 0.0
     tracker: SchemaTracker | None = None
+    snapshot: SnapshotState | None = None
+    """The snapshot's progress, carried in every checkpoint while it matters."""
+    prepared: Prepared | None = None
+    """Read views of a snapshot still to read (closed when the term ends)."""
 
     def __post_init__(self) -> None:
         if self.tracker is None:
@@ -231,17 +240,42 @@ class Reader:
         publisher.start()
         stored = load_checkpoints(self.services.kafka, s.checkpoints_topic, self.source.name)
         checkpoint, fragment = stored.checkpoint, stored.fragment
+        mode = snapshot_mode(s)
+        prepared: Prepared | None = None
+        state: SnapshotState | None = None
         if checkpoint is not None:
             resume = checkpoint.position
-            server.ensure_available(resume, "checkpoint position")
             gtid = GtidState(checkpoint.gtid_set)
             clock = HybridClock(checkpoint.ts)
             epoch = checkpoint.epoch + 1
             offsets = {(t, p): o for t, p, o in checkpoint.offsets}
+            if checkpoint.snapshot is not None:
+                state = SnapshotState.from_json(checkpoint.snapshot)
+            try:
+                server.ensure_available(resume, "checkpoint position")
+            except PositionPurgedError:
+                if mode != "when_needed":
+                    raise
+                log.warning("%s: checkpoint %s purged; taking a new snapshot", self.source, resume)
+                state, fragment = None, None
+                prepared = self._prepare_snapshot(server, None)
+                resume = prepared.state.position
+                gtid = GtidState(resume.gtid)
+            if state is not None and not state.done:
+                prepared = self._prepare_snapshot(server, state)
+        elif mode != "never":
+            prepared = self._prepare_snapshot(server, None)
+            resume = prepared.state.position
+            gtid = GtidState(resume.gtid)
+            clock, epoch, offsets = HybridClock(), 1, {}
+            if mode == "schema_only":
+                prepared.state.done = True  # schemas only: published below, then stream
         else:
             resume = server.locate(parse_start(s.start, self.source.name), self.server_id)
             gtid = GtidState(resume.gtid or server.gtid_at(resume.file, resume.offset))
             clock, epoch, offsets = HybridClock(), 1, {}
+        if prepared is not None:
+            state = prepared.state
         batcher = Batcher(
             self.source.name,
             clock,
@@ -257,6 +291,12 @@ class Reader:
         )
         if checkpoint is not None and fragment is not None:
             batcher.resume_stream(fragment)
+        if prepared is not None and prepared.state.done:
+            # schema_only: every table's schema, published with the first commit.
+            for table in prepared.schemas.values():
+                batcher.add_schema(table)
+            prepared.close()
+            prepared = None
         log.info(
             "%s leads source %s (epoch %d) from binlog %s:%s gtid=%s",
             self.reader_id,
@@ -266,7 +306,75 @@ class Reader:
             resume.offset,
             gtid or None,
         )
-        return _Term(server, publisher, batcher, gtid, epoch, resume, offsets)
+        return _Term(
+            server,
+            publisher,
+            batcher,
+            gtid,
+            epoch,
+            resume,
+            offsets,
+            snapshot=state,
+            prepared=prepared,
+        )
+
+    def _prepare_snapshot(self, server: SourceServer, state: SnapshotState | None) -> Prepared:
+        s = self.settings
+        return prepare(server, self.source, self._filter, s.snapshot_parallelism, state)
+
+    def _snapshot(self, term: _Term, stop: threading.Event) -> bool:
+        """Read the snapshot's pending tables, each chunk committed with the checkpoint; True
+        when it is complete, False when `stop` came first (the next term resumes it)."""
+        prepared, state = term.prepared, term.snapshot
+        assert prepared is not None
+        assert state is not None
+        term.prepared = None
+        pending = [
+            (prepared.schemas[t.name], t.last_key)
+            for t in state.pending()
+            if t.name in prepared.schemas
+        ]
+        for t in state.pending():
+            if t.name not in prepared.schemas:
+                t.done = True
+        reader = ChunkReader(prepared.views, pending, self.settings.snapshot_chunk_rows)
+        progress = Progress(state)
+        try:
+            for chunk in reader.chunks():
+                table = state.tables[chunk.table.qualified]
+                if chunk.rows:
+                    term.batcher.add_snapshot(
+                        chunk.table,
+                        chunk.rows,
+                        f"snapshot:{state.restarts}:{table.name}:{table.chunks}",
+                        state.seq,
+                        state.position,
+                        self._wall(),
+                    )
+                    state.seq += len(chunk.rows)
+                    table.rows += len(chunk.rows)
+                    table.last_key = chunk.last_key
+                table.chunks += 1
+                table.done = chunk.last
+                self._commit(term, heartbeat=False)
+                progress.tick()
+                if stop.is_set():
+                    log.info("%s: snapshot stopped; it resumes from its last chunk", self.source)
+                    return False
+            state.done = True
+            state.finished = self._wall()
+            self._commit(term, heartbeat=False)
+            progress.tick(force=True)
+            log.info(
+                "snapshot of %s done: %s rows in %d tables; streaming from binlog %s",
+                self.source.name,
+                f"{state.seq:,}",
+                len(state.tables),
+                state.position,
+            )
+            return True
+        finally:
+            reader.close()
 
     def _ddl_schema(self, server: SourceServer, item: DdlItem) -> TableSchema | None:
         target = item.parsed.table
@@ -291,11 +399,16 @@ class Reader:
                 term.resume,
                 term.epoch,
             )
+            if term.prepared is not None and not self._snapshot(term, stop):
+                self._commit(term, heartbeat=False)
+                return
             self._tail(term, stop)
             if not self.leadership.lost:
                 self._commit(term, heartbeat=False)  # the final Resolved of a graceful stop
                 log.info("%s stopped at binlog %s", self.reader_id, term.resume)
         finally:
+            if term.prepared is not None:
+                term.prepared.close()
             term.publisher.close()
             term.server.close()
 
@@ -364,6 +477,12 @@ class Reader:
                     self._commit(term, heartbeat=False)
                 txn = assembler.feed(event)
                 if txn is not None:
+                    snap = term.snapshot
+                    if snap is not None and snap.tables and snap.done:
+                        if any(snap.filtering(c.position) for c in txn.changes):
+                            txn = unshown(snap, txn)
+                        elif any(t.segments for t in snap.tables.values()):
+                            snap.compact()  # streaming passed every read view
                     if txn.gtid:
                         term.gtid.add(txn.gtid)
                     batcher.add(txn, now)
@@ -424,6 +543,7 @@ class Reader:
                 offsets=tuple((t, p, o) for (t, p), o in sorted(term.offsets.items())),
                 reader_id=self.reader_id,
                 epoch=term.epoch,
+                snapshot=None if term.snapshot is None else term.snapshot.to_json(),
             )
             value, headers = encode(checkpoint, self._encoding)
             topic = self.settings.checkpoints_topic
