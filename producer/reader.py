@@ -481,7 +481,9 @@ class Reader:
                     if snap is not None and snap.tables and snap.done:
                         if any(snap.filtering(c.position) for c in txn.changes):
                             txn = unshown(snap, txn)
-                        elif any(t.segments for t in snap.tables.values()):
+                        elif not snap.filtering(txn.end) and any(
+                            t.segments for t in snap.tables.values()
+                        ):
                             snap.compact()  # streaming passed every read view
                     if txn.gtid:
                         term.gtid.add(txn.gtid)

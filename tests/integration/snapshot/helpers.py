@@ -58,7 +58,7 @@ class Writer(threading.Thread):
             with connect(self.server, self.w2.schema, autocommit=False) as conn:
                 while not self.stop.is_set() and self.steps < self.limit:
                     self.steps += self.w2.step(conn)
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
+        except BaseException as exc:
             self.error = exc
 
     def finish(self) -> int:
@@ -93,7 +93,9 @@ class SinkApply:
                 if ev.op is Op.READ:
                     key = (ev.table, tuple(ev.image[i] for i in table.pk_indexes))
                     self.read_keys[key] = self.read_keys.get(key, 0) + 1
-                if ev.before is not None and (ev.after is None or _key(ev, table, ev.before) != _key(ev, table, ev.after)):
+                if ev.before is not None and (
+                    ev.after is None or _key(ev, table, ev.before) != _key(ev, table, ev.after)
+                ):
                     where = " AND ".join(f"`{k}` = %s" for k in pk)
                     cur.execute(f"DELETE FROM {name} WHERE {where}", _key(ev, table, ev.before))
                 if ev.after is not None:

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from rowbus.config import Settings
 from rowbus.consumers.routing import RouteSettings
 from rowbus.consumers.subscriber import Subscriber
-from rowbus.protocol.events import ReaderCheckpoint
 from rowbus.verify import verify
 from rowbus.waiting import wait_for
 from tests.integration.producer.helpers import ReaderSetup, TopicReader, reader_thread
@@ -41,6 +40,31 @@ def _setup(
 def _drain_until_equal(
     services: Settings, setup: ReaderSetup, sink_db: str, writer_steps: int
 ) -> SinkApply:
+    """A Subscriber applies everything to the sink until `rowbus verify` finds it equal.
+
+    noida-db sometimes leaves a fetching read_committed consumer short of records committed
+    since (ENVIRONMENT.md; seen here once after a kill -9 of the reader): when the merge makes
+    no progress for 30 s, a fresh Subscriber starts over from the beginning (the sink's upserts
+    and deletes replay to the same state) and the snapshot-row counts start afresh."""
+    last: list[object] = []
+    deadline = time.monotonic() + 300
+    for attempt in range(6):
+        try:
+            apply = _apply_run(services, setup, sink_db, deadline, last)
+        except _Stalled:
+            print("merge stalled; a fresh subscriber starts over", last[:2])
+            continue
+        except Exception:
+            print("NOT EQUAL", last)
+            raise
+        print("equal after", attempt + 1, "subscriber run(s); writer steps", writer_steps)
+        return apply
+    raise AssertionError(f"the sink never equalled the source: {last}")
+
+
+def _apply_run(
+    services: Settings, setup: ReaderSetup, sink_db: str, deadline: float, last: list[object]
+) -> SinkApply:
     routes = [RouteSettings(match=f"{setup.database}.*", target=f"{sink_db}.{{table}}")]
     with Subscriber(
         services.kafka.client_config(),
@@ -51,25 +75,38 @@ def _drain_until_equal(
         group_id=f"snap-{uuid.uuid4().hex[:8]}",
     ) as sub:
         apply = SinkApply(services, sink_db, sub)
-        last: list[object] = []
+        progress = [time.monotonic()]
 
         def equal() -> bool:
             for _ in range(20):
                 txns = sub.poll(0.2)
                 if not txns:
                     break
+                progress[0] = time.monotonic()
                 for txn in txns:
                     apply(list(txn.events))
             diffs = verify(services, routes, [setup.database])
-            last[:] = [d for d in diffs if not d.equal]
-            return len(diffs) == 8 and all(d.equal for d in diffs)
+            last[:] = [apply.rows, sub.blocked_by(), *(d for d in diffs if not d.equal)]
+            if len(diffs) == 8 and all(d.equal for d in diffs):
+                return True
+            if time.monotonic() - progress[0] > 30:
+                raise _Stalled
+            return False
 
         try:
-            wait_for(equal, timeout=240, what="the sink to equal the source (rowbus verify)")
+            wait_for(
+                equal,
+                timeout=max(1.0, deadline - time.monotonic()),
+                what="the sink to equal the source (rowbus verify)",
+                stop_on=(_Stalled,),
+            )
         finally:
             apply.close()
-        print("DIFFS", last, "writer steps", writer_steps)
         return apply
+
+
+class _Stalled(Exception):
+    pass
 
 
 def test_initial_snapshot_with_concurrent_writes_ends_equal_and_reads_each_row_once(

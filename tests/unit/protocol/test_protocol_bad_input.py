@@ -303,16 +303,16 @@ def test_checkpoints_of_protocol_1_1_still_decode(suffix: str) -> None:
 def test_a_snapshot_row_is_shaped_like_an_insert() -> None:
     from rowbus.protocol.events import BinlogPosition, Op, RowChange, TxnRef
 
-    common: dict[str, object] = dict(
-        source="s",
-        ts=1,
-        schema="d",
-        table="t",
-        schema_id=1,
-        primary_key=("id",),
-        txn=TxnRef("snapshot:d.t:0", 0),
-        position=BinlogPosition("b.000001", 4),
-    )
+    common: dict[str, object] = {
+        "source": "s",
+        "ts": 1,
+        "schema": "d",
+        "table": "t",
+        "schema_id": 1,
+        "primary_key": ("id",),
+        "txn": TxnRef("snapshot:d.t:0", 0),
+        "position": BinlogPosition("b.000001", 4),
+    }
     RowChange(op=Op.READ, before=None, after=(1,), **common)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         RowChange(op=Op.READ, before=(1,), after=(1,), **common)  # type: ignore[arg-type]
