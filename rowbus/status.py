@@ -27,6 +27,8 @@ class ReaderStatus:
     standbys: int
     position: str | None
     watermark_ts: int | None
+    snapshot: dict[str, object] | None = None
+    """The source's snapshot progress (rows, rows/s, ETA per table), when one ran."""
 
 
 ApplyStatus = AppliedBatch
@@ -35,6 +37,8 @@ ApplyStatus = AppliedBatch
 def reader_status(settings: Settings) -> list[ReaderStatus]:
     from rowbus.producer.checkpoints import load_checkpoint
     from rowbus.producer.leader import contenders
+    from rowbus.producer.snapshot.progress import summary
+    from rowbus.producer.snapshot.state import SnapshotState
 
     assert settings.zookeeper.hosts is not None
     client = zookeeper.start_client(settings.zookeeper.hosts, 5.0, start_timeout=10.0)
@@ -52,6 +56,9 @@ def reader_status(settings: Settings) -> list[ReaderStatus]:
                     max(0, len(ordered) - 1),
                     str(checkpoint.position) if checkpoint else None,
                     checkpoint.ts if checkpoint else None,
+                    summary(SnapshotState.from_json(checkpoint.snapshot), time.time())
+                    if checkpoint and checkpoint.snapshot
+                    else None,
                 )
             )
         return result
@@ -163,6 +170,10 @@ def print_status(settings: Settings, out: TextIO, *, as_json_lines: bool = False
                 f"{r.position or '(no checkpoint)':<40} {_ago(r.watermark_ts, now_ms)}",
                 file=out,
             )
+            if r.snapshot is not None:
+                from rowbus.producer.snapshot.progress import status_line
+
+                print(f"  {'':<12} {status_line(r.snapshot)}", file=out)
     print(f"apply (state in {settings.apply.state_database})", file=out)
     if "apply" in report.unavailable:
         print(f"  apply checkpoint: unavailable ({report.unavailable['apply']})", file=out)

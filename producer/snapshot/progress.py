@@ -69,3 +69,51 @@ class Progress:
             len(self.state.tables),
             "".join(f"; {describe(t, self.rate(t))}" for t in active[:8]),
         )
+
+
+def summary(state: SnapshotState, now: float) -> dict[str, object]:
+    """What `rowbus status` shows of a snapshot, from the checkpoint alone: rows, the average
+    rows/s since it began (wall clock, restarts included), and an ETA per table."""
+    end = state.finished if state.finished is not None else now
+    elapsed = max(1e-3, end - state.started) if state.started else 0.0
+    rate = state.seq / elapsed if elapsed else 0.0
+    tables = []
+    for t in state.tables.values():
+        eta = eta_s(t, rate)
+        tables.append(
+            {
+                "table": t.name,
+                "rows": t.rows,
+                "estimate": t.estimate,
+                "done": t.done,
+                "eta_s": None if eta is None else round(eta, 1),
+            }
+        )
+    return {
+        "done": state.done,
+        "rows": state.seq,
+        "rows_per_s": round(rate, 1),
+        "restarts": state.restarts,
+        "position": str(state.position),
+        "tables_done": sum(1 for t in state.tables.values() if t.done),
+        "tables": tables,
+    }
+
+
+def status_line(info: dict[str, object]) -> str:
+    """One line of `rowbus status` for a snapshot."""
+    tables = info["tables"]
+    assert isinstance(tables, list)
+    state = "done" if info["done"] else "running"
+    line = (
+        f"snapshot {state}: {info['rows']:,} rows, {info['rows_per_s']:,.0f} rows/s, "
+        f"{info['tables_done']}/{len(tables)} tables"
+    )
+    if not info["done"]:
+        busy = [t for t in tables if not t["done"]][:4]
+        line += "".join(
+            f"; {t['table']} {t['rows']:,}/{max(t['rows'], t['estimate']):,} "
+            + (f"ETA {t['eta_s']:.0f}s" if t["eta_s"] is not None else "ETA ?")
+            for t in busy
+        )
+    return line

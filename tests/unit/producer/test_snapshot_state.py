@@ -77,3 +77,20 @@ def test_the_default_mode_is_initial_unless_a_start_position_is_chosen() -> None
     assert snapshot_mode(ReaderSettings(start="latest")) == "never"
     assert snapshot_mode(ReaderSettings(start="earliest", snapshot="initial")) == "initial"
     assert snapshot_mode(ReaderSettings(snapshot="schema_only")) == "schema_only"
+
+
+def test_status_shows_rows_rate_and_eta_per_table() -> None:
+    from rowbus.producer.snapshot.progress import status_line, summary
+
+    state = SnapshotState.start(P1, [INT_T, NEW_T], {"d.t": 1000, "d.n": 50})
+    state.started = 100.0
+    state.tables["d.t"].rows = state.seq = 500
+    state.tables["d.n"].done = True
+    info = summary(state, now=110.0)
+    assert info["rows_per_s"] == 50.0
+    t = next(x for x in info["tables"] if x["table"] == "d.t")  # type: ignore[attr-defined]
+    assert t["eta_s"] == 10.0
+    assert (
+        status_line(info)
+        == "snapshot running: 500 rows, 50 rows/s, 1/2 tables; d.t 500/1,000 ETA 10s"
+    )
