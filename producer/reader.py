@@ -131,6 +131,8 @@ class Reader:
         self.metrics = ReaderMetrics()
         self.committed: BinlogPosition | None = None
         """The binlog position of the last committed checkpoint (for status and benchmarks)."""
+        self.snapshot: SnapshotState | None = None
+        """The running or last snapshot's progress (for status and benchmarks)."""
         self._wall = wall
         self._monotonic = monotonic
         self._encoding = Encoding(settings.encoding)
@@ -337,6 +339,7 @@ class Reader:
         for t in state.pending():
             if t.name not in prepared.schemas:
                 t.done = True
+        self.snapshot = state
         reader = ChunkReader(prepared.views, pending, self.settings.snapshot_chunk_rows)
         progress = Progress(state)
         try:
