@@ -20,7 +20,7 @@ from typing import Any
 import pymysql.cursors
 
 from benchmarks.common import connect, maxrss_mb
-from rowbus.clients import kafka
+from rowbus.clients import kafka, mysql
 from rowbus.clients.settings import SourceConnection
 from rowbus.producer.reader import Reader
 from rowbus.producer.settings import ReaderSettings, Services
@@ -46,7 +46,7 @@ def fill(args: argparse.Namespace, db: str) -> list[str]:
 def bare_select(args: argparse.Namespace, db: str, table: str, convert: bool) -> float:
     """rows/s of one unbuffered ``SELECT *`` (with the snapshot's value conversion or not)."""
     host, port = args.mysql.split(":")
-    conn = pymysql.connect(
+    conn = mysql.connect(
         host=host,
         port=int(port),
         user=args.user,
