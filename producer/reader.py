@@ -258,15 +258,20 @@ class Reader:
             except PositionPurgedError:
                 if mode != "when_needed":
                     raise
-                log.warning("%s: checkpoint %s purged; taking a new snapshot", self.source, resume)
+                log.warning(
+                    "%s: checkpoint %s purged; taking a new snapshot", self.source.name, resume
+                )
                 state, fragment = None, None
-                prepared = self._prepare_snapshot(server, None)
+                prepared = self._new_snapshot(server)
                 resume = prepared.state.position
                 gtid = GtidState(resume.gtid)
             if state is not None and not state.done:
                 prepared = self._prepare_snapshot(server, state)
+            elif state is not None and mode != "never":
+                # Tables added to the configuration since: snapshotted alone (the others not).
+                prepared = self._prepare_snapshot(server, state, stream_from=resume)
         elif mode != "never":
-            prepared = self._prepare_snapshot(server, None)
+            prepared = self._new_snapshot(server)
             resume = prepared.state.position
             gtid = GtidState(resume.gtid)
             clock, epoch, offsets = HybridClock(), 1, {}
@@ -320,9 +325,21 @@ class Reader:
             prepared=prepared,
         )
 
-    def _prepare_snapshot(self, server: SourceServer, state: SnapshotState | None) -> Prepared:
+    def _new_snapshot(self, server: SourceServer) -> Prepared:
+        prepared = self._prepare_snapshot(server, None)
+        assert prepared is not None  # a new snapshot always has its state
+        return prepared
+
+    def _prepare_snapshot(
+        self,
+        server: SourceServer,
+        state: SnapshotState | None,
+        stream_from: BinlogPosition | None = None,
+    ) -> Prepared | None:
         s = self.settings
-        return prepare(server, self.source, self._filter, s.snapshot_parallelism, state)
+        return prepare(
+            server, self.source, self._filter, s.snapshot_parallelism, state, stream_from
+        )
 
     def _snapshot(self, term: _Term, stop: threading.Event) -> bool:
         """Read the snapshot's pending tables, each chunk committed with the checkpoint; True

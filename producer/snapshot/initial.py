@@ -12,7 +12,7 @@ from rowbus.producer.server import SourceServer
 from rowbus.producer.snapshot.source import ReadView, list_tables, open_views
 from rowbus.producer.snapshot.state import SnapshotState, TableProgress
 from rowbus.producer.tables import TableFilter
-from rowbus.protocol.events import Op, TableSchema
+from rowbus.protocol.events import BinlogPosition, Op, TableSchema
 
 log = logging.getLogger(__name__)
 
@@ -37,30 +37,62 @@ def prepare(
     table_filter: TableFilter,
     parallelism: int,
     state: SnapshotState | None,
-) -> Prepared:
+    stream_from: BinlogPosition | None = None,
+) -> Prepared | None:
     """Open read views; a new `state` at their position (None given), or `state` resumed there.
     Tables without a primary key cannot be chunked or resumed: they are skipped with a warning
-    (PROTOCOL.md §9.3: their changes still stream)."""
+    (PROTOCOL.md §9.3: their changes still stream).
+
+    `stream_from` (a finished `state`, the checkpoint's position): snapshot only the tables the
+    filter now wants that the state does not know (added to the configuration), at a read view
+    after `stream_from`, while the stream goes on from there; None when there are none."""
     views = open_views(source, parallelism, server.where)
     try:
         position = views[0].position
         listed = list_tables(views[0], table_filter)
         schemas: dict[str, TableSchema] = {}
+        skipped: dict[str, TableSchema] = {}
         estimates: dict[str, int] = {}
         for schema, table, estimate in listed:
             found = server.table_schema(schema, table)
             if found is None:
                 continue
             if not found.primary_key:
-                log.warning(
-                    "snapshot: %s has no primary key; its existing rows are not snapshotted",
-                    found.qualified,
-                )
+                if state is None or found.qualified not in state.tables:
+                    log.warning(
+                        "snapshot: %s has no primary key; its existing rows are not snapshotted",
+                        found.qualified,
+                    )
+                skipped[found.qualified] = found
                 continue
             schemas[found.qualified] = found
             estimates[found.qualified] = estimate
+        if stream_from is not None:
+            assert state is not None
+            new = [n for n in [*schemas, *skipped] if n not in state.tables]
+            if not new:
+                for v in views:
+                    v.close()
+                return None
+            state.position = stream_from  # the new rows sit where the stream goes on (§9.4)
+            state.done, state.finished = False, None
+            for name in new:
+                state.tables[name] = TableProgress(
+                    name=name, estimate=estimates.get(name, 0), done=name in skipped
+                )
+            state.resume_at(position)
+            log.info(
+                "snapshot of %s: %d table(s) new to the configuration (%s) at binlog %s",
+                server.where,
+                len(new),
+                ", ".join(new),
+                position,
+            )
+            return Prepared(state, views, schemas)
         if state is None:
             state = SnapshotState.start(position, list(schemas.values()), estimates)
+            for name in skipped:
+                state.tables[name] = TableProgress(name=name, done=True)
             log.info(
                 "snapshot of %s: %d tables at binlog %s",
                 server.where,
@@ -72,6 +104,8 @@ def prepare(
                 if not t.done and name not in schemas:
                     log.warning("snapshot: %s is gone; nothing more to read of it", name)
                     t.done = True
+            for name in skipped.keys() - state.tables.keys():
+                state.tables[name] = TableProgress(name=name, done=True)
             for name in schemas.keys() - state.tables.keys():
                 # New to the filter since the snapshot began: read it whole at this position.
                 state.tables[name] = TableProgress(name=name, estimate=estimates[name])
