@@ -40,9 +40,11 @@ def test_a_table_added_to_the_configuration_is_snapshotted_alone(
     try:
         with reader_thread(setup, include_tables=[*first, f"{setup.database}.t7"], **common):
             index.until(
-                lambda rs: (s := snapshot_state(rs, setup.source)) is not None
-                and f"{setup.database}.t7" in s.tables
-                and s.done,
+                lambda rs: (
+                    (s := snapshot_state(rs, setup.source)) is not None
+                    and f"{setup.database}.t7" in s.tables
+                    and s.done
+                ),
                 timeout=180,
                 what="the added table's snapshot",
             )
