@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from rowbus.consumers.exceptions import CheckpointError
-from rowbus.consumers.positions import Floor
+from rowbus.consumers.positions import Floor, key_from_json
 
 TopicPartition: TypeAlias = tuple[str, int]
 Lane: TypeAlias = tuple[str, int, str]
@@ -98,7 +98,7 @@ def floor_from_json(data: Mapping[str, Any]) -> Floor:
     pos = data.get("position")
     gtid = data.get("gtid")
     return Floor(
-        position=(int(pos[0]), str(pos[1]), int(pos[2]), int(pos[3])) if pos else None,
+        position=key_from_json(pos) if pos else None,
         ts=int(data["ts"]) if data.get("ts") is not None else None,
         gtid=(str(gtid[0]), int(gtid[1])) if gtid else None,
     )

@@ -7,23 +7,42 @@ position, a start timestamp, or a start GTID.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from rowbus.protocol.events import BinlogPosition, DdlChange, RowChange, order_key
 from rowbus.protocol.positions import parse_gtid, parse_gtid_set
 
-__all__ = ["Floor", "PosKey", "event_key", "parse_gtid", "parse_gtid_set", "position_key"]
+__all__ = [
+    "Floor",
+    "PosKey",
+    "event_key",
+    "key_from_json",
+    "parse_gtid",
+    "parse_gtid_set",
+    "position_key",
+]
 
-PosKey: TypeAlias = tuple[int, str, int, int]
-"""`rowbus.protocol.order_key`: (binlog file number, file name, offset, index in transaction)."""
+PosKey: TypeAlias = tuple[int, int, str, int, int]
+"""`rowbus.protocol.order_key`: (upstream, binlog file number, file name, offset, index in
+transaction)."""
 
 event_key = order_key
 
 
 def position_key(position: BinlogPosition, index: int = 0) -> PosKey:
     """The order key an event at `position` (and `index` in its transaction) would have."""
-    return (position.file_number, position.file, position.offset, index)
+    return (position.upstream, position.file_number, position.file, position.offset, index)
+
+
+def key_from_json(items: Sequence[Any]) -> PosKey:
+    """A key stored as a JSON list; one of four items was stored before protocol 1.2 added the
+    upstream, which was 0 then."""
+    if len(items) == 4:
+        items = [0, *items]
+    upstream, number, file, offset, index = items
+    return (int(upstream), int(number), str(file), int(offset), int(index))
 
 
 @dataclass(frozen=True, slots=True)

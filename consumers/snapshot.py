@@ -14,7 +14,7 @@ from typing import Any
 
 from rowbus.consumers.checkpoint import Lane, TopicPartition, floor_from_json, floor_to_json
 from rowbus.consumers.exceptions import SubscriberError
-from rowbus.consumers.positions import Floor, PosKey
+from rowbus.consumers.positions import Floor, PosKey, key_from_json
 from rowbus.consumers.spill import DataEvent
 from rowbus.protocol.codec import Encoding, decode, encode
 from rowbus.protocol.errors import ProtocolError
@@ -73,7 +73,7 @@ class MergerSnapshot:
                 watermarks={(str(t), int(p), str(s)): int(w) for t, p, s, w, _ in marks},
                 raised_at={(str(t), int(p), str(s)): int(o) for t, p, s, _, o in marks},
                 last_positions={
-                    (str(t), int(p), str(s)): (int(k[0]), str(k[1]), int(k[2]), int(k[3]))
+                    (str(t), int(p), str(s)): key_from_json(k)
                     for t, p, s, k in data["last_positions"]
                 },
                 floors={str(s): floor_from_json(f) for s, f in data["floors"].items()},

@@ -134,7 +134,7 @@ def resolve(
             key = position_key(start.position)
             chosen[source] = [cp for cp in cps if position_key(cp.position) <= key]
             below = start.position.offset - 1
-            floors[source] = Floor(position=(key[0], key[1], below, 2**62))
+            floors[source] = Floor(position=(key[0], key[1], key[2], below, 2**62))
     for tp, offset in _latest_offsets(by_source, chosen).items():
         if tp in offsets:
             offsets[tp] = max(offsets[tp], offset)

@@ -184,16 +184,22 @@ class TransactionAssembler:
         file: str,
         pos: int,
         ddl_wanted: Callable[[str, ParsedDdl], bool] = lambda schema, parsed: True,
+        upstream: int = 0,
     ) -> None:
         self.file = file
+        self.upstream = upstream
+        """Stamped on every position (PROTOCOL.md §9.4)."""
         self.event_end = pos
         self._ddl_wanted = ddl_wanted
         self._gtid: GtidMark | None = None
         self._open: _Open | None = None
-        self._safe = BinlogPosition(file, pos)
+        self._safe = BinlogPosition(file, pos, upstream=upstream)
         self._prepared: dict[str, _Prepared] = {}
         self._timestamp = 0
         self.last_gtid: str | None = None
+
+    def _at(self, end: int, gtid: str | None = None) -> BinlogPosition:
+        return BinlogPosition(self.file, end, gtid, self.upstream)
 
     @property
     def in_transaction(self) -> bool:
@@ -217,7 +223,7 @@ class TransactionAssembler:
     @property
     def event_position(self) -> BinlogPosition:
         """End of the last event seen, of any kind."""
-        return BinlogPosition(self.file, self.event_end)
+        return self._at(self.event_end)
 
     @property
     def prepared(self) -> int:
@@ -230,7 +236,7 @@ class TransactionAssembler:
                 self.event_end = end
                 txn = self._ensure_open(end)
                 ready = self._cut(txn) if _only_ddl(txn.changes) else None
-                pos = BinlogPosition(self.file, end, txn.gtid)
+                pos = self._at(end, txn.gtid)
                 txn.changes.extend(RowItem(op, table, b, a, pos) for b, a in decode())
                 return ready
             case Xid(end=end, timestamp=ts):
@@ -315,7 +321,7 @@ class TransactionAssembler:
             txn = _Open(mark.gtid, mark.end - mark.size, self.file, [], self._safe)
         if txn.gtid is not None:
             self.last_gtid = txn.gtid
-        real_end = BinlogPosition(self.file, end, txn.gtid)
+        real_end = self._at(end, txn.gtid)
         self._safe = real_end
         return Transaction(
             self._tid(txn), txn.gtid, self._resume_point(real_end), timestamp, txn.changes
@@ -331,7 +337,7 @@ class TransactionAssembler:
         if txn.gtid is not None:
             self.last_gtid = txn.gtid
         self._prepared[txn.xid] = _Prepared(txn.gtid, txn.changes, txn.safe)
-        self._safe = BinlogPosition(self.file, end, txn.gtid)
+        self._safe = self._at(end, txn.gtid)
         log.info("binlog %s:%s: XA %s prepared; held until it commits", self.file, end, txn.xid)
         # Nothing to publish yet; an empty transaction keeps positions and GTIDs moving.
         return Transaction(
@@ -360,7 +366,7 @@ class TransactionAssembler:
         elif commit:
             # Published now, in commit order, at the commit's position and GTID: consumers
             # order and de-duplicate by position, and the prepare lies behind what they saw.
-            pos = BinlogPosition(self.file, q.end, txn.gtid)
+            pos = self._at(q.end, txn.gtid)
             txn.changes = [replace(c, position=pos) for c in prepared.changes]
         return self._close(q.end, q.timestamp)
 
@@ -381,12 +387,12 @@ class TransactionAssembler:
                 return None
             txn = self._open
             ready = self._cut(txn)
-            pos = BinlogPosition(self.file, q.end, txn.gtid)
+            pos = self._at(q.end, txn.gtid)
             txn.changes.append(DdlItem(q.statement, q.schema, target, pos))
             return ready
         txn = self._start(q.end - q.size)
         if wanted:
-            pos = BinlogPosition(self.file, q.end, txn.gtid)
+            pos = self._at(q.end, txn.gtid)
             txn.changes.append(DdlItem(q.statement, q.schema, target, pos))
         return self._close(q.end, q.timestamp)
 

@@ -226,7 +226,7 @@ class Batcher:
         position: BinlogPosition,
         now: float,
     ) -> int:
-        """Append snapshot rows (`Op.READ`, PROTOCOL.md §9.4) of `table` as one transaction of
+        """Append snapshot rows (`Op.READ`, PROTOCOL.md §9.5) of `table` as one transaction of
         their own with the next clock tick; their `txn.index` counts on from `first_index`
         (the snapshot's row counter) and they all sit at `position`, the snapshot's. Returns
         the tick."""

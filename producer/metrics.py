@@ -29,6 +29,8 @@ class ReaderMetrics:
     commit_latency: LatencyHistogram = field(default_factory=LatencyHistogram)
     watermark_ts: int = 0
     """The ts of the last Resolved or Heartbeat published."""
+    stalled_partitions: int = 0
+    """Partitions whose committed records read_committed consumers cannot read (stall.py)."""
     errors: Counter[str] = field(default_factory=Counter)
     """Terms ended by an error, by the error's type."""
 
@@ -66,6 +68,7 @@ class ReaderMetrics:
             "fragments_total": self.fragments,
             "lag_ms": self.lag_ms,
             "watermark_ts": self.watermark_ts,
+            "stalled_partitions": self.stalled_partitions,
             "commit_latency_seconds": self.commit_latency,
             "errors_total": dict(self.errors),
         }

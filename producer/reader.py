@@ -19,9 +19,10 @@ import socket
 import threading
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
+from rowbus.clients import kafka
 from rowbus.clients.election import Election, Unopposed
 from rowbus.clients.mysql import SYSTEM_SCHEMAS
 from rowbus.clients.settings import SourceConnection
@@ -34,6 +35,7 @@ from rowbus.producer.exceptions import (
     LeadershipLostError,
     PositionPurgedError,
     ReaderError,
+    ServerMisconfiguredError,
     SourceUnavailableError,
 )
 from rowbus.producer.leader import ZooKeeperLeadership, leader_path
@@ -46,6 +48,7 @@ from rowbus.producer.snapshot.initial import Prepared, prepare, unshown
 from rowbus.producer.snapshot.progress import Progress
 from rowbus.producer.snapshot.runner import ChunkReader
 from rowbus.producer.snapshot.state import SnapshotState
+from rowbus.producer.stall import StableWatch
 from rowbus.producer.tables import TableFilter
 from rowbus.producer.tracker import SchemaTracker
 from rowbus.protocol.codec import Encoding, encode
@@ -94,6 +97,8 @@ class _Term:
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     last_publish: float = 0.0
     tracker: SchemaTracker | None = None
+    identity: str | None = None
+    """The server's identity, stored with each checkpoint (PROTOCOL.md §9.4)."""
     snapshot: SnapshotState | None = None
     """The snapshot's progress, carried in every checkpoint while it matters."""
     prepared: Prepared | None = None
@@ -102,6 +107,13 @@ class _Term:
     def __post_init__(self) -> None:
         if self.tracker is None:
             self.tracker = SchemaTracker(self.server.table_extras)
+
+
+def _schemas_only(batcher: Batcher, prepared: Prepared) -> None:
+    """schema_only: every table's schema, published with the first commit; no rows."""
+    for table in prepared.schemas.values():
+        batcher.add_schema(table)
+    prepared.close()
 
 
 class Reader:
@@ -135,6 +147,10 @@ class Reader:
         """The running or last snapshot's progress (for status and benchmarks)."""
         self._wall = wall
         self._monotonic = monotonic
+        self._admin: object | None = None
+        self._serving = 0
+        """Index in `source.servers()` of the server read last."""
+        self.stable = StableWatch(self._stalls, settings.stall_check_s)
         self._encoding = Encoding(settings.encoding)
         self._filter = TableFilter(
             settings.include_schemas,
@@ -212,7 +228,7 @@ class Reader:
         """What a standby does before it is elected, so a takeover is quick: check the source,
         create the Kafka clients and the system topics (nothing that fences the leader)."""
         s = self.settings
-        server = SourceServer(self.source).connect()
+        server = self._connect_server()
         publisher = KafkaPublisher(
             {**self.services.kafka, **s.kafka}, self.transactional_id, s.transaction_timeout_ms
         )
@@ -245,6 +261,7 @@ class Reader:
         mode = snapshot_mode(s)
         prepared: Prepared | None = None
         state: SnapshotState | None = None
+        identity = server.identity()
         if checkpoint is not None:
             resume = checkpoint.position
             gtid = GtidState(checkpoint.gtid_set)
@@ -254,7 +271,7 @@ class Reader:
             if checkpoint.snapshot is not None:
                 state = SnapshotState.from_json(checkpoint.snapshot)
             try:
-                server.ensure_available(resume, "checkpoint position")
+                resume = self._resume_point(server, identity, checkpoint)
             except PositionPurgedError:
                 if mode != "when_needed":
                     raise
@@ -262,14 +279,11 @@ class Reader:
                     "%s: checkpoint %s purged; taking a new snapshot", self.source.name, resume
                 )
                 state, fragment = None, None
-                prepared = self._new_snapshot(server)
+                prepared = self._new_snapshot(server, checkpoint.position.upstream)
                 resume = prepared.state.position
                 gtid = GtidState(resume.gtid)
-            if state is not None and not state.done:
-                prepared = self._prepare_snapshot(server, state)
-            elif state is not None and mode != "never":
-                # Tables added to the configuration since: snapshotted alone (the others not).
-                prepared = self._prepare_snapshot(server, state, stream_from=resume)
+            if state is not None:
+                prepared = self._continue_snapshot(server, state, resume, mode)
         elif mode != "never":
             prepared = self._new_snapshot(server)
             resume = prepared.state.position
@@ -299,10 +313,7 @@ class Reader:
         if checkpoint is not None and fragment is not None:
             batcher.resume_stream(fragment)
         if prepared is not None and prepared.state.done:
-            # schema_only: every table's schema, published with the first commit.
-            for table in prepared.schemas.values():
-                batcher.add_schema(table)
-            prepared.close()
+            _schemas_only(batcher, prepared)
             prepared = None
         log.info(
             "%s leads source %s (epoch %d) from binlog %s:%s gtid=%s",
@@ -313,7 +324,7 @@ class Reader:
             resume.offset,
             gtid or None,
         )
-        return _Term(
+        term = _Term(
             server,
             publisher,
             batcher,
@@ -324,9 +335,24 @@ class Reader:
             snapshot=state,
             prepared=prepared,
         )
+        term.identity = identity
+        return term
 
-    def _new_snapshot(self, server: SourceServer) -> Prepared:
-        prepared = self._prepare_snapshot(server, None)
+    def _continue_snapshot(
+        self, server: SourceServer, state: SnapshotState, resume: BinlogPosition, mode: str
+    ) -> Prepared | None:
+        """The rest of an interrupted snapshot; or, after a finished one, the tables added to
+        the configuration since (snapshotted alone, the others not); or nothing."""
+        if not state.done:
+            return self._prepare_snapshot(server, state, upstream=resume.upstream)
+        if mode != "never":
+            return self._prepare_snapshot(
+                server, state, stream_from=resume, upstream=resume.upstream
+            )
+        return None
+
+    def _new_snapshot(self, server: SourceServer, upstream: int = 0) -> Prepared:
+        prepared = self._prepare_snapshot(server, None, upstream=upstream)
         assert prepared is not None  # a new snapshot always has its state
         return prepared
 
@@ -335,10 +361,11 @@ class Reader:
         server: SourceServer,
         state: SnapshotState | None,
         stream_from: BinlogPosition | None = None,
+        upstream: int = 0,
     ) -> Prepared | None:
         s = self.settings
         return prepare(
-            server, self.source, self._filter, s.snapshot_parallelism, state, stream_from
+            server, self.source, self._filter, s.snapshot_parallelism, state, stream_from, upstream
         )
 
     def _snapshot(self, term: _Term, stop: threading.Event) -> bool:
@@ -396,6 +423,73 @@ class Reader:
         finally:
             reader.close()
 
+    def _connect_server(self) -> SourceServer:
+        """The server to read: the one read last if it answers, else the next that does."""
+        candidates = self.source.servers()
+        failed: SourceUnavailableError | None = None
+        for step in range(len(candidates)):
+            index = (self._serving + step) % len(candidates)
+            try:
+                server = SourceServer(candidates[index]).connect()
+            except SourceUnavailableError as exc:
+                failed = failed or exc
+                if len(candidates) > 1:
+                    log.warning("%s; trying the next server of %s", exc, self.source.name)
+                continue
+            if index != self._serving:
+                log.warning("source %s: switching to %s", self.source.name, server.where)
+            self._serving = index
+            return server
+        assert failed is not None
+        raise failed
+
+    def _resume_point(
+        self, server: SourceServer, identity: str, checkpoint: ReaderCheckpoint
+    ) -> BinlogPosition:
+        """Where to continue: the checkpoint's position on its own server; on another server,
+        right after the checkpoint's GTID set there, one upstream higher (PROTOCOL.md §9.4)."""
+        position = checkpoint.position
+        if checkpoint.upstream_server in (None, identity):
+            server.ensure_available(position, "checkpoint position")
+            return position
+        if not checkpoint.gtid_set:
+            raise ServerMisconfiguredError(
+                f"{server.where} is not the server of checkpoint {position} "
+                f"({checkpoint.upstream_server}), and the checkpoint has no GTID set to find "
+                f"the same point there; enable GTIDs, or list only servers with one binlog"
+            )
+        behind = server.missing_gtids(checkpoint.gtid_set)
+        if behind:
+            # A replica still applying what the reader already published: wait for it.
+            raise SourceUnavailableError(
+                f"{server.where} has not yet applied GTIDs {behind} of checkpoint "
+                f"{position}; waiting for it to catch up"
+            )
+        if server.holds_exactly(checkpoint.gtid_set):
+            # Nothing after the checkpoint yet (its last GTIDs may predate this server's
+            # binlog, e.g. a replica set up from a backup): continue at its end.
+            file, offset = server.master_position()
+            found = BinlogPosition(file, offset, server.gtid_at(file, offset))
+        else:
+            spec = parse_start(f"gtid:{checkpoint.gtid_set}", self.source.name)
+            found = server.locate(spec, self.server_id)
+        resume = replace(found, upstream=position.upstream + 1)
+        log.warning(
+            "source %s: continuing on %s (%s) at %s after checkpoint %s of %s",
+            self.source.name,
+            server.where,
+            identity,
+            resume,
+            position,
+            checkpoint.upstream_server,
+        )
+        return resume
+
+    def _stalls(self, committed: Mapping[tuple[str, int], int]) -> list[kafka.Stall]:
+        if self._admin is None:
+            self._admin = kafka.admin(self.services.kafka)
+        return kafka.stalls(self._admin, committed)
+
     def _ddl_schema(self, server: SourceServer, item: DdlItem) -> TableSchema | None:
         target = item.parsed.table
         if target is None or item.parsed.kind.value.startswith("drop"):
@@ -438,7 +532,7 @@ class Reader:
         retries = 0
         while not stop.is_set():
             stream = BinlogStream(
-                self.source,
+                term.server.source,
                 self.server_id,
                 term.resume.file,
                 term.resume.offset,
@@ -451,7 +545,9 @@ class Reader:
                 return
             except SourceUnavailableError as exc:
                 retries += 1
-                if retries > MAX_STREAM_RETRIES:
+                # With replicas listed, a lost server ends the term soon, so the next one
+                # starts on a server that answers.
+                if retries > (2 if self.source.replicas else MAX_STREAM_RETRIES):
                     raise
                 log.warning(
                     "%s; reconnecting from binlog %s (attempt %d)", exc, term.resume, retries
@@ -461,7 +557,9 @@ class Reader:
                 stream.close()
 
     def _follow(self, term: _Term, stream: BinlogStream, stop: threading.Event) -> None:
-        assembler = TransactionAssembler(term.resume.file, term.resume.offset, self._ddl_wanted)
+        assembler = TransactionAssembler(
+            term.resume.file, term.resume.offset, self._ddl_wanted, term.resume.upstream
+        )
         batcher = term.batcher
         metrics = self.metrics
         leadership = self.leadership
@@ -545,7 +643,7 @@ class Reader:
         now = self._wall()
         if heartbeat:
             assert position is not None
-            where = BinlogPosition(position.file, position.offset, term.resume.gtid)
+            where = replace(position, gtid=term.resume.gtid)
             batcher.add_heartbeat(self.reader_id, where, lag_ms, now)
             self.metrics.heartbeats += 1
         else:
@@ -565,6 +663,7 @@ class Reader:
                 offsets=tuple((t, p, o) for (t, p), o in sorted(term.offsets.items())),
                 reader_id=self.reader_id,
                 epoch=term.epoch,
+                upstream_server=term.identity,
                 snapshot=None if term.snapshot is None else term.snapshot.to_json(),
             )
             value, headers = encode(checkpoint, self._encoding)
@@ -596,6 +695,8 @@ class Reader:
         m.rows += batch.stats.rows
         m.bytes += batch.stats.bytes
         m.observe_commit(elapsed_ms)
+        self.stable.committed(term.offsets, self._monotonic())
+        m.stalled_partitions = len(self.stable.stalled)
         log.debug(
             "committed %d transactions, %d events up to binlog %s:%s gtid=%s ts=%d in %.1f ms",
             batch.stats.transactions,

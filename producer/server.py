@@ -32,6 +32,7 @@ from rowbus.producer.positions import GtidState, StartPosition, is_mariadb_gtid
 from rowbus.producer.tables import CHAR_TYPES, TableFilter
 from rowbus.producer.tracker import Extras
 from rowbus.protocol.events import BinlogPosition, ColumnSchema, IndexSchema, TableSchema
+from rowbus.protocol.positions import parse_gtid_set
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +160,31 @@ class SourceServer:
         if not row:
             raise ServerMisconfiguredError(f"{self.where}: binary logging is off; set --log-bin")
         return str(row[0]), int(row[1])
+
+    def identity(self) -> str:
+        """Which server this is, for telling its binlog positions from another's: MySQL's
+        server_uuid, else (MariaDB has none) ``server_id:N``."""
+        if not self.mariadb:
+            row = self.query_one("SELECT @@server_uuid")
+            if row and row[0]:
+                return str(row[0])
+        row = self.query_one("SELECT @@server_id")
+        return f"server_id:{row[0] if row else 0}"
+
+    def missing_gtids(self, gtid_set: str) -> str:
+        """What of `gtid_set` this server has not written to its binlog yet ('' when none)."""
+        have, want = self._written_gtids(), parse_gtid_set(gtid_set)
+        return ",".join(f"{s}:{n}" for s, n in sorted(want.items()) if have.get(s, 0) < n)
+
+    def holds_exactly(self, gtid_set: str) -> bool:
+        """Whether this server's binlog ends, in every stream of `gtid_set`, at that GTID."""
+        have, want = self._written_gtids(), parse_gtid_set(gtid_set)
+        return bool(want) and all(have.get(s) == n for s, n in want.items())
+
+    def _written_gtids(self) -> dict[str, int]:
+        sql = "SELECT @@gtid_binlog_pos" if self.mariadb else "SELECT @@gtid_executed"
+        row = self.query_one(sql)
+        return parse_gtid_set(str(row[0]) if row and row[0] else "")
 
     def gtid_at(self, file: str, pos: int) -> str | None:
         """The GTID state at `file:pos` (MariaDB's BINLOG_GTID_POS), None elsewhere."""

@@ -79,6 +79,10 @@ class ReaderSettings(StrictModel):
     snapshot_parallelism: int = Field(2, ge=1, le=64)
     """Read views (connections) reading tables in parallel during a snapshot."""
     transaction_timeout_ms: int = Field(60_000, ge=1000)
+    stall_check_s: float = Field(10.0, gt=0)
+    """How often the reader checks that read_committed consumers can read what it committed
+    (a partition's last stable offset held behind an unresolved transaction is logged and
+    exported as ``stalled_partitions``)."""
     kafka: dict[str, str | int | float | bool] = Field(default_factory=dict)
     """Extra librdkafka settings for the reader's producer."""
 

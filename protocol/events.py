@@ -22,15 +22,21 @@ from rowbus.protocol.values import Value
 
 @dataclass(frozen=True, slots=True)
 class BinlogPosition:
-    """Where an event sits in the upstream binlog."""
+    """Where an event sits in the upstream binlog.
+
+    `upstream` counts the switches of the source to another server (a replica after a
+    failover, PROTOCOL.md §9.4): a file and offset are only comparable within one upstream, and
+    order keys lead with it so they keep growing across a switch."""
 
     file: str
     offset: int
     gtid: str | None = None
+    upstream: int = 0
 
     def __str__(self) -> str:
         base = f"{self.file}:{self.offset}"
-        return f"{base} gtid={self.gtid}" if self.gtid else base
+        base = f"{base} gtid={self.gtid}" if self.gtid else base
+        return f"{base} upstream={self.upstream}" if self.upstream else base
 
     @property
     def file_number(self) -> int:
@@ -46,8 +52,8 @@ class Op(Enum):
     UPDATE = "update"
     DELETE = "delete"
     READ = "read"
-    """1.2: the row as an initial or incremental snapshot read it — "it is so", not "it
-    changed" (PROTOCOL.md §9.4). Like an insert it has only `after`; applied as an upsert."""
+    """1.3: the row as an initial or incremental snapshot read it — "it is so", not "it
+    changed" (PROTOCOL.md §9.5). Like an insert it has only `after`; applied as an upsert."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,10 +322,14 @@ class ReaderCheckpoint:
     offsets: tuple[tuple[str, int, int], ...]
     reader_id: str
     epoch: int
+    upstream_server: str | None = None
+    """Which server `position` is a position of (MySQL's server_uuid, else ``server_id:N``);
+    a reader resuming on another server (or after RESET MASTER) locates the checkpoint's GTID
+    set there instead and raises the position's upstream (§9.4)."""
     snapshot: str | None = None
-    """1.2: the reader's snapshot progress while it snapshots (tables, chunks done, the binlog
+    """1.3: the reader's snapshot progress while it snapshots (tables, chunks done, the binlog
     position each key range was read at), as JSON text private to the reader; None when no
-    snapshot is running. Consumers ignore it (PROTOCOL.md §9.4)."""
+    snapshot is running. Consumers ignore it (PROTOCOL.md §9.5)."""
 
 
 class ControlKind(Enum):
@@ -349,12 +359,13 @@ class ControlRecord:
 Event: TypeAlias = RowChange | DdlChange | Resolved | Heartbeat
 
 
-def order_key(event: RowChange | DdlChange) -> tuple[int, str, int, int]:
-    """The de-duplication order key of a row or DDL (PROTOCOL.md §9): binlog file number (then
-    name), offset, and index in the transaction. Strictly grows within a source."""
+def order_key(event: RowChange | DdlChange) -> tuple[int, int, str, int, int]:
+    """The de-duplication order key of a row or DDL (PROTOCOL.md §9): upstream, binlog file
+    number (then name), offset, and index in the transaction. Strictly grows within a
+    source, also across a switch to another upstream server (§9.4)."""
     pos = event.position
     index = event.txn.index if event.txn is not None else 0
-    return (pos.file_number, pos.file, pos.offset, index)
+    return (pos.upstream, pos.file_number, pos.file, pos.offset, index)
 
 
 Record: TypeAlias = Event | SchemaRecord | ReaderCheckpoint | ControlRecord

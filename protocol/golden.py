@@ -269,7 +269,17 @@ SAMPLES: dict[str, Record] = {
         reader_id="reader-a",
         epoch=3,
     ),
-    # 1.2: a snapshot row (op READ, §9.4) and a checkpoint taken while a snapshot runs.
+    "checkpoint_switched": ReaderCheckpoint(
+        source="db1",
+        position=BinlogPosition("replica-bin.000003", 4_567, GTID, upstream=1),
+        gtid_set="3e11fa47-71ca-11e1-9e33-c80aa9429562:1-23",
+        ts=TS + 5,
+        offsets=(("rowbus.db1", 0, 1003),),
+        reader_id="reader-b",
+        epoch=4,
+        upstream_server="server_id:12",
+    ),
+    # 1.3: a snapshot row (op READ, §9.5) and a checkpoint taken while a snapshot runs.
     "row_snapshot": RowChange(
         source="db1",
         ts=TS,

@@ -8,16 +8,20 @@ as unavailable with the reason instead of failing the whole screen.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TextIO
 
-from rowbus.clients import mysql, zookeeper
+from rowbus.clients import kafka, mysql, zookeeper
 from rowbus.config import Settings
+from rowbus.exceptions import WaitTimeoutError
+from rowbus.protocol.errors import RowbusError
 from rowbus.protocol.hlc import physical_ms
 from rowbus.spark_apply.progress import AppliedBatch, every_job
+from rowbus.waiting import wait_for
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,8 @@ class ReaderStatus:
     standbys: int
     position: str | None
     watermark_ts: int | None
+    stalls: tuple[str, ...] = ()
+    """Partitions whose committed records read_committed consumers cannot read."""
     snapshot: dict[str, object] | None = None
     """The source's snapshot progress (rows, rows/s, ETA per table), when one ran."""
 
@@ -41,6 +47,7 @@ def reader_status(settings: Settings) -> list[ReaderStatus]:
     from rowbus.producer.snapshot.state import SnapshotState
 
     assert settings.zookeeper.hosts is not None
+    admin = kafka.admin(settings.kafka.client_config())
     client = zookeeper.start_client(settings.zookeeper.hosts, 5.0, start_timeout=10.0)
     try:
         result = []
@@ -56,6 +63,9 @@ def reader_status(settings: Settings) -> list[ReaderStatus]:
                     max(0, len(ordered) - 1),
                     str(checkpoint.position) if checkpoint else None,
                     checkpoint.ts if checkpoint else None,
+                    unreadable(admin, {(t, p): o for t, p, o in checkpoint.offsets})
+                    if checkpoint
+                    else (),
                     summary(SnapshotState.from_json(checkpoint.snapshot), time.time())
                     if checkpoint and checkpoint.snapshot
                     else None,
@@ -64,6 +74,23 @@ def reader_status(settings: Settings) -> list[ReaderStatus]:
         return result
     finally:
         zookeeper.stop_client(client)
+
+
+def unreadable(
+    admin: object, committed: dict[tuple[str, int], int], within: float = 5.0
+) -> tuple[str, ...]:
+    """The partitions whose last stable offset stays below the offsets a reader's checkpoint
+    says are committed (its records and the checkpoint share one transaction, so only the
+    commit markers still being written can hold them, for milliseconds)."""
+    found: list[kafka.Stall] = []
+
+    def readable() -> bool:
+        found[:] = kafka.stalls(admin, committed)
+        return not found
+
+    with contextlib.suppress(WaitTimeoutError):
+        wait_for(readable, timeout=within, what="stable offsets", stop_on=(RowbusError,))
+    return tuple(str(stall) for stall in found)
 
 
 def apply_status(settings: Settings) -> list[ApplyStatus]:
@@ -151,12 +178,13 @@ def as_json(settings: Settings, report: Report, now_ms: int) -> str:
 
 
 def print_status(settings: Settings, out: TextIO, *, as_json_lines: bool = False) -> int:
-    """Print the report (text, or one JSON object); exit status 3 when a part is unavailable."""
+    """Print the report (text, or one JSON object); exit status 3 when a part is unavailable
+    or a reader's committed records are stalled behind an unresolved transaction."""
     now_ms = int(time.time() * 1000)
     report = collect(settings)
     if as_json_lines:
         print(as_json(settings, report, now_ms), file=out)
-        return 3 if report.unavailable else 0
+        return _exit(report)
     print("readers", file=out)
     if "readers" in report.unavailable:
         print(f"  readers: unavailable ({report.unavailable['readers']})", file=out)
@@ -170,6 +198,8 @@ def print_status(settings: Settings, out: TextIO, *, as_json_lines: bool = False
                 f"{r.position or '(no checkpoint)':<40} {_ago(r.watermark_ts, now_ms)}",
                 file=out,
             )
+            for stall in r.stalls:
+                print(f"    STALLED {stall}", file=out)
             if r.snapshot is not None:
                 from rowbus.producer.snapshot.progress import status_line
 
@@ -194,4 +224,9 @@ def print_status(settings: Settings, out: TextIO, *, as_json_lines: bool = False
         print(f"  {len(report.locks)} unresolved" + (":" if report.locks else ""), file=out)
         for lock in report.locks:
             print(f"    {json.dumps(lock, default=str)[:200]}", file=out)
-    return 3 if report.unavailable else 0
+    return _exit(report)
+
+
+def _exit(report: Report) -> int:
+    """3 when a part cannot be read or committed records cannot be read."""
+    return 3 if report.unavailable or any(r.stalls for r in report.readers) else 0

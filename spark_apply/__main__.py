@@ -2,7 +2,8 @@
 
 The JSON file is a `JobConfig` (``rowbus apply`` writes one from rowbus' configuration).
 Exit status: 0 when an ``available_now`` run has caught up, 2 when an event cannot be applied
-(the message names its position and the reason), 1 on any other failure.
+(the message names its position and the reason), 1 on any other failure. Every failure ends
+with one line; ``-v`` adds the trace and keeps Spark's own (verbose) log profile.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -23,12 +25,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rowbus.spark_apply", description=__doc__)
     parser.add_argument("--config", type=Path, required=True, help="a JobConfig JSON file")
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="traces of failures, Spark's full log"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("py4j").setLevel(logging.WARNING)
     config = JobConfig.model_validate(json.loads(args.config.read_text()))
+    _prepare_jvm(config, args.verbose)
     from rowbus.spark_apply.job import run
 
     stopped: list[int] = []
@@ -61,8 +67,40 @@ def main(argv: list[str] | None = None) -> int:
         if cause is not None:
             logging.getLogger("rowbus.spark_apply").error("apply stopped: %s", cause)
             return 2
-        raise
+        if args.verbose:
+            logging.getLogger("rowbus.spark_apply").exception("apply failed")
+        logging.getLogger("rowbus.spark_apply").error(
+            "apply failed: %s%s", one_line(exc), "" if args.verbose else " (-v for the trace)"
+        )
+        return 1
     return 0
+
+
+def _prepare_jvm(config: JobConfig, verbose: bool) -> None:
+    """Settings for the JVM this process is about to launch (none under spark-submit, whose
+    JVM already runs and whose launcher chose its own)."""
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    if not verbose and "PYSPARK_SUBMIT_ARGS" not in os.environ:
+        quiet = Path(__file__).with_name("log4j2-quiet.properties")
+        os.environ["PYSPARK_SUBMIT_ARGS"] = (
+            f"--driver-java-options -Dlog4j2.configurationFile=file:{quiet} pyspark-shell"
+        )
+    if config.apply.master.startswith("local"):
+        # Everything is on this machine: bind loopback rather than the first interface.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+def one_line(exc: BaseException) -> str:
+    """A Spark or py4j failure as one line: the innermost JVM exception's class and message
+    when there is one (py4j puts it on the line after its own), else the first line."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    java = next((ln for ln in lines if ln.startswith(": ")), None)
+    if java is not None:
+        head, _, message = java[2:].partition(": ")
+        return f"{head.rsplit('.', 1)[-1]}: {message}"[:500]
+    first = lines[0] if lines else ""
+    return f"{type(exc).__name__}: {first}"[:500]
 
 
 class JobStopped(Exception):  # noqa: N818 - a stop request, not a failure

@@ -74,8 +74,10 @@ class SinkDdl:
         self._job = job
 
     def marker_id(self, ev: DdlChange) -> str:
-        _number, file, offset, index = order_key(ev)
-        return f"apply/{self._job}/{ev.source}/{file}:{offset}:{index}"
+        upstream, _number, file, offset, index = order_key(ev)
+        # Ids of DDLs before any upstream switch (upstream 0) keep their pre-1.2 form.
+        where = f"{file}:{offset}:{index}" + (f"@{upstream}" if upstream else "")
+        return f"apply/{self._job}/{ev.source}/{where}"
 
     def plan(self, ev: DdlChange) -> tuple[str, list[str], bool] | None:
         """(statement for the sink, targets it touches, whether it creates a table), or None

@@ -29,6 +29,16 @@ def pytest_configure(config: pytest.Config) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, _interrupt)
+    config.stash[_INTERRUPT] = _interrupt
+
+
+_INTERRUPT = pytest.StashKey[Callable[[int, object], None]]()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # A test may run code that installs its own handler (a command's, the apply job's main);
+    # the run must still stop on SIGTERM whatever ran before.
+    signal.signal(signal.SIGTERM, item.config.stash[_INTERRUPT])
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -38,6 +38,7 @@ def prepare(
     parallelism: int,
     state: SnapshotState | None,
     stream_from: BinlogPosition | None = None,
+    upstream: int = 0,
 ) -> Prepared | None:
     """Open read views; a new `state` at their position (None given), or `state` resumed there.
     Tables without a primary key cannot be chunked or resumed: they are skipped with a warning
@@ -45,10 +46,12 @@ def prepare(
 
     `stream_from` (a finished `state`, the checkpoint's position): snapshot only the tables the
     filter now wants that the state does not know (added to the configuration), at a read view
-    after `stream_from`, while the stream goes on from there; None when there are none."""
+    after `stream_from`, while the stream goes on from there; None when there are none.
+    `upstream`: the stream's upstream count (PROTOCOL.md §9.4), which the read view's position
+    takes so positions compare in binlog order."""
     views = open_views(source, parallelism, server.where)
     try:
-        position = views[0].position
+        position = replace(views[0].position, upstream=upstream)
         listed = list_tables(views[0], table_filter)
         schemas: dict[str, TableSchema] = {}
         skipped: dict[str, TableSchema] = {}
@@ -74,7 +77,7 @@ def prepare(
                 for v in views:
                     v.close()
                 return None
-            state.position = stream_from  # the new rows sit where the stream goes on (§9.4)
+            state.position = stream_from  # the new rows sit where the stream goes on (§9.5)
             state.done, state.finished = False, None
             for name in new:
                 state.tables[name] = TableProgress(

@@ -13,7 +13,7 @@ changes after P are all kept (replayed over newer rows they converge: idempotent
 
 Snapshot rows are published at P (`position`) with `txn.index` = `seq`, a counter over the
 whole snapshot, so their order key grows and stays below every streamed change (PROTOCOL.md
-§9.4).
+§9.5).
 """
 
 from __future__ import annotations
@@ -46,15 +46,22 @@ class SnapshotMode(Enum):
 
 
 def _pos(p: BinlogPosition) -> list[Any]:
-    return [p.file, p.offset, p.gtid]
+    return [p.file, p.offset, p.gtid, p.upstream]
 
 
 def _pos_from(x: list[Any]) -> BinlogPosition:
-    return BinlogPosition(str(x[0]), int(x[1]), None if x[2] is None else str(x[2]))
+    upstream = int(x[3]) if len(x) > 3 else 0
+    return BinlogPosition(str(x[0]), int(x[1]), None if x[2] is None else str(x[2]), upstream)
 
 
 def _before(a: BinlogPosition, b: BinlogPosition) -> bool:
-    return (a.file_number, a.file, a.offset) < (b.file_number, b.file, b.offset)
+    """Binlog order, upstream first (PROTOCOL.md §9.4)."""
+    return (a.upstream, a.file_number, a.file, a.offset) < (
+        b.upstream,
+        b.file_number,
+        b.file,
+        b.offset,
+    )
 
 
 @dataclass

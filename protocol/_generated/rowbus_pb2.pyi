@@ -21,14 +21,16 @@ OP_DELETE: Op
 OP_READ: Op
 
 class Position(_message.Message):
-    __slots__ = ("file", "offset", "gtid")
+    __slots__ = ("file", "offset", "gtid", "upstream")
     FILE_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     GTID_FIELD_NUMBER: _ClassVar[int]
+    UPSTREAM_FIELD_NUMBER: _ClassVar[int]
     file: str
     offset: int
     gtid: str
-    def __init__(self, file: _Optional[str] = ..., offset: _Optional[int] = ..., gtid: _Optional[str] = ...) -> None: ...
+    upstream: int
+    def __init__(self, file: _Optional[str] = ..., offset: _Optional[int] = ..., gtid: _Optional[str] = ..., upstream: _Optional[int] = ...) -> None: ...
 
 class Txn(_message.Message):
     __slots__ = ("id", "index", "count")
@@ -201,7 +203,7 @@ class TopicOffset(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
 
 class ReaderCheckpoint(_message.Message):
-    __slots__ = ("source", "position", "gtid_set", "ts", "offsets", "reader_id", "epoch", "snapshot")
+    __slots__ = ("source", "position", "gtid_set", "ts", "offsets", "reader_id", "epoch", "upstream_server", "snapshot")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     POSITION_FIELD_NUMBER: _ClassVar[int]
     GTID_SET_FIELD_NUMBER: _ClassVar[int]
@@ -209,6 +211,7 @@ class ReaderCheckpoint(_message.Message):
     OFFSETS_FIELD_NUMBER: _ClassVar[int]
     READER_ID_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    UPSTREAM_SERVER_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     source: str
     position: Position
@@ -217,8 +220,9 @@ class ReaderCheckpoint(_message.Message):
     offsets: _containers.RepeatedCompositeFieldContainer[TopicOffset]
     reader_id: str
     epoch: int
+    upstream_server: str
     snapshot: str
-    def __init__(self, source: _Optional[str] = ..., position: _Optional[_Union[Position, _Mapping]] = ..., gtid_set: _Optional[str] = ..., ts: _Optional[int] = ..., offsets: _Optional[_Iterable[_Union[TopicOffset, _Mapping]]] = ..., reader_id: _Optional[str] = ..., epoch: _Optional[int] = ..., snapshot: _Optional[str] = ...) -> None: ...
+    def __init__(self, source: _Optional[str] = ..., position: _Optional[_Union[Position, _Mapping]] = ..., gtid_set: _Optional[str] = ..., ts: _Optional[int] = ..., offsets: _Optional[_Iterable[_Union[TopicOffset, _Mapping]]] = ..., reader_id: _Optional[str] = ..., epoch: _Optional[int] = ..., upstream_server: _Optional[str] = ..., snapshot: _Optional[str] = ...) -> None: ...
 
 class ControlRecord(_message.Message):
     __slots__ = ("lock_id", "kind", "shard", "statement", "ts", "actor", "detail")

@@ -43,10 +43,13 @@ WRITER_SCHEMAS: dict[str, Any] = {
     "1.1": fastavro.parse_schema(
         json.loads((SCHEMA_PATH.parent / "rowbus-1.1.avsc").read_text(encoding="utf-8"))
     ),
-    "1.2": SCHEMA,
+    "1.2": fastavro.parse_schema(
+        json.loads((SCHEMA_PATH.parent / "rowbus-1.2.avsc").read_text(encoding="utf-8"))
+    ),
+    "1.3": SCHEMA,
 }
-"""The Avro schema of each protocol version this decoder reads (1.1 adds fields at record ends,
-with defaults, so a 1.0 datum resolves to the 1.1 reader schema)."""
+"""The Avro schema of each protocol version this decoder reads (each minor version adds fields
+at record ends, with defaults, so an older datum resolves to this version's reader schema)."""
 NAMESPACE = "rowbus.v1"
 _TWO64 = 1 << 64
 _write = fastavro.schemaless_writer
@@ -109,7 +112,7 @@ def _image(values: tuple[Value, ...] | None) -> dict[str, Any] | None:
 
 
 def _position(p: BinlogPosition) -> dict[str, Any]:
-    return {"file": p.file, "offset": p.offset, "gtid": p.gtid}
+    return {"file": p.file, "offset": p.offset, "gtid": p.gtid, "upstream": p.upstream}
 
 
 def _txn(t: TxnRef | None) -> dict[str, Any] | None:
@@ -189,6 +192,7 @@ def _(r: ReaderCheckpoint) -> tuple[str, dict[str, Any]]:
         "offsets": [{"topic": t, "partition": p, "offset": o} for t, p, o in r.offsets],
         "reader_id": r.reader_id,
         "epoch": r.epoch,
+        "upstream_server": r.upstream_server,
         "snapshot": r.snapshot,
     }
 
@@ -217,7 +221,7 @@ def _image_from(d: dict[str, Any] | None) -> tuple[Value, ...] | None:
 
 
 def _position_from(d: dict[str, Any]) -> BinlogPosition:
-    return BinlogPosition(d["file"], d["offset"], d["gtid"])
+    return BinlogPosition(d["file"], d["offset"], d["gtid"], d.get("upstream", 0))
 
 
 def _txn_from(d: dict[str, Any] | None) -> TxnRef | None:
@@ -285,6 +289,7 @@ def _checkpoint_from(d: dict[str, Any]) -> ReaderCheckpoint:
         offsets=tuple((o["topic"], o["partition"], o["offset"]) for o in d["offsets"]),
         reader_id=d["reader_id"],
         epoch=d["epoch"],
+        upstream_server=d.get("upstream_server"),
         snapshot=d.get("snapshot"),
     )
 

@@ -33,7 +33,9 @@ _ROW_SETTERS = tuple(
     )
 )
 _TXN_SETTERS = tuple(getattr(TxnRef, f).__set__ for f in ("id", "index", "count"))
-_POS_SETTERS = tuple(getattr(BinlogPosition, f).__set__ for f in ("file", "offset", "gtid"))
+_POS_SETTERS = tuple(
+    getattr(BinlogPosition, f).__set__ for f in ("file", "offset", "gtid", "upstream")
+)
 _INSERT = Op.INSERT
 _DELETE = Op.DELETE
 _READ = Op.READ
@@ -90,11 +92,12 @@ def txn_ref(id_: str, index: int, count: int | None) -> TxnRef:
     return obj  # type: ignore[no-any-return]
 
 
-def binlog_position(file: str, offset: int, gtid: str | None) -> BinlogPosition:
-    """``BinlogPosition(file, offset, gtid)``."""
+def binlog_position(file: str, offset: int, gtid: str | None, upstream: int = 0) -> BinlogPosition:
+    """``BinlogPosition(file, offset, gtid, upstream)``."""
     obj: Any = _new(BinlogPosition)
-    a, b, c = _POS_SETTERS
+    a, b, c, d = _POS_SETTERS
     a(obj, file)
     b(obj, offset)
     c(obj, gtid)
+    d(obj, upstream)
     return obj  # type: ignore[no-any-return]

@@ -228,11 +228,16 @@ def _image_from(x: Any) -> tuple[Value, ...] | None:
 
 
 def _position(p: BinlogPosition) -> dict[str, Any]:
-    return {"file": p.file, "offset": p.offset, "gtid": p.gtid}
+    out = {"file": p.file, "offset": p.offset, "gtid": p.gtid}
+    if p.upstream:  # 1.2; absent means 0
+        out["upstream"] = p.upstream
+    return out
 
 
 def _position_from(d: Mapping[str, Any]) -> BinlogPosition:
-    return BinlogPosition(_str(d["file"]), _int(d["offset"]), _opt_str(d.get("gtid")))
+    return BinlogPosition(
+        _str(d["file"]), _int(d["offset"]), _opt_str(d.get("gtid")), _int(d.get("upstream", 0))
+    )
 
 
 def _txn(t: TxnRef | None) -> dict[str, Any] | None:
@@ -342,6 +347,7 @@ def _(r: ReaderCheckpoint) -> dict[str, Any]:
             "offsets": [{"topic": t, "partition": p, "offset": o} for t, p, o in r.offsets],
             "reader_id": r.reader_id,
             "epoch": r.epoch,
+            **({"upstream_server": r.upstream_server} if r.upstream_server is not None else {}),
             **({"snapshot": r.snapshot} if r.snapshot is not None else {}),
         }
     }
@@ -492,6 +498,7 @@ def _checkpoint_from(d: Mapping[str, Any]) -> ReaderCheckpoint:
         ),
         reader_id=_str(d["reader_id"]),
         epoch=_int(d["epoch"]),
+        upstream_server=_opt_str(d.get("upstream_server")),
         snapshot=_opt_str(d.get("snapshot")),
     )
 

@@ -191,6 +191,8 @@ def _(r: ReaderCheckpoint, env: Any) -> None:
         m.offsets.add(topic=topic, partition=partition, offset=offset)
     m.reader_id = r.reader_id
     m.epoch = r.epoch
+    if r.upstream_server is not None:
+        m.upstream_server = r.upstream_server
     if r.snapshot is not None:
         m.snapshot = r.snapshot
 
@@ -236,6 +238,8 @@ def _position_to(p: BinlogPosition, m: Any) -> None:
     m.offset = p.offset
     if p.gtid is not None:
         m.gtid = p.gtid
+    if p.upstream:
+        m.upstream = p.upstream
 
 
 def _table_to(t: TableSchema, m: Any) -> None:
@@ -275,7 +279,9 @@ def _row_from(m: Any) -> RowChange:
         _image_from(m.before) if m.HasField("before") else None,
         _image_from(m.after) if m.HasField("after") else None,
         construct.txn_ref(t.id, t.index, t.count if t.HasField("count") else None),
-        construct.binlog_position(p.file, p.offset, p.gtid if p.HasField("gtid") else None),
+        construct.binlog_position(
+            p.file, p.offset, p.gtid if p.HasField("gtid") else None, p.upstream
+        ),
     )
 
 
@@ -288,7 +294,7 @@ def _txn_from(m: Any) -> TxnRef:
 
 
 def _position_from(m: Any) -> BinlogPosition:
-    return BinlogPosition(m.file, m.offset, m.gtid if m.HasField("gtid") else None)
+    return BinlogPosition(m.file, m.offset, m.gtid if m.HasField("gtid") else None, m.upstream)
 
 
 def _table_from(m: Any) -> TableSchema:
@@ -352,6 +358,7 @@ def _checkpoint_from(m: Any) -> ReaderCheckpoint:
         offsets=tuple((o.topic, o.partition, o.offset) for o in m.offsets),
         reader_id=m.reader_id,
         epoch=m.epoch,
+        upstream_server=m.upstream_server if m.HasField("upstream_server") else None,
         snapshot=m.snapshot if m.HasField("snapshot") else None,
     )
 

@@ -440,3 +440,59 @@ def ensure_topic(
             return TopicState(topic, state.partitions, True, state.problems)
         time.sleep(0.1)
     raise KafkaClientError(f"topic {topic} did not appear within {timeout:.0f}s", retryable=True)
+
+
+# -- stable offsets ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stall:
+    """Committed records a read_committed consumer cannot read: the partition's last stable
+    offset stays below them (an open or aborted transaction the broker did not resolve)."""
+
+    topic: str
+    partition: int
+    stable: int
+    """The last stable offset: read_committed consumers stop before it."""
+    committed: int
+    """The offset up to which records are known to be committed."""
+
+    def __str__(self) -> str:
+        return (
+            f"{self.topic}[{self.partition}]@{self.stable}: read_committed consumers cannot "
+            f"read past offset {self.stable} although records up to offset {self.committed} are "
+            "committed; an open or aborted transaction holds the partition's last stable offset "
+            "(find the producer holding it, or restart the broker so it aborts the transaction)"
+        )
+
+
+def stable_offsets(
+    admin: Any, partitions: Sequence[TopicPartition], timeout: float = 10.0
+) -> dict[TopicPartition, int]:
+    """The last stable offset of each partition (what a read_committed consumer reads up to)."""
+    from confluent_kafka import IsolationLevel
+    from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+
+    if not partitions:
+        return {}
+    with kafka_errors("listing stable offsets"):
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        futures = admin.list_offsets(
+            {kafka_tp(t, p): latest for t, p in partitions},
+            isolation_level=IsolationLevel.READ_COMMITTED,
+            request_timeout=timeout,
+        )
+        return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+
+
+def stalls(
+    admin: Any, committed: Mapping[TopicPartition, int], timeout: float = 10.0
+) -> list[Stall]:
+    """The partitions whose last stable offset is below what is known to be committed (e.g. a
+    reader's checkpoint offsets, committed in the same transaction as its records)."""
+    stable = stable_offsets(admin, sorted(committed), timeout)
+    return [
+        Stall(t, p, stable[(t, p)], offset)
+        for (t, p), offset in sorted(committed.items())
+        if stable.get((t, p), offset) < offset
+    ]

@@ -34,7 +34,29 @@ class MySQLConnection(StrictModel):
         }
 
 
+class ServerAddress(StrictModel):
+    """Another server of a source, reached with the source's user and password."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(3306, ge=1, le=65535)
+
+
 class SourceConnection(MySQLConnection):
     """One upstream server a reader tails; `name` keys its topics, checkpoints and election."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    replicas: tuple[ServerAddress, ...] = ()
+    """Servers holding the same transactions under the same GTIDs (replicas with
+    log_slave_updates / log_replica_updates): when the reader loses the server it reads, it
+    continues on the first of these (then the others) that answers, by GTID (PROTOCOL.md
+    §9.4)."""
+
+    def servers(self) -> list[SourceConnection]:
+        """This server, then each replica, as connections of their own."""
+        return [
+            self.model_copy(update={"replicas": ()}),
+            *(
+                self.model_copy(update={"host": r.host, "port": r.port, "replicas": ()})
+                for r in self.replicas
+            ),
+        ]

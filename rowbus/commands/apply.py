@@ -40,6 +40,5 @@ def _apply(args: argparse.Namespace, settings: Settings) -> int:
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
         # The job, its JVM and its Python workers form one process group that a SIGTERM or
         # SIGINT to this command stops as a whole.
-        return run_group(
-            [sys.executable, "-m", "rowbus.spark_apply", "--config", str(path)], env=env
-        )
+        argv = [sys.executable, "-m", "rowbus.spark_apply", "--config", str(path)]
+        return run_group([*argv, "-v"] if args.verbose else argv, env=env)

@@ -56,6 +56,7 @@ class KafkaProbe:
             ]
         probes: list[Callable[[], Check]] = [
             self.read_committed,
+            self.stable_offset,
             self.end_offset,
             self.offsets_for_times,
             self.fencing,
@@ -96,6 +97,46 @@ class KafkaProbe:
             "still drop them by binlog position, third-party consumers must do the same",
             fix="use Apache Kafka or noida-db for exactly-once to third-party consumers",
         )
+
+    def stable_offset(self) -> Check:
+        """The broker reports a last stable offset that an open transaction holds and its end
+        releases: what `rowbus status` and the reader compare committed offsets with to find
+        records read_committed consumers cannot read."""
+        producer = kafka.producer(self._conf(**{"transactional.id": f"{self.topic}.lso"}))
+        producer.init_transactions(self.timeout)
+        producer.begin_transaction()
+        producer.produce(self.topic, b"open", partition=0)
+        producer.flush(self.timeout)
+        tp = (self.topic, 0)
+        held = kafka.stable_offsets(self.admin, [tp], self.timeout)[tp]
+        end = self._end(0)
+        producer.abort_transaction(self.timeout)
+        released = wait_for(
+            lambda: (
+                (lso := kafka.stable_offsets(self.admin, [tp], self.timeout)[tp]) > held and lso
+            ),
+            timeout=self.timeout,
+            what="the last stable offset to pass an aborted transaction",
+        )
+        ok = held < end and released >= end
+        return Check(
+            "last stable offset held by an open transaction, released by its end",
+            ok,
+            required=False,
+            detail=f"while open: stable {held}, end {end}; after abort: stable {released}",
+            consequence="a stalled read_committed partition cannot be detected",
+            fix="use a broker that answers ListOffsets with isolation level read_committed",
+        )
+
+    def _end(self, partition: int) -> int:
+        consumer = kafka.consumer(self._consumer_conf("read_uncommitted"))
+        try:
+            _, high = consumer.get_watermark_offsets(
+                TopicPartition(self.topic, partition), timeout=self.timeout, cached=False
+            )
+            return int(high)
+        finally:
+            consumer.close()
 
     def end_offset(self) -> Check:
         producer = kafka.producer(self._conf(**{"linger.ms": 200, "batch.num.messages": 1000}))

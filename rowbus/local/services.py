@@ -72,11 +72,20 @@ class MariaDB(Service):
     """A private MariaDB server; sources write a ROW binlog with full metadata and GTIDs."""
 
     def __init__(
-        self, name: str, port: int, setting: str, state_dir: Path, server_id: int, binlog: bool
+        self,
+        name: str,
+        port: int,
+        setting: str,
+        state_dir: Path,
+        server_id: int,
+        binlog: bool,
+        extra: tuple[str, ...] = (),
     ) -> None:
         super().__init__(name, port, setting, state_dir)
         self.server_id = server_id
         self.binlog = binlog
+        self.extra = extra
+        """More server options (a replica's, in tests)."""
 
     @property
     def socket_path(self) -> Path:
@@ -152,7 +161,7 @@ class MariaDB(Service):
                 "--binlog-row-metadata=FULL",
                 "--gtid-strict-mode=1",
             ]
-        return args
+        return [*args, *self.extra]
 
     def ready(self) -> bool:
         with self._root() as conn, conn.cursor() as cur:

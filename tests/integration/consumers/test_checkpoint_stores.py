@@ -61,7 +61,10 @@ def checkpoint(request: pytest.FixtureRequest, offset: int, position: int) -> Ch
     topic = getattr(request.node, "topic", "rowbus.source1")
     return Checkpoint(
         offsets={(topic, 0): offset, (topic, 1): offset + 1},
-        floors={"source1": Floor(position=(1, "bin.000001", position, 0)), "source2": Floor(ts=9)},
+        floors={
+            "source1": Floor(position=(0, 1, "bin.000001", position, 0)),
+            "source2": Floor(ts=9),
+        },
         watermarks={(topic, 0, "source1"): (100 + offset, offset - 1)},
         ts=100 + offset,
     )

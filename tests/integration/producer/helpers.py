@@ -93,10 +93,12 @@ class ReaderSetup:
 
 
 @contextmanager
-def reader_thread(setup: ReaderSetup, **overrides: Any) -> Iterator[Reader]:
+def reader_thread(
+    setup: ReaderSetup, source: SourceConnection | None = None, **overrides: Any
+) -> Iterator[Reader]:
     """A reader running in a thread; stopped gracefully (and its error re-raised) at exit."""
     settings = ReaderSettings(**setup.reader_settings(election=False, **overrides))
-    reader = Reader(setup.source_connection(), settings, setup.services_for_reader())
+    reader = Reader(source or setup.source_connection(), settings, setup.services_for_reader())
     stop = threading.Event()
     errors: list[BaseException] = []
 

@@ -104,3 +104,47 @@ def test_a_missing_sharded_target_is_created_from_the_first_shard(
     finally:
         with connect(services.resolved_sink) as conn, conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{target_db}`")
+
+
+def test_a_failure_inside_spark_is_one_line(services: Settings, tmp_path: Path) -> None:
+    """A failure only Spark can find (here: the checkpoint folder's parent is a file) ends the
+    job with one line naming the cause, not Spark's and py4j's traces; -v brings them back."""
+    (tmp_path / "a-file").write_text("")
+    path = tmp_path / "rowbus.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "kafka": {"bootstrap_servers": services.kafka.bootstrap_servers},
+                "sink": {"port": services.resolved_sink.port},
+                "sources": [{"name": s.name, "port": s.port} for s in services.sources],
+                "apply": {"checkpoint_location": str(tmp_path / "a-file" / "ckpt")},
+            }
+        )
+    )
+    argv = [sys.executable, "-m", "rowbus", "-c", str(path)]
+    quiet = subprocess.run(
+        [*argv, "apply", "--available-now"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert quiet.returncode == 1, quiet.stderr
+    assert "Traceback" not in quiet.stderr and "\tat " not in quiet.stderr, quiet.stderr
+    lines = quiet.stderr.strip().splitlines()
+    (cause,) = [line for line in lines if "apply failed:" in line]
+    assert cause.endswith(
+        f"apply failed: ParentNotDirectoryException: Parent path is not a directory: "
+        f"file:{tmp_path / 'a-file'} (-v for the trace)"
+    ), quiet.stderr
+    # Besides the cause: the JVM's start-up notice, at most a warning or two from its exit.
+    assert len(lines) <= 4, quiet.stderr
+    loud = subprocess.run(
+        [*argv, "-v", "apply", "--available-now"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert loud.returncode == 1
+    assert "Traceback" in loud.stderr

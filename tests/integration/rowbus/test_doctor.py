@@ -32,6 +32,7 @@ def test_doctor_on_the_local_stack_reports_every_guarantee(services: Settings, u
     assert "FAIL" not in text and "WARN" not in text
     for check in (
         "read_committed hides aborted records",
+        "last stable offset held by an open transaction, released by its end",
         "end offset after a 100-record batch",
         "offsets_for_times",
         "a second producer with the same transactional.id",

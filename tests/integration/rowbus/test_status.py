@@ -118,7 +118,7 @@ def test_an_unreadable_part_is_reported_not_fatal(services):
 
 
 def _snapshot_running() -> str:
-    """A reader's snapshot progress half-way through one table (PROTOCOL.md §9.4)."""
+    """A reader's snapshot progress half-way through one table (PROTOCOL.md §9.5)."""
     from rowbus.producer.snapshot.state import SnapshotState
     from rowbus.protocol.events import ColumnSchema, TableSchema
 

@@ -102,7 +102,7 @@ def test_a_delete_is_sharded_by_its_before_image() -> None:
 def point(offset: int, pos: int, ts: int) -> Checkpoint:
     return Checkpoint(
         offsets={("a", 0): offset, ("a", 1): offset + 5},
-        floors={"s1": Floor(position=(1, "bin.000001", pos, 0))},
+        floors={"s1": Floor(position=(0, 1, "bin.000001", pos, 0))},
         watermarks={("a", 0, "s1"): (ts, offset - 1)},
         ts=ts,
     )

@@ -230,8 +230,8 @@ def test_a_row_with_images_that_do_not_fit_its_op_is_refused() -> None:
 
 def test_avro_of_a_newer_minor_is_refused_without_its_schema() -> None:
     value, headers = encode(ROW, Encoding.AVRO)
-    headers = [(k, b"1.3" if k == "rowbus-version" else v) for k, v in headers]
-    with pytest.raises(ProtocolError, match=r"written by protocol 1\.3"):
+    headers = [(k, b"1.99" if k == "rowbus-version" else v) for k, v in headers]
+    with pytest.raises(ProtocolError, match=r"written by protocol 1\.99"):
         decode(value, headers, POS)
 
 
@@ -282,27 +282,46 @@ def test_encoding_something_that_is_not_a_record_is_refused(encoding: Encoding) 
         encode(object(), encoding)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("kind", ["row_insert", "checkpoint", "heartbeat"])
 @pytest.mark.parametrize("suffix", ["pb", "avro", "json"])
-def test_checkpoints_of_protocol_1_1_still_decode(suffix: str) -> None:
-    """1.2 adds `ReaderCheckpoint.snapshot` at the end: a 1.1 checkpoint (Avro: read with the
-    1.1 writer schema) decodes with no snapshot."""
+def test_values_of_protocol_1_1_still_decode(kind: str, suffix: str) -> None:
+    """1.2 only adds the upstream of a position and the checkpoint's upstream server: a 1.1
+    value decodes with upstream 0 (Avro: read with the 1.1 writer schema)."""
     from pathlib import Path
 
     import rowbus.protocol
 
     data = (
-        Path(rowbus.protocol.__file__).parent / "testdata" / "v1.1" / f"checkpoint.{suffix}"
+        Path(rowbus.protocol.__file__).parent / "testdata" / "v1.1" / f"{kind}.{suffix}"
     ).read_bytes()
     enc = {"pb": b"protobuf", "avro": b"avro", "json": b"json"}[suffix]
-    headers = [("rowbus-version", b"1.1"), ("rowbus-encoding", enc), ("rowbus-kind", b"checkpoint")]
+    name = kind.partition("_")[0].encode()
+    headers = [("rowbus-version", b"1.1"), ("rowbus-encoding", enc), ("rowbus-kind", name)]
+    record = decode(data, headers, POS)
+    assert record.position.upstream == 0  # type: ignore[union-attr]
+    if kind == "checkpoint":
+        assert record.upstream_server is None  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("suffix", ["pb", "avro", "json"])
+def test_checkpoints_of_protocol_1_2_still_decode(suffix: str) -> None:
+    """1.3 adds `ReaderCheckpoint.snapshot` at the end: a 1.2 checkpoint (Avro: read with the
+    1.2 writer schema) decodes with no snapshot."""
+    from pathlib import Path
+
+    import rowbus.protocol
+
+    data = (
+        Path(rowbus.protocol.__file__).parent / "testdata" / "v1.2" / f"checkpoint.{suffix}"
+    ).read_bytes()
+    enc = {"pb": b"protobuf", "avro": b"avro", "json": b"json"}[suffix]
+    headers = [("rowbus-version", b"1.2"), ("rowbus-encoding", enc), ("rowbus-kind", b"checkpoint")]
     record = decode(data, headers, POS)
     assert isinstance(record, ReaderCheckpoint)
     assert record.snapshot is None and record.epoch == 3
 
 
 def test_a_snapshot_row_is_shaped_like_an_insert() -> None:
-    from rowbus.protocol.events import BinlogPosition, Op, RowChange, TxnRef
-
     common: dict[str, object] = {
         "source": "s",
         "ts": 1,

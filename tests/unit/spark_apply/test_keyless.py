@@ -42,7 +42,7 @@ def test_inserts_run_together_and_deletes_and_updates_touch_one_matching_row() -
 
 
 def test_snapshot_rows_of_a_keyless_table_are_inserts() -> None:
-    """PROTOCOL.md §9.4: a read row is shaped like an insert; before 1.2 this failed on the
+    """PROTOCOL.md §9.5: a read row is shaped like an insert; before 1.3 this failed on the
     before image an insert does not have."""
     sql = list(
         keyless_statements(
