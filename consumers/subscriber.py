@@ -4,7 +4,9 @@ Lifecycle: the constructor does no I/O. `start()` (or ``with``) opens the checkp
 reads the checkpoints topic (expected sources, start positions) and the schemas topic, builds
 the `Merger` and assigns every partition of the subscribed topics (read_committed).
 `poll()` reads a batch, decodes it, feeds the merger and returns what it released;
-`run(handler)` and iterating (`transactions()`) build on it. `commit(txn)` saves the
+`run(handler)` and iterating (`transactions()`) build on it. A snapshot row (`Op.READ`,
+PROTOCOL.md §9.5) comes before every streamed change of its row; a handler applies it as an
+upsert by primary key, so a replayed or repeated snapshot is harmless. `commit(txn)` saves the
 transaction's checkpoint. `close()` releases everything.
 
 Guarantee: the store's (`CheckpointStore.guarantee`). After a crash the subscriber resumes

@@ -213,6 +213,38 @@ class Batcher:
             emitted += 1
         self.batch.stats.events += emitted
 
+    def add_schema(self, table: TableSchema) -> None:
+        """Publish `table`'s schema record now (a schema-only snapshot), if not yet done."""
+        sid = table.schema_id
+        if sid not in self.published_schemas:
+            record = SchemaRecord.of(table, self.source, self.clock.last)
+            self._emit(self._schemas_topic, None, schema_key(sid), record)
+            self.published_schemas.add(sid)
+
+    def add_snapshot(
+        self,
+        table: TableSchema,
+        rows: list[tuple[Value, ...]],
+        txn_id: str,
+        first_index: int,
+        position: BinlogPosition,
+        now: float,
+    ) -> int:
+        """Append snapshot rows (`Op.READ`, PROTOCOL.md §9.5) of `table` as one transaction of
+        their own with the next clock tick; their `txn.index` counts on from `first_index`
+        (the snapshot's row counter) and they all sit at `position`, the snapshot's. Returns
+        the tick."""
+        batch = self.batch
+        if batch.started is None:
+            batch.started = now
+        ts = self.clock.next(int(now * 1000))
+        read = Op.READ
+        for i, after in enumerate(rows):
+            item = RowItem(read, table, None, after, position)
+            self._add_row(item, read, None, after, ts, TxnRef(txn_id, first_index + i))
+        batch.stats.events += len(rows)
+        return ts
+
     @property
     def resume_ts(self) -> int:
         """The clock a checkpoint restores: the tick before an open stream's, since that

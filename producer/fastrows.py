@@ -189,7 +189,7 @@ def decode(event: Any, mode: int, plan: Plan) -> list[tuple[Any, Any]] | None:
 
 # ---- records ---------------------------------------------------------------------------------
 
-_OP_NUMBERS = {Op.INSERT: 1, Op.UPDATE: 2, Op.DELETE: 3}  # rowbus.proto's enum Op
+_OP_NUMBERS = {Op.INSERT: 1, Op.UPDATE: 2, Op.DELETE: 3, Op.READ: 4}  # rowbus.proto's enum Op
 _trailer = struct.Struct("<BI").pack
 _crc32 = zlib.crc32
 ROW_HEADERS = (

@@ -33,6 +33,7 @@ from rowbus.producer.checkpoints import load_checkpoints
 from rowbus.producer.exceptions import (
     FencedError,
     LeadershipLostError,
+    PositionPurgedError,
     ReaderError,
     ServerMisconfiguredError,
     SourceUnavailableError,
@@ -42,7 +43,11 @@ from rowbus.producer.metrics import ReaderMetrics
 from rowbus.producer.positions import GtidState, parse_start
 from rowbus.producer.publisher import KafkaPublisher
 from rowbus.producer.server import SourceServer
-from rowbus.producer.settings import ReaderSettings, Services, deployment_id
+from rowbus.producer.settings import ReaderSettings, Services, deployment_id, snapshot_mode
+from rowbus.producer.snapshot.initial import Prepared, prepare, unshown
+from rowbus.producer.snapshot.progress import Progress
+from rowbus.producer.snapshot.runner import ChunkReader
+from rowbus.producer.snapshot.state import SnapshotState
 from rowbus.producer.stall import StableWatch
 from rowbus.producer.tables import TableFilter
 from rowbus.producer.tracker import SchemaTracker
@@ -94,10 +99,21 @@ class _Term:
     tracker: SchemaTracker | None = None
     identity: str | None = None
     """The server's identity, stored with each checkpoint (PROTOCOL.md §9.4)."""
+    snapshot: SnapshotState | None = None
+    """The snapshot's progress, carried in every checkpoint while it matters."""
+    prepared: Prepared | None = None
+    """Read views of a snapshot still to read (closed when the term ends)."""
 
     def __post_init__(self) -> None:
         if self.tracker is None:
             self.tracker = SchemaTracker(self.server.table_extras)
+
+
+def _schemas_only(batcher: Batcher, prepared: Prepared) -> None:
+    """schema_only: every table's schema, published with the first commit; no rows."""
+    for table in prepared.schemas.values():
+        batcher.add_schema(table)
+    prepared.close()
 
 
 class Reader:
@@ -127,6 +143,8 @@ class Reader:
         self.metrics = ReaderMetrics()
         self.committed: BinlogPosition | None = None
         """The binlog position of the last committed checkpoint (for status and benchmarks)."""
+        self.snapshot: SnapshotState | None = None
+        """The running or last snapshot's progress (for status and benchmarks)."""
         self._wall = wall
         self._monotonic = monotonic
         self._admin: object | None = None
@@ -240,17 +258,45 @@ class Reader:
         publisher.start()
         stored = load_checkpoints(self.services.kafka, s.checkpoints_topic, self.source.name)
         checkpoint, fragment = stored.checkpoint, stored.fragment
+        mode = snapshot_mode(s)
+        prepared: Prepared | None = None
+        state: SnapshotState | None = None
         identity = server.identity()
         if checkpoint is not None:
-            resume = self._resume_point(server, identity, checkpoint)
+            resume = checkpoint.position
             gtid = GtidState(checkpoint.gtid_set)
             clock = HybridClock(checkpoint.ts)
             epoch = checkpoint.epoch + 1
             offsets = {(t, p): o for t, p, o in checkpoint.offsets}
+            if checkpoint.snapshot is not None:
+                state = SnapshotState.from_json(checkpoint.snapshot)
+            try:
+                resume = self._resume_point(server, identity, checkpoint)
+            except PositionPurgedError:
+                if mode != "when_needed":
+                    raise
+                log.warning(
+                    "%s: checkpoint %s purged; taking a new snapshot", self.source.name, resume
+                )
+                state, fragment = None, None
+                prepared = self._new_snapshot(server, checkpoint.position.upstream)
+                resume = prepared.state.position
+                gtid = GtidState(resume.gtid)
+            if state is not None:
+                prepared = self._continue_snapshot(server, state, resume, mode)
+        elif mode != "never":
+            prepared = self._new_snapshot(server)
+            resume = prepared.state.position
+            gtid = GtidState(resume.gtid)
+            clock, epoch, offsets = HybridClock(), 1, {}
+            if mode == "schema_only":
+                prepared.state.done = True  # schemas only: published below, then stream
         else:
             resume = server.locate(parse_start(s.start, self.source.name), self.server_id)
             gtid = GtidState(resume.gtid or server.gtid_at(resume.file, resume.offset))
             clock, epoch, offsets = HybridClock(), 1, {}
+        if prepared is not None:
+            state = prepared.state
         batcher = Batcher(
             self.source.name,
             clock,
@@ -266,6 +312,9 @@ class Reader:
         )
         if checkpoint is not None and fragment is not None:
             batcher.resume_stream(fragment)
+        if prepared is not None and prepared.state.done:
+            _schemas_only(batcher, prepared)
+            prepared = None
         log.info(
             "%s leads source %s (epoch %d) from binlog %s:%s gtid=%s",
             self.reader_id,
@@ -275,9 +324,104 @@ class Reader:
             resume.offset,
             gtid or None,
         )
-        term = _Term(server, publisher, batcher, gtid, epoch, resume, offsets)
+        term = _Term(
+            server,
+            publisher,
+            batcher,
+            gtid,
+            epoch,
+            resume,
+            offsets,
+            snapshot=state,
+            prepared=prepared,
+        )
         term.identity = identity
         return term
+
+    def _continue_snapshot(
+        self, server: SourceServer, state: SnapshotState, resume: BinlogPosition, mode: str
+    ) -> Prepared | None:
+        """The rest of an interrupted snapshot; or, after a finished one, the tables added to
+        the configuration since (snapshotted alone, the others not); or nothing."""
+        if not state.done:
+            return self._prepare_snapshot(server, state, upstream=resume.upstream)
+        if mode != "never":
+            return self._prepare_snapshot(
+                server, state, stream_from=resume, upstream=resume.upstream
+            )
+        return None
+
+    def _new_snapshot(self, server: SourceServer, upstream: int = 0) -> Prepared:
+        prepared = self._prepare_snapshot(server, None, upstream=upstream)
+        assert prepared is not None  # a new snapshot always has its state
+        return prepared
+
+    def _prepare_snapshot(
+        self,
+        server: SourceServer,
+        state: SnapshotState | None,
+        stream_from: BinlogPosition | None = None,
+        upstream: int = 0,
+    ) -> Prepared | None:
+        s = self.settings
+        return prepare(
+            server, self.source, self._filter, s.snapshot_parallelism, state, stream_from, upstream
+        )
+
+    def _snapshot(self, term: _Term, stop: threading.Event) -> bool:
+        """Read the snapshot's pending tables, each chunk committed with the checkpoint; True
+        when it is complete, False when `stop` came first (the next term resumes it)."""
+        prepared, state = term.prepared, term.snapshot
+        assert prepared is not None
+        assert state is not None
+        term.prepared = None
+        pending = [
+            (prepared.schemas[t.name], t.last_key)
+            for t in state.pending()
+            if t.name in prepared.schemas
+        ]
+        for t in state.pending():
+            if t.name not in prepared.schemas:
+                t.done = True
+        self.snapshot = state
+        reader = ChunkReader(prepared.views, pending, self.settings.snapshot_chunk_rows)
+        progress = Progress(state)
+        try:
+            for chunk in reader.chunks():
+                table = state.tables[chunk.table.qualified]
+                if chunk.rows:
+                    term.batcher.add_snapshot(
+                        chunk.table,
+                        chunk.rows,
+                        f"snapshot:{state.restarts}:{table.name}:{table.chunks}",
+                        state.seq,
+                        state.position,
+                        self._wall(),
+                    )
+                    state.seq += len(chunk.rows)
+                    table.rows += len(chunk.rows)
+                    table.last_key = chunk.last_key
+                table.chunks += 1
+                table.done = chunk.last
+                self._commit(term, heartbeat=False)
+                progress.tick()
+                if stop.is_set():
+                    log.info("%s: snapshot stopped; it resumes from its last chunk", self.source)
+                    return False
+            state.done = True
+            state.finished = self._wall()
+            self._commit(term, heartbeat=False)
+            progress.tick(force=True)
+            log.info(
+                "snapshot of %s done: %s rows in %d tables; streaming from binlog %s",
+                self.source.name,
+                f"{state.seq:,}",
+                len(state.tables),
+                state.position,
+            )
+            return True
+        finally:
+            reader.close()
 
     def _connect_server(self) -> SourceServer:
         """The server to read: the one read last if it answers, else the next that does."""
@@ -369,11 +513,16 @@ class Reader:
                 term.resume,
                 term.epoch,
             )
+            if term.prepared is not None and not self._snapshot(term, stop):
+                self._commit(term, heartbeat=False)
+                return
             self._tail(term, stop)
             if not self.leadership.lost:
                 self._commit(term, heartbeat=False)  # the final Resolved of a graceful stop
                 log.info("%s stopped at binlog %s", self.reader_id, term.resume)
         finally:
+            if term.prepared is not None:
+                term.prepared.close()
             term.publisher.close()
             term.server.close()
 
@@ -446,6 +595,14 @@ class Reader:
                     self._commit(term, heartbeat=False)
                 txn = assembler.feed(event)
                 if txn is not None:
+                    snap = term.snapshot
+                    if snap is not None and snap.tables and snap.done:
+                        if any(snap.filtering(c.position) for c in txn.changes):
+                            txn = unshown(snap, txn)
+                        elif not snap.filtering(txn.end) and any(
+                            t.segments for t in snap.tables.values()
+                        ):
+                            snap.compact()  # streaming passed every read view
                     if txn.gtid:
                         term.gtid.add(txn.gtid)
                     batcher.add(txn, now)
@@ -507,6 +664,7 @@ class Reader:
                 reader_id=self.reader_id,
                 epoch=term.epoch,
                 upstream_server=term.identity,
+                snapshot=None if term.snapshot is None else term.snapshot.to_json(),
             )
             value, headers = encode(checkpoint, self._encoding)
             topic = self.settings.checkpoints_topic

@@ -72,6 +72,15 @@ class ReaderSettings(StrictModel):
     """Elect one leader per source through ZooKeeper; off runs a single reader unguarded."""
     cluster: ClusterSettings = ClusterSettings()
     """Reader cluster nodes (`rowbus reader node`): membership, coordinator, balancing."""
+    snapshot: Literal["initial", "when_needed", "never", "schema_only"] | None = None
+    """When to snapshot the source's existing rows (README, Snapshots): ``initial`` on the first
+    start, ``when_needed`` also when the checkpoint's position was purged, ``never``,
+    ``schema_only`` (schemas, no rows). Default: ``initial``, unless ``start`` is set (a chosen
+    binlog window means ``never``)."""
+    snapshot_chunk_rows: int = Field(10_000, ge=1)
+    """Rows per snapshot chunk: one SELECT, one Kafka transaction with the checkpoint."""
+    snapshot_parallelism: int = Field(2, ge=1, le=64)
+    """Read views (connections) reading tables in parallel during a snapshot."""
     transaction_timeout_ms: int = Field(60_000, ge=1000)
     stall_check_s: float = Field(10.0, gt=0)
     """How often the reader checks that read_committed consumers can read what it committed
@@ -89,6 +98,13 @@ class Services:
     zookeeper_hosts: str | None
     zookeeper_root: str = "/rowbus"
     zookeeper_session_timeout_s: float = 6.0
+
+
+def snapshot_mode(settings: ReaderSettings) -> str:
+    """The effective ``reader.snapshot``: as set, else ``initial`` unless ``start`` was set."""
+    if settings.snapshot is not None:
+        return settings.snapshot
+    return "never" if "start" in settings.model_fields_set else "initial"
 
 
 def deployment_id(*parts: str) -> str:

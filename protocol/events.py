@@ -51,6 +51,9 @@ class Op(Enum):
     INSERT = "insert"
     UPDATE = "update"
     DELETE = "delete"
+    READ = "read"
+    """1.3: the row as an initial or incremental snapshot read it — "it is so", not "it
+    changed" (PROTOCOL.md §9.5). Like an insert it has only `after`; applied as an upsert."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +220,7 @@ class RowChange:
     position: BinlogPosition
 
     def __post_init__(self) -> None:
-        want_before = self.op is not Op.INSERT
+        want_before = self.op is not Op.INSERT and self.op is not Op.READ
         want_after = self.op is not Op.DELETE
         if (self.before is not None) != want_before or (self.after is not None) != want_after:
             raise ValueError(
@@ -323,6 +326,10 @@ class ReaderCheckpoint:
     """Which server `position` is a position of (MySQL's server_uuid, else ``server_id:N``);
     a reader resuming on another server (or after RESET MASTER) locates the checkpoint's GTID
     set there instead and raises the position's upstream (§9.4)."""
+    snapshot: str | None = None
+    """1.3: the reader's snapshot progress while it snapshots (tables, chunks done, the binlog
+    position each key range was read at), as JSON text private to the reader; None when no
+    snapshot is running. Consumers ignore it (PROTOCOL.md §9.5)."""
 
 
 class ControlKind(Enum):

@@ -33,6 +33,8 @@ class ReaderStatus:
     watermark_ts: int | None
     stalls: tuple[str, ...] = ()
     """Partitions whose committed records read_committed consumers cannot read."""
+    snapshot: dict[str, object] | None = None
+    """The source's snapshot progress (rows, rows/s, ETA per table), when one ran."""
 
 
 ApplyStatus = AppliedBatch
@@ -41,6 +43,8 @@ ApplyStatus = AppliedBatch
 def reader_status(settings: Settings) -> list[ReaderStatus]:
     from rowbus.producer.checkpoints import load_checkpoint
     from rowbus.producer.leader import contenders
+    from rowbus.producer.snapshot.progress import summary
+    from rowbus.producer.snapshot.state import SnapshotState
 
     assert settings.zookeeper.hosts is not None
     admin = kafka.admin(settings.kafka.client_config())
@@ -62,6 +66,9 @@ def reader_status(settings: Settings) -> list[ReaderStatus]:
                     unreadable(admin, {(t, p): o for t, p, o in checkpoint.offsets})
                     if checkpoint
                     else (),
+                    summary(SnapshotState.from_json(checkpoint.snapshot), time.time())
+                    if checkpoint and checkpoint.snapshot
+                    else None,
                 )
             )
         return result
@@ -193,6 +200,10 @@ def print_status(settings: Settings, out: TextIO, *, as_json_lines: bool = False
             )
             for stall in r.stalls:
                 print(f"    STALLED {stall}", file=out)
+            if r.snapshot is not None:
+                from rowbus.producer.snapshot.progress import status_line
+
+                print(f"  {'':<12} {status_line(r.snapshot)}", file=out)
     print(f"apply (state in {settings.apply.state_database})", file=out)
     if "apply" in report.unavailable:
         print(f"  apply checkpoint: unavailable ({report.unavailable['apply']})", file=out)

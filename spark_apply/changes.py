@@ -284,7 +284,7 @@ def keyless_statements(
     run: list[str] = []
     run_cols: tuple[str, ...] = ()
     for change in changes:
-        if change.op is Op.INSERT:
+        if change.op is Op.INSERT or change.op is Op.READ:  # a snapshot row (PROTOCOL.md §9.5)
             assert change.after is not None
             if run and change.columns != run_cols:
                 yield from _inserts(target, run_cols, run, max_bytes)

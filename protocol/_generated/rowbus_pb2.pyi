@@ -13,10 +13,12 @@ class Op(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OP_INSERT: _ClassVar[Op]
     OP_UPDATE: _ClassVar[Op]
     OP_DELETE: _ClassVar[Op]
+    OP_READ: _ClassVar[Op]
 OP_UNSPECIFIED: Op
 OP_INSERT: Op
 OP_UPDATE: Op
 OP_DELETE: Op
+OP_READ: Op
 
 class Position(_message.Message):
     __slots__ = ("file", "offset", "gtid", "upstream")
@@ -201,7 +203,7 @@ class TopicOffset(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
 
 class ReaderCheckpoint(_message.Message):
-    __slots__ = ("source", "position", "gtid_set", "ts", "offsets", "reader_id", "epoch", "upstream_server")
+    __slots__ = ("source", "position", "gtid_set", "ts", "offsets", "reader_id", "epoch", "upstream_server", "snapshot")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     POSITION_FIELD_NUMBER: _ClassVar[int]
     GTID_SET_FIELD_NUMBER: _ClassVar[int]
@@ -210,6 +212,7 @@ class ReaderCheckpoint(_message.Message):
     READER_ID_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     UPSTREAM_SERVER_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     source: str
     position: Position
     gtid_set: str
@@ -218,7 +221,8 @@ class ReaderCheckpoint(_message.Message):
     reader_id: str
     epoch: int
     upstream_server: str
-    def __init__(self, source: _Optional[str] = ..., position: _Optional[_Union[Position, _Mapping]] = ..., gtid_set: _Optional[str] = ..., ts: _Optional[int] = ..., offsets: _Optional[_Iterable[_Union[TopicOffset, _Mapping]]] = ..., reader_id: _Optional[str] = ..., epoch: _Optional[int] = ..., upstream_server: _Optional[str] = ...) -> None: ...
+    snapshot: str
+    def __init__(self, source: _Optional[str] = ..., position: _Optional[_Union[Position, _Mapping]] = ..., gtid_set: _Optional[str] = ..., ts: _Optional[int] = ..., offsets: _Optional[_Iterable[_Union[TopicOffset, _Mapping]]] = ..., reader_id: _Optional[str] = ..., epoch: _Optional[int] = ..., upstream_server: _Optional[str] = ..., snapshot: _Optional[str] = ...) -> None: ...
 
 class ControlRecord(_message.Message):
     __slots__ = ("lock_id", "kind", "shard", "statement", "ts", "actor", "detail")

@@ -43,7 +43,10 @@ WRITER_SCHEMAS: dict[str, Any] = {
     "1.1": fastavro.parse_schema(
         json.loads((SCHEMA_PATH.parent / "rowbus-1.1.avsc").read_text(encoding="utf-8"))
     ),
-    "1.2": SCHEMA,
+    "1.2": fastavro.parse_schema(
+        json.loads((SCHEMA_PATH.parent / "rowbus-1.2.avsc").read_text(encoding="utf-8"))
+    ),
+    "1.3": SCHEMA,
 }
 """The Avro schema of each protocol version this decoder reads (each minor version adds fields
 at record ends, with defaults, so an older datum resolves to this version's reader schema)."""
@@ -190,6 +193,7 @@ def _(r: ReaderCheckpoint) -> tuple[str, dict[str, Any]]:
         "reader_id": r.reader_id,
         "epoch": r.epoch,
         "upstream_server": r.upstream_server,
+        "snapshot": r.snapshot,
     }
 
 
@@ -286,6 +290,7 @@ def _checkpoint_from(d: dict[str, Any]) -> ReaderCheckpoint:
         reader_id=d["reader_id"],
         epoch=d["epoch"],
         upstream_server=d.get("upstream_server"),
+        snapshot=d.get("snapshot"),
     )
 
 

@@ -38,6 +38,7 @@ _POS_SETTERS = tuple(
 )
 _INSERT = Op.INSERT
 _DELETE = Op.DELETE
+_READ = Op.READ
 
 
 def row_change(
@@ -54,7 +55,8 @@ def row_change(
     position: BinlogPosition,
 ) -> RowChange:
     """``RowChange(...)`` with the same checks; ProtocolError if the images do not fit `op`."""
-    if (before is None) is (op is not _INSERT) or (after is None) is (op is not _DELETE):
+    after_only = op is _INSERT or op is _READ  # a snapshot row (1.2) is shaped like an insert
+    if (before is None) is (not after_only) or (after is None) is (op is not _DELETE):
         raise ProtocolError(
             f"{op.value} of {schema}.{table} at {position}: "
             "an insert has only after, a delete only before, an update both"

@@ -348,6 +348,7 @@ def _(r: ReaderCheckpoint) -> dict[str, Any]:
             "reader_id": r.reader_id,
             "epoch": r.epoch,
             **({"upstream_server": r.upstream_server} if r.upstream_server is not None else {}),
+            **({"snapshot": r.snapshot} if r.snapshot is not None else {}),
         }
     }
 
@@ -498,6 +499,7 @@ def _checkpoint_from(d: Mapping[str, Any]) -> ReaderCheckpoint:
         reader_id=_str(d["reader_id"]),
         epoch=_int(d["epoch"]),
         upstream_server=_opt_str(d.get("upstream_server")),
+        snapshot=_opt_str(d.get("snapshot")),
     )
 
 

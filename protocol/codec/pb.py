@@ -35,7 +35,12 @@ from rowbus.protocol.events import (
 from rowbus.protocol.values import Value
 
 CRC_TAG = b"\x7d"  # field 15, wire type 5 (fixed32)
-_OP_FROM_PB = {pb.OP_INSERT: Op.INSERT, pb.OP_UPDATE: Op.UPDATE, pb.OP_DELETE: Op.DELETE}
+_OP_FROM_PB = {
+    pb.OP_INSERT: Op.INSERT,
+    pb.OP_UPDATE: Op.UPDATE,
+    pb.OP_DELETE: Op.DELETE,
+    pb.OP_READ: Op.READ,
+}
 _OP_TO_PB = {op.value: n for n, op in _OP_FROM_PB.items()}  # by value: Enum hashing is slow
 _crc32 = zlib.crc32
 _trailer = struct.Struct("<BI").pack
@@ -188,6 +193,8 @@ def _(r: ReaderCheckpoint, env: Any) -> None:
     m.epoch = r.epoch
     if r.upstream_server is not None:
         m.upstream_server = r.upstream_server
+    if r.snapshot is not None:
+        m.snapshot = r.snapshot
 
 
 @_filler
@@ -352,6 +359,7 @@ def _checkpoint_from(m: Any) -> ReaderCheckpoint:
         reader_id=m.reader_id,
         epoch=m.epoch,
         upstream_server=m.upstream_server if m.HasField("upstream_server") else None,
+        snapshot=m.snapshot if m.HasField("snapshot") else None,
     )
 
 

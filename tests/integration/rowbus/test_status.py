@@ -46,6 +46,7 @@ def test_status_shows_leader_position_watermark_and_apply_checkpoint(services, m
         offsets=(),
         reader_id="reader-a",
         epoch=1,
+        snapshot=_snapshot_running(),
     )
     value, headers = encode(checkpoint)
     producer = Producer(services.kafka.client_config())
@@ -81,6 +82,7 @@ def test_status_shows_leader_position_watermark_and_apply_checkpoint(services, m
         assert "7 rows" in text
         assert "job other-job: batch 5" in text, "every job in the state database is shown"
         assert "lag " in text
+        assert "snapshot running: 300 rows" in text and "db.t 300/1,000 ETA" in text
         assert f"control topic {control}" in text
         out = io.StringIO()
         assert print_status(settings, out, as_json_lines=True) == 0
@@ -88,6 +90,8 @@ def test_status_shows_leader_position_watermark_and_apply_checkpoint(services, m
         assert [j["job"] for j in report["jobs"]] == ["other-job", "status-test"]
         assert [j["configured"] for j in report["jobs"]] == [False, True]
         assert report["readers"][0]["leader"] == "reader-a"
+        assert report["readers"][0]["snapshot"]["rows"] == 300
+        assert report["readers"][1]["snapshot"] is None
         assert report["readers"][0]["lag_ms"] >= 2000
         assert report["control_topic"] == control
         assert report["locks"] == []
@@ -111,3 +115,15 @@ def test_an_unreadable_part_is_reported_not_fatal(services):
     assert print_status(settings, out) == 3
     assert "apply checkpoint: unavailable (OperationalError" in out.getvalue()
     assert "shard-DDL locks" in out.getvalue()
+
+
+def _snapshot_running() -> str:
+    """A reader's snapshot progress half-way through one table (PROTOCOL.md §9.5)."""
+    from rowbus.producer.snapshot.state import SnapshotState
+    from rowbus.protocol.events import ColumnSchema, TableSchema
+
+    table = TableSchema("db", "t", (ColumnSchema("id", "bigint"),), ("id",))
+    state = SnapshotState.start(BinlogPosition("binlog.000007", 4), [table], {"db.t": 1000})
+    state.tables["db.t"].rows = state.seq = 300
+    state.started = time.time() - 3
+    return state.to_json()

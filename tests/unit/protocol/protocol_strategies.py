@@ -85,7 +85,7 @@ def rows(draw: Any) -> RowChange:
         table=draw(names),
         schema_id=draw(ts),
         primary_key=tuple(draw(st.lists(names, max_size=3))),
-        before=None if op is Op.INSERT else draw(img),
+        before=None if op in (Op.INSERT, Op.READ) else draw(img),
         after=None if op is Op.DELETE else draw(img),
         txn=draw(txns),
         position=draw(positions),

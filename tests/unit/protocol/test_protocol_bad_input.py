@@ -10,7 +10,7 @@ import pytest
 
 from rowbus.protocol.codec import Encoding, decode, encode
 from rowbus.protocol.errors import ProtocolError
-from rowbus.protocol.events import BinlogPosition, Op, Resolved, RowChange, TxnRef
+from rowbus.protocol.events import BinlogPosition, Op, ReaderCheckpoint, Resolved, RowChange, TxnRef
 
 POS = "rowbus.db1[3]@42"
 ROW = RowChange(
@@ -301,3 +301,37 @@ def test_values_of_protocol_1_1_still_decode(kind: str, suffix: str) -> None:
     assert record.position.upstream == 0  # type: ignore[union-attr]
     if kind == "checkpoint":
         assert record.upstream_server is None  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("suffix", ["pb", "avro", "json"])
+def test_checkpoints_of_protocol_1_2_still_decode(suffix: str) -> None:
+    """1.3 adds `ReaderCheckpoint.snapshot` at the end: a 1.2 checkpoint (Avro: read with the
+    1.2 writer schema) decodes with no snapshot."""
+    from pathlib import Path
+
+    import rowbus.protocol
+
+    data = (
+        Path(rowbus.protocol.__file__).parent / "testdata" / "v1.2" / f"checkpoint.{suffix}"
+    ).read_bytes()
+    enc = {"pb": b"protobuf", "avro": b"avro", "json": b"json"}[suffix]
+    headers = [("rowbus-version", b"1.2"), ("rowbus-encoding", enc), ("rowbus-kind", b"checkpoint")]
+    record = decode(data, headers, POS)
+    assert isinstance(record, ReaderCheckpoint)
+    assert record.snapshot is None and record.epoch == 3
+
+
+def test_a_snapshot_row_is_shaped_like_an_insert() -> None:
+    common: dict[str, object] = {
+        "source": "s",
+        "ts": 1,
+        "schema": "d",
+        "table": "t",
+        "schema_id": 1,
+        "primary_key": ("id",),
+        "txn": TxnRef("snapshot:d.t:0", 0),
+        "position": BinlogPosition("b.000001", 4),
+    }
+    RowChange(op=Op.READ, before=None, after=(1,), **common)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        RowChange(op=Op.READ, before=(1,), after=(1,), **common)  # type: ignore[arg-type]

@@ -39,3 +39,15 @@ def test_inserts_run_together_and_deletes_and_updates_touch_one_matching_row() -
         "DELETE FROM `d`.`k` WHERE `x` <=> 1 AND `y` <=> 'a' LIMIT 1",
         "INSERT INTO `d`.`k` (`x`, `y`) VALUES (5,NULL)",
     ]
+
+
+def test_snapshot_rows_of_a_keyless_table_are_inserts() -> None:
+    """PROTOCOL.md §9.5: a read row is shaped like an insert; before 1.3 this failed on the
+    before image an insert does not have."""
+    sql = list(
+        keyless_statements(
+            Target("d", "k"),
+            [change(Op.READ, None, (1, "a")), change(Op.READ, None, (2, "b"))],
+        )
+    )
+    assert sql == ["INSERT INTO `d`.`k` (`x`, `y`) VALUES (1,'a'),(2,'b')"]

@@ -1,0 +1,180 @@
+"""Consistent, lock-free read views of a MariaDB source, and primary-key chunk reads.
+
+``START TRANSACTION WITH CONSISTENT SNAPSHOT`` gives a read view and, in the session status
+``binlog_snapshot_file``/``binlog_snapshot_position``, the exact binlog position it shows
+(ENVIRONMENT.md: ``SHOW MASTER STATUS`` read at the same moment may be ahead). Parallel reads
+need every connection's view at the *same* position; MariaDB cannot share one view between
+sessions, so `open_views` opens the others and keeps a view only when its position equals the
+first one's (no commit in between), retrying a few times: no lock is ever taken. Under heavy
+writes fewer views may agree, and the snapshot runs on fewer connections (at least one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pymysql
+
+from rowbus.clients import mysql
+from rowbus.clients.mysql import SYSTEM_SCHEMAS
+from rowbus.clients.settings import SourceConnection
+from rowbus.producer.binlog import translate_mysql_error
+from rowbus.producer.exceptions import ServerMisconfiguredError
+from rowbus.producer.snapshot.values import CONVERSIONS, row_converter, select_expression
+from rowbus.producer.tables import TableFilter
+from rowbus.protocol.events import BinlogPosition, TableSchema
+from rowbus.protocol.values import Value
+
+log = logging.getLogger(__name__)
+
+ALIGN_ATTEMPTS = 20
+
+
+class ReadView:
+    """One connection inside a consistent-snapshot transaction at `position`."""
+
+    def __init__(self, conn: Any, position: BinlogPosition, where: str) -> None:
+        self.conn = conn
+        self.position = position
+        self.where = where
+
+    def close(self) -> None:
+        with contextlib.suppress(pymysql.MySQLError, OSError):
+            self.conn.rollback()
+        with contextlib.suppress(pymysql.MySQLError, OSError):
+            self.conn.close()
+
+    @contextlib.contextmanager
+    def cursor(self, what: str) -> Iterator[Any]:
+        try:
+            with self.conn.cursor() as cur:
+                yield cur
+        except pymysql.MySQLError as exc:
+            raise translate_mysql_error(exc, f"{what} on {self.where}") from exc
+
+    def read_chunk(
+        self,
+        table: TableSchema,
+        after: tuple[Value, ...] | None,
+        limit: int,
+    ) -> list[tuple[Value, ...]]:
+        """Up to `limit` rows of `table` with a primary key above `after`, in key order."""
+        cols = ", ".join(select_expression(c) for c in table.columns)
+        keys = [f"`{k.replace('`', '``')}`" for k in table.primary_key]
+        name = f"`{table.schema.replace('`', '``')}`.`{table.table.replace('`', '``')}`"
+        where, args = "", list[Value]()
+        if after is not None:
+            # (a > x) OR (a = x AND b > y) ...: a range on the primary key the optimizer uses
+            # (a row constructor comparison is not always one).
+            terms = []
+            for i in range(len(keys)):
+                eq = [f"{k} = %s" for k in keys[:i]]
+                terms.append("(" + " AND ".join([*eq, f"{keys[i]} > %s"]) + ")")
+                args.extend(after[: i + 1])
+            where = " WHERE " + " OR ".join(terms)
+        sql = f"SELECT {cols} FROM {name}{where} ORDER BY {', '.join(keys)} LIMIT {int(limit)}"
+        convert = row_converter(table.columns)
+        with self.cursor(f"reading {table.qualified}") as cur:
+            cur.execute(sql, args)
+            return [convert(r) for r in cur.fetchall()]
+
+
+def _connect(source: SourceConnection, where: str) -> Any:
+    try:
+        conn = mysql.connect(
+            source, autocommit=False, connect_timeout=10, read_timeout=600, conv=CONVERSIONS
+        )
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION time_zone = '+00:00'")
+            cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    except pymysql.MySQLError as exc:
+        raise translate_mysql_error(exc, f"connecting for a snapshot to {where}") from exc
+    return conn
+
+
+def _begin(conn: Any, where: str) -> None:
+    try:
+        with conn.cursor() as cur:
+            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+    except pymysql.MySQLError as exc:
+        raise translate_mysql_error(exc, f"opening a snapshot read view on {where}") from exc
+
+
+def _position(conn: Any, where: str) -> BinlogPosition:
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW SESSION STATUS LIKE 'binlog_snapshot_%'")
+            status = {str(k).lower(): str(v) for k, v in cur.fetchall()}
+            file = status.get("binlog_snapshot_file", "")
+            pos = int(status.get("binlog_snapshot_position", "0") or 0)
+            if not file:
+                raise ServerMisconfiguredError(
+                    f"{where}: no binlog_snapshot_file in the session status: a lock-free "
+                    "consistent snapshot needs MariaDB with the binary log on"
+                )
+            cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, pos))
+            row = cur.fetchone()
+            gtid = str(row[0]) if row and row[0] else None
+    except pymysql.MySQLError as exc:
+        raise translate_mysql_error(exc, f"reading the snapshot position on {where}") from exc
+    return BinlogPosition(file, pos, gtid)
+
+
+def open_views(source: SourceConnection, count: int, where: str) -> list[ReadView]:
+    """Up to `count` read views all at one binlog position; at least one.
+
+    The connections are made first, then their transactions started back to back, so the
+    window in which a commit would split them is a few round trips; the largest group at one
+    position is kept (of `ALIGN_ATTEMPTS` tries, the first that has all of them)."""
+    best: list[ReadView] = []
+    for attempt in range(ALIGN_ATTEMPTS if count > 1 else 1):
+        conns = [_connect(source, where) for _ in range(count)]
+        try:
+            for conn in conns:
+                _begin(conn, where)
+            views = [ReadView(c, _position(c, where), where) for c in conns]
+        except BaseException:
+            for conn in conns:
+                with contextlib.suppress(pymysql.MySQLError, OSError):
+                    conn.close()
+            raise
+        groups: dict[BinlogPosition, list[ReadView]] = {}
+        for v in views:
+            groups.setdefault(v.position, []).append(v)
+        group = max(groups.values(), key=len)
+        for v in views:
+            if v not in group:
+                v.close()
+        if len(group) > len(best):
+            for v in best:
+                v.close()
+            best = group
+        else:
+            for v in group:
+                v.close()
+        if len(best) == count:
+            break
+        log.debug("%s: read views split by a commit (attempt %d)", where, attempt + 1)
+    log.info(
+        "%s: %d of %d consistent read view(s) at binlog %s",
+        where,
+        len(best),
+        count,
+        best[0].position,
+    )
+    return best
+
+
+def list_tables(view: ReadView, table_filter: TableFilter) -> list[tuple[str, str, int]]:
+    """The base tables the filter wants, with the server's row estimate."""
+    with view.cursor("listing tables") as cur:
+        cur.execute(
+            "SELECT TABLE_SCHEMA, TABLE_NAME, COALESCE(TABLE_ROWS, 0) "
+            "FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' "
+            "ORDER BY TABLE_SCHEMA, TABLE_NAME"
+        )
+        rows = [(str(s), str(t), int(n)) for s, t, n in cur.fetchall()]
+    return [(s, t, n) for s, t, n in rows if s not in SYSTEM_SCHEMAS and table_filter.wanted(s, t)]

@@ -1,0 +1,137 @@
+"""A SELECT's column values to protocol values, equal to what the binlog path decodes for the
+same stored value (`rowbus.producer.values`, PROTOCOL.md §2).
+
+The snapshot connection is opened with `CONVERSIONS`: temporal columns arrive as the text the
+server prints (zero dates included, which pymysql would turn into None or a string), so they are
+parsed here by the column's type; the session's time zone is UTC, so a TIMESTAMP's text is a UTC
+instant. FLOAT is selected as ``CAST(col AS DOUBLE)``: the exact stored float32, which the text
+form (6 significant digits) loses.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from typing import Any
+
+from pymysql.constants import FIELD_TYPE
+from pymysql.converters import conversions
+
+from rowbus.protocol.events import ColumnSchema
+from rowbus.protocol.values import Value, ZeroDate, parse_time
+
+CONVERSIONS: dict[Any, Any] = {
+    k: v
+    for k, v in conversions.items()
+    if k
+    not in (
+        FIELD_TYPE.DATE,
+        FIELD_TYPE.NEWDATE,
+        FIELD_TYPE.DATETIME,
+        FIELD_TYPE.TIMESTAMP,
+        FIELD_TYPE.TIME,
+    )
+}
+"""pymysql's conversions without the temporal ones (those stay text)."""
+
+Convert = Callable[[Any], Value]
+
+
+def select_expression(column: ColumnSchema) -> str:
+    """The column as the snapshot SELECT reads it."""
+    quoted = "`" + column.name.replace("`", "``") + "`"
+    if column.type == "float":
+        return f"CAST({quoted} AS DOUBLE)"
+    return quoted
+
+
+def _is_zero(date_part: str) -> bool:
+    y, m, d = (int(p) for p in date_part.split("-"))
+    if y == 0 or m == 0 or d == 0:
+        return True
+    try:
+        dt.date(y, m, d)
+    except ValueError:
+        return True  # a day the month does not have (ALLOW_INVALID_DATES)
+    return False
+
+
+def _date(text: Any) -> Value:
+    s = text.decode() if isinstance(text, bytes) else str(text)
+    return ZeroDate(s) if _is_zero(s) else dt.date.fromisoformat(s)
+
+
+def _datetime(text: Any) -> Value:
+    s = text.decode() if isinstance(text, bytes) else str(text)
+    return ZeroDate(s) if _is_zero(s[:10]) else dt.datetime.fromisoformat(s)
+
+
+def _timestamp(text: Any) -> Value:
+    s = text.decode() if isinstance(text, bytes) else str(text)
+    if _is_zero(s[:10]):
+        return ZeroDate(s)
+    return dt.datetime.fromisoformat(s).replace(tzinfo=dt.UTC)
+
+
+def _time(text: Any) -> Value:
+    s = text.decode() if isinstance(text, bytes) else str(text)
+    body, _, frac = s.partition(".")
+    return parse_time(f"{body}.{frac.ljust(6, '0')}" if frac else body)
+
+
+def _bit(raw: Any) -> Value:
+    return int.from_bytes(raw, "big") if isinstance(raw, bytes) else int(raw)
+
+
+def _set(text: Any) -> Value:
+    s = text.decode() if isinstance(text, bytes) else str(text)
+    return frozenset(s.split(",")) if s else frozenset()
+
+
+def _text(raw: Any) -> Value:
+    return raw.decode() if isinstance(raw, bytes) else raw
+
+
+def _same(raw: Any) -> Value:
+    return raw  # type: ignore[no-any-return]
+
+
+_BY_TYPE: dict[str, Convert] = {
+    "date": _date,
+    "datetime": _datetime,
+    "timestamp": _timestamp,
+    "time": _time,
+    "bit": _bit,
+    "set": _set,
+    "enum": _text,
+    "json": _text,
+}
+
+
+def converter(column: ColumnSchema) -> Convert:
+    """How a non-NULL value of `column` from the snapshot connection becomes a protocol value."""
+    found = _BY_TYPE.get(column.type)
+    if found is not None:
+        return found
+    if column.type == "year":
+        return int
+    # Integers, DECIMAL (pymysql: Decimal), DOUBLE and the CAST FLOAT (float), character
+    # columns (str, decoded by the server's conversion to utf8mb4) and binary ones (bytes).
+    return _same
+
+
+def row_converter(
+    columns: tuple[ColumnSchema, ...],
+) -> Callable[[tuple[Any, ...]], tuple[Value, ...]]:
+    """A whole row's converter."""
+    convs = [converter(c) for c in columns]
+    plain = [c is _same for c in convs]
+    if all(plain):
+        return tuple
+
+    def convert(row: tuple[Any, ...]) -> tuple[Value, ...]:
+        return tuple(
+            v if v is None or p else f(v) for v, f, p in zip(row, convs, plain, strict=True)
+        )
+
+    return convert

@@ -1,0 +1,124 @@
+"""Helpers of the snapshot tests: a source database with pre-existing W2 rows, a sink applier
+for the Subscriber (snapshot rows are upserts), the reader's snapshot state from Kafka."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from rowbus.config import MySQLSettings, Settings
+from rowbus.consumers.spill import DataEvent
+from rowbus.consumers.subscriber import Subscriber
+from rowbus.producer.snapshot.state import SnapshotState
+from rowbus.protocol.events import Op, ReaderCheckpoint, RowChange
+from rowbus.workloads import W2, W2_DDL
+from tests.conftest import connect
+
+
+def fill(server: MySQLSettings, database: str, rows_per_table: int, seed: int = 7) -> W2:
+    """W2's 8 tables with `rows_per_table` rows each (bulk, through MariaDB's sequence
+    engine), every key known to the returned workload so its writes touch them."""
+    w2 = W2(database, seed=seed, initial_rows=8)
+    with connect(server, database, autocommit=False) as conn:
+        w2.create(conn)
+        base = 1_000_000
+        with conn.cursor() as cur:
+            for index, name in enumerate(w2.names()):
+                lo = base + index * rows_per_table
+                cur.execute(
+                    f"INSERT INTO `{database}`.`{name}` SELECT seq, seq % 1000, "
+                    "CONCAT('s', seq), (seq % 100000) / 100, "
+                    "TIMESTAMP'2024-01-01 00:00:00' + INTERVAL seq MICROSECOND "
+                    f"FROM seq_{lo}_to_{lo + rows_per_table - 1}"
+                )
+                w2.keys[index].extend(range(lo, lo + rows_per_table))
+        conn.commit()
+    return w2
+
+
+def sink_tables(sink: MySQLSettings, database: str, w2: W2) -> None:
+    with connect(sink, database) as conn, conn.cursor() as cur:
+        for name in w2.names():
+            cur.execute(W2_DDL.format(name=f"`{database}`.`{name}`"))
+
+
+class Writer(threading.Thread):
+    """W2 steps on the source until stopped (bounded: `limit` steps)."""
+
+    def __init__(self, server: MySQLSettings, w2: W2, limit: int = 200_000) -> None:
+        super().__init__(name="w2-writer", daemon=True)
+        self.server, self.w2, self.limit = server, w2, limit
+        self.stop = threading.Event()
+        self.steps = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            with connect(self.server, self.w2.schema, autocommit=False) as conn:
+                while not self.stop.is_set() and self.steps < self.limit:
+                    self.steps += self.w2.step(conn)
+        except BaseException as exc:
+            self.error = exc
+
+    def finish(self) -> int:
+        self.stop.set()
+        self.join(60)
+        assert not self.is_alive(), "the W2 writer did not stop"
+        if self.error is not None:
+            raise self.error
+        return self.steps
+
+
+class SinkApply:
+    """Applies released transactions to the sink by primary key: READ / INSERT / UPDATE as
+    upserts (REPLACE: a snapshot row may meet a row already there), DELETE by key. Counts the
+    snapshot rows per key to prove none arrives twice."""
+
+    def __init__(self, services: Settings, database: str, sub: Subscriber) -> None:
+        self.conn = connect(services.resolved_sink, database, autocommit=False)
+        self.database = database
+        self.sub = sub
+        self.read_keys: dict[tuple[str, Any], int] = {}
+        self.rows = 0
+
+    def __call__(self, events: Sequence[DataEvent]) -> None:
+        with self.conn.cursor() as cur:
+            for ev in events:
+                if not isinstance(ev, RowChange):
+                    continue
+                table = self.sub.table(ev)
+                name = f"`{self.database}`.`{ev.table}`"
+                pk = table.primary_key
+                if ev.op is Op.READ:
+                    key = (ev.table, tuple(ev.image[i] for i in table.pk_indexes))
+                    self.read_keys[key] = self.read_keys.get(key, 0) + 1
+                if ev.before is not None and (
+                    ev.after is None or _key(ev, table, ev.before) != _key(ev, table, ev.after)
+                ):
+                    where = " AND ".join(f"`{k}` = %s" for k in pk)
+                    cur.execute(f"DELETE FROM {name} WHERE {where}", _key(ev, table, ev.before))
+                if ev.after is not None:
+                    cols = ", ".join(f"`{c}`" for c in table.column_names)
+                    marks = ", ".join(["%s"] * len(table.column_names))
+                    cur.execute(f"REPLACE INTO {name} ({cols}) VALUES ({marks})", ev.after)
+                self.rows += 1
+        self.conn.commit()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _key(ev: RowChange, table: Any, image: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(image[i] for i in table.pk_indexes)
+
+
+def snapshot_state(records: Sequence[object], source: str) -> SnapshotState | None:
+    """The snapshot state of the last checkpoint of `source` among `records`."""
+    found = None
+    for r in records:
+        if isinstance(r, ReaderCheckpoint) and r.source == source:
+            found = r
+    if found is None or found.snapshot is None:
+        return None
+    return SnapshotState.from_json(found.snapshot)

@@ -1,0 +1,96 @@
+"""Snapshot progress (`rowbus.producer.snapshot.state`): what a resumed snapshot keeps out of
+the stream, and the effective `reader.snapshot` mode."""
+
+from __future__ import annotations
+
+from rowbus.producer.settings import ReaderSettings, snapshot_mode
+from rowbus.producer.snapshot.state import SnapshotState
+from rowbus.protocol.events import BinlogPosition, ColumnSchema, Op, TableSchema
+
+P1 = BinlogPosition("binlog.000001", 1000, "0-1-10")
+P2 = BinlogPosition("binlog.000001", 5000, "0-1-20")
+BETWEEN = BinlogPosition("binlog.000001", 3000)
+AFTER = BinlogPosition("binlog.000002", 4)
+
+INT_T = TableSchema("d", "t", (ColumnSchema("id", "bigint"), ColumnSchema("v", "int")), ("id",))
+STR_T = TableSchema("d", "s", (ColumnSchema("k", "varchar"), ColumnSchema("v", "int")), ("k",))
+NEW_T = TableSchema("d", "n", (ColumnSchema("id", "int"),), ("id",))
+
+
+def resumed() -> SnapshotState:
+    """`d.t` committed up to key 100 at P1, `d.s` up to 'm', `d.n` not started; resumed at P2."""
+    state = SnapshotState.start(P1, [INT_T, STR_T, NEW_T], {"d.t": 1000})
+    state.tables["d.t"].last_key, state.tables["d.t"].rows = (100,), 100
+    state.tables["d.s"].last_key, state.tables["d.s"].rows = ("m",), 10
+    state = SnapshotState.from_json(state.to_json())  # what the checkpoint carries
+    state.resume_at(P2)
+    return state
+
+
+def test_a_first_snapshot_keeps_every_streamed_change() -> None:
+    state = SnapshotState.start(P1, [INT_T], {})
+    assert not state.filtering(BETWEEN)
+    assert state.keep("d.t", Op.UPDATE, (5,), (5,), BETWEEN) is Op.UPDATE
+
+
+def test_changes_before_the_new_read_view_of_rows_read_there_are_dropped() -> None:
+    state = resumed()
+    assert state.horizon == P2
+    assert state.filtering(BETWEEN) and not state.filtering(P2) and not state.filtering(AFTER)
+    # d.t: keys up to 100 were read at P1 (keep), above 100 at P2 (drop before P2)
+    assert state.keep("d.t", Op.UPDATE, (100,), (100,), BETWEEN) is Op.UPDATE
+    assert state.keep("d.t", Op.DELETE, (101,), None, BETWEEN) is None
+    assert state.keep("d.t", Op.INSERT, None, (5000,), BETWEEN) is None
+    assert state.keep("d.t", Op.INSERT, None, (5000,), AFTER) is Op.INSERT
+    # d.n was not started: all of it read at P2
+    assert state.keep("d.n", Op.INSERT, None, (1,), BETWEEN) is None
+    # a table the snapshot does not hold
+    assert state.keep("d.other", Op.INSERT, None, (1,), BETWEEN) is Op.INSERT
+
+
+def test_a_key_changing_update_across_read_views_keeps_its_unshown_half() -> None:
+    state = resumed()
+    # old key read at P1 (its delete is needed), new key read at P2 (already shows it)
+    assert state.keep("d.t", Op.UPDATE, (7,), (700,), BETWEEN) is Op.DELETE
+    assert state.keep("d.t", Op.UPDATE, (700,), (7,), BETWEEN) is Op.INSERT
+    assert state.keep("d.t", Op.UPDATE, (700,), (800,), BETWEEN) is None
+
+
+def test_a_table_with_a_non_integer_key_is_read_again_and_keeps_its_changes() -> None:
+    state = resumed()
+    s = state.tables["d.s"]
+    assert s.last_key is None and s.rows == 0  # read again from its first key
+    assert state.keep("d.s", Op.DELETE, ("a",), None, BETWEEN) is Op.DELETE
+    assert state.keep("d.s", Op.DELETE, ("z",), None, BETWEEN) is Op.DELETE
+
+
+def test_state_round_trips_through_the_checkpoint_text() -> None:
+    state = resumed()
+    again = SnapshotState.from_json(state.to_json())
+    assert again.to_json() == state.to_json()
+    assert again.restarts == 1
+    assert [s.after for s in again.tables["d.t"].segments] == [None, (100,)]
+
+
+def test_the_default_mode_is_initial_unless_a_start_position_is_chosen() -> None:
+    assert snapshot_mode(ReaderSettings()) == "initial"
+    assert snapshot_mode(ReaderSettings(start="latest")) == "never"
+    assert snapshot_mode(ReaderSettings(start="earliest", snapshot="initial")) == "initial"
+    assert snapshot_mode(ReaderSettings(snapshot="schema_only")) == "schema_only"
+
+
+def test_status_shows_rows_rate_and_eta_per_table() -> None:
+    from rowbus.producer.snapshot.progress import status_line, summary
+
+    state = SnapshotState.start(P1, [INT_T, NEW_T], {"d.t": 1000, "d.n": 50})
+    state.started = 100.0
+    state.tables["d.t"].rows = state.seq = 500
+    state.tables["d.n"].done = True
+    info = summary(state, now=110.0)
+    assert info["rows_per_s"] == 50.0
+    t = next(x for x in info["tables"] if x["table"] == "d.t")  # type: ignore[attr-defined]
+    assert t["eta_s"] == 10.0
+    assert (
+        status_line(info)
+        == "snapshot running: 500 rows, 50 rows/s, 1/2 tables; d.t 500/1,000 ETA 10s"
+    )
