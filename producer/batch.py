@@ -306,6 +306,14 @@ class Batcher:
         )
         topic, partitioner = self.topic_for(schema, table)
         routes = partitioner.route(ddl)
+        if item.after is not None and item.after.known:
+            # The schema tracker applied the statement: its after-schema is exact.
+            if table is not None and self._pending:
+                self._resolve_ddls(schema, table, None, fallback=False)
+            ddl = replace(ddl, table_schema=item.after.table)
+            for key, partition in routes:
+                self._emit(topic, partition, key, ddl)
+            return
         if table is None or parsed.kind is DdlKind.DROP_TABLE:
             for key, partition in routes:
                 self._emit(topic, partition, key, ddl)
@@ -324,9 +332,16 @@ class Batcher:
             records[index] = (topic, partition, key, value, list(headers))
             self.batch.stats.bytes += len(value)
 
-    def _resolve_ddls(self, schema: str, table: str, after: TableSchema | None) -> None:
+    def _resolve_ddls(
+        self, schema: str, table: str, after: TableSchema | None, fallback: bool = True
+    ) -> None:
         waiting = self._pending.pop((schema, table), None)
         if not waiting:
+            return
+        if not fallback:
+            # A tracked DDL of the table follows: the schema in between is not knowable.
+            for pending in waiting:
+                self._fill(pending, None)
             return
         *earlier, last = waiting
         for pending in earlier:

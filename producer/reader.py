@@ -26,7 +26,7 @@ from rowbus.clients.election import Election, Unopposed
 from rowbus.clients.mysql import SYSTEM_SCHEMAS
 from rowbus.clients.settings import SourceConnection
 from rowbus.producer.assembler import DdlItem, Rows, ServerHeartbeat, TransactionAssembler
-from rowbus.producer.batch import Batcher, FlushPolicy
+from rowbus.producer.batch import Batcher, FlushPolicy, OutRecord
 from rowbus.producer.binlog import BinlogStream
 from rowbus.producer.checkpoints import load_checkpoints
 from rowbus.producer.exceptions import (
@@ -42,10 +42,10 @@ from rowbus.producer.publisher import KafkaPublisher
 from rowbus.producer.server import SourceServer
 from rowbus.producer.settings import ReaderSettings, Services, deployment_id
 from rowbus.producer.tables import TableFilter
-from rowbus.producer.tracker import SchemaTracker
+from rowbus.producer.tracker import PositionKey, SchemaTracker
 from rowbus.protocol.codec import Encoding, encode
 from rowbus.protocol.ddl import ParsedDdl
-from rowbus.protocol.events import BinlogPosition, ReaderCheckpoint, TableSchema
+from rowbus.protocol.events import BinlogPosition, ReaderCheckpoint, SchemaRecord, TableSchema
 from rowbus.protocol.hlc import HybridClock
 from rowbus.protocol.partition import Dispatch, DispatchRule, Partitioner
 from rowbus.protocol.topics import (
@@ -58,12 +58,17 @@ from rowbus.protocol.topics import (
     data_topic,
     fragment_key,
     per_table,
+    table_state_key,
 )
 
 log = logging.getLogger(__name__)
 
 MAX_STREAM_RETRIES = 30
 MAX_TERM_FAILURES = 20
+
+
+def _key(position: BinlogPosition) -> PositionKey:
+    return (position.file_number, position.file, position.offset)
 
 
 def default_reader_id() -> str:
@@ -92,7 +97,10 @@ class _Term:
 
     def __post_init__(self) -> None:
         if self.tracker is None:
-            self.tracker = SchemaTracker(self.server.table_extras)
+            server = self.server
+            self.tracker = SchemaTracker(
+                server.table_extras, server.charsets, server.database_collation
+            )
 
 
 class Reader:
@@ -257,6 +265,9 @@ class Reader:
         )
         if checkpoint is not None and fragment is not None:
             batcher.resume_stream(fragment)
+        term = _Term(server, publisher, batcher, gtid, epoch, resume, offsets)
+        assert term.tracker is not None
+        term.tracker.restore(stored.tables)
         log.info(
             "%s leads source %s (epoch %d) from binlog %s:%s gtid=%s",
             self.reader_id,
@@ -266,7 +277,7 @@ class Reader:
             resume.offset,
             gtid or None,
         )
-        return _Term(server, publisher, batcher, gtid, epoch, resume, offsets)
+        return term
 
     def _ddl_schema(self, server: SourceServer, item: DdlItem) -> TableSchema | None:
         target = item.parsed.table
@@ -303,7 +314,12 @@ class Reader:
 
     def _tail(self, term: _Term, stop: threading.Event) -> None:
         retries = 0
+        tracker = term.tracker
+        assert tracker is not None
         while not stop.is_set():
+            # A new stream reads again from the last transaction end: what the tracker applied
+            # after it is undone, so each DDL is applied once.
+            tracker.rewind(_key(term.resume))
             stream = BinlogStream(
                 self.source,
                 self.server_id,
@@ -390,6 +406,18 @@ class Reader:
 
     # ---- publishing -----------------------------------------------------------------------------
 
+    def _table_states(self, term: _Term, topic: str, ts: int) -> list[OutRecord]:
+        """The tracked table states as of the checkpoint (a new term restores them); a table
+        not known is stored with no columns."""
+        assert term.tracker is not None
+        out: list[OutRecord] = []
+        for name, state in term.tracker.durable(_key(term.resume)):
+            table = state or TableSchema(name.schema, name.table, (), ())
+            value, headers = encode(SchemaRecord.of(table, self.source.name, ts), self._encoding)
+            key = table_state_key(self.source.name, name.schema, name.table)
+            out.append((topic, None, key, value, headers))
+        return out
+
     def _commit(
         self,
         term: _Term,
@@ -427,7 +455,10 @@ class Reader:
             )
             value, headers = encode(checkpoint, self._encoding)
             topic = self.settings.checkpoints_topic
-            records = [(topic, None, checkpoint_key(self.source.name), value, headers)]
+            records: list[OutRecord] = [
+                (topic, None, checkpoint_key(self.source.name), value, headers)
+            ]
+            records.extend(self._table_states(term, topic, checkpoint.ts))
             open_stream = batcher.open_stream
             if open_stream is not None and open_stream.last is not None:
                 # Where the fragments committed so far end (PROTOCOL.md §9.1).
