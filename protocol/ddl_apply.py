@@ -77,12 +77,14 @@ class TableDef:
 
     @staticmethod
     def of(table: TableSchema, collation: str) -> TableDef:
-        """A tracker state from a published schema (the primary key taken as explicit)."""
+        """A tracker state from a published schema (or a table map). A primary key that is a
+        UNIQUE index's columns is taken as that index promoted, else as explicit."""
+        promoted = any(i.unique and i.columns == table.primary_key for i in table.indexes)
         return TableDef(
             table.schema,
             table.table,
             list(table.columns),
-            list(table.primary_key),
+            [] if promoted else list(table.primary_key),
             {i.name: (list(i.columns), i.unique) for i in table.indexes},
             collation,
         )
@@ -399,7 +401,8 @@ def _alter_column(w: Words, t: TableDef) -> None:
     if w.accept_seq("SET", "DEFAULT"):
         t.columns[i] = replace(col, default=default_text(col, *literal(w)))
     elif w.accept_seq("DROP", "DEFAULT"):
-        t.columns[i] = replace(col, default=None)
+        # As the server shows it: a nullable column's default becomes NULL.
+        t.columns[i] = replace(col, default="NULL" if col.nullable else None)
     else:
         raise DdlApplyError("ALTER COLUMN clause is not modelled")
 

@@ -258,7 +258,8 @@ def _numeric(w: Words, word: str) -> _Type | None:
         return _Type(name, unsigned=_sign(w))
     if word in ("DATE", "YEAR"):
         _size(w)
-        return _Type(word.lower())
+        # The binlog's signedness metadata marks YEAR unsigned.
+        return _Type(word.lower(), unsigned=word == "YEAR")
     if word in ("TIME", "DATETIME", "TIMESTAMP"):
         return _Type(word.lower(), fsp=_size(w) or 0)
     if word == "BIT":
@@ -344,7 +345,10 @@ def text_for(n: int) -> str:
 def _sign(w: Words) -> bool:
     unsigned = False
     while w.at() in ("UNSIGNED", "SIGNED", "ZEROFILL"):
-        unsigned = unsigned or w.at() in ("UNSIGNED", "ZEROFILL")
+        if w.at() == "ZEROFILL":
+            # Its DEFAULT shows padded to the display width, which a schema does not carry.
+            raise DdlApplyError("ZEROFILL is not modelled")
+        unsigned = unsigned or w.at() == "UNSIGNED"
         w.take()
     return unsigned
 
@@ -388,14 +392,13 @@ def literal(w: Words) -> tuple[str, str | Decimal | None]:
         if up == "N":
             return "str", inner
         if up == "X":
-            return "str", bytes.fromhex(inner).decode("latin1")
+            return "bytes", bytes.fromhex(inner).decode("latin1")
         return "bits", inner
     if tok.kind == "string":
         return "str", string_value(tok)
     if tok.kind == "word" and re.fullmatch(r"0[xX][0-9a-fA-F]+", tok.text):
-        return "str", bytes.fromhex(tok.text[2:].zfill((len(tok.text) - 1) // 2 * 2)).decode(
-            "latin1"
-        )
+        digits = tok.text[2:]
+        return "bytes", bytes.fromhex(digits.zfill(len(digits) + len(digits) % 2)).decode("latin1")
     if (tok.kind == "word" and tok.text[:1].isdigit()) or tok.text == ".":
         text = tok.text
         # 1.5e3 and .5 arrive as several tokens: digits, '.', digits with an exponent.
@@ -465,15 +468,9 @@ def _bits_text(bits: str | int) -> str:
     return f"b'{n:b}'"
 
 
-def default_text(col: ColumnSchema, kind: str, value: str | Decimal | None) -> str:
-    """A DEFAULT literal as information_schema.COLUMNS.COLUMN_DEFAULT shows it for `col`."""
+def _numeric_default(col: ColumnSchema, kind: str, value: str | Decimal | None) -> str | None:
+    """The DEFAULT text of a numeric or BIT column (None for other columns)."""
     t = col.type
-    if kind == "null":
-        return "NULL"
-    if kind == "now":
-        if t not in ("datetime", "timestamp"):
-            raise DdlApplyError(f"CURRENT_TIMESTAMP default of a {t} column")
-        return f"current_timestamp({value})"
     if t in ("tinyint", "smallint", "mediumint", "int", "bigint", "year"):
         try:
             number = Decimal(value) if isinstance(value, str) else value
@@ -488,9 +485,13 @@ def default_text(col: ColumnSchema, kind: str, value: str | Decimal | None) -> s
                 n += 1900
         return str(n)
     if t == "decimal":
-        number = Decimal(value) if isinstance(value, str) else value
+        try:
+            number = Decimal(value) if isinstance(value, str) else value
+        except InvalidOperation as exc:
+            raise DdlApplyError(f"default {value!r} of a decimal column") from exc
         assert number is not None
-        return str(number.quantize(Decimal(1).scaleb(-(col.scale or 0)), ROUND_HALF_UP))
+        rounded = number.quantize(Decimal(1).scaleb(-(col.scale or 0)), ROUND_HALF_UP)
+        return str(rounded.copy_abs() if rounded == 0 else rounded)  # never "-0"
     if t in ("float", "double"):
         try:
             return _float_text(float(value or 0), t == "float")
@@ -504,15 +505,35 @@ def default_text(col: ColumnSchema, kind: str, value: str | Decimal | None) -> s
             assert isinstance(value, Decimal)
             return _bits_text(int(value))
         raise DdlApplyError("a string default of a BIT column")
-    text = str(value) if kind == "str" else _number_text(value)
+    return None
+
+
+def default_text(col: ColumnSchema, kind: str, value: str | Decimal | None) -> str:
+    """A DEFAULT literal as information_schema.COLUMNS.COLUMN_DEFAULT shows it for `col`."""
+    t = col.type
+    if kind == "null":
+        return "NULL"
+    if kind == "now":
+        if t not in ("datetime", "timestamp"):
+            raise DdlApplyError(f"CURRENT_TIMESTAMP default of a {t} column")
+        return f"current_timestamp({value})"
+    number = _numeric_default(col, kind, value)
+    if number is not None:
+        return number
     if kind == "bits":
         raise DdlApplyError(f"a bit literal default of a {t} column")
+    if t in ("binary", "varbinary") or t.endswith("blob"):
+        raw = str(value).encode("latin1" if kind == "bytes" else "utf-8")
+        if t == "binary":
+            raw = raw.ljust(col.length or 0, b"\0")
+        return quote_default(_shown_bytes(raw))
+    text = str(value) if kind in ("str", "bytes") else _number_text(value)
+    if kind == "bytes":
+        text = _in_charset(str(value).encode("latin1"), col.charset)
     if t in ("date", "datetime", "timestamp", "time"):
         return quote_default(_date_text(text, t, col.fsp or 0))
     if t == "char":
         return quote_default(text.rstrip(" "))
-    if t == "binary":
-        return quote_default(text.ljust(col.length or 0, "\0"))
     if t == "set":
         members = [m for m in text.split(",") if m]
         lower = [e.lower() for e in col.elements]
@@ -527,6 +548,37 @@ def default_text(col: ColumnSchema, kind: str, value: str | Decimal | None) -> s
                 return quote_default(e)
         raise DdlApplyError(f"ENUM default {text!r} is not a member")
     return quote_default(text)
+
+
+def _shown_bytes(raw: bytes) -> str:
+    """Bytes as information_schema shows them: as UTF-8, each byte that is not '?'."""
+    out: list[str] = []
+    i = 0
+    while i < len(raw):
+        for size in (1, 2, 3, 4):
+            try:
+                out.append(raw[i : i + size].decode("utf-8"))
+            except UnicodeDecodeError:
+                continue
+            i += size
+            break
+        else:
+            out.append("?")
+            i += 1
+    return "".join(out)
+
+
+def _in_charset(raw: bytes, charset: str | None) -> str:
+    """A hex literal stored in a character column: its bytes read in the column's charset."""
+    codec = {"utf8mb4": "utf-8", "utf8mb3": "utf-8", "latin1": "cp1252", "ascii": "ascii"}.get(
+        charset or ""
+    )
+    if codec is None:
+        raise DdlApplyError(f"a hex literal default in charset {charset}")
+    try:
+        return raw.decode(codec)
+    except UnicodeDecodeError as exc:
+        raise DdlApplyError(f"a hex literal default not valid in {charset}") from exc
 
 
 def _number_text(value: str | Decimal | None) -> str:
