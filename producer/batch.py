@@ -285,8 +285,9 @@ class Batcher:
         self.batch.stats.rows += 1
 
     def _add_ddl(self, item: DdlItem, ts: int, ref: TxnRef) -> None:
-        """A DDL to every partition. Its schema after the statement is taken from the binlog:
-        the table map of the table's next row, for which the batch waits up to
+        """A DDL to every partition, with its schema after the statement: the reader's shadow
+        schema's (`rowbus.producer.tracker`) when it modelled the statement. Otherwise from the
+        binlog: the table map of the table's next row, for which the batch waits up to
         `DDL_SCHEMA_WAIT_S`; when none comes by then, from the live server (`ddl_schema`); when
         another DDL of the table comes first, none (the schema in between is not knowable)."""
         parsed = item.parsed
