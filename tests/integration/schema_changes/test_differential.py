@@ -1,7 +1,8 @@
 """Generated differential test: random table schemas and random DDL/DML sequences run on a real
-source; the table a `Subscriber` rebuilds from the protocol alone must equal the source's, rows
-and schema. One reader and one Subscriber serve every example (each example has its own table),
-so hypothesis can still shrink a failing sequence."""
+source; the table a `Subscriber` rebuilds from the protocol alone and the table the Spark apply
+job writes to the sink must both equal the source's, rows and schema (types included). One
+reader, one Subscriber and one Spark apply query serve every example (each example has its own
+table), so an example costs only its own statements' trip through the pipeline."""
 
 from __future__ import annotations
 
@@ -30,8 +31,10 @@ TYPES = ["INT", "BIGINT", "VARCHAR(6)", "DECIMAL(8,2)"]
 @dataclass
 class Pipeline:
     server: Any
+    sink: Any
     db: str
     sub: Subscriber
+    query: Any
     rebuilt: Rebuild = field(default_factory=Rebuild)
     count: int = 0
 
@@ -45,10 +48,13 @@ class Pipeline:
 
 
 @pytest.fixture(scope="module")
-def pipeline(services: Settings) -> Iterator[Pipeline]:
+def pipeline(services: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
     import uuid
 
     from confluent_kafka.admin import AdminClient, NewTopic
+
+    from rowbus.spark_apply.job import BatchApplier, start_query
+    from tests.integration.spark_apply.test_spark_apply import job_config, shared_spark
 
     tag = uuid.uuid4().hex[:8]
     server = services.sources[1]
@@ -95,10 +101,27 @@ def pipeline(services: Settings) -> Iterator[Pipeline]:
                     topic_template="{source}",
                 )
             )
-            yield Pipeline(server, db, sub)
+            # (a) the Spark apply job: every table of the source database, to the same name.
+            config = job_config(
+                services,
+                f"diff_{tag}",
+                [source],
+                schemas,
+                [],
+                tmp_path_factory.mktemp("diff-cp"),
+                unrouted="identity",
+            )
+            applier = BatchApplier(config).start()
+            stack.callback(applier.close)
+            query = start_query(shared_spark(), config, applier)
+            stack.callback(query.stop)
+            yield Pipeline(server, services.resolved_sink, db, sub, query)
     finally:
         with connect(server) as conn, conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{db}`")
+        with connect(services.resolved_sink) as conn, conn.cursor() as cur:
+            for name in (db, f"state_diff_{tag}"):
+                cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
         admin.delete_topics([source, checkpoints, schemas])
 
 
@@ -253,22 +276,33 @@ def test_rebuilt_table_equals_the_source(pipeline: Pipeline, statements: list[st
     name = TableName(pipeline.db, table)
     expected = {name: source_tables(pipeline.server, [pipeline.db])[name]}
 
+    def rebuilt() -> Rebuild:
+        got = Rebuild()
+        got.tables = (
+            {name: pipeline.rebuilt.tables[name]} if name in pipeline.rebuilt.tables else {}
+        )
+        return got
+
+    def sink_table() -> Any:
+        if pipeline.query.exception() is not None:
+            raise AssertionError(pipeline.query.exception())
+        return source_tables(pipeline.sink, [pipeline.db]).get(name)
+
     def equal() -> bool:
         pipeline.drain()
-        got = Rebuild()
-        got.tables = (
-            {name: pipeline.rebuilt.tables[name]} if name in pipeline.rebuilt.tables else {}
-        )
-        return compare(got, expected) == {}
+        return compare(rebuilt(), expected) == {} and sink_table() == expected[name]
 
     try:
-        wait_for(equal, timeout=20, interval=0.1, what=f"{table} rebuilt")
+        # The first example also waits for the Spark query's first micro-batch.
+        wait_for(equal, timeout=120 if pipeline.count == 1 else 40, interval=0.2, what=table)
     except Exception:
-        got = Rebuild()
-        got.tables = (
-            {name: pipeline.rebuilt.tables[name]} if name in pipeline.rebuilt.tables else {}
-        )
-        raise AssertionError({"statements": statements, "diff": compare(got, expected)}) from None
+        raise AssertionError(
+            {
+                "statements": statements,
+                "subscriber": compare(rebuilt(), expected),
+                "spark sink": (expected[name], sink_table()),
+            }
+        ) from None
 
 
 LATE_STATEMENTS = [
