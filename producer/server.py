@@ -150,13 +150,9 @@ class SourceServer:
         return [(str(r[0]), int(r[1])) for r in self.query_all("SHOW BINARY LOGS")]
 
     def master_position(self) -> tuple[str, int]:
-        row = None
-        for sql in ("SHOW BINLOG STATUS", "SHOW BINARY LOG STATUS", "SHOW MASTER STATUS"):
-            try:
-                row = self.query_one(sql)
-                break
-            except Exception as exc:  # noqa: BLE001 - the statement differs per server version
-                log.debug("%s not understood by %s: %s", sql, self.where, exc)
+        """The server's current binlog position (MySQL 8.4: ``SHOW BINARY LOG STATUS``)."""
+        with self._cursor("SHOW MASTER STATUS") as cur:
+            row = mysql.binlog_position(cur)
         if not row:
             raise ServerMisconfiguredError(f"{self.where}: binary logging is off; set --log-bin")
         return str(row[0]), int(row[1])

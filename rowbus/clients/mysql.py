@@ -135,3 +135,25 @@ def connect(
         read_timeout=read_timeout,
         **params,
     )
+
+
+ER_PARSE_ERROR = 1064
+BINLOG_STATUS = ("SHOW MASTER STATUS", "SHOW BINARY LOG STATUS")
+"""How a server names its current binlog position: MariaDB and MySQL up to 8.3 answer the
+first; MySQL 8.4 removed it (a syntax error) for the second, which 8.2+ already knows."""
+
+
+def binlog_position(cursor: Any) -> tuple[str, int] | None:
+    """The server's current binlog file and position (None: binary logging is off). Falls back
+    to ``SHOW BINARY LOG STATUS`` only when ``SHOW MASTER STATUS`` is a syntax error there;
+    every other error (a missing grant, a lost connection) is raised."""
+    for sql in BINLOG_STATUS:
+        try:
+            cursor.execute(sql)
+        except Exception as exc:
+            if error_code(exc) == ER_PARSE_ERROR and sql != BINLOG_STATUS[-1]:
+                continue
+            raise
+        row = cursor.fetchone()
+        return (str(row[0]), int(row[1])) if row else None
+    return None  # pragma: no cover - the loop returns or raises
