@@ -27,7 +27,7 @@ committed checkpoint, which the reader writes next to it on the checkpoints topi
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from rowbus.protocol.ddl import DdlKind, ParsedDdl, TableName
@@ -95,10 +95,18 @@ class SchemaTracker:
     _undo: list[tuple[PositionKey, TableName, State]] = field(default_factory=list)
     _databases: dict[str, str | None] = field(default_factory=dict)
     _charsets: Charsets | None = None
+    _restored: dict[TableName, TableSchema] = field(default_factory=dict)
+    """Stored states not yet used (made a `TableDef` when first needed: one server query for
+    the table's default collation, not one per table at start)."""
 
     # ---- state ------------------------------------------------------------------------------
 
     def state(self, name: TableName) -> State:
+        stored = self._restored.pop(name, None)
+        if stored is not None and name not in self._tables:
+            extras = self.fetch(name.schema, name.table)
+            collation = (extras.collation if extras else None) or self._db_collation(name.schema)
+            self._tables[name] = TableDef.of(stored, collation)
         return self._tables.get(name, UNKNOWN)
 
     def generation(self, schema: str, table: str) -> int:
@@ -107,6 +115,7 @@ class SchemaTracker:
 
     def _set(self, at: PositionKey, name: TableName, state: State) -> None:
         self._undo.append((at, name, self.state(name)))
+        self._restored.pop(name, None)
         if state is UNKNOWN:
             self._tables.pop(name, None)
         else:
@@ -116,11 +125,8 @@ class SchemaTracker:
     def restore(self, tables: Mapping[TableName, TableSchema | None]) -> None:
         """States stored with the checkpoint a term resumes from (None: unknown)."""
         for name, table in tables.items():
-            if table is None or not table.columns:
-                continue
-            extras = self.fetch(name.schema, name.table)
-            collation = (extras.collation if extras else None) or self._db_collation(name.schema)
-            self._tables[name] = TableDef.of(table, collation)
+            if table is not None and table.columns:
+                self._restored[name] = table
 
     def rewind(self, at: PositionKey) -> None:
         """Undo every change made after `at` (a new stream reads from there again)."""
@@ -227,7 +233,7 @@ class SchemaTracker:
             db = parsed.database or ""
             self._databases.pop(db, None)  # read again when a table needs it
             if kind is DdlKind.DROP_DATABASE:
-                for name in [n for n in self._tables if n.schema == db]:
+                for name in [n for n in (*self._tables, *self._restored) if n.schema == db]:
                     self._set(at, name, None)
             return DdlSchema(True)
         if kind is DdlKind.DROP_TABLE:
@@ -297,6 +303,3 @@ class SchemaTracker:
         if state is UNKNOWN:
             return DdlSchema(False)
         return DdlSchema(True, state.schema_of() if isinstance(state, TableDef) else None)
-
-    def tables(self) -> Iterable[TableName]:
-        return self._tables.keys()
