@@ -19,9 +19,10 @@ def connect(hostport: str, user: str, password: str, db: str | None = None) -> A
 def binlog_end(conn: Any) -> tuple[str, int]:
     """The server's current binlog file and position."""
     with conn.cursor() as cur:
-        cur.execute("SHOW MASTER STATUS")
-        row = cur.fetchone()
-    return str(row[0]), int(row[1])
+        found = mysql.binlog_position(cur)
+    if found is None:
+        raise RuntimeError("binary logging is off on the benchmark's server")
+    return found
 
 
 def maxrss_mb() -> float:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from rowbus.producer.control import Control, ControlStatement, classify
+from rowbus.producer.tracker import DdlSchema
 from rowbus.protocol.ddl import DdlKind, DdlParseError, ParsedDdl, parse_ddl
 from rowbus.protocol.events import BinlogPosition, Op, TableSchema
 from rowbus.protocol.values import Value
@@ -61,6 +62,8 @@ class Query:
     end: int
     size: int
     timestamp: int
+    ddl: DdlSchema | None = None
+    """What the schema tracker says of a DDL statement (None: not tracked)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +127,8 @@ class DdlItem:
     schema: str
     parsed: ParsedDdl
     position: BinlogPosition
+    after: DdlSchema | None = None
+    """The schema tracker's after-schema (None, or not `known`: the next table map's)."""
 
 
 Change = RowItem | DdlItem
@@ -388,12 +393,12 @@ class TransactionAssembler:
             txn = self._open
             ready = self._cut(txn)
             pos = self._at(q.end, txn.gtid)
-            txn.changes.append(DdlItem(q.statement, q.schema, target, pos))
+            txn.changes.append(DdlItem(q.statement, q.schema, target, pos, q.ddl))
             return ready
         txn = self._start(q.end - q.size)
         if wanted:
             pos = self._at(q.end, txn.gtid)
-            txn.changes.append(DdlItem(q.statement, q.schema, target, pos))
+            txn.changes.append(DdlItem(q.statement, q.schema, target, pos, q.ddl))
         return self._close(q.end, q.timestamp)
 
     def _control(self, q: Query, control: ControlStatement) -> Transaction | None:

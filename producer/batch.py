@@ -354,8 +354,9 @@ class Batcher:
         self.batch.stats.rows += 1
 
     def _add_ddl(self, item: DdlItem, ts: int, ref: TxnRef) -> None:
-        """A DDL to every partition. Its schema after the statement is taken from the binlog:
-        the table map of the table's next row, for which the batch waits up to
+        """A DDL to every partition, with its schema after the statement: the reader's shadow
+        schema's (`rowbus.producer.tracker`) when it modelled the statement. Otherwise from the
+        binlog: the table map of the table's next row, for which the batch waits up to
         `DDL_SCHEMA_WAIT_S`; when none comes by then, from the live server (`ddl_schema`); when
         another DDL of the table comes first, none (the schema in between is not knowable)."""
         parsed = item.parsed
@@ -375,6 +376,14 @@ class Batcher:
         )
         topic, partitioner = self.topic_for(schema, table)
         routes = partitioner.route(ddl)
+        if item.after is not None and item.after.known:
+            # The schema tracker applied the statement: its after-schema is exact.
+            if table is not None and self._pending:
+                self._resolve_ddls(schema, table, None, fallback=False)
+            ddl = replace(ddl, table_schema=item.after.table)
+            for key, partition in routes:
+                self._emit(topic, partition, key, ddl)
+            return
         if table is None or parsed.kind is DdlKind.DROP_TABLE:
             for key, partition in routes:
                 self._emit(topic, partition, key, ddl)
@@ -393,9 +402,16 @@ class Batcher:
             records[index] = (topic, partition, key, value, list(headers))
             self.batch.stats.bytes += len(value)
 
-    def _resolve_ddls(self, schema: str, table: str, after: TableSchema | None) -> None:
+    def _resolve_ddls(
+        self, schema: str, table: str, after: TableSchema | None, fallback: bool = True
+    ) -> None:
         waiting = self._pending.pop((schema, table), None)
         if not waiting:
+            return
+        if not fallback:
+            # A tracked DDL of the table follows: the schema in between is not knowable.
+            for pending in waiting:
+                self._fill(pending, None)
             return
         *earlier, last = waiting
         for pending in earlier:

@@ -75,10 +75,10 @@ from rowbus.producer.tables import (
     converter_for,
     table_schema_from_map,
 )
-from rowbus.producer.tracker import SchemaTracker
+from rowbus.producer.tracker import DdlSchema, PositionKey, SchemaTracker
 from rowbus.producer.values import UnsupportedCharsetError, install, reader_for
 from rowbus.protocol.ddl import DdlParseError, parse_ddl
-from rowbus.protocol.events import Op, TableSchema
+from rowbus.protocol.events import BinlogPosition, Op, TableSchema
 
 log = logging.getLogger(__name__)
 install()  # our value layer decodes the column types the library gets wrong
@@ -293,9 +293,10 @@ class BinlogStream:
             schema = schema.decode("utf-8", "replace") if isinstance(schema, bytes) else schema
             query = event.query
             statement = query.decode("utf-8", "replace") if isinstance(query, bytes) else query
+            ddl = None
             if self._tracker is not None and classify(statement) is None:
-                self._track(statement, str(schema or ""))
-            return Query(statement, str(schema or ""), end, event.event_size, event.timestamp)
+                ddl = self._track(statement, str(schema or ""), end)
+            return Query(statement, str(schema or ""), end, event.event_size, event.timestamp, ddl)
         if kind is RotateEvent:
             self.file, self.pos = event.next_binlog, event.position
             return Rotate(event.next_binlog, event.position)
@@ -338,6 +339,7 @@ class BinlogStream:
             ),
             generation,
         )
+        end = event.packet.log_pos
         found = self._layouts.get(layout)
         if found is None:
             try:
@@ -356,7 +358,7 @@ class BinlogStream:
                         "cannot convert to Unicode; convert the column to utf8mb4"
                     ) from exc
             if self._tracker is not None:
-                table = self._tracker.complete(table)
+                table = self._tracker.on_table_map(table, self._at(end))
             plan = fastrows.plan_for(cols) if self._fast else None
             found = (table, converter_for(table), plan)
             if len(self._layouts) > 10_000:
@@ -367,16 +369,20 @@ class BinlogStream:
         self._by_columns[id(cols)] = (cols, generation, found)
         self._tables[event.table_id] = found
 
-    def _track(self, statement: str, schema: str) -> None:
+    def _at(self, end: int) -> PositionKey:
+        return (BinlogPosition(self.file, end).file_number, self.file, end)
+
+    def _track(self, statement: str, schema: str, end: int) -> DdlSchema | None:
         assert self._tracker is not None
         try:
             parsed = parse_ddl(statement, schema)
         except DdlParseError:
-            return
+            return None
         if any(self._filter.wanted(t.schema, t.table) for t in parsed.touched) or (
             parsed.database is not None and self._filter.schema_wanted(parsed.database)
         ):
-            self._tracker.on_ddl(parsed)
+            return self._tracker.on_ddl(parsed, statement, self._at(end))
+        return None
 
 
 _Table = tuple[TableSchema, Converter, fastrows.Plan | None]

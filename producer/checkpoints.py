@@ -23,7 +23,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
@@ -32,7 +32,8 @@ from rowbus.clients import kafka
 from rowbus.producer.exceptions import PublishError, ReaderError
 from rowbus.producer.publisher import translate_kafka_error
 from rowbus.protocol.codec import decode
-from rowbus.protocol.events import ReaderCheckpoint
+from rowbus.protocol.ddl import TableName
+from rowbus.protocol.events import ReaderCheckpoint, SchemaRecord, TableSchema
 from rowbus.protocol.topics import checkpoint_key, fragment_key
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,8 @@ class StoredCheckpoint:
 
     checkpoint: ReaderCheckpoint | None
     fragment: ReaderCheckpoint | None
+    tables: dict[TableName, TableSchema | None] = field(default_factory=dict)
+    """The schema tracker's table states stored with the checkpoint (None: not known)."""
 
 
 def load_checkpoint(
@@ -73,17 +76,24 @@ def load_checkpoints(
     key, open_key = checkpoint_key(source), fragment_key(source)
     found: ReaderCheckpoint | None = None
     fragment: ReaderCheckpoint | None = None
+    tables: dict[TableName, TableSchema | None] = {}
+    prefix = f"{source}/table/".encode()
     try:
         meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if meta is None or meta.error is not None or not meta.partitions:
             return StoredCheckpoint(None, None)
         for msg in _read_to_high_watermark(consumer, topic, list(meta.partitions), timeout_s):
             k = msg.key()
-            if k not in (key, open_key):
+            state = k is not None and k.startswith(prefix)
+            if k not in (key, open_key) and not state:
                 continue
             where = f"{topic}[{msg.partition()}]@{msg.offset()}"
             headers: Any = msg.headers()
             record = decode(msg.value(), headers, where)
+            if state and isinstance(record, SchemaRecord):
+                t = record.table_schema
+                tables[TableName(t.schema, t.table)] = t if t.columns else None
+                continue
             if not isinstance(record, ReaderCheckpoint):
                 continue
             if k == key:
@@ -113,7 +123,7 @@ def load_checkpoints(
             fragment.position.gtid,
             fragment.position,
         )
-    return StoredCheckpoint(found, fragment)
+    return StoredCheckpoint(found, fragment, tables if found is not None else {})
 
 
 def _read_to_high_watermark(

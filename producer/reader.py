@@ -27,7 +27,7 @@ from rowbus.clients.election import Election, Unopposed
 from rowbus.clients.mysql import SYSTEM_SCHEMAS
 from rowbus.clients.settings import SourceConnection
 from rowbus.producer.assembler import DdlItem, Rows, ServerHeartbeat, TransactionAssembler
-from rowbus.producer.batch import Batcher, FlushPolicy
+from rowbus.producer.batch import Batcher, BatchStats, FlushPolicy, OutRecord
 from rowbus.producer.binlog import BinlogStream
 from rowbus.producer.checkpoints import load_checkpoints
 from rowbus.producer.exceptions import (
@@ -50,10 +50,10 @@ from rowbus.producer.snapshot.runner import ChunkReader
 from rowbus.producer.snapshot.state import SnapshotState
 from rowbus.producer.stall import StableWatch
 from rowbus.producer.tables import TableFilter
-from rowbus.producer.tracker import SchemaTracker
+from rowbus.producer.tracker import PositionKey, SchemaTracker
 from rowbus.protocol.codec import Encoding, encode
-from rowbus.protocol.ddl import ParsedDdl
-from rowbus.protocol.events import BinlogPosition, ReaderCheckpoint, TableSchema
+from rowbus.protocol.ddl import ParsedDdl, TableName
+from rowbus.protocol.events import BinlogPosition, ReaderCheckpoint, SchemaRecord, TableSchema
 from rowbus.protocol.hlc import HybridClock
 from rowbus.protocol.partition import Dispatch, DispatchRule, Partitioner
 from rowbus.protocol.topics import (
@@ -66,12 +66,17 @@ from rowbus.protocol.topics import (
     data_topic,
     fragment_key,
     per_table,
+    table_state_key,
 )
 
 log = logging.getLogger(__name__)
 
 MAX_STREAM_RETRIES = 30
 MAX_TERM_FAILURES = 20
+
+
+def _key(position: BinlogPosition) -> PositionKey:
+    return (position.file_number, position.file, position.offset)
 
 
 def default_reader_id() -> str:
@@ -106,7 +111,15 @@ class _Term:
 
     def __post_init__(self) -> None:
         if self.tracker is None:
-            self.tracker = SchemaTracker(self.server.table_extras)
+            server = self.server
+            self.tracker = SchemaTracker(
+                server.table_extras, server.charsets, server.database_collation
+            )
+
+    def restore_tables(self, tables: Mapping[TableName, TableSchema | None]) -> None:
+        """The table states stored with the checkpoint this term resumes from."""
+        assert self.tracker is not None
+        self.tracker.restore(tables)
 
 
 def _schemas_only(batcher: Batcher, prepared: Prepared) -> None:
@@ -297,19 +310,7 @@ class Reader:
             clock, epoch, offsets = HybridClock(), 1, {}
         if prepared is not None:
             state = prepared.state
-        batcher = Batcher(
-            self.source.name,
-            clock,
-            s.topic_template,
-            lambda topic: publisher.partitions(
-                topic, s.partitions, DATA_TOPIC_CONFIG, "reader.partitions"
-            ),
-            lambda n: Partitioner(n, self._rules),
-            lambda item: self._ddl_schema(server, item),
-            s.schemas_topic,
-            self._encoding,
-            FlushPolicy(s.flush_rows, s.flush_bytes, s.flush_interval_s, s.heartbeat_interval_s),
-        )
+        batcher = self._batcher(server, publisher, clock)
         if checkpoint is not None and fragment is not None:
             batcher.resume_stream(fragment)
         if prepared is not None and prepared.state.done:
@@ -334,9 +335,28 @@ class Reader:
             offsets,
             snapshot=state,
             prepared=prepared,
+            identity=identity,
         )
-        term.identity = identity
+        term.restore_tables(stored.tables)
         return term
+
+    def _batcher(
+        self, server: SourceServer, publisher: KafkaPublisher, clock: HybridClock
+    ) -> Batcher:
+        s = self.settings
+        return Batcher(
+            self.source.name,
+            clock,
+            s.topic_template,
+            lambda topic: publisher.partitions(
+                topic, s.partitions, DATA_TOPIC_CONFIG, "reader.partitions"
+            ),
+            lambda n: Partitioner(n, self._rules),
+            lambda item: self._ddl_schema(server, item),
+            s.schemas_topic,
+            self._encoding,
+            FlushPolicy(s.flush_rows, s.flush_bytes, s.flush_interval_s, s.heartbeat_interval_s),
+        )
 
     def _continue_snapshot(
         self, server: SourceServer, state: SnapshotState, resume: BinlogPosition, mode: str
@@ -485,6 +505,16 @@ class Reader:
         )
         return resume
 
+    def _committed(self, term: _Term, stats: BatchStats, ts: int, elapsed_ms: float) -> None:
+        m = self.metrics
+        m.watermark_ts = ts
+        m.batches += 1
+        m.rows += stats.rows
+        m.bytes += stats.bytes
+        m.observe_commit(elapsed_ms)
+        self.stable.committed(term.offsets, self._monotonic())
+        m.stalled_partitions = len(self.stable.stalled)
+
     def _stalls(self, committed: Mapping[tuple[str, int], int]) -> list[kafka.Stall]:
         if self._admin is None:
             self._admin = kafka.admin(self.services.kafka)
@@ -530,7 +560,12 @@ class Reader:
 
     def _tail(self, term: _Term, stop: threading.Event) -> None:
         retries = 0
+        tracker = term.tracker
+        assert tracker is not None
         while not stop.is_set():
+            # A new stream reads again from the last transaction end: what the tracker applied
+            # after it is undone, so each DDL is applied once.
+            tracker.rewind(_key(term.resume))
             stream = BinlogStream(
                 term.server.source,
                 self.server_id,
@@ -629,6 +664,18 @@ class Reader:
 
     # ---- publishing -----------------------------------------------------------------------------
 
+    def _table_states(self, term: _Term, topic: str, ts: int) -> list[OutRecord]:
+        """The tracked table states as of the checkpoint (a new term restores them); a table
+        not known is stored with no columns."""
+        assert term.tracker is not None
+        out: list[OutRecord] = []
+        for name, state in term.tracker.durable(_key(term.resume)):
+            table = state or TableSchema(name.schema, name.table, (), ())
+            value, headers = encode(SchemaRecord.of(table, self.source.name, ts), self._encoding)
+            key = table_state_key(self.source.name, name.schema, name.table)
+            out.append((topic, None, key, value, headers))
+        return out
+
     def _commit(
         self,
         term: _Term,
@@ -668,7 +715,10 @@ class Reader:
             )
             value, headers = encode(checkpoint, self._encoding)
             topic = self.settings.checkpoints_topic
-            records = [(topic, None, checkpoint_key(self.source.name), value, headers)]
+            records: list[OutRecord] = [
+                (topic, None, checkpoint_key(self.source.name), value, headers)
+            ]
+            records.extend(self._table_states(term, topic, checkpoint.ts))
             open_stream = batcher.open_stream
             if open_stream is not None and open_stream.last is not None:
                 # Where the fragments committed so far end (PROTOCOL.md §9.1).
@@ -687,16 +737,9 @@ class Reader:
             publisher.abort()
             raise
         elapsed_ms = (self._monotonic() - started) * 1000
-        self.metrics.watermark_ts = checkpoint.ts
         term.last_publish = now
         self.committed = term.resume
-        m = self.metrics
-        m.batches += 1
-        m.rows += batch.stats.rows
-        m.bytes += batch.stats.bytes
-        m.observe_commit(elapsed_ms)
-        self.stable.committed(term.offsets, self._monotonic())
-        m.stalled_partitions = len(self.stable.stalled)
+        self._committed(term, batch.stats, checkpoint.ts, elapsed_ms)
         log.debug(
             "committed %d transactions, %d events up to binlog %s:%s gtid=%s ts=%d in %.1f ms",
             batch.stats.transactions,

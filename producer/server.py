@@ -31,6 +31,7 @@ from rowbus.producer.exceptions import (
 from rowbus.producer.positions import GtidState, StartPosition, is_mariadb_gtid
 from rowbus.producer.tables import CHAR_TYPES, TableFilter
 from rowbus.producer.tracker import Extras
+from rowbus.protocol.ddl_apply import Charsets
 from rowbus.protocol.events import BinlogPosition, ColumnSchema, IndexSchema, TableSchema
 from rowbus.protocol.positions import parse_gtid_set
 
@@ -150,13 +151,9 @@ class SourceServer:
         return [(str(r[0]), int(r[1])) for r in self.query_all("SHOW BINARY LOGS")]
 
     def master_position(self) -> tuple[str, int]:
-        row = None
-        for sql in ("SHOW BINLOG STATUS", "SHOW BINARY LOG STATUS", "SHOW MASTER STATUS"):
-            try:
-                row = self.query_one(sql)
-                break
-            except Exception as exc:  # noqa: BLE001 - the statement differs per server version
-                log.debug("%s not understood by %s: %s", sql, self.where, exc)
+        """The server's current binlog position (MySQL 8.4: ``SHOW BINARY LOG STATUS``)."""
+        with self._cursor("SHOW MASTER STATUS") as cur:
+            row = mysql.binlog_position(cur)
         if not row:
             raise ServerMisconfiguredError(f"{self.where}: binary logging is off; set --log-bin")
         return str(row[0]), int(row[1])
@@ -288,7 +285,29 @@ class SourceServer:
         if not rows:
             return None
         defaults = {str(n): None if d is None else str(d) for n, d in rows}
-        return Extras(defaults, self._indexes(schema, table))
+        found = self.query_one(
+            "SELECT TABLE_COLLATION FROM information_schema.TABLES "
+            "WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s",
+            (schema, table),
+        )
+        collation = str(found[0]) if found and found[0] else None
+        return Extras(defaults, self._indexes(schema, table), collation)
+
+    def database_collation(self, database: str) -> str | None:
+        """A database's default collation now (None: no such database)."""
+        found = self.query_one(
+            "SELECT DEFAULT_COLLATION_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME=%s",
+            (database,),
+        )
+        return str(found[0]) if found and found[0] else None
+
+    def charsets(self) -> Charsets:
+        """Each charset's default collation (a server fact, read once per term)."""
+        rows = self.query_all(
+            "SELECT CHARACTER_SET_NAME, COLLATION_NAME FROM information_schema.COLLATIONS "
+            "WHERE IS_DEFAULT='Yes'"
+        )
+        return Charsets({str(cs): str(coll) for cs, coll in rows})
 
     # ---- locating a start position ------------------------------------------------------------
 

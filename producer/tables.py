@@ -136,9 +136,16 @@ def table_schema_from_map(event: Any) -> TableSchema:
     columns = event.columns
     nullable = _null_bits(bytes(event.null_bitmask), len(columns))
     cols = tuple(column_schema(c, n) for c, n in zip(columns, nullable, strict=True))
+    meta = getattr(event, "optional_metadata", None)
+    # Key order: the library's table object lists key columns in column order.
+    order = list(getattr(meta, "simple_primary_key_list", None) or ()) or list(
+        getattr(meta, "primary_keys_with_prefix", None) or {}
+    )
     pk = event.table_obj.primary_key
     primary_key: tuple[str, ...]
-    if not pk:
+    if order and all(0 <= i < len(cols) for i in order):
+        primary_key = tuple(cols[i].name for i in order)
+    elif not pk:
         primary_key = ()
     elif isinstance(pk, str):
         primary_key = (pk,)

@@ -93,6 +93,13 @@ def fragment_key(source: str) -> bytes:
     return f"{source}/fragment".encode()
 
 
+def table_state_key(source: str, schema: str, table: str) -> bytes:
+    """Key of a reader's tracked table state on the checkpoints topic (PROTOCOL.md §7):
+    ``{source}/table/`` and the backquoted ``schema`.`table``, UTF-8."""
+    quoted = ".".join("`" + n.replace("`", "``") + "`" for n in (schema, table))
+    return f"{source}/table/{quoted}".encode()
+
+
 def schema_key(schema_id: int) -> bytes:
     """Key of a SchemaRecord: the schema id in decimal ASCII."""
     return str(schema_id).encode("ascii")

@@ -48,6 +48,7 @@ from rowbus.clients.mysql import quote
 from rowbus.consumers.routing import Router, Target
 from rowbus.protocol.events import DdlChange
 from rowbus.protocol.values import Value
+from rowbus.spark_apply import lenient
 from rowbus.spark_apply.changes import (
     STATEMENT_BYTES,
     SchemaLookup,
@@ -55,7 +56,6 @@ from rowbus.spark_apply.changes import (
     collapse,
     delete_statements,
     keyless_statements,
-    upsert_statements,
 )
 from rowbus.spark_apply.ddl import SinkDdl
 from rowbus.spark_apply.exceptions import (
@@ -597,8 +597,7 @@ def _write_table(cur: Any, tc: TableChanges, max_bytes: int = STATEMENT_BYTES) -
     for _key, (cols, values, _env) in tc.upserts.items():
         groups.setdefault(cols, []).append(values)
     for cols, rows in groups.items():
-        for sql in upsert_statements(tc.target, cols, tc.key_columns, rows, max_bytes):
-            cur.execute(sql)
+        lenient.upsert(cur, tc.target, cols, tc.key_columns, rows, max_bytes)
     for sql in keyless_statements(tc.target, tc.ordered):
         if cur.execute(sql) == 0:
             # The sink does not hold the row the source changed: it drifted (or was edited).

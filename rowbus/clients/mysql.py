@@ -29,7 +29,14 @@ SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema",
 
 UNAVAILABLE = frozenset({2003, 2006, 2013, 2055})
 ROLLED_BACK = frozenset({1205, 1213})
-DENIED = frozenset({1044, 1045, 1142, 1227})
+CR_AUTH_PLUGIN_ERR = 2061
+DENIED = frozenset({1044, 1045, 1142, 1227, CR_AUTH_PLUGIN_ERR})
+SHA2_FULL_AUTH = (
+    "the server asks for caching_sha2_password's full authentication (the password is not in "
+    "its cache), which over a connection without TLS needs the 'cryptography' package: "
+    "install it (pip install cryptography), or log in once over TLS so the server caches the "
+    "password, or use mysql_native_password for this user"
+)
 
 
 class Kind(StrEnum):
@@ -128,10 +135,42 @@ def connect(
     if "db" in kwargs:  # mysql-replication still uses pymysql's old name
         database = database or kwargs.pop("db")
     params.update(kwargs)
-    return pymysql.connect(
-        database=database,
-        autocommit=autocommit,
-        connect_timeout=connect_timeout,
-        read_timeout=read_timeout,
-        **params,
-    )
+    try:
+        return pymysql.connect(
+            database=database,
+            autocommit=autocommit,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            **params,
+        )
+    except RuntimeError as exc:
+        # pymysql raises a bare RuntimeError (not a MySQLError) when the RSA exchange of
+        # caching_sha2_password needs a package it lacks: one clear, non-retryable line.
+        if "cryptography" not in str(exc):
+            raise
+        user = params.get("user", "")
+        raise pymysql.err.OperationalError(
+            CR_AUTH_PLUGIN_ERR, f"user {user}: {SHA2_FULL_AUTH}"
+        ) from exc
+
+
+ER_PARSE_ERROR = 1064
+BINLOG_STATUS = ("SHOW MASTER STATUS", "SHOW BINARY LOG STATUS")
+"""How a server names its current binlog position: MariaDB and MySQL up to 8.3 answer the
+first; MySQL 8.4 removed it (a syntax error) for the second, which 8.2+ already knows."""
+
+
+def binlog_position(cursor: Any) -> tuple[str, int] | None:
+    """The server's current binlog file and position (None: binary logging is off). Falls back
+    to ``SHOW BINARY LOG STATUS`` only when ``SHOW MASTER STATUS`` is a syntax error there;
+    every other error (a missing grant, a lost connection) is raised."""
+    for sql in BINLOG_STATUS:
+        try:
+            cursor.execute(sql)
+        except Exception as exc:
+            if error_code(exc) == ER_PARSE_ERROR and sql != BINLOG_STATUS[-1]:
+                continue
+            raise
+        row = cursor.fetchone()
+        return (str(row[0]), int(row[1])) if row else None
+    return None  # pragma: no cover - the loop returns or raises

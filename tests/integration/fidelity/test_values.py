@@ -171,9 +171,9 @@ def test_spark_apply_writes_every_value_as_the_source_has_it(
     job = f"fid_{uuid.uuid4().hex[:8]}"
     from rowbus.consumers.routing import RouteSettings
 
-    # A STRICT sink refuses what it cannot store (the ENUM error value) and stops the job:
-    # those tables are left out by routing (PROTOCOL.md §2.1).
-    cases = [c for c in CASES if c.sink]
+    # Every case, the ENUM error value included (a STRICT sink writes it in a statement of its
+    # own under a lenient sql_mode: rowbus.spark_apply.lenient).
+    cases = list(CASES)
     routes = [RouteSettings(match=f"{setup.database}.{c.table}") for c in cases]
     config = job_config(
         services,
@@ -192,7 +192,7 @@ def test_spark_apply_writes_every_value_as_the_source_has_it(
 
             def sink_rows() -> dict[str, list[tuple[Any, ...]]] | None:
                 if query.exception() is not None:
-                    return {}
+                    raise AssertionError(query.exception())
                 with connect(services.resolved_sink, setup.database) as conn:
                     with conn.cursor() as cur:
                         cur.execute("SET time_zone = '+00:00'")
@@ -214,6 +214,13 @@ def test_spark_apply_writes_every_value_as_the_source_has_it(
             if got[c.table] != matrix.source_rows[c.table]
         ]
         assert not wrong, "\n".join(wrong)
+        indexes = []
+        for server in (setup.server, services.resolved_sink):
+            with connect(server, setup.database) as conn, conn.cursor() as cur:
+                cur.execute("SELECT id, v + 0 FROM f_enum_error ORDER BY id")
+                indexes.append(cur.fetchall())
+        assert indexes[0] == indexes[1], "ENUM indexes (the error value is 0)"
+        assert (0,) in {r[1:] for r in indexes[0]}
     finally:
         applier.close()
         with connect(services.resolved_sink) as conn, conn.cursor() as cur:

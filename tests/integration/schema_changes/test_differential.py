@@ -1,7 +1,8 @@
 """Generated differential test: random table schemas and random DDL/DML sequences run on a real
-source; the table a `Subscriber` rebuilds from the protocol alone must equal the source's, rows
-and schema. One reader and one Subscriber serve every example (each example has its own table),
-so hypothesis can still shrink a failing sequence."""
+source; the table a `Subscriber` rebuilds from the protocol alone and the table the Spark apply
+job writes to the sink must both equal the source's, rows and schema (types included). One
+reader, one Subscriber and one Spark apply query serve every example (each example has its own
+table), so an example costs only its own statements' trip through the pipeline."""
 
 from __future__ import annotations
 
@@ -30,8 +31,10 @@ TYPES = ["INT", "BIGINT", "VARCHAR(6)", "DECIMAL(8,2)"]
 @dataclass
 class Pipeline:
     server: Any
+    sink: Any
     db: str
     sub: Subscriber
+    query: Any
     rebuilt: Rebuild = field(default_factory=Rebuild)
     count: int = 0
 
@@ -45,10 +48,13 @@ class Pipeline:
 
 
 @pytest.fixture(scope="module")
-def pipeline(services: Settings) -> Iterator[Pipeline]:
+def pipeline(services: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
     import uuid
 
     from confluent_kafka.admin import AdminClient, NewTopic
+
+    from rowbus.spark_apply.job import BatchApplier, start_query
+    from tests.integration.spark_apply.test_spark_apply import job_config, shared_spark
 
     tag = uuid.uuid4().hex[:8]
     server = services.sources[1]
@@ -95,10 +101,27 @@ def pipeline(services: Settings) -> Iterator[Pipeline]:
                     topic_template="{source}",
                 )
             )
-            yield Pipeline(server, db, sub)
+            # (a) the Spark apply job: every table of the source database, to the same name.
+            config = job_config(
+                services,
+                f"diff_{tag}",
+                [source],
+                schemas,
+                [],
+                tmp_path_factory.mktemp("diff-cp"),
+                unrouted="identity",
+            )
+            applier = BatchApplier(config).start()
+            stack.callback(applier.close)
+            query = start_query(shared_spark(), config, applier)
+            stack.callback(query.stop)
+            yield Pipeline(server, services.resolved_sink, db, sub, query)
     finally:
         with connect(server) as conn, conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{db}`")
+        with connect(services.resolved_sink) as conn, conn.cursor() as cur:
+            for name in (db, f"state_diff_{tag}"):
+                cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
         admin.delete_topics([source, checkpoints, schemas])
 
 
@@ -224,6 +247,17 @@ def scenario(draw: st.DrawFn) -> list[str]:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(statements=scenario())
+@example(  # found by this test: an ADD COLUMN … DEFAULT followed directly by another DDL
+    statements=[
+        "CREATE TABLE {t} (id INT PRIMARY KEY, `c0` BIGINT, `c1` INT, `c2` BIGINT) "
+        "DEFAULT CHARSET=utf8mb4",
+        "INSERT INTO {t} VALUES (1, 5, 6, 7)",
+        "INSERT INTO {t} VALUES (2, -5, -6, -7)",
+        "ALTER TABLE {t} ADD COLUMN `n10` VARCHAR(6) DEFAULT ' éZéca'",
+        "ALTER TABLE {t} MODIFY `n10` VARCHAR(12)",
+        "INSERT INTO {t} VALUES (31, 0, 0, 0, 'x')",
+    ]
+)
 @example(  # found by this test: a column rename followed by another DDL before any row
     statements=[
         "CREATE TABLE {t} (id INT PRIMARY KEY, `c0` INT, `c1` INT) DEFAULT CHARSET=utf8mb4",
@@ -242,19 +276,113 @@ def test_rebuilt_table_equals_the_source(pipeline: Pipeline, statements: list[st
     name = TableName(pipeline.db, table)
     expected = {name: source_tables(pipeline.server, [pipeline.db])[name]}
 
+    def rebuilt() -> Rebuild:
+        got = Rebuild()
+        got.tables = (
+            {name: pipeline.rebuilt.tables[name]} if name in pipeline.rebuilt.tables else {}
+        )
+        return got
+
+    def sink_table() -> Any:
+        if pipeline.query.exception() is not None:
+            raise AssertionError(pipeline.query.exception())
+        return source_tables(pipeline.sink, [pipeline.db]).get(name)
+
     def equal() -> bool:
         pipeline.drain()
-        got = Rebuild()
-        got.tables = (
-            {name: pipeline.rebuilt.tables[name]} if name in pipeline.rebuilt.tables else {}
-        )
-        return compare(got, expected) == {}
+        return compare(rebuilt(), expected) == {} and sink_table() == expected[name]
 
     try:
-        wait_for(equal, timeout=20, interval=0.1, what=f"{table} rebuilt")
+        # The first example also waits for the Spark query's first micro-batch.
+        wait_for(equal, timeout=120 if pipeline.count == 1 else 40, interval=0.2, what=table)
     except Exception:
-        got = Rebuild()
-        got.tables = (
-            {name: pipeline.rebuilt.tables[name]} if name in pipeline.rebuilt.tables else {}
+        raise AssertionError(
+            {
+                "statements": statements,
+                "subscriber": compare(rebuilt(), expected),
+                "spark sink": (expected[name], sink_table()),
+            }
+        ) from None
+
+
+LATE_STATEMENTS = [
+    "CREATE TABLE {t} (id INT PRIMARY KEY, a INT NOT NULL DEFAULT 3, b VARCHAR(8)) "
+    "DEFAULT CHARSET=latin1",
+    "INSERT INTO {t} (id, b) VALUES (1, 'x')",
+    "ALTER TABLE {t} ADD COLUMN c INT NOT NULL DEFAULT 7",
+    "ALTER TABLE {t} ALTER COLUMN c SET DEFAULT 9",
+    "INSERT INTO {t} (id) VALUES (2)",
+    "ALTER TABLE {t} ADD COLUMN d VARCHAR(4) DEFAULT 'dd', ADD UNIQUE KEY u_b (b)",
+    "ALTER TABLE {t} MODIFY d VARCHAR(9) DEFAULT 'later'",
+    "ALTER TABLE {t} ADD COLUMN e DECIMAL(6,2) NOT NULL DEFAULT 1.5 FIRST",
+    "INSERT INTO {t} (id, b) VALUES (3, 'z')",
+    "ALTER TABLE {t} DROP INDEX u_b, CHANGE b bb VARCHAR(10) DEFAULT 'q'",
+    "ALTER TABLE {t} ADD COLUMN f INT DEFAULT 11",
+    "ALTER TABLE {t} ALTER COLUMN f SET DEFAULT 12",
+]
+
+
+def test_reader_far_behind_publishes_each_ddls_own_schema(
+    services: Settings,
+    make_topic: Any,
+    make_database: Any,
+) -> None:
+    """Every DDL runs before the reader starts (from a position before the CREATE), so the live
+    server's defaults and indexes are those of the last state: each DDL must still carry its
+    own after-schema, and the rebuilt table must equal the source."""
+    server = services.sources[1]
+    db = make_database(server)
+    source = make_topic("late-src", partitions=2)
+    checkpoints = make_topic("late-ckpt", partitions=1, **{"cleanup.policy": "compact"})
+    schemas = make_topic("late-schemas", partitions=1, **{"cleanup.policy": "compact"})
+    with connect(server, db) as conn, conn.cursor() as cur:
+        cur.execute("SHOW MASTER STATUS")
+        file, pos = cur.fetchone()[:2]
+        for sql in LATE_STATEMENTS:
+            cur.execute(sql.format(t="`t`"))
+    expected = source_tables(server, [db])
+    setup = ReaderSetup(
+        services=services,
+        server=server,
+        source=source,
+        database=db,
+        data_topic="{source}",
+        checkpoints_topic=checkpoints,
+        schemas_topic=schemas,
+    )
+    rebuilt = Rebuild()
+    with ExitStack() as stack:
+        stack.enter_context(
+            reader_thread(setup, start=f"file:{file}:{pos}", heartbeat_interval_s=0.3)
         )
-        raise AssertionError({"statements": statements, "diff": compare(got, expected)}) from None
+        index = TopicReader(services, checkpoints)
+        index.until(
+            lambda rs: any(isinstance(r, ReaderCheckpoint) for r in rs),
+            timeout=60,
+            what="the reader's first checkpoint",
+        )
+        index.close()
+        sub = stack.enter_context(
+            Subscriber(
+                services.kafka.client_config(),
+                [source],
+                checkpoints_topic=checkpoints,
+                schemas_topic=schemas,
+                group_id=f"late-{source}",
+                topic_template="{source}",
+            )
+        )
+
+        def equal() -> bool:
+            for txn in sub.poll(0.2):
+                for ev in txn.events:
+                    if isinstance(ev, RowChange):
+                        rebuilt.apply(ev, sub.table(ev))
+                    elif isinstance(ev, DdlChange):
+                        rebuilt.apply(ev, None)
+            return compare(rebuilt, expected) == {}
+
+        try:
+            wait_for(equal, timeout=60, interval=0.1, what="the late reader's rebuild")
+        except Exception:
+            raise AssertionError(compare(rebuilt, expected)) from None
