@@ -43,6 +43,7 @@ from rowbus.producer.server import SourceServer
 from rowbus.producer.settings import ReaderSettings, Services, deployment_id
 from rowbus.producer.tables import TableFilter
 from rowbus.producer.tracker import SchemaTracker
+from rowbus.producer.xa_watch import PreparedXaWatch
 from rowbus.protocol.codec import Encoding, encode
 from rowbus.protocol.ddl import ParsedDdl
 from rowbus.protocol.events import BinlogPosition, ReaderCheckpoint, TableSchema
@@ -340,11 +341,16 @@ class Reader:
         live_ms = int(self.settings.heartbeat_interval_s * 1000) + 1000
         last_commit_ms = 0
         fragment_rows = self.settings.fragment_rows
+        xa_watch = PreparedXaWatch(self.source.name, self.settings.xa_prepared_warn_s, metrics)
+        xa_checked = 0.0
         for event in stream.events():
             metrics.events += 1
             if leadership.lost:
                 raise LeadershipLostError(f"{self.reader_id} lost leadership of {self.source.name}")
             now = wall()
+            if now - xa_checked >= 1.0 and (assembler.prepared or metrics.xa_prepared):
+                xa_watch.check(assembler.held_xa(), now)
+                xa_checked = now
             idle = not batcher.batch.stats.events and now - term.last_publish >= hb_gap
             if isinstance(event, ServerHeartbeat):
                 caught_up = (
