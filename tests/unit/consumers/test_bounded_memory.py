@@ -22,7 +22,7 @@ def big_rows(n: int, ts: int = 10) -> Iterator[DataEvent]:
         yield row(
             ts,
             Op.INSERT,
-            after=(i, i, PAD),
+            after=(i, i, f"{i:08d}{PAD[8:]}"),  # a value of its own, as a decoded event has
             tbl=BIG,
             index=i,
             count=n,
@@ -32,7 +32,7 @@ def big_rows(n: int, ts: int = 10) -> Iterator[DataEvent]:
 
 
 def test_a_huge_transaction_is_held_in_bounded_memory_with_the_default_limit() -> None:
-    n = 120_000
+    n = 100_000
     limit = SubscriberSettings().memory_limit_events
     merger = Merger([("t", 0, "s1")], memory_limit=limit)
     tracemalloc.start()
@@ -44,8 +44,9 @@ def test_a_huge_transaction_is_held_in_bounded_memory_with_the_default_limit() -
         tracemalloc.stop()
     assert merger.buffered == n
     assert merger.in_memory <= limit
-    # ~1 KB per decoded event: the default limit must keep the stash well under 100 MB
-    assert peak < 80 * MB, f"the merger peaked at {peak / MB:.0f} MiB holding {n} events"
+    # ~0.65 KB per event here (~1.1 KB decoded from the wire, as benchmarks/bounded.py rows
+    # are): the default limit keeps the stash at a few tens of MB, not all 100k events
+    assert peak < 50 * MB, f"the merger peaked at {peak / MB:.0f} MiB holding {n} events"
     merger.push("t", 0, n, Resolved(source="s1", ts=10))
     [txn] = merger.release()
     assert sum(1 for _ in txn.events) == n
