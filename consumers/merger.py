@@ -309,6 +309,9 @@ class Merger:
         `ddl_ready`: a gate for DDLs (a shard DDL waiting for its group). A DDL it refuses stays
         stashed, and so does every later transaction touching a table it or a transaction held
         behind it touches (so each table keeps its order); transactions of other tables flow.
+        A source's floor moves past a held transaction when a later one of that source goes,
+        so a caller that gates DDLs resumes from `snapshot()` (which keeps the held ones), not
+        from a `Checkpoint` (the Spark planner stores the snapshot with each batch).
         """
         mark = self.watermark
         ready: list[_Pending] = []
