@@ -153,7 +153,11 @@ def subscriber_child(
         checkpoints_topic=topics["checkpoints"],
         schemas_topic=topics["schemas"],
         group_id=f"bench-{uuid.uuid4().hex[:8]}",
-        memory_limit=args.subscriber_memory_limit,
+        **(
+            {"memory_limit": args.subscriber_memory_limit}
+            if args.subscriber_memory_limit is not None
+            else {}
+        ),
     ) as sub:
 
         def handle(txn: Any) -> None:
@@ -518,7 +522,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--w2-rate", type=float, default=200.0, help="transactions/s per source")
     parser.add_argument("--only", choices=["big", "stall"])
     parser.add_argument(
-        "--subscriber-memory-limit", type=int, default=200_000, help="events held before spilling"
+        "--subscriber-memory-limit",
+        type=int,
+        default=None,
+        help="events held before spilling (default: the Subscriber's default)",
     )
     args = parser.parse_args(argv)
     ctx = mp.get_context("spawn")

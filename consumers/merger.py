@@ -46,6 +46,13 @@ from rowbus.protocol.events import DdlChange, Event, Heartbeat, Resolved, RowCha
 log = logging.getLogger(__name__)
 
 _TxnKey: TypeAlias = tuple[str, str]
+_Table: TypeAlias = tuple[str, str, str | None]
+DdlGate: TypeAlias = Callable[[DdlChange, KafkaPosition], bool]
+"""Whether a released DDL (read at that position) may go now; see `Merger.release`."""
+
+
+def _table_of(event: DataEvent) -> _Table:
+    return (event.source, event.schema, event.table)
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,11 +295,23 @@ class Merger:
             return 0
         return min(self._watermarks.get(lane, 0) for lane in self._expected)
 
-    def release(self, *, until_ddl: bool = False, limit: int | None = None) -> list[Transaction]:
+    def release(
+        self,
+        *,
+        until_ddl: bool = False,
+        limit: int | None = None,
+        ddl_ready: DdlGate | None = None,
+    ) -> list[Transaction]:
         """The transactions now safe to hand out, in order; each leaves the merger.
 
         `until_ddl`: stop right after the first DDL, so a DDL always ends a batch.
         `limit`: at most this many transactions.
+        `ddl_ready`: a gate for DDLs (a shard DDL waiting for its group). A DDL it refuses stays
+        stashed, and so does every later transaction touching a table it or a transaction held
+        behind it touches (so each table keeps its order); transactions of other tables flow.
+        A source's floor moves past a held transaction when a later one of that source goes,
+        so a caller that gates DDLs resumes from `snapshot()` (which keeps the held ones), not
+        from a `Checkpoint` (the Spark planner stores the snapshot with each batch).
         """
         mark = self.watermark
         ready: list[_Pending] = []
@@ -303,6 +322,8 @@ class Merger:
                 ready.append(pending)
         ready.sort(key=lambda p: (p.ts, p.source, p.min_key))
         out: list[Transaction] = []
+        held: list[_Pending] = []
+        held_tables: set[_Table] = set()
         self._incomplete = None
         trail = self._trail() if ready else None
         for i, pending in enumerate(ready):
@@ -312,12 +333,35 @@ class Merger:
                     self._incomplete = pending
                 self._requeue(ready[i:])
                 break
+            if ddl_ready is not None and self._held(pending, ddl_ready, held_tables):
+                held.append(pending)
+                continue
             assert trail is not None
             out.append(self._finish(pending, trail))
             if until_ddl and pending.is_ddl:
                 self._requeue(ready[i + 1 :])
                 break
+        self._requeue(held)
         return out
+
+    def _held(self, pending: _Pending, ddl_ready: DdlGate, held_tables: set[_Table]) -> bool:
+        # Tables are looked up only while something is held (rare: a shard DDL waiting), so
+        # the common path reads no event back from the spill.
+        if held_tables:
+            tables = {
+                _table_of(e) for run in pending.runs.values() for _, e in run.items(self._spill)
+            }
+            if not tables.isdisjoint(held_tables):
+                held_tables |= tables
+                return True
+        if pending.is_ddl:
+            run = next(iter(pending.runs.values()))
+            _, event = next(run.items(self._spill))
+            assert isinstance(event, DdlChange)
+            if not ddl_ready(event, pending.first):
+                held_tables.add(_table_of(event))
+                return True
+        return False
 
     def _requeue(self, rest: Iterable[_Pending]) -> None:
         for pending in rest:

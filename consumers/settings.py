@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import Field
 
 from rowbus.clients.settings import StrictModel
+from rowbus.consumers.subscriber import DEFAULT_MEMORY_LIMIT
 from rowbus.protocol.topics import CHECKPOINTS_TOPIC, DEFAULT_DATA_TOPIC_TEMPLATE, SCHEMAS_TOPIC
 
 
@@ -21,8 +22,9 @@ class SubscriberSettings(StrictModel):
     metrics_port: int | None = Field(None, ge=0, le=65535)
     """Serve Prometheus metrics on 127.0.0.1:<port>/metrics (0: any free port; unset: off)."""
     group_id: str = "rowbus-subscriber"
-    memory_limit_events: int = Field(200_000, ge=1)
-    """Buffered events kept in memory; beyond it the largest runs spill to disk."""
+    memory_limit_events: int = Field(DEFAULT_MEMORY_LIMIT, ge=1)
+    """Buffered events kept in memory; beyond it the largest runs spill to disk (a decoded
+    row event of a few short columns takes about 1 KB of Python memory)."""
     spill_dir: Path | None = None
     """Where spilled events go (default: the system's temporary folder)."""
     batch_size: int = Field(2000, ge=1)

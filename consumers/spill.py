@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 DataEvent = RowChange | DdlChange
 _HEADER = struct.Struct(">qI")
 DEFAULT_SEGMENT_BYTES = 64 << 20
+WRITE_BYTES = 1 << 20
+"""Bytes encoded before they are written out: a spilled run of 100k events is written in
+pieces, never built in memory whole (that would cost as much as the events it frees)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,17 +86,22 @@ class SpillStore:
             out = self._roll()
         start = self._active_size
         buf = bytearray()
-        count = 0
+        count = size = 0
         for offset, event in items:
             value, _ = encode(event)
             buf += _HEADER.pack(offset, len(value))
             buf += value
             count += 1
+            if len(buf) >= WRITE_BYTES:
+                out.write(buf)
+                size += len(buf)
+                buf.clear()
         out.write(buf)
-        self._active_size += len(buf)
-        self.bytes_written += len(buf)
+        size += len(buf)
+        self._active_size += size
+        self.bytes_written += size
         self._refs[self._active_id] += 1
-        return Chunk(self._active_id, start, len(buf), count)
+        return Chunk(self._active_id, start, size, count)
 
     def read(self, chunk: Chunk) -> Iterator[tuple[int, DataEvent]]:
         """The events of `chunk`, in the order written (SubscriberError once closed)."""

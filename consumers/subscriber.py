@@ -54,6 +54,14 @@ from rowbus.protocol.topics import (
 
 log = logging.getLogger(__name__)
 
+DEFAULT_MEMORY_LIMIT = 50_000
+"""Buffered events kept in memory before the merger spills: about 50 MB of decoded events of a
+few short columns (~1 KB each in Python). It was 200,000 (~215 MB, a quarter of what a 1M-row
+transaction cost the Subscriber in benchmarks/bounded.py)."""
+QUEUED_KBYTES = 16 * 1024
+"""librdkafka's pre-fetch queue (``queued.max.messages.kbytes``, default 64 MB): a Kafka that
+honours fetch sizes keeps at most this much read ahead of the merger."""
+
 
 class Subscriber:
     """Merged, whole transactions from `topics`; see the module docstring.
@@ -75,7 +83,7 @@ class Subscriber:
         checkpoints_topic: str = CHECKPOINTS_TOPIC,
         schemas_topic: str = SCHEMAS_TOPIC,
         group_id: str = "rowbus-subscriber",
-        memory_limit: int | None = 200_000,
+        memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
         spill_dir: Path | None = None,
         batch_size: int = 2000,
         stall_report_s: float = 30.0,
@@ -83,7 +91,11 @@ class Subscriber:
     ) -> None:
         if not topics:
             raise SubscriberError("subscribe to at least one topic")
-        self._config = {**kafka_config, "group.id": group_id}
+        self._config = {
+            "queued.max.messages.kbytes": QUEUED_KBYTES,
+            **kafka_config,
+            "group.id": group_id,
+        }
         self.topics = tuple(topics)
         self.store = store or MemoryCheckpointStore()
         self._start = start or StartFrom.earliest()

@@ -52,6 +52,16 @@ def _index(item: tuple[int, DataEvent]) -> int:
     return txn.index if txn is not None else 0
 
 
+def _located(run: Run, spill: SpillStore | None) -> Iterator[tuple[str, int, int, DataEvent]]:
+    for offset, event in run.items(spill):
+        yield run.topic, run.partition, offset, event
+
+
+def _located_index(item: tuple[str, int, int, DataEvent]) -> int:
+    txn = item[3].txn
+    return txn.index if txn is not None else 0
+
+
 class TransactionEvents:
     """The events of a transaction in transaction order; iterable more than once.
 
@@ -80,6 +90,13 @@ class TransactionEvents:
         if len(self._runs) == 1:
             return self._runs[0].items(self._spill)
         return heapq.merge(*(r.items(self._spill) for r in self._runs), key=_index)
+
+    def located(self) -> Iterator[tuple[str, int, int, DataEvent]]:
+        """(topic, partition, Kafka offset, event) in transaction order."""
+        parts = [_located(r, self._spill) for r in self._runs]
+        if len(parts) == 1:
+            return parts[0]
+        return heapq.merge(*parts, key=_located_index)
 
     @property
     def spilled(self) -> bool:

@@ -167,6 +167,23 @@ class _Prepared:
     gtid: str | None
     changes: list[Change]
     hold: BinlogPosition
+    prepared_at: BinlogPosition
+    timestamp: int
+    """The prepare's binlog timestamp (seconds since the epoch, the server's clock)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedXa:
+    """An XA transaction held prepared: every checkpoint resumes at `hold` until it ends."""
+
+    xid: str
+    gtid: str | None
+    hold: BinlogPosition
+    """Where its group begins (what every checkpoint written meanwhile resumes at)."""
+    prepared_at: BinlogPosition
+    """The end of its ``XA PREPARE`` event."""
+    timestamp: int
+    """When it was prepared: the binlog timestamp, seconds since the epoch."""
 
 
 class TransactionAssembler:
@@ -234,6 +251,14 @@ class TransactionAssembler:
     def prepared(self) -> int:
         """XA transactions prepared and not yet committed or rolled back."""
         return len(self._prepared)
+
+    def held_xa(self) -> list[PreparedXa]:
+        """The XA transactions prepared and not yet committed or rolled back, oldest first."""
+        held = [
+            PreparedXa(xid, p.gtid, p.hold, p.prepared_at, p.timestamp)
+            for xid, p in self._prepared.items()
+        ]
+        return sorted(held, key=lambda x: _order(x.hold))
 
     def feed(self, event: BinlogEvent) -> Transaction | None:
         match event:
@@ -341,8 +366,8 @@ class TransactionAssembler:
         self._gtid = None
         if txn.gtid is not None:
             self.last_gtid = txn.gtid
-        self._prepared[txn.xid] = _Prepared(txn.gtid, txn.changes, txn.safe)
         self._safe = self._at(end, txn.gtid)
+        self._prepared[txn.xid] = _Prepared(txn.gtid, txn.changes, txn.safe, self._safe, timestamp)
         log.info("binlog %s:%s: XA %s prepared; held until it commits", self.file, end, txn.xid)
         # Nothing to publish yet; an empty transaction keeps positions and GTIDs moving.
         return Transaction(

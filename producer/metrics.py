@@ -33,6 +33,12 @@ class ReaderMetrics:
     """Partitions whose committed records read_committed consumers cannot read (stall.py)."""
     errors: Counter[str] = field(default_factory=Counter)
     """Terms ended by an error, by the error's type."""
+    xa_prepared: int = 0
+    """XA transactions prepared and not yet committed (each holds the checkpoint)."""
+    xa_prepared_oldest_s: float = 0.0
+    """How long the oldest of them has been prepared."""
+    xa_prepared_age_s: dict[str, float] = field(default_factory=dict)
+    """Per XID, how long it has been prepared: those past `xa_prepared_warn_s` only."""
 
     def observe_commit(self, ms: float) -> None:
         self.commit_latency.observe(ms / 1000)
@@ -54,6 +60,8 @@ class ReaderMetrics:
             "lag_ms": self.lag_ms,
             "commit_latency_p50_ms": lat[len(lat) // 2] if lat else 0.0,
             "commit_latency_max_ms": lat[-1] if lat else 0.0,
+            "xa_prepared": self.xa_prepared,
+            "xa_prepared_oldest_s": self.xa_prepared_oldest_s,
         }
 
     def prometheus(self) -> Snapshot:
@@ -71,4 +79,7 @@ class ReaderMetrics:
             "stalled_partitions": self.stalled_partitions,
             "commit_latency_seconds": self.commit_latency,
             "errors_total": dict(self.errors),
+            "xa_prepared": self.xa_prepared,
+            "xa_prepared_oldest_seconds": self.xa_prepared_oldest_s,
+            "xa_prepared_age_seconds": dict(self.xa_prepared_age_s),
         }

@@ -26,7 +26,13 @@ from rowbus.clients import kafka
 from rowbus.clients.election import Election, Unopposed
 from rowbus.clients.mysql import SYSTEM_SCHEMAS
 from rowbus.clients.settings import SourceConnection
-from rowbus.producer.assembler import DdlItem, Rows, ServerHeartbeat, TransactionAssembler
+from rowbus.producer.assembler import (
+    DdlItem,
+    Rows,
+    ServerHeartbeat,
+    Transaction,
+    TransactionAssembler,
+)
 from rowbus.producer.batch import Batcher, BatchStats, FlushPolicy, OutRecord
 from rowbus.producer.binlog import BinlogStream
 from rowbus.producer.checkpoints import load_checkpoints
@@ -51,6 +57,7 @@ from rowbus.producer.snapshot.state import SnapshotState
 from rowbus.producer.stall import StableWatch
 from rowbus.producer.tables import TableFilter
 from rowbus.producer.tracker import PositionKey, SchemaTracker
+from rowbus.producer.xa_watch import PreparedXaWatch
 from rowbus.protocol.codec import Encoding, encode
 from rowbus.protocol.ddl import ParsedDdl, TableName
 from rowbus.protocol.events import BinlogPosition, ReaderCheckpoint, SchemaRecord, TableSchema
@@ -120,6 +127,16 @@ class _Term:
         """The table states stored with the checkpoint this term resumes from."""
         assert self.tracker is not None
         self.tracker.restore(tables)
+
+
+def _past_snapshot(snap: SnapshotState | None, txn: Transaction) -> Transaction:
+    """`txn` without the changes the rows of a resumed snapshot already show."""
+    if snap is not None and snap.tables and snap.done:
+        if any(snap.filtering(c.position) for c in txn.changes):
+            return unshown(snap, txn)
+        if not snap.filtering(txn.end) and any(t.segments for t in snap.tables.values()):
+            snap.compact()  # streaming passed every read view
+    return txn
 
 
 def _schemas_only(batcher: Batcher, prepared: Prepared) -> None:
@@ -606,11 +623,16 @@ class Reader:
         live_ms = int(self.settings.heartbeat_interval_s * 1000) + 1000
         last_commit_ms = 0
         fragment_rows = self.settings.fragment_rows
+        xa_watch = PreparedXaWatch(self.source.name, self.settings.xa_prepared_warn_s, metrics)
+        xa_checked = 0.0
         for event in stream.events():
             metrics.events += 1
             if leadership.lost:
                 raise LeadershipLostError(f"{self.reader_id} lost leadership of {self.source.name}")
             now = wall()
+            if now - xa_checked >= 1.0 and (assembler.prepared or metrics.xa_prepared):
+                xa_watch.check(assembler.held_xa(), now)
+                xa_checked = now
             idle = not batcher.batch.stats.events and now - term.last_publish >= hb_gap
             if isinstance(event, ServerHeartbeat):
                 caught_up = (
@@ -630,14 +652,7 @@ class Reader:
                     self._commit(term, heartbeat=False)
                 txn = assembler.feed(event)
                 if txn is not None:
-                    snap = term.snapshot
-                    if snap is not None and snap.tables and snap.done:
-                        if any(snap.filtering(c.position) for c in txn.changes):
-                            txn = unshown(snap, txn)
-                        elif not snap.filtering(txn.end) and any(
-                            t.segments for t in snap.tables.values()
-                        ):
-                            snap.compact()  # streaming passed every read view
+                    txn = _past_snapshot(term.snapshot, txn)
                     if txn.gtid:
                         term.gtid.add(txn.gtid)
                     batcher.add(txn, now)

@@ -66,6 +66,9 @@ class ReaderSettings(StrictModel):
     """...or when the oldest buffered transaction is this old."""
     heartbeat_interval_s: float = Field(1.0, gt=0)
     """Emit a heartbeat when caught up and idle for this long."""
+    xa_prepared_warn_s: float = Field(300.0, gt=0)
+    """An XA transaction prepared and not committed for this long (it holds every checkpoint)
+    is named in one warning and in the ``xa_prepared_age_seconds`` metric."""
     metrics_port: int | None = Field(None, ge=0, le=65535)
     """Serve Prometheus metrics on 127.0.0.1:<port>/metrics (0: any free port; unset: off)."""
     election: bool = True

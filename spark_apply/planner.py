@@ -1,22 +1,27 @@
-"""The micro-batch planner: stash + watermarks → what a batch releases, cut at DDL.
+"""The micro-batch planner: a batch adapter over `rowbus.consumers.Merger`, cut at DDL.
 
 Pure Python over decoded events, no I/O, no Spark: `plan(previous_state, batch, expected)` is a
-function, so a replayed batch (same previous state, same records) computes exactly the same
-plan. The state it returns is what the sink stores with the batch's checkpoint.
+function of the stored state and the batch's records, so a replayed batch (same previous state,
+same records) computes exactly the same plan. The state it returns is what the sink stores with
+the batch's checkpoint.
+
+There is one merge engine: a batch rebuilds the `Merger` from the stored snapshot
+(`Merger.from_snapshot`), pushes the batch's records in Kafka order, and releases what the
+merger releases — the same transactions, in the same order, as a `Subscriber` reading the same
+records: de-duplication by the protocol's order key, `txn.count` completeness (so a fragmented
+transaction, PROTOCOL.md §9.1, is released whole or not at all), every source seen on a topic
+gating it, XA transactions as the reader publishes them (at their commit).
 
 Per batch:
 
-1. Records are taken in Kafka order (topic, partition, offset). RESOLVED and HEARTBEAT raise the
-   watermark of their (topic, partition, source); a row or DDL that does not advance past the
-   last one seen for its (topic, partition, source) is dropped (aborted records on brokers that
-   do not hide them, replays by a reader); the others join the stash.
-2. The release bound is the minimum watermark over the expected (topic, partition, source)
-   pairs: every event at or below it has arrived, in every partition.
-3. Stashed events at or below the bound are released in merge order — ``(ts, source, index in
-   transaction)`` —, split into steps at each DDL (a DDL ends its step: rows before it, then
-   it). A DDL that `ddl_ready` refuses (a shard DDL waiting for its group) stays stashed with
-   every later event of its table (source, schema, table); other tables keep flowing.
-4. The rest is the new stash.
+1. The lanes that gate the release are those stored with the state; `expected` is used only
+   for a state that has none yet (the first batch). A source that appears on a lane not
+   expected joins the gate (the merger learns it from the record itself), so the plan never
+   depends on live metadata.
+2. Released transactions are split into steps at each DDL (a DDL ends its step: rows before
+   it, then it). A DDL that `ddl_ready` refuses (a shard DDL waiting for its group) stays
+   stashed with every later transaction of its table; other tables keep flowing.
+3. What the merger still holds is the new stash.
 """
 
 from __future__ import annotations
@@ -25,16 +30,24 @@ import json
 import logging
 import struct
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from rowbus.consumers.checkpoint import Lane, TopicPartition
+from rowbus.consumers.merger import Merger
+from rowbus.consumers.positions import Floor, PosKey
+from rowbus.consumers.snapshot import MergerSnapshot
+from rowbus.consumers.spill import DataEvent
+from rowbus.consumers.transaction import KafkaPosition
 from rowbus.protocol.codec import decode, encode
-from rowbus.protocol.events import DdlChange, Event, Heartbeat, Resolved, RowChange
+from rowbus.protocol.events import DdlChange, Event, RowChange
 
 log = logging.getLogger(__name__)
 
-PairKey = tuple[str, int, str]
+PairKey = Lane
 """(topic, partition, source): the unit a watermark is tracked for."""
-PartitionKey = tuple[str, int]
+PartitionKey = TopicPartition
+_MAX_RELEASES = 1_000_000
+"""Bound on release rounds per batch (each ends at a DDL, so this many DDLs in one batch)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,13 +66,6 @@ class Envelope:
         pos = getattr(self.event, "position", None)
         return f"{where} (binlog {pos})" if pos is not None else where
 
-    @property
-    def order(self) -> tuple[int, str, int, str, int, int]:
-        """Merge order: ts, source, index in the transaction, then Kafka coordinates."""
-        ev = self.event
-        txn = getattr(ev, "txn", None)
-        return (ev.ts, ev.source, txn.index if txn else -1, self.topic, self.partition, self.offset)
-
 
 @dataclass(frozen=True, slots=True)
 class Step:
@@ -71,33 +77,70 @@ class Step:
 
 @dataclass(slots=True)
 class PlannerState:
-    """What one batch leaves to the next: watermarks, the last event seen per pair, the next
-    Kafka offset per partition, and the stash (in merge order)."""
+    """What one batch leaves to the next: the merger's snapshot (lanes, watermarks, the last
+    order key per lane, floors, the next Kafka offset per partition) with its stash as
+    envelopes, in the merger's order."""
 
-    watermarks: dict[PairKey, int] = field(default_factory=dict)
-    last_seen: dict[PairKey, tuple[int, int]] = field(default_factory=dict)
-    offsets: dict[PartitionKey, int] = field(default_factory=dict)
+    expected: tuple[Lane, ...] = ()
+    watermarks: dict[Lane, int] = field(default_factory=dict)
+    raised_at: dict[Lane, int] = field(default_factory=dict)
+    last_seen: dict[Lane, PosKey] = field(default_factory=dict)
+    floors: dict[str, Floor] = field(default_factory=dict)
+    offsets: dict[TopicPartition, int] = field(default_factory=dict)
+    ts: int = 0
     stash: list[Envelope] = field(default_factory=list)
     released_through: int = -1
     """The highest release bound so far (never decreases)."""
 
     def copy(self) -> PlannerState:
+        return replace(
+            self,
+            watermarks=dict(self.watermarks),
+            raised_at=dict(self.raised_at),
+            last_seen=dict(self.last_seen),
+            floors=dict(self.floors),
+            offsets=dict(self.offsets),
+            stash=list(self.stash),
+        )
+
+    def without_stash(self) -> PlannerState:
+        """This state with an empty stash (the part stored in one bounded header row)."""
+        return replace(self, stash=[])
+
+    def snapshot(self) -> MergerSnapshot:
+        """The merger's snapshot this state stands for."""
+        return MergerSnapshot(
+            expected=self.expected,
+            watermarks=self.watermarks,
+            raised_at=self.raised_at,
+            last_positions=self.last_seen,
+            floors=self.floors,
+            next_offsets=self.offsets,
+            ts=self.ts,
+            stash=tuple((e.topic, e.partition, e.offset, _data(e.event)) for e in self.stash),
+        )
+
+    @staticmethod
+    def of(snapshot: MergerSnapshot, stash: list[Envelope], released_through: int) -> PlannerState:
         return PlannerState(
-            dict(self.watermarks),
-            dict(self.last_seen),
-            dict(self.offsets),
-            list(self.stash),
-            self.released_through,
+            expected=tuple(snapshot.expected),
+            watermarks=dict(snapshot.watermarks),
+            raised_at=dict(snapshot.raised_at),
+            last_seen=dict(snapshot.last_positions),
+            floors=dict(snapshot.floors),
+            offsets=dict(snapshot.next_offsets),
+            ts=snapshot.ts,
+            stash=stash,
+            released_through=released_through,
         )
 
     def to_bytes(self) -> bytes:
-        """A stable binary form: a JSON header, then the stash events (protobuf), framed."""
+        """A stable binary form: a JSON header (the merger snapshot without its stash), then
+        the stash events (protobuf), framed."""
         blobs = [encode(e.event)[0] for e in self.stash]
         header = {
-            "v": 1,
-            "watermarks": sorted([*k, v] for k, v in self.watermarks.items()),
-            "last_seen": sorted([*k, *v] for k, v in self.last_seen.items()),
-            "offsets": sorted([*k, v] for k, v in self.offsets.items()),
+            "v": 2,
+            "merger": json.loads(self.without_stash().snapshot().to_json()),
             "released_through": self.released_through,
             "stash": [
                 [e.topic, e.partition, e.offset, len(b)]
@@ -118,19 +161,29 @@ class PlannerState:
             pos += size
             assert isinstance(event, RowChange | DdlChange)
             stash.append(Envelope(topic, partition, offset, event))
-        return PlannerState(
-            watermarks={(t, p, s): v for t, p, s, v in header["watermarks"]},
-            last_seen={(t, p, s): (ts, i) for t, p, s, ts, i in header["last_seen"]},
-            offsets={(t, p): o for t, p, o in header["offsets"]},
-            stash=stash,
-            released_through=header["released_through"],
-        )
+        if header.get("v", 1) == 1:
+            # A state stored before the planner used the merger: its watermarks, offsets and
+            # stash carry over; its last-seen marks were (ts, index), not order keys, and the
+            # batches after it read only new offsets, so they are not needed.
+            return PlannerState(
+                watermarks={(t, p, s): v for t, p, s, v in header["watermarks"]},
+                offsets={(t, p): o for t, p, o in header["offsets"]},
+                stash=stash,
+                released_through=header["released_through"],
+            )
+        snapshot = MergerSnapshot.from_json(json.dumps(header["merger"]))
+        return PlannerState.of(snapshot, stash, header["released_through"])
 
     def watermark(self, expected: Collection[PairKey]) -> int:
         """The minimum watermark over `expected` (-1 if one has none yet, or none expected)."""
         if not expected:
             return -1
         return min(self.watermarks.get(pair, -1) for pair in expected)
+
+
+def _data(event: Event) -> DataEvent:
+    assert isinstance(event, RowChange | DdlChange)
+    return event
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,62 +211,50 @@ def plan(
     ddl_ready: Callable[[Envelope], bool] = _always,
 ) -> Plan:
     """The plan of one batch over `previous` (not modified); deterministic."""
-    state = previous.copy()
-    incoming: list[Envelope] = []
-    dropped = 0
+    snapshot = previous.snapshot()
+    if not snapshot.expected:
+        snapshot = replace(snapshot, expected=tuple(sorted(set(expected))))
+    # A constant clock: nothing of the plan may depend on when it is computed.
+    merger = Merger.from_snapshot(snapshot, clock=lambda: 0.0)
+    known = {(e.topic, e.partition, e.offset): e for e in previous.stash}
     for env in sorted(batch, key=lambda e: (e.topic, e.partition, e.offset)):
-        part = (env.topic, env.partition)
-        state.offsets[part] = max(state.offsets.get(part, 0), env.offset + 1)
-        ev = env.event
-        pair = (env.topic, env.partition, ev.source)
-        match ev:
-            case Resolved() | Heartbeat():
-                if ev.ts > state.watermarks.get(pair, -1):
-                    state.watermarks[pair] = ev.ts
-            case RowChange() | DdlChange():
-                mark = (ev.ts, ev.txn.index if ev.txn else -1)
-                if mark <= state.last_seen.get(pair, (-1, -1)):
-                    dropped += 1
-                    log.debug("dropping %s: does not advance past %s", env.position, mark)
-                    continue
-                state.last_seen[pair] = mark
-                incoming.append(env)
-    pending = sorted([*state.stash, *incoming], key=lambda e: e.order)
-    bound = max(state.watermark(expected), state.released_through)
-    steps, state.stash = _release(pending, bound, ddl_ready)
-    state.released_through = bound
-    return Plan(steps=steps, state=state, bound=bound, dropped=dropped)
+        merger.push(env.topic, env.partition, env.offset, env.event)
+        if isinstance(env.event, RowChange | DdlChange):
+            known[env.topic, env.partition, env.offset] = env
 
+    answers: dict[KafkaPosition, bool] = {}
 
-def _release(
-    pending: list[Envelope], bound: int, ddl_ready: Callable[[Envelope], bool]
-) -> tuple[tuple[Step, ...], list[Envelope]]:
+    def gate(event: DdlChange, at: KafkaPosition) -> bool:
+        # Asked once per DDL and batch: the answer holds for the whole plan.
+        if at not in answers:
+            env = known.get((at.topic, at.partition, at.offset)) or _envelope(at, event)
+            answers[at] = ddl_ready(env)
+        return answers[at]
+
     steps: list[Step] = []
     rows: list[Envelope] = []
-    seen_ddl: set[tuple[str, int, str, int]] = set()
-    held: set[tuple[str, str, str | None]] = set()  # tables behind a DDL that is not ready
-    kept: list[Envelope] = []
-    for i, env in enumerate(pending):
-        ev = env.event
-        if ev.ts > bound:
-            kept.extend(pending[i:])
+    for _ in range(_MAX_RELEASES):
+        released = merger.release(until_ddl=True, ddl_ready=gate)
+        if not released:
             break
-        assert isinstance(ev, RowChange | DdlChange)
-        if (ev.source, ev.schema, ev.table) in held:
-            kept.append(env)
-            continue
-        if isinstance(ev, DdlChange):
-            key = (ev.source, ev.ts, ev.position.file, ev.position.offset)
-            if key in seen_ddl:  # the same DDL broadcast to several partitions
-                continue
-            if not ddl_ready(env):
-                held.add((ev.source, ev.schema, ev.table))
-                kept.append(env)
-                continue
-            seen_ddl.add(key)
-            steps.append(Step(tuple(rows), env))
-            rows = []
-        else:
-            rows.append(env)
+        for txn in released:
+            for topic, partition, offset, event in txn.events.located():
+                env = known.get((topic, partition, offset)) or Envelope(
+                    topic, partition, offset, event
+                )
+                if isinstance(event, DdlChange):
+                    steps.append(Step(tuple(rows), env))
+                    rows = []
+                else:
+                    rows.append(env)
     steps.append(Step(tuple(rows)))
-    return tuple(steps), kept
+    after = merger.snapshot()
+    stash = [known.get((t, p, o)) or Envelope(t, p, o, e) for t, p, o, e in after.stash]
+    bound = max(merger.watermark, previous.released_through)
+    dropped = merger.stats.duplicates + merger.stats.behind_floor
+    merger.close()
+    return Plan(tuple(steps), PlannerState.of(after, stash, bound), bound, dropped)
+
+
+def _envelope(at: KafkaPosition, event: Event) -> Envelope:
+    return Envelope(at.topic, at.partition, at.offset, event)

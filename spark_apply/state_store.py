@@ -144,9 +144,7 @@ class StateStore:
             if all(id(e) in kept for e in previous[1].stash):
                 old = {id(e) for e in previous[1].stash}
                 base, new = previous[2], [e for e in state.stash if id(e) not in old]
-        header = PlannerState(
-            state.watermarks, state.last_seen, state.offsets, [], state.released_through
-        ).to_bytes()
+        header = state.without_stash().to_bytes()
         cur.execute(
             f"DELETE FROM {self.db}.apply_stash WHERE job = %s AND batch_id = %s",
             (self.job, batch_id),

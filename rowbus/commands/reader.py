@@ -109,7 +109,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         exporter.register(
             "reader",
             reader.metrics.prometheus,
-            labels={"errors_total": "kind"},
+            labels={"errors_total": "kind", "xa_prepared_age_seconds": "xid"},
             static={"source": source.name, "reader": reader.reader_id},
         )
         bound = exporter.serve(port)

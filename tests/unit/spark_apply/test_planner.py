@@ -130,3 +130,52 @@ def test_any_split_into_batches_releases_the_same_sequence(
         released += [e for s in p.steps for e in s.rows]
     assert released == [e for s in whole.steps for e in s.rows]
     assert state.stash == []
+
+
+def test_a_source_not_expected_on_a_topic_gates_it_too() -> None:
+    """A second source on a topic (e.g. two readers sharing one) joins the gate: its rows wait
+    for its own watermark instead of riding on the expected source's."""
+    batch1 = envs(
+        (1, row(8, Op.INSERT, after=(1, "a"), source="s2")),
+        (0, resolved(10)),
+        (1, resolved(10)),
+    )
+    p1 = plan(PlannerState(), batch1, EXPECTED)
+    assert p1.row_count == 0
+    batch2 = [
+        Envelope(T, 0, 1, row(6, Op.INSERT, after=(2, "b"), source="s2")),
+        Envelope(T, 0, 2, resolved(10, source="s2")),
+        Envelope(T, 1, 2, resolved(10, source="s2")),
+    ]
+    p2 = plan(p1.state, batch2, EXPECTED)
+    assert [e.event.ts for s in p2.steps for e in s.rows] == [6, 8]
+
+
+def test_an_incomplete_transaction_waits_for_its_last_event() -> None:
+    """`txn.count` says how many events a transaction has: one passed by the watermark with
+    an event missing is held whole, never split over two batches."""
+    batch1 = envs(
+        (0, row(10, Op.INSERT, after=(1, "a"), index=0, count=2)),
+        (0, resolved(20)),
+        (1, resolved(20)),
+    )
+    p1 = plan(PlannerState(), batch1, EXPECTED)
+    assert p1.row_count == 0
+    p2 = plan(
+        p1.state,
+        [Envelope(T, 1, 1, row(10, Op.INSERT, after=(2, "b"), index=1, count=2))],
+        EXPECTED,
+    )
+    assert [e.event.image[0] for e in p2.steps[-1].rows] == [1, 2]  # type: ignore[union-attr]
+
+
+def test_a_rerun_batch_plans_the_same_whatever_the_live_metadata_says() -> None:
+    """The gating lanes are stored with the state: a re-run batch that sees more partitions
+    in the live metadata still plans what it planned the first time."""
+    p0 = plan(PlannerState(), envs((0, resolved(5)), (1, resolved(5))), EXPECTED)
+    batch = [Envelope(T, 0, 1, row(10, Op.INSERT, after=(1, "a"))), Envelope(T, 0, 2, resolved(20))]
+    batch.append(Envelope(T, 1, 1, resolved(20)))
+    first = plan(p0.state, batch, EXPECTED)
+    rerun = plan(p0.state, batch, [*EXPECTED, (T, 2, "s1")])
+    assert first == rerun
+    assert first.row_count == 1
