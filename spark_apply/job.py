@@ -199,13 +199,12 @@ def spark_session(config: JobConfig) -> Any:
     already in Spark's configuration and must not be overridden (a builder's `master` would
     win); only a plain ``python -m rowbus.spark_apply`` (what ``rowbus apply`` runs) takes
     ``apply.master``."""
-    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     a = config.apply
     builder = SparkSession.builder.appName(f"rowbus-apply-{a.job}")
-    if not SparkConf().contains("spark.master"):
+    if not launched_by_spark_submit():
         builder = builder.master(a.master)
     conf = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", **a.spark_conf}
     if a.jdbc_jar is not None:
@@ -213,6 +212,14 @@ def spark_session(config: JobConfig) -> Any:
     for k, v in conf.items():
         builder = builder.config(k, v)
     return builder.getOrCreate()
+
+
+def launched_by_spark_submit() -> bool:
+    """True when spark-submit started this Python driver: its JVM (which holds the master it
+    chose) hands the driver its gateway in the environment. A ``SparkConf()`` built before the
+    gateway is up cannot tell: it holds no JVM properties yet (seen on a standalone cluster,
+    where checking it left the job on ``local[2]``)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
 def start_query(spark: Any, config: JobConfig, applier: BatchApplier) -> Any:
