@@ -491,6 +491,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import logging
     import tempfile
+    from pathlib import Path
 
     from rowbus.config import load_settings
 
@@ -516,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("rowbus.spark_apply.job").setLevel(logging.INFO)  # per-batch phase timings
-    settings = load_settings(args.config)
+    settings = load_settings(Path(args.config) if args.config else None)
     parts = args.only or ["path", "apply", "lag"]
     bench = Bench(settings, args.partitions, args.max_per_trigger)
     try:

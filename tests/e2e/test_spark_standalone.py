@@ -1,7 +1,8 @@
 """The apply job on a real Spark standalone cluster (a master and two workers on loopback, from
 the installed pyspark), launched by ``spark-submit --master spark://…`` over rows a real binlog
 reader publishes; one worker is killed (kill -9, with its executor) while batches run, and
-`rowbus verify` finds the sink equal to the source."""
+`rowbus verify` finds the sink equal to the source. In parallel mode the executors also write
+the shard transactions (`rowbus.spark_apply.shard_writes`)."""
 
 from __future__ import annotations
 
@@ -89,7 +90,9 @@ def submitted(
         log.close()
 
 
+@pytest.mark.parametrize("mode", ["snapshot", "parallel"])
 def test_spark_submit_on_a_standalone_cluster_survives_a_worker_kill_9(
+    mode: str,
     services: Settings,
     cluster: SparkCluster,
     make_topic: Callable[..., str],
@@ -120,6 +123,8 @@ def test_spark_submit_on_a_standalone_cluster_survives_a_worker_kill_9(
         tmp_path / "cp",
         unrouted="identity",
         max_offsets_per_trigger=400,
+        mode=mode,  # parallel: the shard transactions run on the executors too
+        parallelism=2,
     )
     config_path = tmp_path / "job.json"
     config_path.write_text(config.dump())
