@@ -21,11 +21,11 @@ import pytest
 import rowbus.spark_apply
 from rowbus.config import Settings
 from rowbus.protocol.events import ReaderCheckpoint
+from rowbus.testing.spark_cluster import SparkCluster, spark_cluster, spark_env
 from rowbus.verify import verify
 from rowbus.waiting import wait_for
 from rowbus.workloads import W2
 from tests.conftest import connect
-from tests.e2e.spark_cluster import SparkCluster, spark_cluster, spark_env
 from tests.integration.producer.helpers import ReaderSetup, TopicReader, reader_thread
 from tests.integration.spark_apply.test_spark_apply import job_config
 

@@ -1,4 +1,5 @@
-"""A Spark standalone cluster on loopback from the installed pyspark: one master, N workers.
+"""A Spark standalone cluster on loopback from the installed pyspark: one master, N workers
+(the standalone e2e test and ``benchmarks.apply --cluster``).
 
 Every process starts in its own session (process group), recorded by pid; `stop()` ends each
 group (the worker's executor JVMs and Python workers are its children) with TERM, then KILL.
@@ -21,7 +22,8 @@ from typing import Any
 
 from rowbus.waiting import wait_for
 
-# ROWBUS_TEST_PORT_OFFSET shifts these as it shifts the service ports: 17000 + offset + n.
+# ROWBUS_TEST_PORT_OFFSET shifts these as it shifts the test service ports: 17000 + offset;
+# the master takes PORT_BASE and +1 (web UI), workers +10.. and +20.. (web UIs).
 PORT_BASE = 17000 + int(os.environ.get("ROWBUS_TEST_PORT_OFFSET", "0"))
 
 
