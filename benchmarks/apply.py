@@ -98,6 +98,7 @@ class Bench:
         self.master = "local[2]"
         self.mode = "snapshot"
         self.parallelism = 2
+        self.executor_writes = True
         self.databases: list[tuple[Any, str]] = []
 
     def topic(self, name: str, partitions: int) -> str:
@@ -159,6 +160,7 @@ class Bench:
                 master=self.master.split(" ")[0],
                 mode=self.mode,
                 parallelism=self.parallelism,
+                executor_writes=self.executor_writes,
                 checkpoint_location=checkpoint,
                 state_database=f"{sink}_state",
                 max_offsets_per_trigger=self.max_per_trigger,
@@ -224,14 +226,17 @@ def checkpoint_rate(bench: Bench, state_db: str) -> tuple[int, float, float]:
     """(rows, seconds, rows/s) between the end of the first batch and the end of the last."""
     with bench.connect(bench.settings.resolved_sink) as conn, conn.cursor() as cur:
         cur.execute(
-            f"SELECT committed_at, row_count FROM `{state_db}`.apply_checkpoint "
-            "ORDER BY batch_id, step, shard"
+            f"SELECT batch_id, committed_at, row_count FROM `{state_db}`.apply_checkpoint "
+            "ORDER BY committed_at"
         )
         rows = cur.fetchall()
-    if len(rows) < 2:
-        return sum(r[1] for r in rows), 0.0, 0.0
-    n = sum(r[1] for r in rows[1:])
-    seconds = (rows[-1][0] - rows[0][0]).total_seconds()
+    first = min((r[0] for r in rows), default=0)
+    ended = max((r[1] for r in rows if r[0] == first), default=None)
+    later = [r for r in rows if r[0] != first]
+    if ended is None or not later:
+        return sum(r[2] for r in rows), 0.0, 0.0
+    n = sum(r[2] for r in later)
+    seconds = (later[-1][1] - ended).total_seconds()
     return n, seconds, n / seconds if seconds else 0.0
 
 
@@ -311,8 +316,9 @@ def bench_apply(bench: Bench, rows: int, workdir: str, baseline: float | None = 
     done = time.perf_counter()
     n, seconds, rate = checkpoint_rate(bench, f"{sink_db}_state")
     ratio = f", {rate / baseline:.2f}x the baseline" if baseline else ""
+    how = "" if bench.mode == "snapshot" or bench.executor_writes else ", driver writes"
     print(
-        f"apply [{bench.master}, {bench.mode}]: {rows} rows in {done - started:.1f}s wall "
+        f"apply [{bench.master}, {bench.mode}{how}]: {rows} rows in {done - started:.1f}s wall "
         f"({rows / (done - started):,.0f} rows/s with a {ready - started:.1f}s session start and "
         f"the first batch); steady {rate:,.0f} rows/s ({n} rows in {seconds:.1f}s after the "
         f"first batch){ratio}"
@@ -684,6 +690,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cluster", type=int, default=0, help="a standalone cluster of N workers")
     parser.add_argument("--mode", choices=["snapshot", "parallel"], default="snapshot")
     parser.add_argument("--parallelism", type=int, default=2, help="shards of parallel mode")
+    parser.add_argument(
+        "--driver-writes", action="store_true", help="parallel mode: shards on driver threads"
+    )
     parser.add_argument("--rows", type=int, default=200_000, help="W1 rows for path and apply")
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--max-per-trigger", type=int, default=50_000)
@@ -698,6 +707,7 @@ def main(argv: list[str] | None = None) -> int:
     parts = args.only or ["path", "baseline", "apply", "lag"]
     bench = Bench(settings, args.partitions, args.max_per_trigger)
     bench.master, bench.mode, bench.parallelism = args.master, args.mode, args.parallelism
+    bench.executor_writes = not args.driver_writes
     try:
         with (
             tempfile.TemporaryDirectory(prefix="rowbus-bench-") as tmp,

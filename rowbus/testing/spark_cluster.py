@@ -121,13 +121,30 @@ class SparkCluster:
         return True
 
     def status(self) -> dict[str, Any]:
-        url = f"http://127.0.0.1:{self.ui_port}/json/"
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            data: dict[str, Any] = json.loads(resp.read())
+        data: dict[str, Any] = _get_json(f"http://127.0.0.1:{self.ui_port}/json/")
         return data
 
     def alive_workers(self) -> list[dict[str, Any]]:
         return [w for w in self.status().get("workers", []) if w.get("state") == "ALIVE"]
+
+    @property
+    def driver_ui_port(self) -> int:
+        """The loopback port a driver's UI should take (its REST API tells running tasks)."""
+        return self.port + 30
+
+    def active_tasks_on(self, n: int) -> int:
+        """Tasks running now on worker `n`'s executors (0 when none, or no driver UI)."""
+        worker = _get_json(f"http://127.0.0.1:{self.port + 20 + n}/json/")
+        mine = {str(e.get("id")) for e in worker.get("executors", [])}
+        if not mine:
+            return 0
+        api = f"http://127.0.0.1:{self.driver_ui_port}/api/v1/applications"
+        total = 0
+        for app in _get_json(api):
+            for ex in _get_json(f"{api}/{app['id']}/executors"):
+                if str(ex.get("id")) in mine:
+                    total += int(ex.get("activeTasks", 0))
+        return total
 
     def kill_worker(self, n: int) -> None:
         """kill -9 of worker `n` with its executor and Python workers (a lost machine)."""
@@ -152,6 +169,11 @@ class SparkCluster:
         for proc in self.procs.values():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - loopback http only
+        return json.loads(resp.read())
 
 
 @contextlib.contextmanager

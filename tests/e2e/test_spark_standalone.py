@@ -125,6 +125,8 @@ def test_spark_submit_on_a_standalone_cluster_survives_a_worker_kill_9(
         max_offsets_per_trigger=400,
         mode=mode,  # parallel: the shard transactions run on the executors too
         parallelism=2,
+        # The driver's UI on loopback: its REST API says when worker 0 runs a task.
+        spark_conf={"spark.ui.enabled": "true", "spark.ui.port": str(cluster.driver_ui_port)},
     )
     config_path = tmp_path / "job.json"
     config_path.write_text(config.dump())
@@ -167,14 +169,18 @@ def test_spark_submit_on_a_standalone_cluster_survives_a_worker_kill_9(
 
             writer = threading.Thread(target=write, daemon=True)
             writer.start()
-            # Kill while the writes flow: batches run back to back, so a task of one is on
-            # the worker's executor.
+            # Kill while the writes flow, at a moment worker 0's executor runs a task of a
+            # batch (reading a Kafka range, or writing a shard in parallel mode).
             before = checkpoints(services, job)
             wait_for(
-                lambda: running() and checkpoints(services, job) >= before + 2,
+                lambda: (
+                    running()
+                    and checkpoints(services, job) >= before + 1
+                    and cluster.active_tasks_on(0) > 0
+                ),
                 timeout=90,
-                interval=0.2,
-                what="two more batches on the cluster",
+                interval=0.02,
+                what="a task of a batch running on worker 0",
                 stop_on=(AssertionError,),
             )
             cluster.kill_worker(0)
