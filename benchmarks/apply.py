@@ -662,11 +662,12 @@ def bench_lag_w2(  # noqa: PLR0915 - one scenario, read top to bottom
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - argument wiring
     import argparse
     import contextlib
     import logging
     import os
+    import sys
     import tempfile
     from pathlib import Path
 
@@ -714,11 +715,19 @@ def main(argv: list[str] | None = None) -> int:
             contextlib.ExitStack() as stack,
         ):
             if args.cluster:
-                from rowbus.testing.spark_cluster import spark_cluster, spark_env
+                import signal
+
+                from rowbus.testing.spark_cluster import PORT_BASE, spark_cluster, spark_env
+
+                # A TERM (e.g. from `timeout`) unwinds, so the cluster is stopped by pid.
+                signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
                 os.environ.update(spark_env())  # the driver JVM of this process: loopback too
                 cluster = stack.enter_context(
-                    spark_cluster(Path(tmp) / "spark", workers=args.cluster, memory="1g")
+                    # Ports apart from the e2e test's cluster (PORT_BASE + 50).
+                    spark_cluster(
+                        Path(tmp) / "spark", workers=args.cluster, memory="1g", port=PORT_BASE + 50
+                    )
                 )
                 bench.master = f"{cluster.url} ({args.cluster} worker(s))"
             if "path" in parts:
