@@ -95,6 +95,10 @@ class Bench:
         self.partitions = partitions
         self.max_per_trigger = max_per_trigger
         self.topics: list[str] = []
+        self.master = "local[2]"
+        self.mode = "snapshot"
+        self.parallelism = 2
+        self.executor_writes = True
         self.databases: list[tuple[Any, str]] = []
 
     def topic(self, name: str, partitions: int) -> str:
@@ -131,6 +135,7 @@ class Bench:
         sink: str,
         checkpoint: str,
         available_now: bool,
+        routes: bool = True,
     ) -> Any:
         from rowbus.consumers.routing import RouteSettings
         from rowbus.spark_apply.settings import (
@@ -146,8 +151,16 @@ class Bench:
                 sources=tuple(sources),
                 topic_template="{source}",
                 schemas_topic=schemas,
-                routes=(RouteSettings(match=f"{upstream}.*", target=f"{sink}.{{table}}"),),
-                unrouted="skip",
+                routes=(
+                    (RouteSettings(match=f"{upstream}.*", target=f"{sink}.{{table}}"),)
+                    if routes
+                    else ()
+                ),
+                unrouted="skip" if routes else "identity",
+                master=self.master.split(" ")[0],
+                mode=self.mode,
+                parallelism=self.parallelism,
+                executor_writes=self.executor_writes,
                 checkpoint_location=checkpoint,
                 state_database=f"{sink}_state",
                 max_offsets_per_trigger=self.max_per_trigger,
@@ -213,14 +226,17 @@ def checkpoint_rate(bench: Bench, state_db: str) -> tuple[int, float, float]:
     """(rows, seconds, rows/s) between the end of the first batch and the end of the last."""
     with bench.connect(bench.settings.resolved_sink) as conn, conn.cursor() as cur:
         cur.execute(
-            f"SELECT committed_at, row_count FROM `{state_db}`.apply_checkpoint "
-            "ORDER BY batch_id, step, shard"
+            f"SELECT batch_id, committed_at, row_count FROM `{state_db}`.apply_checkpoint "
+            "ORDER BY committed_at"
         )
         rows = cur.fetchall()
-    if len(rows) < 2:
-        return sum(r[1] for r in rows), 0.0, 0.0
-    n = sum(r[1] for r in rows[1:])
-    seconds = (rows[-1][0] - rows[0][0]).total_seconds()
+    first = min((r[0] for r in rows), default=0)
+    ended = max((r[1] for r in rows if r[0] == first), default=None)
+    later = [r for r in rows if r[0] != first]
+    if ended is None or not later:
+        return sum(r[2] for r in rows), 0.0, 0.0
+    n = sum(r[2] for r in later)
+    seconds = (later[-1][1] - ended).total_seconds()
     return n, seconds, n / seconds if seconds else 0.0
 
 
@@ -267,7 +283,7 @@ def bench_path(bench: Bench, rows: int, profile: bool) -> None:
         pstats.Stats(prof).sort_stats("tottime").print_stats(15)
 
 
-def bench_apply(bench: Bench, rows: int, workdir: str) -> None:
+def bench_apply(bench: Bench, rows: int, workdir: str, baseline: float | None = None) -> None:
     """Pre-published W1, then the Spark job alone (available_now)."""
     from rowbus.spark_apply.job import BatchApplier, spark_session, start_query
 
@@ -299,11 +315,40 @@ def bench_apply(bench: Bench, rows: int, workdir: str) -> None:
         applier.close()
     done = time.perf_counter()
     n, seconds, rate = checkpoint_rate(bench, f"{sink_db}_state")
+    ratio = f", {rate / baseline:.2f}x the baseline" if baseline else ""
+    how = "" if bench.mode == "snapshot" or bench.executor_writes else ", driver writes"
     print(
-        f"apply: {rows} rows in {done - started:.1f}s wall ({rows / (done - started):,.0f} rows/s "
-        f"with a {ready - started:.1f}s session start and the first batch); steady "
-        f"{rate:,.0f} rows/s ({n} rows in {seconds:.1f}s after the first batch)"
+        f"apply [{bench.master}, {bench.mode}{how}]: {rows} rows in {done - started:.1f}s wall "
+        f"({rows / (done - started):,.0f} rows/s with a {ready - started:.1f}s session start and "
+        f"the first batch); steady {rate:,.0f} rows/s ({n} rows in {seconds:.1f}s after the "
+        f"first batch){ratio}"
     )
+
+
+def bench_baseline(bench: Bench, rows: int) -> float:
+    """The same W1 rows as one Python process inserts them bare: multi-row INSERTs of 1,000
+    rows (pymysql escaping), committed every 20,000; rows/s."""
+    import random
+
+    from rowbus.workloads import w1_row
+
+    sink_db = bench.database(bench.settings.resolved_sink, unique("bench_base"), W1_SINK_DDL)
+    rng = random.Random(1)
+    values = [w1_row(rng, k) for k in range(1, rows + 1)]
+    marks = ", ".join(["%s"] * len(values[0]))
+    sql = f"INSERT INTO `{sink_db}`.`w1` VALUES ({marks})"
+    with bench.connect(bench.settings.resolved_sink, autocommit=False) as conn:
+        started = time.perf_counter()
+        with conn.cursor() as cur:
+            for i in range(0, rows, 1000):
+                cur.executemany(sql, values[i : i + 1000])
+                if i % 20_000 == 19_000:
+                    conn.commit()
+        conn.commit()
+        took = time.perf_counter() - started
+    rate = rows / took
+    print(f"baseline: {rows} W1 rows by bare multi-row INSERT in {took:.1f}s = {rate:,.0f} rows/s")
+    return rate
 
 
 def start_reader(
@@ -487,10 +532,144 @@ def bench_lag(bench: Bench, source_index: int, rate: int, seconds: float, workdi
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def bench_lag_w2(  # noqa: PLR0915 - one scenario, read top to bottom
+    bench: Bench, rate: int, seconds: float, workdir: str
+) -> None:
+    """W2 on two sources (`rate` row changes/s in all, single-row transactions) through two
+    real readers into the running job; commit-to-visible lag of the inserting transactions
+    (a fifth of them: their key is new, so the probe sees when it lands), with the first and
+    last thirds of the run compared to tell whether lag grows."""
+    import os
+    import signal
+    import statistics
+
+    from rowbus.spark_apply.job import BatchApplier, spark_session, start_query
+    from rowbus.workloads import W2, W2_DDL
+
+    servers = bench.settings.sources[:2]
+    schemas = bench.topic(unique("bench.schemas"), 1)
+    checkpoints = bench.topic(unique("bench.ckpt"), 1)
+    names, loads, readers = [], [], []
+    sink = bench.settings.resolved_sink
+    for n, server in enumerate(servers):
+        name = bench.topic(unique(f"bench.w2s{n}"), bench.partitions)
+        upstream = bench.database(server, unique(f"bench_w2s{n}"))
+        w2 = W2(upstream, seed=n + 1, key_offset=n * 10**9)
+        with bench.connect(server, autocommit=False) as conn:
+            w2.create(conn)
+        bench.database(sink, upstream)
+        with bench.connect(sink) as conn, conn.cursor() as cur:
+            for table in w2.names():
+                cur.execute(W2_DDL.format(name=f"`{upstream}`.`{table}`"))
+        folder = f"{workdir}/reader{n}"
+        os.makedirs(folder, exist_ok=True)
+        readers.append(start_reader(bench, server, name, upstream, schemas, checkpoints, folder))
+        names.append(name)
+        loads.append(w2)
+    config = bench.job_config(
+        unique("job"), names, schemas, "", "", f"{workdir}/lag2-cp", False, routes=False
+    )
+    config = config.model_copy(
+        update={"apply": config.apply.model_copy(update={"state_database": unique("lag2_st")})}
+    )
+    bench.databases.append((sink, config.apply.state_database))
+    spark = spark_session(config)
+    applier = BatchApplier(config).start()
+    query = start_query(spark, config, applier)
+    probes = [
+        Visibility(
+            bench.connect(sink),
+            "(SELECT MAX(id) AS id FROM ("
+            + " UNION ALL ".join(f"SELECT MAX(id) AS id FROM `{w.schema}`.`{t}`" for t in w.names())
+            + ") AS m) AS v",
+        )
+        for w in loads
+    ]
+    results: list[list[tuple[float, int]]] = [[] for _ in loads]
+    offered: list[float] = [0.0 for _ in loads]
+    try:
+        deadline = time.monotonic() + 240
+        while any(p.now() < w.next_key - 1 for p, w in zip(probes, loads, strict=True)):
+            if time.monotonic() > deadline or query.exception() is not None:
+                raise RuntimeError(f"W2 rows never became visible: {query.exception()}")
+            for server, w in zip(servers, loads, strict=True):
+                with bench.connect(server, autocommit=False) as up:
+                    w.step(up)
+            time.sleep(0.5)
+        for p in probes:
+            p.start()
+
+        def write(i: int) -> None:
+            with bench.connect(servers[i], autocommit=False) as up:
+                w = loads[i]
+                interval = 2.0 / rate
+                t0 = time.monotonic()
+                k = 0
+                while time.monotonic() - t0 < seconds:
+                    pause = t0 + k * interval - time.monotonic()
+                    if pause > 0:
+                        time.sleep(pause)
+                    before = w.next_key
+                    w.step(up)
+                    if w.next_key != before:
+                        results[i].append((time.time(), w.next_key - 1))
+                    k += 1
+                offered[i] = k / (time.monotonic() - t0)
+
+        threads = [threading.Thread(target=write, args=(i,)) for i in range(len(loads))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(seconds + 120)
+        limit = time.monotonic() + 180
+        for p, commits in zip(probes, results, strict=True):
+            while commits and p.seen[-1][1] < commits[-1][1] and time.monotonic() < limit:
+                time.sleep(0.1)
+        for p in probes:
+            p.stop()
+    finally:
+        query.stop()
+        applier.close()
+        for p in probes:
+            p.conn.close()
+        for r in readers:
+            r.send_signal(signal.SIGTERM)
+            r.wait(30)
+    lags: list[float] = []
+    thirds: list[list[float]] = [[], [], []]
+    for p, commits in zip(probes, results, strict=True):
+        mine = lags_of(commits, p.seen)
+        lags.extend(mine)
+        # lags_of sorts; recompute per third in commit order for the trend
+        n = len(commits)
+        for j in range(3):
+            part = commits[j * n // 3 : (j + 1) * n // 3]
+            thirds[j].extend(lags_of(part, p.seen))
+    lags.sort()
+    if not lags:
+        print(f"lag2 at {rate}/s: nothing became visible")
+        return
+
+    def pct(q: float) -> float:
+        return lags[min(len(lags) - 1, int(q * len(lags)))]
+
+    trend = " -> ".join(f"{statistics.median(t):.3f}s" if t else "-" for t in thirds)
+    print(
+        f"lag2 [{bench.master}, {bench.mode}] W2 x2 sources: {rate} row changes/s asked, "
+        f"{sum(offered):,.0f}/s offered for {seconds:.0f}s; {len(lags)} inserting transactions "
+        f"visible: commit-to-visible p50 {pct(0.5):.3f}s p99 {pct(0.99):.3f}s max "
+        f"{lags[-1]:.3f}s; median by thirds {trend}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - argument wiring
     import argparse
+    import contextlib
     import logging
+    import os
+    import sys
     import tempfile
+    from pathlib import Path
 
     from rowbus.config import load_settings
 
@@ -505,7 +684,16 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="rowbus configuration (default: the `rowbus local up` stack)",
     )
-    parser.add_argument("--only", choices=["path", "apply", "lag"], action="append")
+    parser.add_argument(
+        "--only", choices=["path", "baseline", "apply", "lag", "lag2"], action="append"
+    )
+    parser.add_argument("--master", default="local[2]", help="Spark master of the job")
+    parser.add_argument("--cluster", type=int, default=0, help="a standalone cluster of N workers")
+    parser.add_argument("--mode", choices=["snapshot", "parallel"], default="snapshot")
+    parser.add_argument("--parallelism", type=int, default=2, help="shards of parallel mode")
+    parser.add_argument(
+        "--driver-writes", action="store_true", help="parallel mode: shards on driver threads"
+    )
     parser.add_argument("--rows", type=int, default=200_000, help="W1 rows for path and apply")
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--max-per-trigger", type=int, default=50_000)
@@ -516,17 +704,41 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("rowbus.spark_apply.job").setLevel(logging.INFO)  # per-batch phase timings
-    settings = load_settings(args.config)
-    parts = args.only or ["path", "apply", "lag"]
+    settings = load_settings(Path(args.config) if args.config else None)
+    parts = args.only or ["path", "baseline", "apply", "lag"]
     bench = Bench(settings, args.partitions, args.max_per_trigger)
+    bench.master, bench.mode, bench.parallelism = args.master, args.mode, args.parallelism
+    bench.executor_writes = not args.driver_writes
     try:
-        with tempfile.TemporaryDirectory(prefix="rowbus-bench-") as tmp:
+        with (
+            tempfile.TemporaryDirectory(prefix="rowbus-bench-") as tmp,
+            contextlib.ExitStack() as stack,
+        ):
+            if args.cluster:
+                import signal
+
+                from rowbus.testing.spark_cluster import PORT_BASE, spark_cluster, spark_env
+
+                # A TERM (e.g. from `timeout`) unwinds, so the cluster is stopped by pid.
+                signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+                os.environ.update(spark_env())  # the driver JVM of this process: loopback too
+                cluster = stack.enter_context(
+                    # Ports apart from the e2e test's cluster (PORT_BASE + 50).
+                    spark_cluster(
+                        Path(tmp) / "spark", workers=args.cluster, memory="1g", port=PORT_BASE + 50
+                    )
+                )
+                bench.master = f"{cluster.url} ({args.cluster} worker(s))"
             if "path" in parts:
                 bench_path(bench, min(args.rows, 100_000), args.profile)
+            baseline = bench_baseline(bench, args.rows) if "baseline" in parts else None
             if "apply" in parts:
-                bench_apply(bench, args.rows, tmp)
+                bench_apply(bench, args.rows, tmp, baseline)
             if "lag" in parts:
                 bench_lag(bench, args.source, args.rate, args.seconds, tmp)
+            if "lag2" in parts:
+                bench_lag_w2(bench, args.rate, args.seconds, tmp)
     finally:
         bench.cleanup()
     return 0

@@ -17,7 +17,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from rowbus.clients.prometheus import Exporter
@@ -31,6 +31,7 @@ from rowbus.spark_apply.metrics import ApplyMetrics
 from rowbus.spark_apply.planner import Envelope, PairKey, plan
 from rowbus.spark_apply.settings import JobConfig
 from rowbus.spark_apply.shard_ddl import ShardDdlHook
+from rowbus.spark_apply.shard_writes import ShardWrite, write_shard
 from rowbus.spark_apply.sink import MySQLSink
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,9 @@ class BatchApplier:
 
     def _apply_batch(self, df: Any, batch_id: int) -> None:
         started = time.perf_counter()
+        a = self.config.apply
+        if self.sink.remote is None and a.mode == "parallel" and a.executor_writes:
+            self.sink.remote = executor_runner(df.sparkSession.sparkContext)
         arrow = df.toArrow()
         collected = time.perf_counter()
         previous = self.sink.previous_state(batch_id)
@@ -133,6 +137,16 @@ class BatchApplier:
         m.stash_events = len(p.state.stash)
         m.lanes = {f"{t}[{part}]/{src}": ts for (t, part, src), ts in p.state.watermarks.items()}
         m.apply_latency.observe(seconds)
+
+
+def executor_runner(sc: Any) -> Callable[[list[ShardWrite]], list[int]]:
+    """Runs shard writes as Spark tasks, one per shard (`rowbus.spark_apply.shard_writes`)."""
+
+    def run(writes: list[ShardWrite]) -> list[int]:
+        rdd = sc.parallelize(writes, len(writes))
+        return list(rdd.map(write_shard).collect())
+
+    return run
 
 
 def offset_ranges(table: Any) -> dict[tuple[str, int], tuple[int, int]]:
@@ -199,13 +213,12 @@ def spark_session(config: JobConfig) -> Any:
     already in Spark's configuration and must not be overridden (a builder's `master` would
     win); only a plain ``python -m rowbus.spark_apply`` (what ``rowbus apply`` runs) takes
     ``apply.master``."""
-    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     a = config.apply
     builder = SparkSession.builder.appName(f"rowbus-apply-{a.job}")
-    if not SparkConf().contains("spark.master"):
+    if not launched_by_spark_submit():
         builder = builder.master(a.master)
     conf = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", **a.spark_conf}
     if a.jdbc_jar is not None:
@@ -213,6 +226,14 @@ def spark_session(config: JobConfig) -> Any:
     for k, v in conf.items():
         builder = builder.config(k, v)
     return builder.getOrCreate()
+
+
+def launched_by_spark_submit() -> bool:
+    """True when spark-submit started this Python driver: its JVM (which holds the master it
+    chose) hands the driver its gateway in the environment. A ``SparkConf()`` built before the
+    gateway is up cannot tell: it holds no JVM properties yet (seen on a standalone cluster,
+    where checking it left the job on ``local[2]``)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
 def start_query(spark: Any, config: JobConfig, applier: BatchApplier) -> Any:

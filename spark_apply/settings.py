@@ -47,6 +47,9 @@ class ApplySettings(StrictModel):
     """snapshot: one batch is one sink transaction; parallel: one transaction per shard."""
     parallelism: int = Field(4, ge=1, le=64)
     """Shards (and sink connections) of parallel mode."""
+    executor_writes: bool = True
+    """Parallel mode: each shard's transaction runs as a Spark task on an executor (False: on
+    the driver's threads)."""
     checkpoint_location: Path = Path(".rowbus/apply-checkpoint")
     """Spark's checkpoint folder (offsets and commits); keep it with the sink it belongs to."""
     state_database: str = Field("rowbus_apply", pattern=r"^[A-Za-z0-9_]{1,64}$")

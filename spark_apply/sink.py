@@ -67,6 +67,7 @@ from rowbus.spark_apply.exceptions import (
 )
 from rowbus.spark_apply.planner import Envelope, Plan, PlannerState, Step
 from rowbus.spark_apply.settings import SinkConnection
+from rowbus.spark_apply.shard_writes import ShardWrite, shipped
 from rowbus.spark_apply.state_store import StateStore, piece_size
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,17 @@ class Head:
     step: int
     phase: str  # "rows" (DDL of the step pending) or "done"
     complete: bool
+
+
+def connect_sink(c: SinkConnection) -> Connection[Any]:
+    """A sink connection as every write expects it: no autocommit, UTC, strict."""
+    with db_errors(f"connecting to the sink {c.host}:{c.port}"):
+        conn = mysql.connect(c, autocommit=False, connect_timeout=10, charset="utf8mb4")
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION time_zone = '+00:00'")
+            cur.execute("SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO'")
+        conn.commit()
+    return conn
 
 
 @contextlib.contextmanager
@@ -132,23 +144,14 @@ class MySQLSink:
         self._statement_bytes = STATEMENT_BYTES
         """The longest statement rendered: below the server's max_allowed_packet (`start`)."""
         self._unique: dict[Target, tuple[tuple[str, ...], ...]] = {}
+        self.remote: Callable[[list[ShardWrite]], object] | None = None
+        """Parallel mode: runs shard transactions elsewhere (the apply job: as Spark tasks on
+        the executors, `rowbus.spark_apply.shard_writes`); None: on this process's threads."""
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def _connect(self) -> Connection[Any]:
-        c = self._conn_settings
-        with db_errors(f"connecting to the sink {c.host}:{c.port}"):
-            conn = mysql.connect(
-                c,
-                autocommit=False,
-                connect_timeout=10,
-                charset="utf8mb4",
-            )
-            with conn.cursor() as cur:
-                cur.execute("SET SESSION time_zone = '+00:00'")
-                cur.execute("SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO'")
-            conn.commit()
-        return conn
+        return connect_sink(self._conn_settings)
 
     def start(self) -> MySQLSink:
         self._conns = [self._connect() for _ in range(self._parallelism)]
@@ -380,6 +383,8 @@ class MySQLSink:
             _retry_conflicts(conn, whole, f"batch {batch_id} step {index}")
             return len(step.rows)
         done = self._done_shards(batch_id, index)
+        if self.remote is not None:
+            done = self._remote_shards(shards, step, checkpoint, done)
         assert self._pool is not None
         futures = [
             self._pool.submit(
@@ -396,6 +401,44 @@ class MySQLSink:
             self._save_state(conn, batch_id, plan.state)
         self._commit(conn)
         return len(step.rows)
+
+    def _remote_shards(
+        self,
+        shards: dict[int, dict[Target, TableChanges]],
+        step: Step,
+        checkpoint: tuple[Any, ...],
+        done: set[int],
+    ) -> set[int]:
+        """Run the shards not in `done` through `remote`; the shards committed afterwards.
+        A failure there is logged: the driver then runs what is left itself (and names the
+        event a failing statement stumbled on)."""
+        assert self.remote is not None
+        writes = [
+            ShardWrite(
+                self._conn_settings,
+                self._db,
+                self.job,
+                s,
+                checkpoint,
+                tuple(shipped(tc) for tc in shards.get(s, {}).values()),
+                self._statement_bytes,
+            )
+            for s in range(self._parallelism)
+            if s not in done
+        ]
+        if not writes:
+            return done
+        try:
+            self.remote(writes)
+        except Exception as exc:  # noqa: BLE001 - any task failure: the driver takes over
+            log.warning(
+                "batch %s step %s: shard writes on the executors failed (%s); the driver "
+                "writes the shards not committed",
+                checkpoint[0],
+                checkpoint[1],
+                str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__,
+            )
+        return self._done_shards(checkpoint[0], checkpoint[1])
 
     def _shard_tx(
         self,
@@ -517,7 +560,7 @@ class MySQLSink:
         try:
             with conn.cursor() as cur:
                 for tc in tables.values():
-                    _write_table(cur, tc, self._statement_bytes)
+                    write_table(cur, tc, self._statement_bytes)
         except pymysql.err.MySQLError as exc:
             conn.rollback()
             if mysql.classify(exc) is not mysql.Kind.OTHER:
@@ -586,7 +629,7 @@ def _zero(target: Target, key: tuple[Value, ...]) -> int:
     return 0
 
 
-def _write_table(cur: Any, tc: TableChanges, max_bytes: int = STATEMENT_BYTES) -> None:
+def write_table(cur: Any, tc: TableChanges, max_bytes: int = STATEMENT_BYTES) -> None:
     by_cols: dict[tuple[str, ...], list[tuple[Value, ...]]] = {}
     for key, (cols, _env) in (tc.deletes | tc.clear).items():
         by_cols.setdefault(cols, []).append(key)
@@ -607,7 +650,7 @@ def _write_table(cur: Any, tc: TableChanges, max_bytes: int = STATEMENT_BYTES) -
 def _try_one(cur: Any, one: TableChanges, env: Envelope) -> None:
     try:
         cur.execute("SAVEPOINT one")
-        _write_table(cur, one)
+        write_table(cur, one)
         cur.execute("RELEASE SAVEPOINT one")
     except pymysql.err.MySQLError as exc:
         code = int(exc.args[0]) if exc.args else 0

@@ -1,10 +1,12 @@
-"""The job sets no master when spark-submit chose one; `apply.master` otherwise."""
+"""The job sets no master when spark-submit chose one; `apply.master` otherwise.
+
+spark-submit runs a Python driver as a child of its JVM and passes it the gateway in
+``PYSPARK_GATEWAY_PORT``; `tests/e2e/test_spark_standalone.py` shows it on a real cluster."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import pyspark
 import pytest
 from pyspark.sql import SparkSession
 
@@ -38,12 +40,10 @@ def test_the_master_is_left_to_spark_submit(
 ) -> None:
     builder = _Builder()
     monkeypatch.setattr(SparkSession, "builder", builder)
-
-    class Conf:
-        def contains(self, key: str) -> bool:
-            return submitted and key == "spark.master"
-
-    monkeypatch.setattr(pyspark, "SparkConf", Conf)
+    if submitted:
+        monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "40000")
+    else:
+        monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
     calls = job.spark_session(JobConfig(apply=ApplySettings(master="local[1]")))
     assert calls.get("master") == expected
     assert calls["app"] == "rowbus-apply-rowbus-apply"
