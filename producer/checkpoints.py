@@ -82,7 +82,10 @@ def load_checkpoints(
         meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if meta is None or meta.error is not None or not meta.partitions:
             return StoredCheckpoint(None, None)
-        for msg in _read_to_high_watermark(consumer, topic, list(meta.partitions), timeout_s):
+        ends = kafka.high_watermarks(
+            kafka.admin(client_config), [(topic, p) for p in meta.partitions], timeout_s
+        )
+        for msg in _read_to_high_watermark(consumer, topic, ends, timeout_s):
             k = msg.key()
             state = k is not None and k.startswith(prefix)
             if k not in (key, open_key) and not state:
@@ -127,15 +130,16 @@ def load_checkpoints(
 
 
 def _read_to_high_watermark(
-    consumer: Any, topic: str, partitions: list[int], timeout_s: float
+    consumer: Any, topic: str, highs: Mapping[tuple[str, int], int], timeout_s: float
 ) -> Iterator[Message]:
-    """The committed messages of `topic` up to each partition's high watermark as it is now."""
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    """The committed messages of `topic` up to each partition's high watermark `highs` (the
+    high watermark, not the LSO: see the module docstring)."""
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for _, p in highs])
     ends: dict[int, int] = {}
-    for p in partitions:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
+    for (_, p), high in highs.items():
+        low, _ = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
         if high > low:
-            ends[p] = high  # the high watermark, not the LSO: see the module docstring
+            ends[p] = high
     log.info("reading checkpoints from %s up to its high watermarks %s", topic, ends)
     reached: dict[int, int] = {}
     deadline = time.monotonic() + timeout_s

@@ -470,16 +470,31 @@ def stable_offsets(
     admin: Any, partitions: Sequence[TopicPartition], timeout: float = 10.0
 ) -> dict[TopicPartition, int]:
     """The last stable offset of each partition (what a read_committed consumer reads up to)."""
+    return _latest_offsets(admin, partitions, timeout, committed=True)
+
+
+def high_watermarks(
+    admin: Any, partitions: Sequence[TopicPartition], timeout: float = 10.0
+) -> dict[TopicPartition, int]:
+    """The high watermark of each partition: the end of the log, open transactions included
+    (a read_committed consumer's `get_watermark_offsets` answers the last stable offset)."""
+    return _latest_offsets(admin, partitions, timeout, committed=False)
+
+
+def _latest_offsets(
+    admin: Any, partitions: Sequence[TopicPartition], timeout: float, *, committed: bool
+) -> dict[TopicPartition, int]:
     from confluent_kafka import IsolationLevel
     from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
     if not partitions:
         return {}
-    with kafka_errors("listing stable offsets"):
+    level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
+    with kafka_errors("listing end offsets"):
         latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
         futures = admin.list_offsets(
             {kafka_tp(t, p): latest for t, p in partitions},
-            isolation_level=IsolationLevel.READ_COMMITTED,
+            isolation_level=level,
             request_timeout=timeout,
         )
         return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
