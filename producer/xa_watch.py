@@ -34,9 +34,7 @@ class PreparedXaWatch:
         m = self.metrics
         ages = {x.xid: max(0.0, now - x.timestamp) for x in held}
         late = [x for x in held if ages[x.xid] >= self.threshold_s]
-        m.xa_prepared = len(held)
-        m.xa_prepared_oldest_s = max(ages.values(), default=0.0)
-        m.xa_prepared_age_s = {x.xid: ages[x.xid] for x in late}
+        # The warnings first: whoever sees an XID in the metrics finds it already named.
         for x in late:
             if x.xid not in self._warned:
                 self._warned.add(x.xid)
@@ -52,4 +50,7 @@ class PreparedXaWatch:
                     x.xid,
                 )
         self._warned &= set(ages)  # an XID that ended may come back (and be named) again
+        m.xa_prepared = len(held)
+        m.xa_prepared_oldest_s = max(ages.values(), default=0.0)
+        m.xa_prepared_age_s = {x.xid: ages[x.xid] for x in late}
         return late
