@@ -37,8 +37,8 @@ from typing import TypeAlias
 
 from rowbus.consumers.checkpoint import Checkpoint, Lane, TopicPartition
 from rowbus.consumers.positions import Floor, PosKey, event_key
-from rowbus.consumers.snapshot import MergerSnapshot
-from rowbus.consumers.spill import DataEvent, SpillStore
+from rowbus.consumers.snapshot import MergerSnapshot, SpilledRun, SpilledTxn
+from rowbus.consumers.spill import DataEvent, Spill, SpillStore
 from rowbus.consumers.trail import CheckpointTrail, Step
 from rowbus.consumers.transaction import KafkaPosition, Run, Transaction, TransactionEvents
 from rowbus.protocol.events import DdlChange, Event, Heartbeat, Resolved, RowChange
@@ -96,6 +96,8 @@ class _Pending:
     last: KafkaPosition
     size: int = 0
     runs: dict[TopicPartition, Run] = field(default_factory=dict)
+    tables: set[_Table] = field(default_factory=set)
+    """The tables its events touch (kept so a hold never reads spilled events back)."""
 
 
 def _txn_id(event: DataEvent) -> str:
@@ -124,7 +126,7 @@ class Merger:
         start_offsets: Mapping[TopicPartition, int] | None = None,
         watermarks: Mapping[Lane, tuple[int, int]] | None = None,
         memory_limit: int | None = None,
-        spill: SpillStore | None = None,
+        spill: Spill | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._clock = clock
@@ -145,7 +147,7 @@ class Merger:
         self._ts = 0
         self._memory_limit = memory_limit
         self._owns_spill = spill is None and memory_limit is not None
-        self._spill = SpillStore() if self._owns_spill else spill
+        self._spill: Spill | None = SpillStore() if self._owns_spill else spill
         self._in_memory = 0
         self.stats = MergerStats()
         for tp in self._next_offsets:
@@ -251,9 +253,10 @@ class Merger:
                 pending.min_key, pending.first = key, here
             if key > pending.max_key:
                 pending.max_key, pending.last = key, here
+        pending.tables.add(_table_of(event))
         run = pending.runs.get(tp)
         if run is None:
-            run = pending.runs[tp] = Run(tp[0], tp[1])
+            run = pending.runs[tp] = Run(tp[0], tp[1], head=offset)
             heapq.heappush(self._heads.setdefault(tp, []), (offset, *tkey))
         run.offsets.append(offset)
         run.events.append(event)
@@ -275,12 +278,26 @@ class Merger:
         for run in runs:
             if self._in_memory <= target:
                 break
-            n = len(run.events)
-            run.chunks.append(self._spill.write(zip(run.offsets, run.events, strict=True)))
-            run.offsets = type(run.offsets)("q")
-            run.events = []
-            self._in_memory -= n
-            self.stats.spilled_events += n
+            self._spill_run(run)
+
+    def _spill_run(self, run: Run) -> None:
+        assert self._spill is not None
+        n = len(run.events)
+        run.chunks.append(self._spill.write(zip(run.offsets, run.events, strict=True)))
+        run.offsets = type(run.offsets)("q")
+        run.events = []
+        self._in_memory -= n
+        self.stats.spilled_events += n
+
+    def spill_all(self) -> None:
+        """Move every buffered event to the spill store (a planner does so before it takes
+        the snapshot it stores: the snapshot then names chunks, not events)."""
+        if self._spill is None:
+            raise ValueError("this merger has no spill store")
+        for pending in self._pending.values():
+            for run in pending.runs.values():
+                if run.events:
+                    self._spill_run(run)
 
     # -- releasing -------------------------------------------------------------------------
 
@@ -347,13 +364,9 @@ class Merger:
     def _held(self, pending: _Pending, ddl_ready: DdlGate, held_tables: set[_Table]) -> bool:
         # Tables are looked up only while something is held (rare: a shard DDL waiting), so
         # the common path reads no event back from the spill.
-        if held_tables:
-            tables = {
-                _table_of(e) for run in pending.runs.values() for _, e in run.items(self._spill)
-            }
-            if not tables.isdisjoint(held_tables):
-                held_tables |= tables
-                return True
+        if held_tables and not pending.tables.isdisjoint(held_tables):
+            held_tables |= pending.tables
+            return True
         if pending.is_ddl:
             run = next(iter(pending.runs.values()))
             _, event = next(run.items(self._spill))
@@ -478,10 +491,22 @@ class Merger:
 
     # -- state -----------------------------------------------------------------------------
 
-    def snapshot(self) -> MergerSnapshot:
-        """The whole state as a plain value; spilled events are read back into it."""
+    def snapshot(self, *, keep_spilled: bool = False) -> MergerSnapshot:
+        """The whole state as a plain value; spilled events are read back into it, unless
+        `keep_spilled`: then a transaction with spilled events is named by its index
+        (`SpilledTxn`, chunks of the spill store, which must outlive the snapshot) and only
+        its events still in memory are in the stash."""
         stash: list[tuple[str, int, int, DataEvent]] = []
+        spilled: list[SpilledTxn] = []
         for pending in self._pending.values():
+            if keep_spilled and any(run.chunks for run in pending.runs.values()):
+                spilled.append(_index(pending))
+                for run in pending.runs.values():
+                    stash.extend(
+                        (run.topic, run.partition, o, e)
+                        for o, e in zip(run.offsets, run.events, strict=True)
+                    )
+                continue
             for run in pending.runs.values():
                 stash.extend((run.topic, run.partition, o, e) for o, e in run.items(self._spill))
         return MergerSnapshot(
@@ -493,6 +518,7 @@ class Merger:
             next_offsets=dict(self._next_offsets),
             ts=self._ts,
             stash=tuple(stash),
+            spilled=tuple(spilled),
         )
 
     @classmethod
@@ -501,7 +527,7 @@ class Merger:
         snapshot: MergerSnapshot,
         *,
         memory_limit: int | None = None,
-        spill: SpillStore | None = None,
+        spill: Spill | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> Merger:
         """A merger in exactly the state `snapshot` was taken in."""
@@ -516,12 +542,62 @@ class Merger:
         merger._watermarks.update(snapshot.watermarks)
         merger._raised_at.update(snapshot.raised_at)
         merger._ts = snapshot.ts
+        if snapshot.spilled and spill is None:
+            raise ValueError("a snapshot naming spilled chunks needs their spill store")
+        for txn in snapshot.spilled:
+            merger._restore(txn)
         for topic, partition, offset, event in snapshot.stash:
             merger._stash((topic, partition), offset, event, event_key(event))
         merger._last.update(snapshot.last_positions)
         return merger
 
+    def _restore(self, txn: SpilledTxn) -> None:
+        tkey = (txn.source, txn.id)
+        pending = _Pending(
+            txn.source,
+            txn.id,
+            txn.ts,
+            txn.count,
+            txn.is_ddl,
+            txn.min_key,
+            txn.max_key,
+            KafkaPosition(*txn.first),
+            KafkaPosition(*txn.last),
+            tables=set(txn.tables),
+        )
+        self._pending[tkey] = pending
+        heapq.heappush(self._by_ts, (txn.ts, *tkey))
+        for r in txn.runs:
+            tp = (r.topic, r.partition)
+            pending.runs[tp] = Run(
+                r.topic, r.partition, chunks=list(r.chunks), count=r.count, head=r.head
+            )
+            pending.size += r.count
+            heapq.heappush(self._heads.setdefault(tp, []), (r.head, *tkey))
+
     def close(self) -> None:
         """Delete the spill folder, if this merger made one."""
         if self._owns_spill and self._spill is not None:
             self._spill.close()
+
+
+def _index(p: _Pending) -> SpilledTxn:
+    return SpilledTxn(
+        p.source,
+        p.id,
+        p.ts,
+        p.count,
+        p.is_ddl,
+        p.min_key,
+        p.max_key,
+        (p.first.topic, p.first.partition, p.first.offset),
+        (p.last.topic, p.last.partition, p.last.offset),
+        tuple(sorted(p.tables, key=lambda t: (t[0], t[1], t[2] or ""))),
+        tuple(
+            SpilledRun(
+                r.topic, r.partition, r.head, sum(c.count for c in r.chunks), tuple(r.chunks)
+            )
+            for r in p.runs.values()
+            if r.chunks
+        ),
+    )

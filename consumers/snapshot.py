@@ -15,9 +15,83 @@ from typing import Any
 from rowbus.consumers.checkpoint import Lane, TopicPartition, floor_from_json, floor_to_json
 from rowbus.consumers.exceptions import SubscriberError
 from rowbus.consumers.positions import Floor, PosKey, key_from_json
-from rowbus.consumers.spill import DataEvent
+from rowbus.consumers.spill import Chunk, DataEvent
 from rowbus.protocol.codec import Encoding, decode, encode
 from rowbus.protocol.errors import ProtocolError
+
+Table = tuple[str, str, str | None]
+"""(source, schema, table) an event touches."""
+
+
+@dataclass(frozen=True, slots=True)
+class SpilledRun:
+    """The spilled part of a transaction's run on one partition: chunks of its spill store."""
+
+    topic: str
+    partition: int
+    head: int
+    count: int
+    chunks: tuple[Chunk, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SpilledTxn:
+    """A stashed transaction whose events are (partly) in the spill store: what the merger
+    knows of it without its events — the index a planner keeps instead of the events."""
+
+    source: str
+    id: str
+    ts: int
+    count: int | None
+    is_ddl: bool
+    min_key: PosKey
+    max_key: PosKey
+    first: tuple[str, int, int]
+    last: tuple[str, int, int]
+    tables: tuple[Table, ...]
+    runs: tuple[SpilledRun, ...]
+
+    def to_json(self) -> list[Any]:
+        return [
+            self.source,
+            self.id,
+            self.ts,
+            self.count,
+            self.is_ddl,
+            list(self.min_key),
+            list(self.max_key),
+            list(self.first),
+            list(self.last),
+            [list(t) for t in self.tables],
+            [
+                [r.topic, r.partition, r.head, r.count, [list(_chunk(c)) for c in r.chunks]]
+                for r in self.runs
+            ],
+        ]
+
+    @staticmethod
+    def from_json(data: list[Any]) -> SpilledTxn:
+        source, id_, ts, count, is_ddl, lo, hi, first, last, tables, runs = data
+        return SpilledTxn(
+            str(source),
+            str(id_),
+            int(ts),
+            None if count is None else int(count),
+            bool(is_ddl),
+            key_from_json(lo),
+            key_from_json(hi),
+            (str(first[0]), int(first[1]), int(first[2])),
+            (str(last[0]), int(last[1]), int(last[2])),
+            tuple((str(a), str(b), None if c is None else str(c)) for a, b, c in tables),
+            tuple(
+                SpilledRun(str(t), int(p), int(h), int(n), tuple(Chunk(*map(int, c)) for c in cs))
+                for t, p, h, n, cs in runs
+            ),
+        )
+
+
+def _chunk(c: Chunk) -> tuple[int, int, int, int]:
+    return (c.segment, c.start, c.size, c.count)
 
 
 @dataclass(frozen=True)
@@ -32,6 +106,9 @@ class MergerSnapshot:
     next_offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
     ts: int = 0
     stash: tuple[tuple[str, int, int, DataEvent], ...] = ()
+    spilled: tuple[SpilledTxn, ...] = ()
+    """Transactions whose events are in the spill store (`Merger.snapshot(keep_spilled=True)`);
+    events of theirs still in memory are in `stash`, after the spilled ones."""
 
     def to_json(self) -> str:
         """The snapshot as one JSON document."""
@@ -52,6 +129,7 @@ class MergerSnapshot:
                     [t, p, o, encode(e, Encoding.JSON)[0].decode("utf-8")]
                     for t, p, o, e in self.stash
                 ],
+                "spilled": [t.to_json() for t in self.spilled],
             },
             separators=(",", ":"),
         )
@@ -80,6 +158,7 @@ class MergerSnapshot:
                 next_offsets={(str(t), int(p)): int(o) for t, p, o in data["next_offsets"]},
                 ts=int(data["ts"]),
                 stash=tuple(stash),
+                spilled=tuple(SpilledTxn.from_json(t) for t in data.get("spilled", ())),
             )
         except (ValueError, KeyError, TypeError, ProtocolError) as exc:
             raise SubscriberError(f"not a merger snapshot: {exc}") from exc

@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from rowbus.consumers.exceptions import SubscriberError
 from rowbus.protocol.codec import decode, encode
@@ -40,6 +40,20 @@ class Chunk:
     start: int
     size: int
     count: int
+
+
+class Spill(Protocol):
+    """Where a merger moves buffered events: `SpillStore` (local files) or another store with
+    the same contract (the Spark planner keeps them in the sink, `rowbus.spark_apply.pieces`).
+    Chunks are plain values, so a merger's snapshot can name them."""
+
+    def write(self, items: Iterable[tuple[int, DataEvent]]) -> Chunk: ...
+
+    def read(self, chunk: Chunk) -> Iterator[tuple[int, DataEvent]]: ...
+
+    def release(self, chunks: Iterable[Chunk]) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class SpillStore:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 
 from rowbus.consumers.checkpoint import Checkpoint
-from rowbus.consumers.spill import Chunk, DataEvent, SpillStore
+from rowbus.consumers.spill import Chunk, DataEvent, Spill
 from rowbus.protocol.events import DdlChange
 
 
@@ -37,8 +37,10 @@ class Run:
     events: list[DataEvent] = field(default_factory=list)
     chunks: list[Chunk] = field(default_factory=list)
     count: int = 0
+    head: int = -1
+    """The Kafka offset of its first event (kept when the events are spilled)."""
 
-    def items(self, spill: SpillStore | None) -> Iterator[tuple[int, DataEvent]]:
+    def items(self, spill: Spill | None) -> Iterator[tuple[int, DataEvent]]:
         """(offset, event) pairs in order, reading spilled chunks back from `spill`."""
         spilled: Iterator[tuple[int, DataEvent]] = iter(())
         if self.chunks:
@@ -52,7 +54,7 @@ def _index(item: tuple[int, DataEvent]) -> int:
     return txn.index if txn is not None else 0
 
 
-def _located(run: Run, spill: SpillStore | None) -> Iterator[tuple[str, int, int, DataEvent]]:
+def _located(run: Run, spill: Spill | None) -> Iterator[tuple[str, int, int, DataEvent]]:
     for offset, event in run.items(spill):
         yield run.topic, run.partition, offset, event
 
@@ -71,7 +73,7 @@ class TransactionEvents:
 
     __slots__ = ("__weakref__", "_count", "_runs", "_spill")
 
-    def __init__(self, runs: Sequence[Run], spill: SpillStore | None) -> None:
+    def __init__(self, runs: Sequence[Run], spill: Spill | None) -> None:
         self._runs = tuple(runs)
         self._spill = spill
         self._count = sum(r.count for r in runs)

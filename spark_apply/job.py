@@ -36,6 +36,10 @@ from rowbus.spark_apply.sink import MySQLSink
 
 log = logging.getLogger(__name__)
 
+STASH_MEMORY_EVENTS = 20_000
+"""Held events the planner keeps in the driver's memory while it plans a batch; the rest
+are in the batch's spill file and, once it commits, in the sink's pieces."""
+
 
 class BatchApplier:
     """The foreachBatch function. Lifecycle: `start()` connects the sink; `close()`."""
@@ -98,6 +102,8 @@ class BatchApplier:
             log.info("batch %d is already committed in the sink; skipped", batch_id)
             return
         envelopes = envelopes_of(arrow)
+        records = len(envelopes)
+        del arrow
         decoded = time.perf_counter()
         for env in envelopes:
             if isinstance(env.event, DdlChange) and env.event.table_schema is not None:
@@ -106,35 +112,47 @@ class BatchApplier:
         hook = self.shard_ddl
         if hook is not None:
             hook.before_plan()
-        p = plan(previous, envelopes, expected, hook.ddl_ready if hook else lambda _: True)
-        planned = time.perf_counter()
-        applied = self.sink.apply(batch_id, p)
-        done = time.perf_counter()
+        spill = self.sink.spill_for(batch_id)
+        try:
+            p = plan(
+                previous,
+                envelopes,
+                expected,
+                hook.ddl_ready if hook else lambda _: True,
+                spill=spill,
+                memory_limit=STASH_MEMORY_EVENTS,
+            )
+            del envelopes[:]  # the batch's decoded events: the plan holds what it needs
+            planned = time.perf_counter()
+            applied = self.sink.apply(batch_id, p)
+            done = time.perf_counter()
+        finally:
+            spill.close()
         if hook is not None:
             hook.after_apply()
-        self._observe(envelopes, p, applied, done - planned)
+        self._observe(records, p, applied, done - planned)
         log.info(
             "batch %d: %d records, %d rows applied in %d step(s), watermark %d, stash %d; "
             "collect %.3fs decode %.3fs plan %.3fs apply %.3fs",
             batch_id,
-            len(envelopes),
+            records,
             applied,
             len(p.steps),
             p.bound,
-            len(p.state.stash),
+            p.state.stash_events,
             collected - started,
             decoded - collected,
             planned - decoded,
             done - planned,
         )
 
-    def _observe(self, envelopes: list[Envelope], p: Any, applied: int, seconds: float) -> None:
+    def _observe(self, records: int, p: Any, applied: int, seconds: float) -> None:
         m = self.metrics
         m.batches += 1
-        m.records_in += len(envelopes)
+        m.records_in += records
         m.rows_applied += applied
         m.watermark_ts = max(m.watermark_ts, p.bound)
-        m.stash_events = len(p.state.stash)
+        m.stash_events = p.state.stash_events
         m.lanes = {f"{t}[{part}]/{src}": ts for (t, part, src), ts in p.state.watermarks.items()}
         m.apply_latency.observe(seconds)
 

@@ -21,7 +21,11 @@ Per batch:
 2. Released transactions are split into steps at each DDL (a DDL ends its step: rows before
    it, then it). A DDL that `ddl_ready` refuses (a shard DDL waiting for its group) stays
    stashed with every later transaction of its table; other tables keep flowing.
-3. What the merger still holds is the new stash.
+3. What the merger still holds is the new stash. With a spill store (`spill`, the sink's
+   `pieces.PieceSpill`) it holds at most `memory_limit` events in memory while planning, and
+   spills everything it still holds at the end: the state then names chunks of stored pieces
+   (`SpilledTxn`, a compact index per transaction), not events, and a released transaction
+   is read back lazily (`Rows`) while it is applied. See spark_apply/README.md, "Stash".
 """
 
 from __future__ import annotations
@@ -29,15 +33,15 @@ from __future__ import annotations
 import json
 import logging
 import struct
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from rowbus.consumers.checkpoint import Lane, TopicPartition
 from rowbus.consumers.merger import Merger
 from rowbus.consumers.positions import Floor, PosKey
-from rowbus.consumers.snapshot import MergerSnapshot
-from rowbus.consumers.spill import DataEvent
-from rowbus.consumers.transaction import KafkaPosition
+from rowbus.consumers.snapshot import MergerSnapshot, SpilledTxn
+from rowbus.consumers.spill import DataEvent, Spill
+from rowbus.consumers.transaction import KafkaPosition, TransactionEvents
 from rowbus.protocol.codec import decode, encode
 from rowbus.protocol.events import DdlChange, Event, RowChange
 
@@ -67,11 +71,44 @@ class Envelope:
         return f"{where} (binlog {pos})" if pos is not None else where
 
 
+class Rows:
+    """A step's rows, in order: envelopes and whole released transactions, the latter read
+    lazily (from the spill store when spilled), so a huge transaction is never in memory
+    whole. Iterable more than once; equal to a tuple of the same envelopes."""
+
+    __slots__ = ("_len", "_parts")
+
+    def __init__(self, parts: Sequence[tuple[Envelope, ...] | TransactionEvents] = ()) -> None:
+        self._parts = tuple(p for p in parts if len(p))
+        self._len = sum(len(p) for p in self._parts)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self) -> Iterator[Envelope]:
+        for part in self._parts:
+            if isinstance(part, TransactionEvents):
+                for topic, partition, offset, event in part.located():
+                    yield Envelope(topic, partition, offset, event)
+            else:
+                yield from part
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Rows | tuple):
+            return len(self) == len(other) and tuple(self) == tuple(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Rows({self._len} rows in {len(self._parts)} parts)"
+
+
 @dataclass(frozen=True, slots=True)
 class Step:
     """Rows to apply (in order), then at most one DDL."""
 
-    rows: tuple[Envelope, ...]
+    rows: Rows | tuple[Envelope, ...]
     ddl: Envelope | None = None
 
 
@@ -91,6 +128,17 @@ class PlannerState:
     stash: list[Envelope] = field(default_factory=list)
     released_through: int = -1
     """The highest release bound so far (never decreases)."""
+    spilled: tuple[SpilledTxn, ...] = ()
+    """Stashed transactions whose events are in the sink's pieces (their index only)."""
+
+    @property
+    def stash_events(self) -> int:
+        """Events held: in memory and in pieces."""
+        return len(self.stash) + sum(r.count for t in self.spilled for r in t.runs)
+
+    def segments(self) -> set[int]:
+        """The piece segments (batch ids) this state refers to."""
+        return {c.segment for t in self.spilled for r in t.runs for c in r.chunks}
 
     def copy(self) -> PlannerState:
         return replace(
@@ -118,6 +166,7 @@ class PlannerState:
             next_offsets=self.offsets,
             ts=self.ts,
             stash=tuple((e.topic, e.partition, e.offset, _data(e.event)) for e in self.stash),
+            spilled=self.spilled,
         )
 
     @staticmethod
@@ -132,6 +181,7 @@ class PlannerState:
             ts=snapshot.ts,
             stash=stash,
             released_through=released_through,
+            spilled=tuple(snapshot.spilled),
         )
 
     def to_bytes(self) -> bytes:
@@ -139,7 +189,7 @@ class PlannerState:
         the stash events (protobuf), framed."""
         blobs = [encode(e.event)[0] for e in self.stash]
         header = {
-            "v": 2,
+            "v": 3 if self.spilled else 2,
             "merger": json.loads(self.without_stash().snapshot().to_json()),
             "released_through": self.released_through,
             "stash": [
@@ -194,6 +244,9 @@ class Plan:
     state: PlannerState
     bound: int
     dropped: int = 0
+    spill: Spill | None = None
+    """The batch's spill store: holds events of the steps and of the new state until the
+    sink stored them (`StateStore.save`)."""
 
     @property
     def row_count(self) -> int:
@@ -209,51 +262,57 @@ def plan(
     batch: Iterable[Envelope],
     expected: Collection[PairKey],
     ddl_ready: Callable[[Envelope], bool] = _always,
+    *,
+    spill: Spill | None = None,
+    memory_limit: int | None = None,
 ) -> Plan:
-    """The plan of one batch over `previous` (not modified); deterministic."""
+    """The plan of one batch over `previous` (not modified); deterministic.
+
+    `spill`: where held events go (chunks `previous` names must be readable there); the
+    merger keeps at most `memory_limit` events in memory and the new state holds none."""
     snapshot = previous.snapshot()
     if not snapshot.expected:
         snapshot = replace(snapshot, expected=tuple(sorted(set(expected))))
     # A constant clock: nothing of the plan may depend on when it is computed.
-    merger = Merger.from_snapshot(snapshot, clock=lambda: 0.0)
-    known = {(e.topic, e.partition, e.offset): e for e in previous.stash}
+    merger = Merger.from_snapshot(
+        snapshot,
+        clock=lambda: 0.0,
+        spill=spill,
+        memory_limit=memory_limit if spill is not None else None,
+    )
     for env in sorted(batch, key=lambda e: (e.topic, e.partition, e.offset)):
         merger.push(env.topic, env.partition, env.offset, env.event)
-        if isinstance(env.event, RowChange | DdlChange):
-            known[env.topic, env.partition, env.offset] = env
 
     answers: dict[KafkaPosition, bool] = {}
 
     def gate(event: DdlChange, at: KafkaPosition) -> bool:
         # Asked once per DDL and batch: the answer holds for the whole plan.
         if at not in answers:
-            env = known.get((at.topic, at.partition, at.offset)) or _envelope(at, event)
-            answers[at] = ddl_ready(env)
+            answers[at] = ddl_ready(_envelope(at, event))
         return answers[at]
 
     steps: list[Step] = []
-    rows: list[Envelope] = []
+    parts: list[tuple[Envelope, ...] | TransactionEvents] = []
     for _ in range(_MAX_RELEASES):
         released = merger.release(until_ddl=True, ddl_ready=gate)
         if not released:
             break
         for txn in released:
-            for topic, partition, offset, event in txn.events.located():
-                env = known.get((topic, partition, offset)) or Envelope(
-                    topic, partition, offset, event
-                )
-                if isinstance(event, DdlChange):
-                    steps.append(Step(tuple(rows), env))
-                    rows = []
-                else:
-                    rows.append(env)
-    steps.append(Step(tuple(rows)))
-    after = merger.snapshot()
-    stash = [known.get((t, p, o)) or Envelope(t, p, o, e) for t, p, o, e in after.stash]
+            ddl = txn.ddl
+            if ddl is not None:
+                steps.append(Step(Rows(parts), _envelope(txn.first, ddl)))
+                parts = []
+            else:
+                parts.append(txn.events)
+    steps.append(Step(Rows(parts)))
+    if spill is not None:
+        merger.spill_all()
+    after = merger.snapshot(keep_spilled=spill is not None)
+    stash = [Envelope(t, p, o, e) for t, p, o, e in after.stash]
     bound = max(merger.watermark, previous.released_through)
     dropped = merger.stats.duplicates + merger.stats.behind_floor
     merger.close()
-    return Plan(tuple(steps), PlannerState.of(after, stash, bound), bound, dropped)
+    return Plan(tuple(steps), PlannerState.of(after, stash, bound), bound, dropped, spill)
 
 
 def _envelope(at: KafkaPosition, event: Event) -> Envelope:

@@ -35,9 +35,10 @@ import contextlib
 import json
 import logging
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 import pymysql
@@ -65,6 +66,7 @@ from rowbus.spark_apply.exceptions import (
     SinkUnavailableError,
     TransactionConflictError,
 )
+from rowbus.spark_apply.pieces import PieceSpill
 from rowbus.spark_apply.planner import Envelope, Plan, PlannerState, Step
 from rowbus.spark_apply.settings import SinkConnection
 from rowbus.spark_apply.shard_writes import ShardWrite, shipped
@@ -73,6 +75,9 @@ from rowbus.spark_apply.state_store import StateStore, piece_size
 log = logging.getLogger(__name__)
 
 CONFLICT_ATTEMPTS = 5
+CHUNK_ROWS = 20_000
+"""Rows of a step collapsed and written at a time (snapshot mode): a released 1M-row
+transaction is read, collapsed and rendered a chunk at a time, never whole."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,11 +142,11 @@ class MySQLSink:
         self._pool: ThreadPoolExecutor | None = None
         self._ddl = SinkDdl(router, self._ddl_connection, state_database, job)
         self.state_store = StateStore(self._db, job)
-        self._previous: tuple[int, PlannerState, int] | None = None
-        """(batch id, state, base) of the state last read: the next save appends to it."""
-        self._saved: tuple[int, PlannerState, int] | None = None
-        """The same for the state last written (valid once its transaction commits)."""
+        self._saved: tuple[int, PlannerState] | None = None
+        """(batch id, state) of the state last written (valid once its transaction commits)."""
         self._statement_bytes = STATEMENT_BYTES
+        self.chunk_rows = CHUNK_ROWS
+        """Snapshot mode: rows collapsed and written at a time within a step's transaction."""
         """The longest statement rendered: below the server's max_allowed_packet (`start`)."""
         self._unique: dict[Target, tuple[tuple[str, ...], ...]] = {}
         self.remote: Callable[[list[ShardWrite]], object] | None = None
@@ -236,14 +241,12 @@ class MySQLSink:
     def _load_state(self, batch_id: int) -> PlannerState:
         saved, self._saved = self._saved, None
         if saved is not None and saved[0] == batch_id:
-            # Written by this sink in the batch just committed (the head says so): the stash
+            # Written by this sink in the batch just committed (the head says so): the state
             # need not be read back.
-            self._previous = saved
             return saved[1]
         conn = self._conns[0]
         with db_errors("reading the apply state"), conn.cursor() as cur:
             state = self.state_store.load(cur, batch_id)
-            base = self.state_store.base_of(cur, batch_id) if state is not None else None
             if state is None:  # a sink written by an older version: one value per batch
                 cur.execute(
                     f"SELECT state FROM {self._db}.apply_state WHERE job = %s AND batch_id = %s",
@@ -252,8 +255,18 @@ class MySQLSink:
                 row = cur.fetchone()
                 state = PlannerState() if row is None else PlannerState.from_bytes(bytes(row[0]))
         conn.commit()
-        self._previous = None if base is None else (batch_id, state, base)
         return state
+
+    def spill_for(self, batch_id: int) -> PieceSpill:
+        """The spill store to plan batch `batch_id` with (`planner.plan(spill=…)`): chunks of
+        earlier batches are read from this sink's pieces; the caller closes it."""
+        cur = self._conns[0].cursor()
+
+        def fetch(segment: int, pos: int) -> tuple[int, bytes] | None:
+            with db_errors("reading stashed events"):
+                return self.state_store.fetcher(cur)(segment, pos)
+
+        return PieceSpill(batch_id, fetch)
 
     def committed_offsets(self, batch_id: int) -> dict[tuple[str, int], int] | None:
         """The next offset per partition the sink committed for `batch_id` (None: no row)."""
@@ -358,7 +371,6 @@ class MySQLSink:
         self, batch_id: int, index: int, final: bool, step: Step, plan: Plan, head: Head | None
     ) -> int:
         shard_of = self._shard_of if self._parallelism > 1 else _zero
-        shards = collapse(step.rows, self._router, self._schemas, shard_of, self._unique_keys)
         new_head = Head(batch_id, index, "done" if step.ddl is None else "rows", final)
         ddl = step.ddl.event.statement if step.ddl else None  # type: ignore[union-attr]
         checkpoint = (
@@ -370,18 +382,26 @@ class MySQLSink:
         )
         if self._parallelism == 1:
             conn = self._conns[0]
-            tables = shards.get(0, {})
 
             def whole() -> None:
-                self._write(conn, tables, step)
-                self._checkpoint(conn, checkpoint, 0, sum(len(t) for t in tables.values()))
+                # The step's rows in chunks, each collapsed and written before the next is
+                # read (a chunk's writes are those of a step of its own: applying contiguous
+                # parts in order passes through the same states), all in this transaction.
+                written = 0
+                for part in _chunks(step.rows, self.chunk_rows):
+                    shards = collapse(part, self._router, self._schemas, _zero, self._unique_keys)
+                    tables = shards.get(0, {})
+                    self._write(conn, tables, step)
+                    written += sum(len(t) for t in tables.values())
+                self._checkpoint(conn, checkpoint, 0, written)
                 self._advance(conn, head, new_head)
                 if final:
-                    self._save_state(conn, batch_id, plan.state)
+                    self._save_state(conn, batch_id, plan)
                 self._commit(conn)
 
             _retry_conflicts(conn, whole, f"batch {batch_id} step {index}")
             return len(step.rows)
+        shards = collapse(step.rows, self._router, self._schemas, shard_of, self._unique_keys)
         done = self._done_shards(batch_id, index)
         if self.remote is not None:
             done = self._remote_shards(shards, step, checkpoint, done)
@@ -398,7 +418,7 @@ class MySQLSink:
         conn = self._conns[0]
         self._advance(conn, head, new_head)
         if final:
-            self._save_state(conn, batch_id, plan.state)
+            self._save_state(conn, batch_id, plan)
         self._commit(conn)
         return len(step.rows)
 
@@ -547,10 +567,11 @@ class MySQLSink:
             )
         return new
 
-    def _save_state(self, conn: Connection[Any], batch_id: int, state: PlannerState) -> None:
+    def _save_state(self, conn: Connection[Any], batch_id: int, plan: Plan) -> None:
+        spill = plan.spill if isinstance(plan.spill, PieceSpill) else None
         with db_errors("writing the apply state"), conn.cursor() as cur:
-            base = self.state_store.save(cur, batch_id, state, self._previous)
-            self._saved = (batch_id, state, base)
+            self.state_store.save(cur, batch_id, plan.state, spill)
+            self._saved = (batch_id, plan.state)
             cur.execute(
                 f"DELETE FROM {self._db}.apply_state WHERE job = %s AND batch_id < %s",
                 (self.job, batch_id),
@@ -627,6 +648,12 @@ def _retry_conflicts(conn: Connection[Any], transaction: Callable[[], None], wha
 
 def _zero(target: Target, key: tuple[Value, ...]) -> int:
     return 0
+
+
+def _chunks(rows: Iterable[Envelope], size: int) -> Iterator[list[Envelope]]:
+    it = iter(rows)
+    while part := list(islice(it, size)):
+        yield part
 
 
 def write_table(cur: Any, tc: TableChanges, max_bytes: int = STATEMENT_BYTES) -> None:

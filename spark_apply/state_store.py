@@ -1,5 +1,19 @@
 """The planner state in the sink, in bounded pieces, written with the batch's checkpoint.
 
+Today's layout (written since the stash moved out of the driver, see spark_apply/README.md):
+
+- ``apply_state_header`` (one row per batch): `header` is the marker ``RBS3``, `base` the
+  oldest piece segment the state refers to, `stash_events` the events it holds;
+- ``apply_stash`` (job, batch id, seq): the state's bytes (`PlannerState.to_bytes`: the merger
+  snapshot with the stash's *index*, `SpilledTxn`s naming chunks) cut into pieces;
+- ``apply_stash_pieces`` (job, segment, byte start): the events themselves, the byte stream a
+  batch's `pieces.PieceSpill` spilled (segment = that batch's id), cut into pieces. Written
+  once, by the batch that spilled them, and only if its state refers to them; deleted in the
+  transaction of the first batch after which neither of the two kept states refers to them
+  (a segment older than every kept state's `base`).
+
+The layout below (the stash itself in segments) was written before; such a state is still read.
+
 What a batch leaves to the next (`PlannerState`: watermarks, offsets and the stash of held
 events) can grow without bound while a lane stalls (a reader down, a held shard-DDL lock, a
 source clock ahead). Stored as one value it would one day exceed the sink's
@@ -27,6 +41,7 @@ from typing import Any
 
 from rowbus.protocol.codec import decode, encode
 from rowbus.protocol.events import DdlChange, RowChange
+from rowbus.spark_apply.pieces import Fetch, PieceSpill
 from rowbus.spark_apply.planner import Envelope, PlannerState
 
 PIECE_BYTES = 1 << 20
@@ -75,6 +90,10 @@ def unframe(data: bytes) -> list[Envelope]:
     return out
 
 
+MARKER = b"RBS3"
+"""`apply_state_header.header` of a state stored whole in `apply_stash` pieces."""
+
+
 class StateStore:
     """The state tables of one job in `db` (quoted). Methods take a cursor of the caller's
     transaction: the caller commits."""
@@ -95,6 +114,11 @@ class StateStore:
             "batch_id BIGINT NOT NULL, seq INT NOT NULL, piece LONGBLOB NOT NULL, "
             "PRIMARY KEY (job, batch_id, seq)) ENGINE=InnoDB"
         )
+        cur.execute(
+            f"CREATE TABLE IF NOT EXISTS {self.db}.apply_stash_pieces (job VARCHAR(128) NOT NULL, "
+            "segment BIGINT NOT NULL, start BIGINT NOT NULL, piece LONGBLOB NOT NULL, "
+            "PRIMARY KEY (job, segment, start)) ENGINE=InnoDB"
+        )
 
     def load(self, cur: Any, batch_id: int) -> PlannerState | None:
         """The state batch `batch_id` left, or None if it stored none here."""
@@ -107,6 +131,8 @@ class StateStore:
         if row is None:
             return None
         base, header = int(row[0]), bytes(row[1])
+        if header == MARKER:
+            return PlannerState.from_bytes(self._segment(cur, batch_id))
         state = PlannerState.from_bytes(header)
         for segment in range(base, batch_id + 1):
             state.stash.extend(unframe(self._segment(cur, segment)))
@@ -128,51 +154,73 @@ class StateStore:
             data += row[0]
             seq += 1
 
+    def fetcher(self, cur: Any) -> Fetch:
+        """`PieceSpill`'s access to stored segments, through `cur`."""
+
+        def fetch(segment: int, pos: int) -> tuple[int, bytes] | None:
+            cur.execute(
+                f"SELECT start, piece FROM {self.db}.apply_stash_pieces WHERE job = %s AND "
+                "segment = %s AND start <= %s ORDER BY start DESC LIMIT 1",
+                (self.job, segment, pos),
+            )
+            row = cur.fetchone()
+            return None if row is None else (int(row[0]), bytes(row[1]))
+
+        return fetch
+
     def save(
-        self,
-        cur: Any,
-        batch_id: int,
-        state: PlannerState,
-        previous: tuple[int, PlannerState, int] | None,
+        self, cur: Any, batch_id: int, state: PlannerState, spill: PieceSpill | None = None
     ) -> int:
-        """Store `state` as batch `batch_id`'s; returns its base. `previous` is (batch id,
-        state, base) of the state the batch was planned on, when known: if the batch released
-        nothing of that stash, only its new events are written."""
-        base, new = batch_id, state.stash
-        if previous is not None and previous[0] == batch_id - 1:
-            kept = {id(e) for e in state.stash}
-            if all(id(e) in kept for e in previous[1].stash):
-                old = {id(e) for e in previous[1].stash}
-                base, new = previous[2], [e for e in state.stash if id(e) not in old]
-        header = state.without_stash().to_bytes()
-        cur.execute(
-            f"DELETE FROM {self.db}.apply_stash WHERE job = %s AND batch_id = %s",
-            (self.job, batch_id),
-        )
-        for seq, piece in enumerate(pieces(frames(new), self.piece_bytes)):
+        """Store `state` as batch `batch_id`'s, with the segment `spill` wrote if the state
+        refers to it; returns its base (the oldest segment it refers to)."""
+        segments = state.segments()
+        base = min(segments | {batch_id})
+        for table, column in (("apply_stash", "batch_id"), ("apply_stash_pieces", "segment")):
+            cur.execute(
+                f"DELETE FROM {self.db}.{table} WHERE job = %s AND {column} = %s",
+                (self.job, batch_id),
+            )
+        for seq, piece in enumerate(pieces([state.to_bytes()], self.piece_bytes)):
             cur.execute(
                 f"INSERT INTO {self.db}.apply_stash (job, batch_id, seq, piece) "
                 "VALUES (%s, %s, %s, %s)",
                 (self.job, batch_id, seq, piece),
             )
+        if spill is not None and spill.segment in segments:
+            assert spill.segment == batch_id
+            for start, piece in spill.pieces(self.piece_bytes):
+                cur.execute(
+                    f"INSERT INTO {self.db}.apply_stash_pieces (job, segment, start, piece) "
+                    "VALUES (%s, %s, %s, %s)",
+                    (self.job, batch_id, start, piece),
+                )
         cur.execute(
             f"INSERT INTO {self.db}.apply_state_header (job, batch_id, base, header, "
             "stash_events) VALUES (%s, %s, %s, %s, %s)",
-            (self.job, batch_id, base, header, len(state.stash)),
+            (self.job, batch_id, base, MARKER, state.stash_events),
         )
-        # Keep this state and the one before it (as before); drop what neither refers to.
+        # Keep this state and the one before it (a replay of this batch plans from it); drop
+        # what neither refers to.
         cur.execute(
-            f"SELECT MIN(base) FROM {self.db}.apply_state_header WHERE job = %s AND batch_id >= %s",
-            (self.job, batch_id - 1),
+            f"SELECT base, header = %s FROM {self.db}.apply_state_header "
+            "WHERE job = %s AND batch_id >= %s",
+            (MARKER, self.job, batch_id - 1),
         )
-        (oldest,) = cur.fetchone()
+        kept = [(int(b), bool(new)) for b, new in cur.fetchall()]
+        oldest = min(b for b, _ in kept)
+        # A state of the older layout keeps its stash segments base..batch in apply_stash.
+        legacy = min([b for b, new in kept if not new], default=batch_id - 1)
         cur.execute(
             f"DELETE FROM {self.db}.apply_state_header WHERE job = %s AND batch_id < %s",
             (self.job, batch_id - 1),
         )
         cur.execute(
             f"DELETE FROM {self.db}.apply_stash WHERE job = %s AND batch_id < %s",
-            (self.job, int(oldest)),
+            (self.job, min(legacy, batch_id - 1)),
+        )
+        cur.execute(
+            f"DELETE FROM {self.db}.apply_stash_pieces WHERE job = %s AND segment < %s",
+            (self.job, oldest),
         )
         return base
 
