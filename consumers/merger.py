@@ -81,6 +81,8 @@ class MergerStats:
     released_transactions: int = 0
     released_events: int = 0
     spilled_events: int = 0
+    peak_in_memory: int = 0
+    """The most events held in memory at once (after spilling)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -265,6 +267,8 @@ class Merger:
         self._in_memory += 1
         if self._memory_limit is not None and self._in_memory > self._memory_limit:
             self._spill_largest()
+        if self._in_memory > self.stats.peak_in_memory:
+            self.stats.peak_in_memory = self._in_memory
 
     def _spill_largest(self) -> None:
         assert self._spill is not None

@@ -244,9 +244,11 @@ class Plan:
     state: PlannerState
     bound: int
     dropped: int = 0
-    spill: Spill | None = None
+    spill: Spill | None = field(default=None, compare=False)
     """The batch's spill store: holds events of the steps and of the new state until the
     sink stored them (`StateStore.save`)."""
+    held_in_memory: int = 0
+    """The most held events the planner's merger kept in memory at once."""
 
     @property
     def row_count(self) -> int:
@@ -311,8 +313,9 @@ def plan(
     stash = [Envelope(t, p, o, e) for t, p, o, e in after.stash]
     bound = max(merger.watermark, previous.released_through)
     dropped = merger.stats.duplicates + merger.stats.behind_floor
+    peak = merger.stats.peak_in_memory
     merger.close()
-    return Plan(tuple(steps), PlannerState.of(after, stash, bound), bound, dropped, spill)
+    return Plan(tuple(steps), PlannerState.of(after, stash, bound), bound, dropped, spill, peak)
 
 
 def _envelope(at: KafkaPosition, event: Event) -> Envelope:

@@ -102,3 +102,81 @@ def test_a_stash_bigger_than_max_allowed_packet_survives_restarts(
     # A restart after the end reads an empty stash.
     with new_sink() as sink:
         assert sink.previous_state(BATCHES + 1) == p.state.without_stash()
+
+
+def test_a_huge_transaction_held_over_restarts_is_kept_in_the_sink_not_the_driver(
+    services: Settings,
+    unique: Callable[[str], str],
+    make_database: Callable[..., str],
+    small_packet: None,
+) -> None:
+    """One fragmented upstream transaction (its count only on its last row) arrives over many
+    batches with a restart before each; the planner holds at most its memory limit, the state
+    it stores is an index (bytes that do not follow the events held), the events are in
+    pieces below the packet limit, and the transaction is applied whole once released."""
+    rows, per_batch, limit = 4000, 250, 300
+    db = make_database(services.resolved_sink)
+    with connect(services.resolved_sink, db) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v VARCHAR(255))")
+    up = table("up", "t")
+    router = Router([RouteSettings(match="up.*", target=f"{db}.{{table}}")], unrouted="error")
+    job = unique("job")
+    expected = [(T, 0, "s1")]
+
+    def new_sink() -> MySQLSink:
+        return MySQLSink(
+            sink_connection(services), job, f"{db}_state", router, {up.schema_id: up}.get
+        )
+
+    events = [
+        Envelope(
+            T,
+            0,
+            i,
+            row(
+                50,
+                Op.INSERT,
+                after=(i, f"{i}{PAD}"),
+                tbl=up,
+                index=i,
+                count=rows if i == rows - 1 else None,
+                txn="big",
+            ),
+        )
+        for i in range(rows)
+    ]
+    events.append(Envelope(T, 0, rows, Resolved(source="s1", ts=10**9)))
+    held: list[int] = []
+    state_bytes: list[int] = []
+    batches = [events[a : a + per_batch] for a in range(0, len(events), per_batch)] + [[]]
+    for b, batch in enumerate(batches):
+        with new_sink() as sink:
+            previous = sink.previous_state(b)
+            assert previous is not None
+            spill = sink.spill_for(b)
+            try:
+                p = plan(previous, batch, expected, spill=spill, memory_limit=limit)
+                assert p.held_in_memory <= limit
+                assert p.state.stash == []
+                sink.apply(b, p)
+            finally:
+                spill.close()
+            held.append(p.state.stash_events)
+            state_bytes.append(len(p.state.to_bytes()))
+    assert max(held) == rows  # the whole transaction was held before its release
+    assert held[-1] == 0
+    assert max(state_bytes) < 8_000  # the index: a few chunk references per batch
+    with connect(services.resolved_sink, db) as conn, conn.cursor() as cur:
+        cur.execute("SELECT id, v FROM t ORDER BY id")
+        assert cur.fetchall() == tuple((i, f"{i}{PAD}") for i in range(rows))
+        cur.execute(
+            f"SELECT MAX(LENGTH(piece)) FROM `{db}_state`.apply_stash_pieces WHERE job = %s",
+            (job,),
+        )
+        (largest,) = cur.fetchone()  # type: ignore[misc]
+        # Once no kept state refers to them, the pieces are gone.
+        cur.execute(f"SELECT COUNT(*) FROM `{db}_state`.apply_stash_pieces WHERE job = %s", (job,))
+        (left,) = cur.fetchone()  # type: ignore[misc]
+    assert rows * len(PAD) > PACKET
+    assert largest is None or largest <= PACKET // 4
+    assert left == 0
