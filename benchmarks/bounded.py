@@ -184,6 +184,60 @@ def subscriber_child(
     )
 
 
+def bare_consumer_child(
+    args: argparse.Namespace, data_topics: list[str], variant: str, out: Any
+) -> None:
+    """The baseline beside the Subscriber: a bare confluent consumer (`rowbus.clients.kafka`,
+    the Subscriber's own settings) reading `data_topics` to their end and dropping each
+    record, so its peak RSS is what librdkafka and the broker's fetch answers cost alone.
+    `variant` "subscriber-conf": the Subscriber's queue settings; "small-queue": a 1 MB
+    pre-fetch queue and 1 MB fetches (which noida-db ignores: this shows whether any client
+    setting bounds what one fetch answer brings)."""
+    from rowbus.clients import kafka as clients_kafka
+    from rowbus.consumers.subscriber import QUEUED_KBYTES
+
+    overrides: dict[str, Any] = {"queued.max.messages.kbytes": QUEUED_KBYTES}
+    if variant != "subscriber-conf":
+        overrides = {
+            "queued.max.messages.kbytes": 1024,
+            "fetch.max.bytes": 1 << 20,
+            "max.partition.fetch.bytes": 1 << 20,
+        }
+    began = time.monotonic()
+    consumer = clients_kafka.consumer({"bootstrap.servers": args.kafka}, **overrides)
+    try:
+        ends: dict[tuple[str, int], int] = {}
+        for topic in data_topics:
+            meta = consumer.list_topics(topic, timeout=10)
+            for p in meta.topics[topic].partitions:
+                _, high = consumer.get_watermark_offsets(
+                    clients_kafka.kafka_tp(topic, p), timeout=10
+                )
+                ends[topic, p] = high
+        consumer.assign([clients_kafka.kafka_tp(t, p, 0) for t, p in ends])
+        at = dict.fromkeys(ends, 0)
+        records = 0
+        deadline = time.monotonic() + 1800
+        while any(at[tp] < ends[tp] for tp in ends) and time.monotonic() < deadline:
+            msgs = consumer.consume(1000, 1.0)
+            records += sum(1 for m in msgs if not m.error())
+            if not msgs:
+                # Positions, not record offsets: a transaction's commit marker takes the last
+                # offset below the end, and only the position moves past it.
+                for tp in consumer.position([clients_kafka.kafka_tp(t, p) for t, p in ends]):
+                    at[tp.topic, tp.partition] = max(tp.offset, 0)
+    finally:
+        consumer.close()
+    out.put(
+        {
+            "component": f"bare consumer ({variant})",
+            "rss_mb": round(maxrss_mb()),
+            "records": records,
+            "seconds": round(time.monotonic() - began, 1),
+        }
+    )
+
+
 def spark_child(
     args: argparse.Namespace,
     sources: list[str],
@@ -213,6 +267,11 @@ def spark_child(
             checkpoint_location=Path(tempfile.mkdtemp(prefix=f"rowbus-bench-{job}-")),
             state_database=f"state_{job}".replace("-", "_"),
             trigger_interval_s=1.0,
+            **(
+                {"max_offsets_per_trigger": args.max_offsets_per_trigger}
+                if args.max_offsets_per_trigger
+                else {}
+            ),
         ),
         kafka={"bootstrap.servers": args.kafka},
         sink=SinkConnection(
@@ -318,6 +377,15 @@ def big(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:  # noqa: PL
     results.append(out.get(timeout=3600))
     reader.join(60)
     print(json.dumps(results[-1]), flush=True)
+    for variant in ("subscriber-conf", "small-queue"):
+        bare = ctx.Process(
+            target=bare_consumer_child,
+            args=(args, [topics["data"].format(source=source)], variant, out),
+        )
+        bare.start()
+        results.append(out.get(timeout=3600))
+        bare.join(60)
+        print(json.dumps(results[-1]), flush=True)
     expected = ctx.Value("q", args.rows)
     sub = ctx.Process(target=subscriber_child, args=(args, [source], topics, expected, out))
     sub.start()
@@ -521,6 +589,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stall-s", type=float, default=300.0)
     parser.add_argument("--w2-rate", type=float, default=200.0, help="transactions/s per source")
     parser.add_argument("--only", choices=["big", "stall"])
+    parser.add_argument(
+        "--max-offsets-per-trigger",
+        type=int,
+        default=None,
+        help="records per Spark micro-batch (default: the job's default)",
+    )
     parser.add_argument(
         "--subscriber-memory-limit",
         type=int,
