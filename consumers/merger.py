@@ -267,8 +267,7 @@ class Merger:
         self._in_memory += 1
         if self._memory_limit is not None and self._in_memory > self._memory_limit:
             self._spill_largest()
-        if self._in_memory > self.stats.peak_in_memory:
-            self.stats.peak_in_memory = self._in_memory
+        self.stats.peak_in_memory = max(self.stats.peak_in_memory, self._in_memory)
 
     def _spill_largest(self) -> None:
         assert self._spill is not None

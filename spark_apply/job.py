@@ -28,7 +28,7 @@ from rowbus.protocol.topics import data_topic
 from rowbus.spark_apply.catalog import SchemaCatalog
 from rowbus.spark_apply.exceptions import ApplyError
 from rowbus.spark_apply.metrics import ApplyMetrics
-from rowbus.spark_apply.planner import Envelope, PairKey, plan
+from rowbus.spark_apply.planner import Envelope, PairKey, plan, stored_gate
 from rowbus.spark_apply.settings import JobConfig
 from rowbus.spark_apply.shard_ddl import ShardDdlHook
 from rowbus.spark_apply.shard_writes import ShardWrite, write_shard
@@ -112,13 +112,17 @@ class BatchApplier:
         hook = self.shard_ddl
         if hook is not None:
             hook.before_plan()
+        gate: Callable[[Envelope], bool] = hook.ddl_ready if hook else lambda _: True
+        stored = self.sink.stored_gates(batch_id) if hook else None
+        if stored is not None:
+            gate = stored_gate(stored, gate)
         spill = self.sink.spill_for(batch_id)
         try:
             p = plan(
                 previous,
                 envelopes,
                 expected,
-                hook.ddl_ready if hook else lambda _: True,
+                gate,
                 spill=spill,
                 memory_limit=STASH_MEMORY_EVENTS,
             )

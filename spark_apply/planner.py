@@ -249,6 +249,10 @@ class Plan:
     sink stored them (`StateStore.save`)."""
     held_in_memory: int = 0
     """The most held events the planner's merger kept in memory at once."""
+    gates: tuple[tuple[str, bool], ...] = ()
+    """The DDL gate's answers, by Kafka position (``topic[partition]@offset``): the sink
+    stores them before it commits any part of the batch, and a replay of a batch that has
+    parts committed plans with them (`stored_gate`), not with the live shard-DDL state."""
 
     @property
     def row_count(self) -> int:
@@ -315,8 +319,27 @@ def plan(
     dropped = merger.stats.duplicates + merger.stats.behind_floor
     peak = merger.stats.peak_in_memory
     merger.close()
-    return Plan(tuple(steps), PlannerState.of(after, stash, bound), bound, dropped, spill, peak)
+    gates = tuple(sorted((str(at), ok) for at, ok in answers.items()))
+    state = PlannerState.of(after, stash, bound)
+    return Plan(tuple(steps), state, bound, dropped, spill, peak, gates)
 
 
 def _envelope(at: KafkaPosition, event: Event) -> Envelope:
     return Envelope(at.topic, at.partition, at.offset, event)
+
+
+def stored_gate(
+    stored: Collection[tuple[str, bool]], live: Callable[[Envelope], bool]
+) -> Callable[[Envelope], bool]:
+    """The DDL gate of a replayed batch: the answers its first attempt planned with (`live` is
+    still asked, for its side effects: a held DDL is reported again)."""
+    answers = dict(stored)
+
+    def gate(env: Envelope) -> bool:
+        now = live(env)
+        key = str(KafkaPosition(env.topic, env.partition, env.offset))
+        if key not in answers:
+            log.warning("%s: no stored gate answer for this DDL; the live one is used", key)
+        return answers.get(key, now)
+
+    return gate

@@ -183,6 +183,11 @@ class MySQLSink:
                 "PRIMARY KEY (job, batch_id)) ENGINE=InnoDB"
             )
             self.state_store.create(cur)
+            cur.execute(
+                f"CREATE TABLE IF NOT EXISTS {db}.apply_gate (job VARCHAR(128) NOT NULL, "
+                "batch_id BIGINT NOT NULL, answers LONGTEXT NOT NULL, "
+                "PRIMARY KEY (job, batch_id)) ENGINE=InnoDB"
+            )
             cur.execute("SELECT @@max_allowed_packet")
             (packet,) = cur.fetchone()
             self.state_store.piece_bytes = piece_size(int(packet))
@@ -256,6 +261,39 @@ class MySQLSink:
                 state = PlannerState() if row is None else PlannerState.from_bytes(bytes(row[0]))
         conn.commit()
         return state
+
+    def stored_gates(self, batch_id: int) -> tuple[tuple[str, bool], ...] | None:
+        """The DDL gate answers batch `batch_id` was first planned with, if it stored them
+        (it does before committing any part of itself); None: plan with the live ones."""
+        conn = self._conns[0]
+        with db_errors("reading the gate answers"), conn.cursor() as cur:
+            cur.execute(
+                f"SELECT answers FROM {self._db}.apply_gate WHERE job = %s AND batch_id = %s",
+                (self.job, batch_id),
+            )
+            row = cur.fetchone()
+        conn.commit()
+        if row is None:
+            return None
+        return tuple((str(k), bool(v)) for k, v in json.loads(row[0]))
+
+    def _store_gates(self, batch_id: int, plan: Plan) -> None:
+        # Its own transaction, before any part of the batch commits: a replay of a batch with
+        # parts committed must plan the same steps, so it must see the same gate answers
+        # (shard-DDL locks move on their own). Kept for the batch before too, then dropped.
+        conn = self._conns[0]
+        with db_errors("storing the gate answers"), conn.cursor() as cur:
+            cur.execute(
+                f"DELETE FROM {self._db}.apply_gate WHERE job = %s AND batch_id < %s",
+                (self.job, batch_id - 1),
+            )
+            if plan.gates:
+                cur.execute(
+                    f"INSERT IGNORE INTO {self._db}.apply_gate (job, batch_id, answers) "
+                    "VALUES (%s, %s, %s)",
+                    (self.job, batch_id, json.dumps([list(g) for g in plan.gates])),
+                )
+        self._commit(conn)
 
     def spill_for(self, batch_id: int) -> PieceSpill:
         """The spill store to plan batch `batch_id` with (`planner.plan(spill=…)`): chunks of
@@ -350,6 +388,8 @@ class MySQLSink:
             log.info("job %s: batch %d is already committed; skipped", self.job, batch_id)
             return 0
         start_step, ddl_only = 0, False
+        if plan.gates:
+            self._store_gates(batch_id, plan)
         if head is not None and head.batch_id == batch_id:
             start_step = head.step + (1 if head.phase == "done" else 0)
             ddl_only = head.phase == "rows"
@@ -572,6 +612,11 @@ class MySQLSink:
         with db_errors("writing the apply state"), conn.cursor() as cur:
             self.state_store.save(cur, batch_id, plan.state, spill)
             self._saved = (batch_id, plan.state)
+            # The batch is complete: a replay is a skip, its gate answers are not needed.
+            cur.execute(
+                f"DELETE FROM {self._db}.apply_gate WHERE job = %s AND batch_id <= %s",
+                (self.job, batch_id),
+            )
             cur.execute(
                 f"DELETE FROM {self._db}.apply_state WHERE job = %s AND batch_id < %s",
                 (self.job, batch_id),

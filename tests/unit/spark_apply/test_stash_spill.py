@@ -107,7 +107,7 @@ def test_a_huge_transaction_is_held_in_pieces_and_released_whole() -> None:
     rows, limit = 6000, 200
     order = envs(big_transaction(rows, 12))
     whole = plan(PlannerState(), order, EXPECTED)
-    bounds = list(range(0, len(order), 450)) + [len(order)]
+    bounds = [*list(range(0, len(order), 450)), len(order)]
     released, plans, store = run_batches(order, bounds, limit)
     assert released == [e for s in whole.steps for e in s.rows]
     assert len([e for e in released if e.event.table == "t"]) == rows  # type: ignore[union-attr]
