@@ -12,9 +12,12 @@ shards in parallel mode) resumes after its last committed part. State tables, in
 - ``apply_head``: one row per job: last batch id, step, phase, whether the batch is complete.
 - ``apply_checkpoint``: one row per (job, batch, step, shard) committed, with the Kafka offsets
   and the watermark; its primary key makes a second application of the same part fail.
-- ``apply_state_header`` and ``apply_stash``: the planner state (watermarks + stash) after each
-  complete batch, in pieces of bounded size (`rowbus.spark_apply.state_store`); ``apply_state``
-  (one value per batch) is only read, for a sink written by an older version.
+- ``apply_state_header``, ``apply_stash`` and ``apply_stash_pieces``: the planner state
+  (watermarks + the stash's index) after each complete batch and the held events themselves,
+  in pieces of bounded size (`rowbus.spark_apply.state_store`, `rowbus.spark_apply.pieces`);
+  ``apply_state`` (one value per batch) is only read, for a sink written by an older version.
+- ``apply_gate``: the DDL gate answers a batch was planned with, stored before any part of it
+  commits, so a replay of a partly applied batch plans the same steps (`stored_gates`).
 
 Checkpoint safety: Spark's checkpoint folder names the batch ids and offsets; the sink's
 checkpoints name what is committed. `check_offsets` compares the two before a batch is
