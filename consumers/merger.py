@@ -365,8 +365,8 @@ class Merger:
         return out
 
     def _held(self, pending: _Pending, ddl_ready: DdlGate, held_tables: set[_Table]) -> bool:
-        # Tables are looked up only while something is held (rare: a shard DDL waiting), so
-        # the common path reads no event back from the spill.
+        # A transaction's tables are kept with it, so a hold reads no event back from the
+        # spill (only a DDL's own event, to ask the gate).
         if held_tables and not pending.tables.isdisjoint(held_tables):
             held_tables |= pending.tables
             return True
