@@ -49,6 +49,8 @@ def prepare(
     after `stream_from`, while the stream goes on from there; None when there are none.
     `upstream`: the stream's upstream count (PROTOCOL.md §9.4), which the read view's position
     takes so positions compare in binlog order."""
+    if stream_from is not None and state is not None and not state.tables:
+        return None  # the state of incremental snapshots only: this reader never snapshotted
     views = open_views(source, parallelism, server.where)
     try:
         position = replace(views[0].position, upstream=upstream)

@@ -41,6 +41,22 @@ class ReadView:
         self.position = position
         self.where = where
 
+    def renew(self) -> None:
+        """A fresh read view on the same connection, at the server's position now."""
+        try:
+            self.conn.rollback()
+        except pymysql.MySQLError as exc:
+            raise translate_mysql_error(exc, f"ending a read view on {self.where}") from exc
+        _begin(self.conn, self.where)
+        self.position = _position(self.conn, self.where)
+
+    def end(self) -> None:
+        """End the read view (the connection stays): no MVCC view is held between chunks."""
+        try:
+            self.conn.rollback()
+        except pymysql.MySQLError as exc:
+            raise translate_mysql_error(exc, f"ending a read view on {self.where}") from exc
+
     def close(self) -> None:
         with contextlib.suppress(pymysql.MySQLError, OSError):
             self.conn.rollback()
