@@ -230,7 +230,7 @@ class SnapshotState:
             progress[t.qualified] = TableProgress(
                 name=t.qualified,
                 estimate=estimates.get(t.qualified, 0),
-                integer_key=_integer_key(t),
+                integer_key=has_integer_key(t),
                 segments=[Segment(position, None)],
             )
         return SnapshotState(position, progress)
@@ -309,7 +309,7 @@ class SnapshotState:
             t.last_key = None
 
 
-def _integer_key(table: TableSchema) -> bool:
+def has_integer_key(table: TableSchema) -> bool:
     by_name = {c.name: c for c in table.columns}
     return bool(table.primary_key) and all(
         by_name[k].type in INTEGER_TYPES for k in table.primary_key

@@ -94,3 +94,18 @@ def test_status_shows_rows_rate_and_eta_per_table() -> None:
         status_line(info)
         == "snapshot running: 500 rows, 50 rows/s, 1/2 tables; d.t 500/1,000 ETA 10s"
     )
+
+
+KEYLESS = TableSchema("d", "k", (ColumnSchema("a", "int"), ColumnSchema("b", "varchar")), ())
+
+
+def test_a_keyless_table_read_again_at_a_new_view_drops_every_change_before_it() -> None:
+    state = SnapshotState.start(P1, [INT_T, KEYLESS], {})
+    assert not state.tables["d.k"].integer_key
+    state = SnapshotState.from_json(state.to_json())
+    state.resume_at(P2)  # not read at P1: read whole at P2, which shows what came before
+    assert state.keep("d.k", Op.INSERT, None, (), BETWEEN) is None
+    assert state.keep("d.k", Op.DELETE, (), None, BETWEEN) is None
+    assert state.keep("d.k", Op.INSERT, None, (), AFTER) is Op.INSERT
+    first = SnapshotState.start(P1, [KEYLESS], {})  # read at P1 = the stream's start
+    assert first.keep("d.k", Op.DELETE, (), None, BETWEEN) is Op.DELETE
