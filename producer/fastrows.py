@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import struct
 import zlib
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -263,6 +264,42 @@ def row_value(
     except (ProtocolError, ValueError, TypeError, OverflowError):
         return None
     return body + _trailer(0x7D, _crc32(body))
+
+
+def read_rows(
+    source: str,
+    ts: int,
+    schema: str,
+    table: str,
+    schema_id: int,
+    primary_key: tuple[str, ...],
+    txn_id: str,
+    position: BinlogPosition,
+) -> Callable[[tuple[Value, ...], int], bytes | None]:
+    """`row_value` of snapshot rows (`Op.READ`, after image only) of one chunk: what is the
+    same for every row bound once, so a row costs one native call (PROTOCOL.md §9.5)."""
+    assert _rows is not None
+    assert not position.upstream
+    native = _rows.row_change
+    read = _OP_NUMBERS[Op.READ]
+    file, offset, gtid = position.file, position.offset, position.gtid
+
+    def value(after: tuple[Value, ...], index: int) -> bytes | None:
+        try:
+            found: bytes | None = native(
+                source, ts, read, schema, table, schema_id, primary_key, None, after,
+                txn_id, index, None, file, offset, gtid, True,
+            )  # fmt: skip
+        except (ProtocolError, ValueError, TypeError, OverflowError):
+            found = None
+        if found is not None:
+            return found + _trailer(0x7D, _crc32(found))
+        return row_value(
+            source, ts, Op.READ, schema, table, schema_id, primary_key, None, after,
+            TxnRef(txn_id, index), position,
+        )  # fmt: skip
+
+    return value
 
 
 def partition(key: bytes, num_partitions: int) -> int:
