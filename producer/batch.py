@@ -255,6 +255,7 @@ class Batcher:
                 self.source, ts, *names, table.schema_id, table.primary_key, txn_id, position
             )
             pk, records, stats = table.pk_indexes, batch.records, batch.stats
+            int_key = fastrows.key_maker(prefix, pk)
             for i in range(1, len(rows)):
                 after = rows[i]
                 value = encode_value(after, first_index + i)
@@ -262,9 +263,7 @@ class Batcher:
                     item = RowItem(read, table, None, after, position)
                     self._add_row(item, read, None, after, ts, TxnRef(txn_id, first_index + i))
                     continue
-                key = fastrows.int_key(prefix, after, pk) or encode_key(
-                    *names, [after[k] for k in pk]
-                )
+                key = int_key(after) or encode_key(*names, [after[k] for k in pk])
                 records.append(
                     (topic, fastrows.partition(key, n), key, value, list(fastrows.ROW_HEADERS))
                 )

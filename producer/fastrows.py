@@ -313,6 +313,23 @@ def key_prefix(schema: str, table: str) -> bytes:
     return encode_key(schema, table)[:-1] + b","
 
 
+def key_maker(
+    prefix: bytes, indexes: tuple[int, ...]
+) -> Callable[[tuple[Value, ...]], bytes | None]:
+    """`int_key` of one table's rows; a one-column key (the common case) formatted at once."""
+    if len(indexes) != 1:
+        return lambda image: int_key(prefix, image, indexes)
+    (at,) = indexes
+
+    def one(image: tuple[Value, ...]) -> bytes | None:
+        v = image[at]
+        if type(v) is not int or not INT64_MIN <= v <= UINT64_MAX:
+            return None
+        return b"%s%d]" % (prefix, v)
+
+    return one
+
+
 def int_key(prefix: bytes, image: tuple[Value, ...], indexes: tuple[int, ...]) -> bytes | None:
     """`rowbus.protocol.partition.encode_key` for a key of integers (JSON writes them as
     `str` does), without building a JSON document; None for any other key."""
