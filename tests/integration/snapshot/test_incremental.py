@@ -1,7 +1,8 @@
 """`rowbus snapshot TABLE…` while streaming: a reader that never snapshotted backfills 8 tables
 with existing rows while W2 updates and deletes those very keys; the sink ends equal to the
 source row for row, each row read at most once. A keyless table asked in the same signal is
-refused with one line, and the others go on."""
+refused with one line, and the others go on. The reader stops mid-way and resumes from its
+last chunk."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from tests.integration.snapshot.helpers import Writer, fill, sink_tables, snapsh
 from tests.integration.snapshot.test_initial import _drain_until_equal, _setup
 
 ROWS_PER_TABLE = 1_500
+CHUNK = 400
 
 
 def test_incremental_snapshot_while_w2_writes_ends_equal(
@@ -35,17 +37,17 @@ def test_incremental_snapshot_while_w2_writes_ends_equal(
     signals = make_topic("control", partitions=1)
     index = TopicReader(services, setup.checkpoints_topic)
     asked = [f"{setup.database}.{n}" for n in w2.names()]
-    writer = Writer(setup.server, w2)
+    writer = Writer(setup.server, w2, pause_s=0.005)
+    common = {
+        "snapshot": "never",
+        "start": "latest",
+        "include_schemas": [setup.database, other],
+        "signal_topic": signals,
+        "snapshot_chunk_rows": CHUNK,
+        "heartbeat_interval_s": 0.3,
+    }
     try:
-        with reader_thread(
-            setup,
-            snapshot="never",
-            start="latest",
-            include_schemas=[setup.database, other],
-            signal_topic=signals,
-            snapshot_chunk_rows=250,
-            heartbeat_interval_s=0.3,
-        ):
+        with reader_thread(setup, **common):
             index.until(
                 lambda rs: any(
                     isinstance(r, ReaderCheckpoint) and r.source == setup.source for r in rs
@@ -57,6 +59,19 @@ def test_incremental_snapshot_while_w2_writes_ends_equal(
             publish(
                 services.kafka.client_config(), signals, setup.source, [*asked, f"{other}.nokey"]
             )
+            index.until(
+                lambda rs: (
+                    (s := snapshot_state(rs, setup.source)) is not None
+                    and sum(b.chunks for b in s.backfills.values()) >= 3
+                ),
+                timeout=120,
+                what="a few chunks before the reader stops",
+            )
+        # A restarted reader goes on from the last chunk its checkpoint holds.
+        stopped = snapshot_state([r for *_, r in index.records], setup.source)
+        assert stopped is not None
+        assert not all(b.done for b in stopped.backfills.values())
+        with reader_thread(setup, **common):
             index.until(
                 lambda rs: (
                     (s := snapshot_state(rs, setup.source)) is not None
@@ -72,7 +87,9 @@ def test_incremental_snapshot_while_w2_writes_ends_equal(
             assert refused is not None and "no primary key" in refused
             for name in asked:
                 b = state.backfills[name]
-                assert b.refused is None and b.rows > 0 and b.chunks >= ROWS_PER_TABLE // 250
+                assert b.refused is None and b.rows > 0 and b.chunks >= ROWS_PER_TABLE // CHUNK
+                before = stopped.backfills[name]
+                assert b.chunks <= before.chunks + ROWS_PER_TABLE // CHUNK + 1, "read from zero"
             steps = writer.finish()
             assert steps > 0
             apply = _drain_until_equal(services, setup, sink_db, steps)
