@@ -96,6 +96,21 @@ def test_status_shows_rows_rate_and_eta_per_table() -> None:
     )
 
 
+def test_status_shows_incremental_snapshots_and_refusals() -> None:
+    from rowbus.producer.snapshot.progress import status_line, summary
+    from rowbus.producer.snapshot.state import Backfill
+
+    state = SnapshotState(P1, {}, done=True, started=100.0, finished=100.0)
+    state.backfills["d.t"] = Backfill("d.t", after=(9,), rows=1200, chunks=3)
+    state.backfills["d.k"] = Backfill("d.k", done=True, refused="it has no primary key")
+    state = SnapshotState.from_json(state.to_json())
+    assert state.backfills["d.t"].after == (9,)
+    assert status_line(summary(state, now=110.0)) == (
+        "snapshot done: 0 rows, 0 rows/s, 0/0 tables; incremental: 1 table(s) running, "
+        "d.t 1,200 rows; d.k refused: it has no primary key"
+    )
+
+
 KEYLESS = TableSchema("d", "k", (ColumnSchema("a", "int"), ColumnSchema("b", "varchar")), ())
 
 
