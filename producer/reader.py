@@ -708,7 +708,7 @@ class Reader:
             def emit(
                 table: TableSchema, rows: list[tuple[Value, ...]], txn: str, at: BinlogPosition
             ) -> None:
-                state = term.snapshot
+                state = self.snapshot = term.snapshot
                 assert state is not None
                 term.batcher.add_snapshot(table, rows, txn, state.seq, at, self._wall())
                 state.seq += len(rows)
