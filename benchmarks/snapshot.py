@@ -24,6 +24,7 @@ from rowbus.clients import kafka, mysql
 from rowbus.clients.settings import SourceConnection
 from rowbus.producer.reader import Reader
 from rowbus.producer.settings import ReaderSettings, Services
+from rowbus.producer.snapshot.signals import publish
 from rowbus.producer.snapshot.values import CONVERSIONS, row_converter
 from rowbus.workloads import W1_DDL
 
@@ -154,6 +155,71 @@ def run_snapshot(args: argparse.Namespace, db: str, names: list[str]) -> dict[st
     }
 
 
+def run_incremental(args: argparse.Namespace, db: str, names: list[str]) -> dict[str, Any]:
+    """rows/s of an incremental snapshot (`rowbus snapshot` of every table) by a reader that
+    streams with `snapshot: never`, while one row per 20 ms is inserted."""
+    host, port = args.mysql.split(":")
+    tag = uuid.uuid4().hex[:8]
+    topics = [f"bench.data.{tag}", f"bench.ckpt.{tag}", f"bench.schemas.{tag}"]
+    signals = f"bench.signals.{tag}"
+    client = {"bootstrap.servers": args.kafka}
+    kafka.ensure_topic(kafka.admin(client), signals, 1, {})
+    settings = ReaderSettings(
+        snapshot="never",
+        start="latest",
+        signal_topic=signals,
+        snapshot_chunk_rows=args.chunk_rows,
+        include_schemas=[db],
+        election=False,
+        topic_template=topics[0],
+        checkpoints_topic=topics[1],
+        schemas_topic=topics[2],
+        partitions=args.partitions,
+    )
+    source = f"bench_{tag}"
+    reader = Reader(
+        SourceConnection(
+            name=source, host=host, port=int(port), user=args.user, password=args.password
+        ),
+        settings,
+        Services(kafka=client, zookeeper_hosts=None),
+    )
+    stop = threading.Event()
+    marks: dict[str, float] = {}
+
+    def drive() -> None:
+        deadline = time.monotonic() + 600
+        while not stop.is_set() and reader.metrics.events == 0:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.01)  # until the reader streams
+        publish(client, signals, source, [f"{db}.{n}" for n in names])
+        marks["asked"] = time.perf_counter()
+        with connect(args.mysql, args.user, args.password, db) as conn, conn.cursor() as cur:
+            key = 2 * 10**12  # past the keys the initial snapshot's trickle inserted
+            while not stop.is_set() and time.monotonic() < deadline:
+                cur.execute(f"INSERT INTO `{names[0]}` (id, i) VALUES (%s, 1)", (key,))
+                key += 1
+                stop.wait(0.02)
+                state = reader.snapshot
+                if state is not None and state.backfills:
+                    marks.setdefault("first", time.perf_counter())
+                    if all(b.done for b in state.backfills.values()):
+                        marks["done"] = time.perf_counter()
+                        marks["rows"] = sum(b.rows for b in state.backfills.values())
+                        stop.set()
+
+    thread = threading.Thread(target=drive, daemon=True)
+    thread.start()
+    reader.run(stop)
+    stop.set()
+    thread.join(30)
+    kafka.admin(client).delete_topics([*topics, signals])
+    seconds = marks.get("done", time.perf_counter()) - marks.get("asked", 0.0)
+    rows = int(marks.get("rows", 0))
+    return {"rows": rows, "seconds": round(seconds, 2), "rows_per_s": round(rows / seconds)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.snapshot", description=__doc__.split("\n")[0]
@@ -167,6 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tables", type=int, default=2)
     parser.add_argument("--parallelism", type=int, default=2)
     parser.add_argument("--chunk-rows", type=int, default=10_000)
+    parser.add_argument(
+        "--incremental", action="store_true", help="also an incremental snapshot while streaming"
+    )
     args = parser.parse_args(argv)
     db = f"bench_{uuid.uuid4().hex[:8]}"
     with connect(args.mysql, args.user, args.password) as conn, conn.cursor() as cur:
@@ -184,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
             f"snapshot / bare SELECT: {result['rows_per_s'] / raw:.0%} "
             f"(/ converted SELECT: {result['rows_per_s'] / converted:.0%})"
         )
+        if args.incremental:
+            inc = run_incremental(args, db, names)
+            print(f"incremental snapshot while streaming: {inc}")
     finally:
         with connect(args.mysql, args.user, args.password) as conn, conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS {db}")

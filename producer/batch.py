@@ -239,11 +239,49 @@ class Batcher:
             batch.started = now
         ts = self.clock.next(int(now * 1000))
         read = Op.READ
-        for i, after in enumerate(rows):
+        # The first row the general way (it publishes the schema, resolves pending DDLs)...
+        lean = self._lean_reads(table, position)
+        for i, after in enumerate(rows if lean is None else rows[:1]):
             item = RowItem(read, table, None, after, position)
             self._add_row(item, read, None, after, ts, TxnRef(txn_id, first_index + i))
+        if lean is not None:
+            # ... the others with what is the same for the whole chunk computed once.
+            topic, partitioner = lean
+            n = partitioner.num_partitions
+            names = (table.schema, table.table)
+            prefix = self._key_prefixes.get(names) or fastrows.key_prefix(*names)
+            self._key_prefixes[names] = prefix
+            encode_value = fastrows.read_rows(
+                self.source, ts, *names, table.schema_id, table.primary_key, txn_id, position
+            )
+            pk, records, stats = table.pk_indexes, batch.records, batch.stats
+            int_key = fastrows.key_maker(prefix, pk)
+            for i in range(1, len(rows)):
+                after = rows[i]
+                value = encode_value(after, first_index + i)
+                if value is None:
+                    item = RowItem(read, table, None, after, position)
+                    self._add_row(item, read, None, after, ts, TxnRef(txn_id, first_index + i))
+                    continue
+                key = int_key(after) or encode_key(*names, [after[k] for k in pk])
+                records.append(
+                    (topic, fastrows.partition(key, n), key, value, list(fastrows.ROW_HEADERS))
+                )
+                stats.bytes += len(value)
+                stats.rows += 1
         batch.stats.events += len(rows)
         return ts
+
+    def _lean_reads(
+        self, table: TableSchema, position: BinlogPosition
+    ) -> tuple[str, Partitioner] | None:
+        """The topic and partitioner of a chunk of `table` whose rows `_add_row` would encode
+        natively by primary key; None when it would not."""
+        if not (self._native and table.primary_key and not position.upstream):
+            return None
+        topic, partitioner = self.topic_for(table.schema, table.table)
+        rule = partitioner.dispatch_for(table.schema, table.table).rule
+        return (topic, partitioner) if rule is DispatchRule.BY_PRIMARY_KEY else None
 
     @property
     def resume_ts(self) -> int:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import struct
 import zlib
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -265,6 +266,42 @@ def row_value(
     return body + _trailer(0x7D, _crc32(body))
 
 
+def read_rows(
+    source: str,
+    ts: int,
+    schema: str,
+    table: str,
+    schema_id: int,
+    primary_key: tuple[str, ...],
+    txn_id: str,
+    position: BinlogPosition,
+) -> Callable[[tuple[Value, ...], int], bytes | None]:
+    """`row_value` of snapshot rows (`Op.READ`, after image only) of one chunk: what is the
+    same for every row bound once, so a row costs one native call (PROTOCOL.md §9.5)."""
+    assert _rows is not None
+    assert not position.upstream
+    native = _rows.row_change
+    read = _OP_NUMBERS[Op.READ]
+    file, offset, gtid = position.file, position.offset, position.gtid
+
+    def value(after: tuple[Value, ...], index: int) -> bytes | None:
+        try:
+            found: bytes | None = native(
+                source, ts, read, schema, table, schema_id, primary_key, None, after,
+                txn_id, index, None, file, offset, gtid, True,
+            )  # fmt: skip
+        except (ProtocolError, ValueError, TypeError, OverflowError):
+            found = None
+        if found is not None:
+            return found + _trailer(0x7D, _crc32(found))
+        return row_value(
+            source, ts, Op.READ, schema, table, schema_id, primary_key, None, after,
+            TxnRef(txn_id, index), position,
+        )  # fmt: skip
+
+    return value
+
+
 def partition(key: bytes, num_partitions: int) -> int:
     """`rowbus.protocol.partition.java_partition`, natively."""
     h: int = _rows.murmur2(key)
@@ -274,6 +311,23 @@ def partition(key: bytes, num_partitions: int) -> int:
 def key_prefix(schema: str, table: str) -> bytes:
     """The start of every message key of `schema.table` (`int_key`), computed once a table."""
     return encode_key(schema, table)[:-1] + b","
+
+
+def key_maker(
+    prefix: bytes, indexes: tuple[int, ...]
+) -> Callable[[tuple[Value, ...]], bytes | None]:
+    """`int_key` of one table's rows; a one-column key (the common case) formatted at once."""
+    if len(indexes) != 1:
+        return lambda image: int_key(prefix, image, indexes)
+    (at,) = indexes
+
+    def one(image: tuple[Value, ...]) -> bytes | None:
+        v = image[at]
+        if type(v) is not int or not INT64_MIN <= v <= UINT64_MAX:
+            return None
+        return b"%s%d]" % (prefix, v)
+
+    return one
 
 
 def int_key(prefix: bytes, image: tuple[Value, ...], indexes: tuple[int, ...]) -> bytes | None:

@@ -50,9 +50,11 @@ from rowbus.producer.positions import GtidState, parse_start
 from rowbus.producer.publisher import KafkaPublisher
 from rowbus.producer.server import SourceServer
 from rowbus.producer.settings import ReaderSettings, Services, deployment_id, snapshot_mode
+from rowbus.producer.snapshot.incremental import Incremental
 from rowbus.producer.snapshot.initial import Prepared, prepare, unshown
 from rowbus.producer.snapshot.progress import Progress
 from rowbus.producer.snapshot.runner import ChunkReader
+from rowbus.producer.snapshot.signals import SignalWatch
 from rowbus.producer.snapshot.state import SnapshotState
 from rowbus.producer.stall import StableWatch
 from rowbus.producer.tables import TableFilter
@@ -75,6 +77,7 @@ from rowbus.protocol.topics import (
     per_table,
     table_state_key,
 )
+from rowbus.protocol.values import Value
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +118,8 @@ class _Term:
     """The snapshot's progress, carried in every checkpoint while it matters."""
     prepared: Prepared | None = None
     """Read views of a snapshot still to read (closed when the term ends)."""
+    incremental: Incremental | None = None
+    """Incremental snapshots asked by `rowbus snapshot` (with ``reader.signal_topic``)."""
 
     def __post_init__(self) -> None:
         if self.tracker is None:
@@ -127,6 +132,19 @@ class _Term:
         """The table states stored with the checkpoint this term resumes from."""
         assert self.tracker is not None
         self.tracker.restore(tables)
+
+
+def _caught_up(assembler: TransactionAssembler, event: ServerHeartbeat, inc: Incremental) -> bool:
+    """Whether the server's heartbeat says the reader read all it has; then an incremental
+    snapshot may take its next step."""
+    caught_up = (
+        not assembler.in_transaction
+        and event.file == assembler.file
+        and event.pos == assembler.event_end
+    )
+    if caught_up:
+        inc.idle(assembler.event_position)
+    return caught_up
 
 
 def _past_snapshot(snap: SnapshotState | None, txn: Transaction) -> Transaction:
@@ -570,6 +588,8 @@ class Reader:
         finally:
             if term.prepared is not None:
                 term.prepared.close()
+            if term.incremental is not None:
+                term.incremental.close()
             term.publisher.close()
             term.server.close()
 
@@ -625,6 +645,7 @@ class Reader:
         fragment_rows = self.settings.fragment_rows
         xa_watch = PreparedXaWatch(self.source.name, self.settings.xa_prepared_warn_s, metrics)
         xa_checked = 0.0
+        inc = self._incremental(term)
         for event in stream.events():
             metrics.events += 1
             if leadership.lost:
@@ -635,28 +656,23 @@ class Reader:
                 xa_checked = now
             idle = not batcher.batch.stats.events and now - term.last_publish >= hb_gap
             if isinstance(event, ServerHeartbeat):
-                caught_up = (
-                    not assembler.in_transaction
-                    and event.file == assembler.file
-                    and event.pos == assembler.event_end
-                )
-                if caught_up and idle:
+                if _caught_up(assembler, event, inc) and idle:
                     self._commit(term, heartbeat=True, position=assembler.event_position)
                     continue
             else:
                 if isinstance(event, Rows) and assembler.open_size >= fragment_rows:
                     # Before the next rows event, so fragments end at rows-event boundaries
                     # and the last part of the transaction is never empty.
-                    batcher.stream(*assembler.take_open(), now)
-                    metrics.fragments += 1
-                    self._commit(term, heartbeat=False)
+                    self._fragment(term, assembler, now, inc)
                 txn = assembler.feed(event)
                 if txn is not None:
                     txn = _past_snapshot(term.snapshot, txn)
                     if txn.gtid:
                         term.gtid.add(txn.gtid)
+                    inc.before(txn)
                     batcher.add(txn, now)
                     term.resume = txn.end
+                    inc.after(term.resume, assembler.in_transaction)
                     metrics.transactions += 1
                     last_commit_ms = txn.commit_time * 1000
                     metrics.lag_ms = max(0, int(now * 1000) - last_commit_ms)
@@ -668,6 +684,48 @@ class Reader:
                 self._commit(term, heartbeat=False)
             if stop.is_set() and not assembler.in_transaction:
                 return
+
+    def _fragment(
+        self, term: _Term, assembler: TransactionAssembler, now: float, inc: Incremental
+    ) -> None:
+        inc.ahead(assembler.event_position)
+        term.batcher.stream(*assembler.take_open(), now)
+        self.metrics.fragments += 1
+        self._commit(term, heartbeat=False)
+
+    def _incremental(self, term: _Term) -> Incremental:
+        """The term's incremental snapshots (signals followed with ``reader.signal_topic``);
+        a new stream reads again from the checkpoint, so a chunk in flight is read again."""
+        if term.incremental is None:
+            topic = self.settings.signal_topic
+            offset = 0 if term.snapshot is None else term.snapshot.signal_offset
+            watch = (
+                None
+                if topic is None
+                else SignalWatch(self.services.kafka, topic, self.source.name, offset)
+            )
+
+            def emit(
+                table: TableSchema, rows: list[tuple[Value, ...]], txn: str, at: BinlogPosition
+            ) -> None:
+                state = self.snapshot = term.snapshot
+                assert state is not None
+                term.batcher.add_snapshot(table, rows, txn, state.seq, at, self._wall())
+                state.seq += len(rows)
+                self._commit(term, heartbeat=False)
+
+            term.incremental = Incremental(
+                term.server.source,
+                term.server.where,
+                watch,
+                self.settings.snapshot_chunk_rows,
+                term,
+                term.server.table_schema,
+                self._filter.wanted,
+                emit,
+            )
+        term.incremental.rewind()
+        return term.incremental
 
     def _ddl_wanted(self, schema: str, parsed: ParsedDdl) -> bool:
         if parsed.database is not None:

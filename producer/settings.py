@@ -84,6 +84,9 @@ class ReaderSettings(StrictModel):
     """Rows per snapshot chunk: one SELECT, one Kafka transaction with the checkpoint."""
     snapshot_parallelism: int = Field(2, ge=1, le=64)
     """Read views (connections) reading tables in parallel during a snapshot."""
+    signal_topic: str | None = None
+    """The topic `rowbus snapshot` signals on (the control topic, ``rowbus.control``): the
+    reader follows it and backfills the tables asked while streaming. None: no signals."""
     transaction_timeout_ms: int = Field(60_000, ge=1000)
     stall_check_s: float = Field(10.0, gt=0)
     """How often the reader checks that read_committed consumers can read what it committed

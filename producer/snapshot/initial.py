@@ -10,7 +10,7 @@ from rowbus.clients.settings import SourceConnection
 from rowbus.producer.assembler import Change, RowItem, Transaction
 from rowbus.producer.server import SourceServer
 from rowbus.producer.snapshot.source import ReadView, list_tables, open_views
-from rowbus.producer.snapshot.state import SnapshotState, TableProgress
+from rowbus.producer.snapshot.state import SnapshotState, TableProgress, has_integer_key
 from rowbus.producer.tables import TableFilter
 from rowbus.protocol.events import BinlogPosition, Op, TableSchema
 
@@ -41,38 +41,31 @@ def prepare(
     upstream: int = 0,
 ) -> Prepared | None:
     """Open read views; a new `state` at their position (None given), or `state` resumed there.
-    Tables without a primary key cannot be chunked or resumed: they are skipped with a warning
-    (PROTOCOL.md §9.3: their changes still stream).
+    A table without a primary key is read whole in one chunk (`source.ReadView.read_chunk`), so
+    it is published all or not at all (PROTOCOL.md §9.3, §9.5).
 
     `stream_from` (a finished `state`, the checkpoint's position): snapshot only the tables the
     filter now wants that the state does not know (added to the configuration), at a read view
     after `stream_from`, while the stream goes on from there; None when there are none.
     `upstream`: the stream's upstream count (PROTOCOL.md §9.4), which the read view's position
     takes so positions compare in binlog order."""
+    if stream_from is not None and state is not None and not state.tables:
+        return None  # the state of incremental snapshots only: this reader never snapshotted
     views = open_views(source, parallelism, server.where)
     try:
         position = replace(views[0].position, upstream=upstream)
         listed = list_tables(views[0], table_filter)
         schemas: dict[str, TableSchema] = {}
-        skipped: dict[str, TableSchema] = {}
         estimates: dict[str, int] = {}
         for schema, table, estimate in listed:
             found = server.table_schema(schema, table)
             if found is None:
                 continue
-            if not found.primary_key:
-                if state is None or found.qualified not in state.tables:
-                    log.warning(
-                        "snapshot: %s has no primary key; its existing rows are not snapshotted",
-                        found.qualified,
-                    )
-                skipped[found.qualified] = found
-                continue
             schemas[found.qualified] = found
             estimates[found.qualified] = estimate
         if stream_from is not None:
             assert state is not None
-            new = [n for n in [*schemas, *skipped] if n not in state.tables]
+            new = [n for n in schemas if n not in state.tables]
             if not new:
                 for v in views:
                     v.close()
@@ -81,7 +74,9 @@ def prepare(
             state.done, state.finished = False, None
             for name in new:
                 state.tables[name] = TableProgress(
-                    name=name, estimate=estimates.get(name, 0), done=name in skipped
+                    name=name,
+                    estimate=estimates.get(name, 0),
+                    integer_key=has_integer_key(schemas[name]),
                 )
             state.resume_at(position)
             log.info(
@@ -94,8 +89,6 @@ def prepare(
             return Prepared(state, views, schemas)
         if state is None:
             state = SnapshotState.start(position, list(schemas.values()), estimates)
-            for name in skipped:
-                state.tables[name] = TableProgress(name=name, done=True)
             log.info(
                 "snapshot of %s: %d tables at binlog %s",
                 server.where,
@@ -107,11 +100,11 @@ def prepare(
                 if not t.done and name not in schemas:
                     log.warning("snapshot: %s is gone; nothing more to read of it", name)
                     t.done = True
-            for name in skipped.keys() - state.tables.keys():
-                state.tables[name] = TableProgress(name=name, done=True)
             for name in schemas.keys() - state.tables.keys():
                 # New to the filter since the snapshot began: read it whole at this position.
-                state.tables[name] = TableProgress(name=name, estimate=estimates[name])
+                state.tables[name] = TableProgress(
+                    name=name, estimate=estimates[name], integer_key=has_integer_key(schemas[name])
+                )
             state.resume_at(position)
             log.info(
                 "snapshot of %s resumed (%d tables left) with a read view at binlog %s",
@@ -135,10 +128,10 @@ def unshown(state: SnapshotState, txn: Transaction) -> Transaction:
         if not isinstance(item, RowItem) or not state.filtering(item.position):
             kept.append(item)
             continue
+        # A keyless table is one segment read whole: its key is the empty tuple, so every
+        # change before the segment's read view is shown by it (rows identified by all columns,
+        # PROTOCOL.md §9.3, cannot be told apart any finer).
         pk = item.table.pk_indexes
-        if not pk:
-            kept.append(item)
-            continue
         bk = None if item.before is None else tuple(item.before[i] for i in pk)
         ak = None if item.after is None else tuple(item.after[i] for i in pk)
         op = state.keep(item.table.qualified, item.op, bk, ak, item.position)

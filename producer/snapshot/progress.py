@@ -97,6 +97,11 @@ def summary(state: SnapshotState, now: float) -> dict[str, object]:
         "position": str(state.position),
         "tables_done": sum(1 for t in state.tables.values() if t.done),
         "tables": tables,
+        "incremental": [
+            {"table": b.name, "rows": b.rows, "chunks": b.chunks, "done": b.done}
+            | ({"refused": b.refused} if b.refused else {})
+            for b in state.backfills.values()
+        ],
     }
 
 
@@ -116,4 +121,13 @@ def status_line(info: dict[str, object]) -> str:
             + (f"ETA {t['eta_s']:.0f}s" if t["eta_s"] is not None else "ETA ?")
             for t in busy
         )
+    incremental = info.get("incremental") or []
+    assert isinstance(incremental, list)
+    running = [b for b in incremental if not b["done"]]
+    refused = [b for b in incremental if b.get("refused")]
+    if running or refused:
+        line += f"; incremental: {len(running)} table(s) running" + "".join(
+            f", {b['table']} {b['rows']:,} rows" for b in running[:4]
+        )
+        line += "".join(f"; {b['table']} refused: {b['refused']}" for b in refused[:4])
     return line

@@ -88,7 +88,9 @@ class ChunkReader:
                     if self._closed.is_set():
                         return
                     rows = view.read_chunk(table, after, self._chunk_rows)
-                    chunk = Chunk(table, rows, len(rows) < self._chunk_rows)
+                    # A keyless table comes whole in one chunk.
+                    last = len(rows) < self._chunk_rows or not table.primary_key
+                    chunk = Chunk(table, rows, last)
                     if not self._put(chunk):
                         return
                     if chunk.last:

@@ -41,6 +41,22 @@ class ReadView:
         self.position = position
         self.where = where
 
+    def renew(self) -> None:
+        """A fresh read view on the same connection, at the server's position now."""
+        try:
+            self.conn.rollback()
+        except pymysql.MySQLError as exc:
+            raise translate_mysql_error(exc, f"ending a read view on {self.where}") from exc
+        _begin(self.conn, self.where)
+        self.position = _position(self.conn, self.where)
+
+    def end(self) -> None:
+        """End the read view (the connection stays): no MVCC view is held between chunks."""
+        try:
+            self.conn.rollback()
+        except pymysql.MySQLError as exc:
+            raise translate_mysql_error(exc, f"ending a read view on {self.where}") from exc
+
     def close(self) -> None:
         with contextlib.suppress(pymysql.MySQLError, OSError):
             self.conn.rollback()
@@ -61,8 +77,12 @@ class ReadView:
         after: tuple[Value, ...] | None,
         limit: int,
     ) -> list[tuple[Value, ...]]:
-        """Up to `limit` rows of `table` with a primary key above `after`, in key order."""
+        """Up to `limit` rows of `table` with a primary key above `after`, in key order; a
+        table without one is read whole (its rows cannot be chunked: no order identifies them,
+        and a resumed snapshot reads it again at a new view, §9.5 item 3)."""
         cols = ", ".join(select_expression(c) for c in table.columns)
+        if not table.primary_key:
+            return self._read_all(table, cols)
         keys = [f"`{k.replace('`', '``')}`" for k in table.primary_key]
         name = f"`{table.schema.replace('`', '``')}`.`{table.table.replace('`', '``')}`"
         where, args = "", list[Value]()
@@ -80,6 +100,16 @@ class ReadView:
         with self.cursor(f"reading {table.qualified}") as cur:
             cur.execute(sql, args)
             return [convert(r) for r in cur.fetchall()]
+
+    def _read_all(self, table: TableSchema, cols: str) -> list[tuple[Value, ...]]:
+        convert = row_converter(table.columns)
+        with self.cursor(f"reading {table.qualified}") as cur:
+            cur.execute(f"SELECT {cols} FROM {_name(table)}")
+            return [convert(r) for r in cur.fetchall()]
+
+
+def _name(table: TableSchema) -> str:
+    return f"`{table.schema.replace('`', '``')}`.`{table.table.replace('`', '``')}`"
 
 
 def _connect(source: SourceConnection, where: str) -> Any:

@@ -132,6 +132,40 @@ class TableProgress:
 
 
 @dataclass
+class Backfill:
+    """One table of an incremental snapshot (`rowbus snapshot`, PROTOCOL.md §9.5 item 5): the
+    last key published, rows and chunks so far; `refused`: why it is not read (one line)."""
+
+    name: str
+    after: tuple[Value, ...] | None = None
+    rows: int = 0
+    chunks: int = 0
+    done: bool = False
+    refused: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "after": None if self.after is None else [value_to_json(v) for v in self.after],
+            "rows": self.rows,
+            "chunks": self.chunks,
+            "done": self.done,
+            "refused": self.refused,
+        }
+
+    @staticmethod
+    def from_json(name: str, d: dict[str, Any]) -> Backfill:
+        after = d.get("after")
+        return Backfill(
+            name=name,
+            after=None if after is None else tuple(value_from_json(v) for v in after),
+            rows=int(d.get("rows", 0)),
+            chunks=int(d.get("chunks", 0)),
+            done=bool(d.get("done", False)),
+            refused=d.get("refused"),
+        )
+
+
+@dataclass
 class SnapshotState:
     """A source's snapshot: the streaming start `position`, the tables, the row counter."""
 
@@ -142,6 +176,10 @@ class SnapshotState:
     started: float = field(default_factory=time.time)
     finished: float | None = None
     restarts: int = 0
+    backfills: dict[str, Backfill] = field(default_factory=dict)
+    """Incremental snapshots asked for while streaming, by table (`incremental`)."""
+    signal_offset: int = 0
+    """The next signal-topic offset to read (signals before it were taken)."""
 
     # ---- persistence -------------------------------------------------------------------------
 
@@ -156,6 +194,8 @@ class SnapshotState:
                 "finished": self.finished,
                 "restarts": self.restarts,
                 "tables": {n: t.to_json() for n, t in self.tables.items()},
+                "backfills": {n: b.to_json() for n, b in self.backfills.items()},
+                "signal_offset": self.signal_offset,
             },
             separators=(",", ":"),
             ensure_ascii=False,
@@ -174,6 +214,8 @@ class SnapshotState:
             started=float(d.get("started") or 0.0),
             finished=d.get("finished"),
             restarts=int(d.get("restarts", 0)),
+            backfills={n: Backfill.from_json(n, b) for n, b in d.get("backfills", {}).items()},
+            signal_offset=int(d.get("signal_offset", 0)),
         )
 
     # ---- planning ------------------------------------------------------------------------------
@@ -188,7 +230,7 @@ class SnapshotState:
             progress[t.qualified] = TableProgress(
                 name=t.qualified,
                 estimate=estimates.get(t.qualified, 0),
-                integer_key=_integer_key(t),
+                integer_key=has_integer_key(t),
                 segments=[Segment(position, None)],
             )
         return SnapshotState(position, progress)
@@ -267,7 +309,7 @@ class SnapshotState:
             t.last_key = None
 
 
-def _integer_key(table: TableSchema) -> bool:
+def has_integer_key(table: TableSchema) -> bool:
     by_name = {c.name: c for c in table.columns}
     return bool(table.primary_key) and all(
         by_name[k].type in INTEGER_TYPES for k in table.primary_key

@@ -56,21 +56,43 @@ def _is_zero(date_part: str) -> bool:
     return False
 
 
+def _zero(s: str) -> bool:
+    """Year, month or day 0 (the cheap test; a day the month lacks fails to parse)."""
+    return s.startswith("0000") or "-00" in s[:10]
+
+
 def _date(text: Any) -> Value:
     s = text.decode() if isinstance(text, bytes) else str(text)
-    return ZeroDate(s) if _is_zero(s) else dt.date.fromisoformat(s)
+    if _zero(s):
+        return ZeroDate(s)
+    try:
+        return dt.date.fromisoformat(s)
+    except ValueError:
+        return ZeroDate(s) if _is_zero(s) else _reraise(s)
 
 
 def _datetime(text: Any) -> Value:
     s = text.decode() if isinstance(text, bytes) else str(text)
-    return ZeroDate(s) if _is_zero(s[:10]) else dt.datetime.fromisoformat(s)
+    if _zero(s):
+        return ZeroDate(s)
+    try:
+        return dt.datetime.fromisoformat(s)
+    except ValueError:
+        return ZeroDate(s) if _is_zero(s[:10]) else _reraise(s)
 
 
 def _timestamp(text: Any) -> Value:
     s = text.decode() if isinstance(text, bytes) else str(text)
-    if _is_zero(s[:10]):
+    if _zero(s):
         return ZeroDate(s)
-    return dt.datetime.fromisoformat(s).replace(tzinfo=dt.UTC)
+    try:
+        return dt.datetime.fromisoformat(s).replace(tzinfo=dt.UTC)
+    except ValueError:
+        return ZeroDate(s) if _is_zero(s[:10]) else _reraise(s)
+
+
+def _reraise(s: str) -> Value:
+    raise ValueError(f"not a temporal value the server prints: {s!r}")
 
 
 def _time(text: Any) -> Value:
@@ -125,13 +147,17 @@ def row_converter(
 ) -> Callable[[tuple[Any, ...]], tuple[Value, ...]]:
     """A whole row's converter."""
     convs = [converter(c) for c in columns]
-    plain = [c is _same for c in convs]
-    if all(plain):
+    special = [(i, f) for i, f in enumerate(convs) if f is not _same]
+    if not special:
         return tuple
+    # Only the columns that need it are touched (a W1 row: 2 of 10), NULL kept as is.
 
     def convert(row: tuple[Any, ...]) -> tuple[Value, ...]:
-        return tuple(
-            v if v is None or p else f(v) for v, f, p in zip(row, convs, plain, strict=True)
-        )
+        out = list(row)
+        for i, f in special:
+            v = out[i]
+            if v is not None:
+                out[i] = f(v)
+        return tuple(out)
 
     return convert

@@ -16,4 +16,5 @@ COMMANDS = [
     "rowbus.commands.apply",
     "rowbus.commands.ddl_locks",
     "rowbus.commands.tail",
+    "rowbus.commands.snapshot",
 ]

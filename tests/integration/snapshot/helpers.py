@@ -46,9 +46,13 @@ def sink_tables(sink: MySQLSettings, database: str, w2: W2) -> None:
 class Writer(threading.Thread):
     """W2 steps on the source until stopped (bounded: `limit` steps)."""
 
-    def __init__(self, server: MySQLSettings, w2: W2, limit: int = 200_000) -> None:
+    def __init__(
+        self, server: MySQLSettings, w2: W2, limit: int = 200_000, pause_s: float = 0.0
+    ) -> None:
         super().__init__(name="w2-writer", daemon=True)
         self.server, self.w2, self.limit = server, w2, limit
+        self.pause_s = pause_s
+        """Between steps: fewer changes for the sink to apply after a long run."""
         self.stop = threading.Event()
         self.steps = 0
         self.error: BaseException | None = None
@@ -58,6 +62,8 @@ class Writer(threading.Thread):
             with connect(self.server, self.w2.schema, autocommit=False) as conn:
                 while not self.stop.is_set() and self.steps < self.limit:
                     self.steps += self.w2.step(conn)
+                    if self.pause_s:
+                        self.stop.wait(self.pause_s)
         except BaseException as exc:
             self.error = exc
 

@@ -220,3 +220,22 @@ def test_native_and_pure_batches_hold_the_same_records() -> None:
         out.append(b.take().records)
     assert out[0] == out[1]
     assert len(out[0]) == len(changes) + 3  # schema records of T and k, the key-moving update
+
+
+def test_native_and_pure_snapshot_chunks_hold_the_same_records() -> None:
+    # add_snapshot's lean loop (values bound per chunk) against the pure path, byte for byte;
+    # a string key and a value the native split does not cover take the general way.
+    k = TableSchema("db", "k", (ColumnSchema("a", "varchar"), ColumnSchema("b", "set")), ("a",))
+    rows = [(i, f"v{i}", None) for i in range(5)] + [(2**64 - 1, "é", None)]
+    out = []
+    for native in (True, False):
+        b = batcher()
+        b._native = native
+        b.add_snapshot(T, rows, "snapshot:0:db.t:0", 7, POS, now=0.0)
+        b.add_snapshot(k, [("x", frozenset({"a", "b"})), ("y", frozenset())], "s:1", 13, POS, 0.0)
+        out.append(b.take().records)
+    assert out[0] == out[1]
+    assert len(out[0]) == len(rows) + 2 + 2
+    reads = [decode(v, h) for _, _, _, v, h in out[0]]
+    indexes = [r.txn.index for r in reads if isinstance(r, RowChange)]
+    assert indexes == [7, 8, 9, 10, 11, 12, 13, 14]

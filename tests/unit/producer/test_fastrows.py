@@ -131,3 +131,11 @@ def test_a_position_after_an_upstream_switch_is_left_to_the_protocol() -> None:
     )
     assert _native(row) is None
     assert _native(replace(row, position=replace(row.position, upstream=0))) is not None
+
+
+def test_the_one_column_key_maker_is_int_key() -> None:
+    prefix = fastrows.key_prefix("d", "t")
+    for indexes in ((0,), (1,), (0, 1)):
+        make = fastrows.key_maker(prefix, indexes)
+        for row in ((1, 2), (-(2**63), 2**64 - 1), (2**64, 0), ("a", 1), (True, 1), (None, 0)):
+            assert make(row) == fastrows.int_key(prefix, row, indexes), (indexes, row)

@@ -94,3 +94,33 @@ def test_status_shows_rows_rate_and_eta_per_table() -> None:
         status_line(info)
         == "snapshot running: 500 rows, 50 rows/s, 1/2 tables; d.t 500/1,000 ETA 10s"
     )
+
+
+def test_status_shows_incremental_snapshots_and_refusals() -> None:
+    from rowbus.producer.snapshot.progress import status_line, summary
+    from rowbus.producer.snapshot.state import Backfill
+
+    state = SnapshotState(P1, {}, done=True, started=100.0, finished=100.0)
+    state.backfills["d.t"] = Backfill("d.t", after=(9,), rows=1200, chunks=3)
+    state.backfills["d.k"] = Backfill("d.k", done=True, refused="it has no primary key")
+    state = SnapshotState.from_json(state.to_json())
+    assert state.backfills["d.t"].after == (9,)
+    assert status_line(summary(state, now=110.0)) == (
+        "snapshot done: 0 rows, 0 rows/s, 0/0 tables; incremental: 1 table(s) running, "
+        "d.t 1,200 rows; d.k refused: it has no primary key"
+    )
+
+
+KEYLESS = TableSchema("d", "k", (ColumnSchema("a", "int"), ColumnSchema("b", "varchar")), ())
+
+
+def test_a_keyless_table_read_again_at_a_new_view_drops_every_change_before_it() -> None:
+    state = SnapshotState.start(P1, [INT_T, KEYLESS], {})
+    assert not state.tables["d.k"].integer_key
+    state = SnapshotState.from_json(state.to_json())
+    state.resume_at(P2)  # not read at P1: read whole at P2, which shows what came before
+    assert state.keep("d.k", Op.INSERT, None, (), BETWEEN) is None
+    assert state.keep("d.k", Op.DELETE, (), None, BETWEEN) is None
+    assert state.keep("d.k", Op.INSERT, None, (), AFTER) is Op.INSERT
+    first = SnapshotState.start(P1, [KEYLESS], {})  # read at P1 = the stream's start
+    assert first.keep("d.k", Op.DELETE, (), None, BETWEEN) is Op.DELETE
