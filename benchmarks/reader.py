@@ -13,7 +13,14 @@ on the pure-Python fallback (`--no-pure` leaves that out); the reader runs start
 stop when the checkpoint passes the end. Each read is a fresh process, so its peak RSS is its
 own. `--producer` overrides a librdkafka producer setting of the reader (linger.ms,
 batch.num.messages, compression.type, ...). `--profile` prints the native reader's top functions.
-Not a test: nothing is asserted.
+
+Debezium: where java and javac are on PATH, W1 and W1u are also read by Debezium 3.6's embedded
+MySQL connector (../shared/bench/debezium/run.sh, `--no-load` from the same start positions,
+after the reader, never beside it). Its harness counts the rows of `bench.w1`, so the benchmark
+then writes into the database `bench` (it must not exist yet; `--db` names another, which leaves
+Debezium out). `--pin CPU` (default 1) pins every measured process, the baseline, the reader
+and the JVM (run.sh `--cpus`), to that one core, so ratios compare one core with one core;
+`--pin ''` runs all unpinned. Not a test: nothing is asserted.
 """
 
 from __future__ import annotations
@@ -22,8 +29,11 @@ import argparse
 import cProfile
 import io
 import multiprocessing as mp
+import os
 import pstats
 import random
+import shutil
+import subprocess
 import threading
 import time
 import uuid
@@ -41,6 +51,65 @@ from rowbus.workloads import W1, W2
 # rowbus.producer.reader (hence binlog, fastrows, tablemaps) is imported by `run_reader` only:
 # importing it patches mysql-replication (values.install, tablemaps.install), and the baseline
 # process must parse with the library as it is.
+
+
+DEBEZIUM = os.path.join(
+    os.path.dirname(__file__), "..", "..", "..", "shared", "bench", "debezium", "run.sh"
+)
+"""The shared harness, beside the worktrees (override: ROWBUS_DEBEZIUM_RUN)."""
+
+
+def _pin(args: argparse.Namespace) -> None:
+    if args.pin:
+        os.sched_setaffinity(0, {int(c) for c in args.pin.split(",")})
+
+
+def debezium_missing(args: argparse.Namespace) -> str | None:
+    """Why Debezium cannot run here (None: it can)."""
+    if args.no_debezium:
+        return "--no-debezium"
+    if not (shutil.which("java") and shutil.which("javac")):
+        return "java/javac are not installed"
+    if not os.path.exists(args.debezium):
+        return f"no harness at {args.debezium}"
+    return None
+
+
+def run_debezium(
+    args: argparse.Namespace, phase: str, start: tuple[str, int], rows: int
+) -> dict[str, str]:
+    """One phase of the Debezium harness from `start` until it has counted `rows` rows."""
+    flag = "--w1-start" if phase == "W1" else "--w1u-start"
+    size = "--w1-rows" if phase == "W1" else "--w1u-rows"
+    cmd = [args.debezium, args.mysql, "--no-load", "--phases", phase, flag]
+    cmd += [f"{start[0]}:{start[1]}", size, str(rows), "--user", args.user]
+    cmd += ["--server-id", str(4_100_000 + random.randint(0, 10**5)), "--timeout", "600"]
+    if args.pin:
+        cmd += ["--cpus", args.pin]
+    env = {**os.environ, "DBZ_PASSWORD": args.password}
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, check=False)
+    for line in done.stdout.splitlines():
+        if line.startswith(f"debezium {phase} "):
+            return dict(f.split("=", 1) for f in line.split()[2:])
+    tail = " | ".join(done.stderr.strip().splitlines()[-3:])
+    return {"status": f"failed (exit {done.returncode}): {tail}"}
+
+
+def _debezium(
+    args: argparse.Namespace, name: str, start: tuple[str, int], count: int, reader_rate: float
+) -> str:
+    """Runs Debezium on the phase's range, prints its figures; the summary's part."""
+    dbz = run_debezium(args, name, start, count)
+    if dbz.get("status") != "ok":
+        print(f"  Debezium: {dbz.get('status')}")
+        return f" | Debezium {dbz.get('status')}"
+    rate = float(dbz["rows_per_s"])
+    print(
+        f"  Debezium 3.6 embedded (counting Connect structs, no Kafka): {dbz['rows']} rows in "
+        f"{dbz['seconds']}s = {rate:,.0f} rows/s, cpu {dbz['cpu_s']}s, start-up "
+        f"{dbz['startup_s']}s, peak RSS {dbz['peak_rss_mb']} MB"
+    )
+    return f" | Debezium {rate:,.0f} (reader native / Debezium: {reader_rate / rate:.2f}x)"
 
 
 def _connect(args: argparse.Namespace, db: str | None = None) -> Any:
@@ -142,6 +211,7 @@ def run_reader(
     from rowbus.producer import fastrows, tablemaps
     from rowbus.producer.reader import Reader
 
+    _pin(args)
     if not native:
         fastrows.set_native(False)
         tablemaps.install(enabled=False)
@@ -227,7 +297,7 @@ def _in_child(target: Any, *a: Any) -> dict[str, Any]:
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.reader", description=__doc__.split("\n")[0]
     )
@@ -254,10 +324,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile", action="store_true", help="print the reader's hottest functions"
     )
+    parser.add_argument(
+        "--pin", default="1", help="pin every measured process to these CPUs ('' for none)"
+    )
+    parser.add_argument("--no-debezium", action="store_true", help="leave Debezium out")
+    parser.add_argument(
+        "--debezium",
+        default=os.environ.get("ROWBUS_DEBEZIUM_RUN", DEBEZIUM),
+        help="the Debezium harness's run.sh",
+    )
+    parser.add_argument("--db", help="database to write into (default: bench, or a fresh one)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one report, top to bottom
+    parser = _parser()
     args = parser.parse_args(argv)
-    db = f"bench_{uuid.uuid4().hex[:8]}"
+    missing = debezium_missing(args)
+    db = args.db or ("bench" if missing is None else f"bench_{uuid.uuid4().hex[:8]}")
     with _connect(args) as conn, conn.cursor() as cur:
+        cur.execute("SHOW DATABASES LIKE %s", (db,))
+        if cur.fetchone() is not None:
+            parser.error(f"database {db} exists already (drop it, or name another with --db)")
         cur.execute(f"CREATE DATABASE {db}")
+    if db != "bench" and missing is None:
+        missing = f"Debezium's harness counts bench.w1, and this run writes {db}"
+    with open("/proc/loadavg") as f:
+        load = " ".join(f.read().split()[:3])
+    print(f"load average before: {load}; pinned to CPU {args.pin or 'none'}")
     try:
         phases = (
             ("W1", write_w1, args.w1_rows, "rows"),
@@ -283,6 +377,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             base_cpu_rate = base["rows"] / base["cpu_s"]
             line = f"{name}: parse {base_rate:,.0f} ({base_cpu_rate:,.0f}/CPU-s)"
+            rate_native = 0.0
             for native in (True, False) if not args.no_pure else (True,):
                 result = _in_child(run_reader, args, db, start, end, native)
                 rate = result["rows"] / result["seconds"] if result["seconds"] > 0 else 0.0
@@ -299,12 +394,16 @@ def main(argv: list[str] | None = None) -> int:
                     f"{result['native_events']}/{result['fallback_events']}, table maps "
                     f"{result['table_maps']}"
                 )
+                if native:
+                    rate_native = rate
                 line += (
                     f" | {label} {rate:,.0f} ({rate / base_rate:.2f}x; {cpu_rate:,.0f}/CPU-s, "
                     f"{cpu_rate / base_cpu_rate:.2f}x)"
                 )
                 if "profile" in result:
                     print(result["profile"])
+            if missing is None and name in ("W1", "W1u"):
+                line += _debezium(args, name, start, count, rate_native)
             summary.append(line)
         print(
             "summary (rows/s committed in Kafka, wall clock and per CPU-second of the process; "
@@ -312,10 +411,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         for line in summary:
             print("  " + line)
-        print(
-            "  Debezium 3.6 embedded (not run here: ../shared/bench/debezium/run.sh needs its "
-            "200 MB wheel and its own bench.w1 load; its note: W1 ~61k, W1u ~31k rows/s)"
-        )
+        if missing is not None:
+            print(f"  Debezium not run: {missing}")
+        with open("/proc/loadavg") as f:
+            print(f"load average after: {' '.join(f.read().split()[:3])}")
     finally:
         with _connect(args) as conn, conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS {db}")
