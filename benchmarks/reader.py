@@ -207,11 +207,13 @@ def run_reader(
     end: tuple[str, int],
     native: bool,
     out: Any,
+    framed: bool = True,
 ) -> None:
-    from rowbus.producer import fastrows, tablemaps
+    from rowbus.producer import binlog, dumpframes, fastrows, tablemaps
     from rowbus.producer.reader import Reader
 
     _pin(args)
+    binlog.FRAMED = framed
     if not native:
         fastrows.set_native(False)
         tablemaps.install(enabled=False)
@@ -254,7 +256,7 @@ def run_reader(
             time.sleep(0.005)
         stop.set()
 
-    profiler = cProfile.Profile() if args.profile and native else None
+    profiler = cProfile.Profile() if args.profile and native and framed else None
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     began = time.perf_counter()
@@ -277,6 +279,7 @@ def run_reader(
         "native_events": fastrows.Counts.native,
         "fallback_events": fastrows.Counts.fallback,
         "table_maps": f"{tablemaps.Stats.parsed} parsed, {tablemaps.Stats.reused} reused",
+        "framed": dumpframes.Stats.packets,
     }
     if profiler:
         text = io.StringIO()
@@ -287,10 +290,10 @@ def run_reader(
     out.put(result)
 
 
-def _in_child(target: Any, *a: Any) -> dict[str, Any]:
+def _in_child(target: Any, *a: Any, **kw: Any) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    proc = ctx.Process(target=target, args=(*a, out))
+    proc = ctx.Process(target=target, args=(*a, out), kwargs=kw)
     proc.start()
     result: dict[str, Any] = out.get(timeout=1200)
     proc.join(60)
@@ -320,6 +323,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--no-pure", action="store_true", help="skip the reader run on the pure-Python path"
+    )
+    parser.add_argument(
+        "--library-framing",
+        action="store_true",
+        help="also run the native reader on mysql-replication's framing (the step before)",
     )
     parser.add_argument(
         "--profile", action="store_true", help="print the reader's hottest functions"
@@ -378,11 +386,16 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one report, t
             base_cpu_rate = base["rows"] / base["cpu_s"]
             line = f"{name}: parse {base_rate:,.0f} ({base_cpu_rate:,.0f}/CPU-s)"
             rate_native = 0.0
-            for native in (True, False) if not args.no_pure else (True,):
-                result = _in_child(run_reader, args, db, start, end, native)
+            runs = [(True, True)]
+            if args.library_framing:
+                runs.append((True, False))
+            if not args.no_pure:
+                runs.append((False, False))
+            for native, framed in runs:
+                result = _in_child(run_reader, args, db, start, end, native, framed=framed)
                 rate = result["rows"] / result["seconds"] if result["seconds"] > 0 else 0.0
                 cpu_rate = result["rows"] / result["cpu_s"]
-                label = "native" if native else "pure"
+                label = "pure" if not native else "native" if framed else "native+lib-framing"
                 print(
                     f"  reader ({label}) → Kafka committed: {result['rows']} rows in "
                     f"{result['seconds']:.2f}s = {rate:,.0f} rows/s ({rate / base_rate:.2f}x the "
@@ -392,9 +405,9 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one report, t
                     f"{result['total_seconds'] - result['seconds']:.2f}s, peak RSS "
                     f"{result['rss_mb']:.0f} MB, rows events native/fallback "
                     f"{result['native_events']}/{result['fallback_events']}, table maps "
-                    f"{result['table_maps']}"
+                    f"{result['table_maps']}, {result['framed']} events framed by dumpframes"
                 )
-                if native:
+                if native and framed:
                     rate_native = rate
                 line += (
                     f" | {label} {rate:,.0f} ({rate / base_rate:.2f}x; {cpu_rate:,.0f}/CPU-s, "

@@ -108,6 +108,9 @@ PARTIAL_JSON_REFUSED = (
     "values; set binlog_row_value_options='' (empty)"
 )
 
+FRAMED = True
+"""Whether new streams frame the dump stream themselves (`rowbus.producer.dumpframes`) when they
+decode natively; benchmarks turn it off to measure the library's framing."""
 MARIADB_FL_STANDALONE = 0x01
 ER_MASTER_FATAL_READING_BINLOG = 1236
 TRANSACTION_EVENTS = [
@@ -224,7 +227,8 @@ class BinlogStream:
         self._fast = fast and fastrows.AVAILABLE
         """Rows of covered tables decoded natively (`rowbus.producer.fastrows`); False: the
         pure-Python path for every table (the fallback, and the reference in tests)."""
-        self._framed = (self._fast if framed is None else framed) and self._only_events is _EVENTS
+        default = self._fast and FRAMED
+        self._framed = (default if framed is None else framed) and self._only_events is _EVENTS
         """The stream framed by `rowbus.producer.dumpframes` after the first event (see
         `_framed_events`); False: every event framed and built by the library."""
         self._maps: dict[bytes, tuple[str, str, int, _Table | None, Any]] = {}
