@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 from rowbus.clients.settings import SourceConnection
 from rowbus.config import MySQLSettings, Settings
 from rowbus.producer import dumpframes, fastrows, tablemaps
-from rowbus.producer.assembler import Rows
+from rowbus.producer.assembler import Rows, Xid
 from rowbus.producer.binlog import BinlogStream
+from rowbus.producer.exceptions import SourceUnavailableError
 from rowbus.producer.server import SourceServer
 from rowbus.producer.tables import TableFilter
 from rowbus.producer.tracker import SchemaTracker
@@ -360,3 +361,56 @@ def test_a_reader_framed_on_a_checksummed_binlog(database: tuple[MySQLSettings, 
         ("insert", "t", None, ((int, 1), (str, "a"))),
         ("insert", "t", None, ((int, 2), (str, "b"))),
     ]
+
+
+def test_a_dropped_framed_stream_raises_source_unavailable(
+    database: tuple[MySQLSettings, str],
+) -> None:
+    # The dump thread killed on the server while the framed stream waits for events: the reader
+    # must see SourceUnavailableError (it then resumes from its last transaction end), never a
+    # hang or a silent end.
+    server, db = database
+    with connect(server, db) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY)")
+        start = _binlog_end(server)
+        cur.execute("INSERT INTO t VALUES (1)")
+    stream = BinlogStream(
+        SourceConnection(
+            name="dropped",
+            host=server.host,
+            port=server.port,
+            user=server.user,
+            password=server.password,
+        ),
+        5_000_000 + uuid.uuid4().int % 1_000_000,
+        start[0],
+        start[1],
+        TableFilter(include_schemas=[db]),
+        heartbeat_s=0.5,
+        read_timeout_s=30,
+        blocking=True,
+    )
+    seen: list[Any] = []
+    packets = dumpframes.Stats.packets
+    try:
+        with pytest.raises(SourceUnavailableError):
+            _follow_and_kill(server, stream, seen)
+    finally:
+        stream.close()
+    assert stream._framed
+    assert any(isinstance(e, Rows) for e in seen)
+    assert dumpframes.Stats.packets > packets
+
+
+def _follow_and_kill(server: MySQLSettings, stream: BinlogStream, seen: list[Any]) -> None:
+    for event in stream.events():
+        seen.append(event)
+        if isinstance(event, Xid):
+            _kill_dump_threads(server, stream)
+
+
+def _kill_dump_threads(server: MySQLSettings, stream: BinlogStream) -> None:
+    assert stream._reader is not None
+    own = stream._reader._stream_connection.thread_id()
+    with connect(server) as conn, conn.cursor() as cur:
+        cur.execute(f"KILL {int(own)}")
