@@ -13,7 +13,14 @@ on the pure-Python fallback (`--no-pure` leaves that out); the reader runs start
 stop when the checkpoint passes the end. Each read is a fresh process, so its peak RSS is its
 own. `--producer` overrides a librdkafka producer setting of the reader (linger.ms,
 batch.num.messages, compression.type, ...). `--profile` prints the native reader's top functions.
-Not a test: nothing is asserted.
+
+Debezium: where java and javac are on PATH, W1 and W1u are also read by Debezium 3.6's embedded
+MySQL connector (../shared/bench/debezium/run.sh, `--no-load` from the same start positions,
+after the reader, never beside it). Its harness counts the rows of `bench.w1`, so the benchmark
+then writes into the database `bench` (it must not exist yet; `--db` names another, which leaves
+Debezium out). `--pin CPU` (default 1) pins every measured process, the baseline, the reader
+and the JVM (run.sh `--cpus`), to that one core, so ratios compare one core with one core;
+`--pin ''` runs all unpinned. Not a test: nothing is asserted.
 """
 
 from __future__ import annotations
@@ -22,8 +29,11 @@ import argparse
 import cProfile
 import io
 import multiprocessing as mp
+import os
 import pstats
 import random
+import shutil
+import subprocess
 import threading
 import time
 import uuid
@@ -41,6 +51,65 @@ from rowbus.workloads import W1, W2
 # rowbus.producer.reader (hence binlog, fastrows, tablemaps) is imported by `run_reader` only:
 # importing it patches mysql-replication (values.install, tablemaps.install), and the baseline
 # process must parse with the library as it is.
+
+
+DEBEZIUM = os.path.join(
+    os.path.dirname(__file__), "..", "..", "..", "shared", "bench", "debezium", "run.sh"
+)
+"""The shared harness, beside the worktrees (override: ROWBUS_DEBEZIUM_RUN)."""
+
+
+def _pin(args: argparse.Namespace) -> None:
+    if args.pin:
+        os.sched_setaffinity(0, {int(c) for c in args.pin.split(",")})
+
+
+def debezium_missing(args: argparse.Namespace) -> str | None:
+    """Why Debezium cannot run here (None: it can)."""
+    if args.no_debezium:
+        return "--no-debezium"
+    if not (shutil.which("java") and shutil.which("javac")):
+        return "java/javac are not installed"
+    if not os.path.exists(args.debezium):
+        return f"no harness at {args.debezium}"
+    return None
+
+
+def run_debezium(
+    args: argparse.Namespace, phase: str, start: tuple[str, int], rows: int
+) -> dict[str, str]:
+    """One phase of the Debezium harness from `start` until it has counted `rows` rows."""
+    flag = "--w1-start" if phase == "W1" else "--w1u-start"
+    size = "--w1-rows" if phase == "W1" else "--w1u-rows"
+    cmd = [args.debezium, args.mysql, "--no-load", "--phases", phase, flag]
+    cmd += [f"{start[0]}:{start[1]}", size, str(rows), "--user", args.user]
+    cmd += ["--server-id", str(4_100_000 + random.randint(0, 10**5)), "--timeout", "600"]
+    if args.pin:
+        cmd += ["--cpus", args.pin]
+    env = {**os.environ, "DBZ_PASSWORD": args.password}
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, check=False)
+    for line in done.stdout.splitlines():
+        if line.startswith(f"debezium {phase} "):
+            return dict(f.split("=", 1) for f in line.split()[2:])
+    tail = " | ".join(done.stderr.strip().splitlines()[-3:])
+    return {"status": f"failed (exit {done.returncode}): {tail}"}
+
+
+def _debezium(
+    args: argparse.Namespace, name: str, start: tuple[str, int], count: int, reader_rate: float
+) -> str:
+    """Runs Debezium on the phase's range, prints its figures; the summary's part."""
+    dbz = run_debezium(args, name, start, count)
+    if dbz.get("status") != "ok":
+        print(f"  Debezium: {dbz.get('status')}")
+        return f" | Debezium {dbz.get('status')}"
+    rate = float(dbz["rows_per_s"])
+    print(
+        f"  Debezium 3.6 embedded (counting Connect structs, no Kafka): {dbz['rows']} rows in "
+        f"{dbz['seconds']}s = {rate:,.0f} rows/s, cpu {dbz['cpu_s']}s, start-up "
+        f"{dbz['startup_s']}s, peak RSS {dbz['peak_rss_mb']} MB"
+    )
+    return f" | Debezium {rate:,.0f} (reader native / Debezium: {reader_rate / rate:.2f}x)"
 
 
 def _connect(args: argparse.Namespace, db: str | None = None) -> Any:
@@ -138,10 +207,13 @@ def run_reader(
     end: tuple[str, int],
     native: bool,
     out: Any,
+    framed: bool = True,
 ) -> None:
-    from rowbus.producer import fastrows, tablemaps
+    from rowbus.producer import binlog, dumpframes, fastrows, tablemaps
     from rowbus.producer.reader import Reader
 
+    _pin(args)
+    binlog.FRAMED = framed
     if not native:
         fastrows.set_native(False)
         tablemaps.install(enabled=False)
@@ -184,7 +256,7 @@ def run_reader(
             time.sleep(0.005)
         stop.set()
 
-    profiler = cProfile.Profile() if args.profile and native else None
+    profiler = cProfile.Profile() if args.profile and native and framed else None
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     began = time.perf_counter()
@@ -207,6 +279,7 @@ def run_reader(
         "native_events": fastrows.Counts.native,
         "fallback_events": fastrows.Counts.fallback,
         "table_maps": f"{tablemaps.Stats.parsed} parsed, {tablemaps.Stats.reused} reused",
+        "framed": dumpframes.Stats.packets,
     }
     if profiler:
         text = io.StringIO()
@@ -217,17 +290,17 @@ def run_reader(
     out.put(result)
 
 
-def _in_child(target: Any, *a: Any) -> dict[str, Any]:
+def _in_child(target: Any, *a: Any, **kw: Any) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    proc = ctx.Process(target=target, args=(*a, out))
+    proc = ctx.Process(target=target, args=(*a, out), kwargs=kw)
     proc.start()
     result: dict[str, Any] = out.get(timeout=1200)
     proc.join(60)
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.reader", description=__doc__.split("\n")[0]
     )
@@ -252,12 +325,41 @@ def main(argv: list[str] | None = None) -> int:
         "--no-pure", action="store_true", help="skip the reader run on the pure-Python path"
     )
     parser.add_argument(
+        "--library-framing",
+        action="store_true",
+        help="also run the native reader on mysql-replication's framing (the step before)",
+    )
+    parser.add_argument(
         "--profile", action="store_true", help="print the reader's hottest functions"
     )
+    parser.add_argument(
+        "--pin", default="1", help="pin every measured process to these CPUs ('' for none)"
+    )
+    parser.add_argument("--no-debezium", action="store_true", help="leave Debezium out")
+    parser.add_argument(
+        "--debezium",
+        default=os.environ.get("ROWBUS_DEBEZIUM_RUN", DEBEZIUM),
+        help="the Debezium harness's run.sh",
+    )
+    parser.add_argument("--db", help="database to write into (default: bench, or a fresh one)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one report, top to bottom
+    parser = _parser()
     args = parser.parse_args(argv)
-    db = f"bench_{uuid.uuid4().hex[:8]}"
+    missing = debezium_missing(args)
+    db = args.db or ("bench" if missing is None else f"bench_{uuid.uuid4().hex[:8]}")
     with _connect(args) as conn, conn.cursor() as cur:
+        cur.execute("SHOW DATABASES LIKE %s", (db,))
+        if cur.fetchone() is not None:
+            parser.error(f"database {db} exists already (drop it, or name another with --db)")
         cur.execute(f"CREATE DATABASE {db}")
+    if db != "bench" and missing is None:
+        missing = f"Debezium's harness counts bench.w1, and this run writes {db}"
+    with open("/proc/loadavg") as f:
+        load = " ".join(f.read().split()[:3])
+    print(f"load average before: {load}; pinned to CPU {args.pin or 'none'}")
     try:
         phases = (
             ("W1", write_w1, args.w1_rows, "rows"),
@@ -283,11 +385,17 @@ def main(argv: list[str] | None = None) -> int:
             )
             base_cpu_rate = base["rows"] / base["cpu_s"]
             line = f"{name}: parse {base_rate:,.0f} ({base_cpu_rate:,.0f}/CPU-s)"
-            for native in (True, False) if not args.no_pure else (True,):
-                result = _in_child(run_reader, args, db, start, end, native)
+            rate_native = 0.0
+            runs = [(True, True)]
+            if args.library_framing:
+                runs.append((True, False))
+            if not args.no_pure:
+                runs.append((False, False))
+            for native, framed in runs:
+                result = _in_child(run_reader, args, db, start, end, native, framed=framed)
                 rate = result["rows"] / result["seconds"] if result["seconds"] > 0 else 0.0
                 cpu_rate = result["rows"] / result["cpu_s"]
-                label = "native" if native else "pure"
+                label = "pure" if not native else "native" if framed else "native+lib-framing"
                 print(
                     f"  reader ({label}) → Kafka committed: {result['rows']} rows in "
                     f"{result['seconds']:.2f}s = {rate:,.0f} rows/s ({rate / base_rate:.2f}x the "
@@ -297,14 +405,20 @@ def main(argv: list[str] | None = None) -> int:
                     f"{result['total_seconds'] - result['seconds']:.2f}s, peak RSS "
                     f"{result['rss_mb']:.0f} MB, rows events native/fallback "
                     f"{result['native_events']}/{result['fallback_events']}, table maps "
-                    f"{result['table_maps']}"
+                    f"{result['table_maps']}, {result['framed']} events framed by dumpframes"
                 )
+                if native and framed:
+                    rate_native = rate
                 line += (
                     f" | {label} {rate:,.0f} ({rate / base_rate:.2f}x; {cpu_rate:,.0f}/CPU-s, "
                     f"{cpu_rate / base_cpu_rate:.2f}x)"
                 )
                 if "profile" in result:
                     print(result["profile"])
+            if missing is None and name in ("W1", "W1u"):
+                # The rows the bare parse found in the range (an UPDATE that changes nothing
+                # writes no row): Debezium waits for exactly that many.
+                line += _debezium(args, name, start, base["rows"], rate_native)
             summary.append(line)
         print(
             "summary (rows/s committed in Kafka, wall clock and per CPU-second of the process; "
@@ -312,10 +426,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         for line in summary:
             print("  " + line)
-        print(
-            "  Debezium 3.6 embedded (not run here: ../shared/bench/debezium/run.sh needs its "
-            "200 MB wheel and its own bench.w1 load; its note: W1 ~61k, W1u ~31k rows/s)"
-        )
+        if missing is not None:
+            print(f"  Debezium not run: {missing}")
+        with open("/proc/loadavg") as f:
+            print(f"load average after: {' '.join(f.read().split()[:3])}")
     finally:
         with _connect(args) as conn, conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS {db}")

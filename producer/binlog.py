@@ -19,10 +19,13 @@ a new stream from the last transaction end it tracked.
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import pymysql
+from pymysql.protocol import MysqlPacket
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import (
     FormatDescriptionEvent,
@@ -39,6 +42,7 @@ from pymysqlreplication.event import (
     XAPrepareEvent,
     XidEvent,
 )
+from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import (
     DeleteRowsEvent,
     PartialUpdateRowsEvent,
@@ -49,7 +53,7 @@ from pymysqlreplication.row_event import (
 
 from rowbus.clients import mysql
 from rowbus.clients.settings import SourceConnection
-from rowbus.producer import fastrows, tablemaps
+from rowbus.producer import dumpframes, fastrows, tablemaps
 from rowbus.producer.assembler import (
     BinlogEvent,
     GtidMark,
@@ -104,6 +108,9 @@ PARTIAL_JSON_REFUSED = (
     "values; set binlog_row_value_options='' (empty)"
 )
 
+FRAMED = True
+"""Whether new streams frame the dump stream themselves (`rowbus.producer.dumpframes`) when they
+decode natively; benchmarks turn it off to measure the library's framing."""
 MARIADB_FL_STANDALONE = 0x01
 ER_MASTER_FATAL_READING_BINLOG = 1236
 TRANSACTION_EVENTS = [
@@ -199,6 +206,7 @@ class BinlogStream:
         only_events: list[type] | None = None,
         tracker: SchemaTracker | None = None,
         fast: bool = True,
+        framed: bool | None = None,
     ) -> None:
         self.source = source
         self.file = file
@@ -219,6 +227,13 @@ class BinlogStream:
         self._fast = fast and fastrows.AVAILABLE
         """Rows of covered tables decoded natively (`rowbus.producer.fastrows`); False: the
         pure-Python path for every table (the fallback, and the reference in tests)."""
+        default = self._fast and FRAMED
+        self._framed = (default if framed is None else framed) and self._only_events is _EVENTS
+        """The stream framed by `rowbus.producer.dumpframes` after the first event (see
+        `_framed_events`); False: every event framed and built by the library."""
+        self._maps: dict[bytes, tuple[str, str, int, _Table | None, Any]] = {}
+        """Framed path: a table map's bytes (table id to the end of the body) -> schema, table,
+        tracker generation, what `_table_map` made of it and the library's table object."""
 
     def _open(self) -> BinLogStreamReader:
         settings = {
@@ -265,6 +280,168 @@ class BinlogStream:
             out = translate(event)
             if out is not None:
                 yield out
+            if self._framed:
+                # The library has connected, sent COM_BINLOG_DUMP and read the first event:
+                # the rest of the stream is framed here, on the same connection.
+                break
+        try:
+            yield from self._framed_events()
+        except ReaderError:
+            raise
+        except (pymysql.MySQLError, _ReconnectRefused, OSError, EOFError) as exc:
+            raise translate_mysql_error(exc, f"{where} at {self.file}:{self.pos}") from exc
+
+    def _framed_events(self) -> Iterator[BinlogEvent]:  # noqa: PLR0915 - one hot loop
+        """Assembler events from the packets `dumpframes` cuts: GTID, XID, table maps seen
+        before and rows events of natively planned tables are read here from the bytes; every
+        other event is built by the library from the same bytes and translated as before, so
+        both ways give the same events (`tests/integration/producer/test_fastpath.py`)."""
+        lib = self._reader
+        assert lib is not None
+        tail = 4 if lib._BinLogStreamReader__use_checksum else 0
+        wrap = self._wrapper(lib)
+        tables = self._tables
+        maps = self._maps
+        tracker = self._tracker
+        translate = self._translate
+        header = _HEADER.unpack_from
+        gtid = _MARIADB_GTID.unpack_from
+        decode_body = fastrows.decode_body
+        for payload in dumpframes.packets(lib._stream_connection._rfile):
+            ts, kind, server_id, size, end = header(payload, 1)
+            if kind in _ROWS_KINDS:
+                table_id = int.from_bytes(payload[20:26], "little")
+                found = tables.get(table_id)
+                if found is None:
+                    if table_id in tables:  # an unwanted table's rows
+                        yield Skipped(end)
+                        continue
+                elif found[2] is not None:
+                    mode, v2, cls = _ROWS_KINDS[kind]
+                    p = 30 + int.from_bytes(payload[28:30], "little") - 2 if v2 else 28
+                    ncols = payload[p]
+                    if ncols < 251:  # a one-byte length-encoded integer
+                        p += 1
+                        nbytes = (ncols + 7) >> 3
+                        plan = found[2]
+                        if ncols == len(plan):
+                            present = payload[p : p + nbytes]
+                            p += nbytes
+                            after = None
+                            if mode == 2:  # updates: the after image's bitmap
+                                after = payload[p : p + nbytes]
+                                p += nbytes
+                            yield Rows(
+                                _OPS[cls],
+                                found[0],
+                                end,
+                                _framed_decoder(
+                                    decode_body,
+                                    payload,
+                                    p,
+                                    len(payload) - tail,
+                                    mode,
+                                    plan,
+                                    present,
+                                    after,
+                                    partial(wrap, payload),
+                                    cls,
+                                    found[1],
+                                ),
+                            )
+                            continue
+            elif kind == _TABLE_MAP:
+                key = payload[20 : len(payload) - tail]
+                hit = maps.get(key)
+                if hit is not None and (
+                    tracker is None or tracker.generation(hit[0], hit[1]) == hit[2]
+                ):
+                    table_id = int.from_bytes(payload[20:26], "little")
+                    tables[table_id] = hit[3]
+                    lib.table_map[table_id] = hit[4]
+                    yield Skipped(end)
+                    continue
+                event = wrap(payload)
+                if event is None:
+                    continue
+                self._table_map(event)
+                if len(maps) > _MAPS_LIMIT:
+                    maps.clear()
+                maps[key] = (
+                    event.schema,
+                    event.table,
+                    tracker.generation(event.schema, event.table) if tracker is not None else 0,
+                    tables[event.table_id],
+                    lib.table_map[event.table_id],
+                )
+                yield Skipped(end)
+                continue
+            elif kind == _XID:
+                yield Xid(end, ts)
+                continue
+            elif kind == _MARIADB_GTID_EVENT:
+                seq, domain, flags = gtid(payload, 20)
+                yield GtidMark(
+                    f"{domain}-{server_id}-{seq}",
+                    end,
+                    size - 19 - tail,
+                    bool(flags & MARIADB_FL_STANDALONE),
+                    opens=True,
+                )
+                continue
+            event = wrap(payload)
+            if event is not None:
+                out = translate(event)
+                if out is not None:
+                    yield out
+
+    def _wrapper(self, lib: BinLogStreamReader) -> Callable[[bytes], Any]:
+        """Builds the library's event from a payload as its ``fetchone`` does (with its side
+        effects on the stream: table map registry, rotate, format description); None for an
+        event the library would not yield."""
+        p = "_BinLogStreamReader__"
+        allowed = getattr(lib, p + "allowed_events")
+        options = [
+            getattr(lib, p + name)
+            for name in (
+                "use_checksum",
+                "allowed_events_in_packet",
+                "only_tables",
+                "ignored_tables",
+                "only_schemas",
+                "ignored_schemas",
+                "freeze_schema",
+                "ignore_decode_errors",
+                "verify_checksum",
+                "optional_meta_data",
+                "enable_logging",
+                "use_column_name_cache",
+            )
+        ]
+
+        def wrap(payload: bytes) -> Any:
+            packet = BinLogPacketWrapper(
+                MysqlPacket(payload, "utf8"),
+                lib.table_map,
+                lib._ctl_connection,
+                lib.mysql_version,
+                *options,
+                getattr(lib, p + "post_header_lengths"),
+            )
+            event = packet.event
+            kind = packet.event_type
+            if kind == _ROTATE and packet.timestamp != 0:
+                lib.table_map = {}
+            elif kind == _FORMAT_DESCRIPTION and event is not None:
+                lib.mysql_version = event.mysql_version
+                setattr(lib, p + "post_header_lengths", event.post_header_len)
+            if kind == _TABLE_MAP and event is not None:
+                lib.table_map[event.table_id] = event.get_table()
+            if event is None or event.__class__ not in allowed:
+                return None
+            return event
+
+        return wrap
 
     def _translate(self, event: Any) -> BinlogEvent | None:
         kind = type(event)
@@ -385,6 +562,22 @@ class BinlogStream:
         return None
 
 
+_HEADER = struct.Struct("<IBIII")
+"""An event header after the packet's OK byte: timestamp, type, server id, size, end."""
+_MARIADB_GTID = struct.Struct("<QIB")
+_XID, _ROTATE, _FORMAT_DESCRIPTION, _TABLE_MAP, _MARIADB_GTID_EVENT = 16, 4, 15, 19, 162
+_ROWS_KINDS = {
+    23: (0, False, WriteRowsEvent),
+    24: (2, False, UpdateRowsEvent),
+    25: (1, False, DeleteRowsEvent),
+    30: (0, True, WriteRowsEvent),
+    31: (2, True, UpdateRowsEvent),
+    32: (1, True, DeleteRowsEvent),
+}
+"""Rows event types (v1: MariaDB, v2: MySQL 5.6+) -> decoder mode, v2 (extra data after the
+flags), the library's class."""
+_MAPS_LIMIT = 10_000
+
 _Table = tuple[TableSchema, Converter, fastrows.Plan | None]
 """A wanted table's schema, the pure path's converter, and its native plan (None: pure)."""
 _MODES = {WriteRowsEvent: 0, DeleteRowsEvent: 1, UpdateRowsEvent: 2}
@@ -405,6 +598,31 @@ def _decoder(
         return pure() if rows is None else rows
 
     return fast
+
+
+def _framed_decoder(
+    decode_body: Callable[..., ImagePairs | None],
+    payload: bytes,
+    start: int,
+    end: int,
+    mode: int,
+    plan: fastrows.Plan,
+    present: bytes,
+    after: bytes | None,
+    build: Callable[[], Any],
+    kind: type,
+    convert: Converter,
+) -> Callable[[], ImagePairs]:
+    """A framed rows event's decoder: native from the bytes; an event the native decoder leaves
+    is built by the library from the same bytes and decoded by the pure path."""
+
+    def decode() -> ImagePairs:
+        rows = decode_body(payload, start, end, mode, plan, present, after)
+        if rows is not None:
+            return rows
+        return _pure_decoder(build(), kind, convert)()
+
+    return decode
 
 
 def _pure_decoder(event: Any, kind: type, convert: Converter) -> Callable[[], ImagePairs]:

@@ -188,6 +188,27 @@ def decode(event: Any, mode: int, plan: Plan) -> list[tuple[Any, Any]] | None:
     return rows
 
 
+def decode_body(
+    data: bytes,
+    start: int,
+    end: int,
+    mode: int,
+    plan: Plan,
+    present: bytes,
+    present_after: bytes | None,
+) -> list[tuple[Any, Any]] | None:
+    """`decode` for a rows event framed by `rowbus.producer.dumpframes`: the rows are
+    ``data[start:end]``; the caller has read the event's post-header (column count, bitmaps)."""
+    rows: list[tuple[Any, Any]] | None = _rows.decode(
+        data, start, end, mode, len(plan), present, present_after, plan
+    )
+    if rows is None:
+        Counts.fallback += 1
+    else:
+        Counts.native += 1
+    return rows
+
+
 # ---- records ---------------------------------------------------------------------------------
 
 _OP_NUMBERS = {Op.INSERT: 1, Op.UPDATE: 2, Op.DELETE: 3, Op.READ: 4}  # rowbus.proto's enum Op

@@ -15,15 +15,19 @@ from hypothesis import strategies as st
 
 from rowbus.clients.settings import SourceConnection
 from rowbus.config import MySQLSettings, Settings
-from rowbus.producer import fastrows, tablemaps
-from rowbus.producer.assembler import Rows
+from rowbus.producer import dumpframes, fastrows, tablemaps
+from rowbus.producer.assembler import Rows, Xid
 from rowbus.producer.binlog import BinlogStream
+from rowbus.producer.exceptions import SourceUnavailableError
+from rowbus.producer.server import SourceServer
 from rowbus.producer.tables import TableFilter
+from rowbus.producer.tracker import SchemaTracker
 from rowbus.protocol.codec import Encoding, encode
 from rowbus.protocol.events import BinlogPosition, Op, RowChange, TableSchema, TxnRef
 from tests.conftest import connect
 from tests.integration.fidelity.corpus import CASES
 from tests.integration.fidelity.test_generated import _TYPES
+from tests.integration.txn_shapes.shapes import write_shapes
 
 Decoded = list[tuple[str, str, Any, Any]]
 RAW: list[tuple[Op, TableSchema, Any, Any]] = []
@@ -42,11 +46,15 @@ def _binlog_end(server: MySQLSettings) -> tuple[str, int]:
     return str(row[0]), int(row[1])
 
 
-def _read(
-    server: MySQLSettings, database: str, start: tuple[str, int], fast: bool
-) -> tuple[Decoded, BinlogStream]:
-    """Every row of `database` from `start` to the binlog's current end, decoded one way."""
-    stream = BinlogStream(
+def _stream(
+    server: MySQLSettings,
+    start: tuple[str, int],
+    table_filter: TableFilter,
+    fast: bool,
+    framed: bool | None = None,
+    tracker: SchemaTracker | None = None,
+) -> BinlogStream:
+    return BinlogStream(
         SourceConnection(
             name="fastpath",
             host=server.host,
@@ -57,10 +65,23 @@ def _read(
         5_000_000 + uuid.uuid4().int % 1_000_000,
         start[0],
         start[1],
-        TableFilter(include_schemas=[database]),
+        table_filter,
         blocking=False,
         fast=fast,
+        framed=framed,
+        tracker=tracker,
     )
+
+
+def _read(
+    server: MySQLSettings,
+    database: str,
+    start: tuple[str, int],
+    fast: bool,
+    framed: bool | None = None,
+) -> tuple[Decoded, BinlogStream]:
+    """Every row of `database` from `start` to the binlog's current end, decoded one way."""
+    stream = _stream(server, start, TableFilter(include_schemas=[database]), fast, framed)
     out: Decoded = []
     if fast:
         RAW.clear()
@@ -239,7 +260,8 @@ def test_table_maps_parsed_once_per_layout_decode_as_the_library_parses_them(
     def read(cached: bool) -> list[Any]:
         tablemaps.install(enabled=cached)
         try:
-            rows, stream = _read(server, db, start, fast=True)
+            # Framed by the library: the framed path keeps its own table map cache.
+            rows, stream = _read(server, db, start, fast=True, framed=False)
         finally:
             tablemaps.install()
         return [rows, sorted((t.table, t.schema_id) for t, _, _ in stream._layouts.values())]
@@ -249,3 +271,146 @@ def test_table_maps_parsed_once_per_layout_decode_as_the_library_parses_them(
     assert tablemaps.Stats.reused - reused >= 50
     assert cached == read(cached=False)
     assert len(cached[1]) == 3  # a, a after the ALTER, b
+
+
+def _events(
+    server: MySQLSettings, start: tuple[str, int], schemas: list[str], framed: bool
+) -> list[Any]:
+    """Every assembler event from `start` to the binlog's end, rows decoded, framed one way; a
+    schema tracker follows the DDL (so table maps after an ALTER are re-planned)."""
+    source = SourceConnection(
+        name="framed",
+        host=server.host,
+        port=server.port,
+        user=server.user,
+        password=server.password,
+    )
+    out: list[Any] = []
+    with SourceServer(source) as live:
+        tracker = SchemaTracker(live.table_extras, live.charsets, live.database_collation)
+        stream = _stream(server, start, TableFilter(include_schemas=schemas), True, framed, tracker)
+        _collect(stream, out)
+    return out
+
+
+def _collect(stream: BinlogStream, out: list[Any]) -> None:
+    try:
+        for event in stream.events():
+            if isinstance(event, Rows):
+                images = [(_typed(b), _typed(a)) for b, a in event.decode()]
+                out.append(("rows", event.op, event.table, event.end, images))
+            else:
+                out.append(event)
+    finally:
+        stream.close()
+
+
+def test_the_framed_stream_gives_the_librarys_events_on_every_shape(
+    database: tuple[MySQLSettings, str],
+) -> None:
+    # The fidelity corpus (every type), then every transaction shape (XA, MyISAM, DDL, savepoints,
+    # filtered schemas, ...), read once framed by `dumpframes` and once by mysql-replication:
+    # the same events, positions, GTIDs, timestamps and decoded rows, in the same order.
+    server, db = database
+    other, filtered = f"{db}_o", f"{db}_f"
+    with connect(server) as conn, conn.cursor() as cur:
+        for name in (other, filtered):
+            cur.execute(f"CREATE DATABASE `{name}`")
+    try:
+        start = _binlog_end(server)
+        with connect(server, db) as conn, conn.cursor() as cur:
+            cur.execute("SET time_zone = '+00:00'")
+            cur.execute("SET SESSION sql_mode = ''")
+            for case in CASES:
+                cur.execute(case.create())
+                for statement in case.inserts():
+                    cur.execute(statement)
+                cur.execute(f"UPDATE `{case.table}` SET id = id + 1000")
+                cur.execute(f"DELETE FROM `{case.table}` WHERE id % 2 = 0")
+        write_shapes(server, db, other, filtered)
+        packets = dumpframes.Stats.packets
+        framed = _events(server, start, [db, other], framed=True)
+        assert dumpframes.Stats.packets - packets > len(CASES) * 4
+        library = _events(server, start, [db, other], framed=False)
+    finally:
+        with connect(server) as conn, conn.cursor() as cur:
+            for name in (other, filtered):
+                cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+    kinds = {type(e).__name__ if not isinstance(e, tuple) else "rows" for e in library}
+    assert {"rows", "GtidMark", "Xid", "Query", "Skipped", "XaPrepare"} <= kinds, kinds
+    assert len(framed) == len(library)
+    for n, (a, b) in enumerate(zip(framed, library, strict=True)):
+        assert a == b, n
+
+
+def test_a_reader_framed_on_a_checksummed_binlog(database: tuple[MySQLSettings, str]) -> None:
+    # The stack's sources write binlog_checksum=CRC32: the framed path must strip the 4 bytes
+    # (a rows event read with them would decode a trailing garbage row or fail).
+    server, db = database
+    with connect(server) as conn, conn.cursor() as cur:
+        cur.execute("SELECT @@global.binlog_checksum")
+        row = cur.fetchone()
+    assert row is not None and row[0] == "CRC32"
+    with connect(server, db) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))")
+        start = _binlog_end(server)
+        cur.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
+    rows, stream = _read(server, db, start, fast=True, framed=True)
+    assert stream._framed
+    assert rows == [
+        ("insert", "t", None, ((int, 1), (str, "a"))),
+        ("insert", "t", None, ((int, 2), (str, "b"))),
+    ]
+
+
+def test_a_dropped_framed_stream_raises_source_unavailable(
+    database: tuple[MySQLSettings, str],
+) -> None:
+    # The dump thread killed on the server while the framed stream waits for events: the reader
+    # must see SourceUnavailableError (it then resumes from its last transaction end), never a
+    # hang or a silent end.
+    server, db = database
+    with connect(server, db) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY)")
+        start = _binlog_end(server)
+        cur.execute("INSERT INTO t VALUES (1)")
+    stream = BinlogStream(
+        SourceConnection(
+            name="dropped",
+            host=server.host,
+            port=server.port,
+            user=server.user,
+            password=server.password,
+        ),
+        5_000_000 + uuid.uuid4().int % 1_000_000,
+        start[0],
+        start[1],
+        TableFilter(include_schemas=[db]),
+        heartbeat_s=0.5,
+        read_timeout_s=30,
+        blocking=True,
+    )
+    seen: list[Any] = []
+    packets = dumpframes.Stats.packets
+    try:
+        with pytest.raises(SourceUnavailableError):
+            _follow_and_kill(server, stream, seen)
+    finally:
+        stream.close()
+    assert stream._framed
+    assert any(isinstance(e, Rows) for e in seen)
+    assert dumpframes.Stats.packets > packets
+
+
+def _follow_and_kill(server: MySQLSettings, stream: BinlogStream, seen: list[Any]) -> None:
+    for event in stream.events():
+        seen.append(event)
+        if isinstance(event, Xid):
+            _kill_dump_threads(server, stream)
+
+
+def _kill_dump_threads(server: MySQLSettings, stream: BinlogStream) -> None:
+    assert stream._reader is not None
+    own = stream._reader._stream_connection.thread_id()
+    with connect(server) as conn, conn.cursor() as cur:
+        cur.execute(f"KILL {int(own)}")
