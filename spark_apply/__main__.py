@@ -18,7 +18,7 @@ from pathlib import Path
 from types import FrameType
 
 from rowbus.spark_apply.exceptions import ApplyError
-from rowbus.spark_apply.settings import JobConfig
+from rowbus.spark_apply.settings import JobConfig, launched_by_spark_submit
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 def _prepare_jvm(config: JobConfig, verbose: bool) -> None:
     """Settings for the JVM this process is about to launch (none under spark-submit, whose
     JVM already runs and whose launcher chose its own)."""
-    if "PYSPARK_GATEWAY_PORT" in os.environ:
+    if launched_by_spark_submit():
         return
     if not verbose and "PYSPARK_SUBMIT_ARGS" not in os.environ:
         quiet = Path(__file__).with_name("log4j2-quiet.properties")
