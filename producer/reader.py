@@ -421,11 +421,27 @@ class Reader:
             if t.name not in prepared.schemas:
                 t.done = True
         self.snapshot = state
+        # Read before the chunk readers share the views: what creates each table not yet begun.
+        creates = {
+            t.name: prepared.views[0].create_statements(prepared.schemas[t.name])
+            for t in state.pending()
+            if t.chunks == 0 and t.name in prepared.schemas
+        }
         reader = ChunkReader(prepared.views, pending, self.settings.snapshot_chunk_rows)
         progress = Progress(state)
         try:
             for chunk in reader.chunks():
                 table = state.tables[chunk.table.qualified]
+                create = creates.pop(table.name, None)
+                if create is not None:
+                    state.seq += term.batcher.add_snapshot_ddl(
+                        chunk.table,
+                        create,
+                        f"snapshot:{state.restarts}:{table.name}:create",
+                        state.seq,
+                        state.position,
+                        self._wall(),
+                    )
                 if chunk.rows:
                     term.batcher.add_snapshot(
                         chunk.table,

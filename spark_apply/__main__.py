@@ -12,6 +12,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -33,6 +34,10 @@ def main(argv: list[str] | None = None) -> int:
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    if not args.verbose:
+        # A failing batch comes back to `run` and ends in one line below; py4j would log its
+        # whole Python trace first.
+        logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
     config = JobConfig.model_validate(json.loads(args.config.read_text()))
     _prepare_jvm(config, args.verbose)
     from rowbus.spark_apply.job import run
@@ -113,9 +118,12 @@ def _apply_error_in(exc: BaseException) -> str | None:
     """Spark wraps a foreachBatch failure in its own exception; find ours in the message."""
     text = str(exc)
     for name in ("BadEventError", "CheckpointConflictError", "ApplyError"):
-        if name in text:
-            line = next((ln for ln in text.splitlines() if name in ln), text)
-            return line.strip()
+        # The traceback's last "…Error: message" line, not a source line naming the class.
+        said = re.compile(rf"^(?:[\w.]+\.)?{name}: ")
+        found = [ln.strip() for ln in text.splitlines() if said.match(ln.strip())]
+        if found:
+            head, _, message = found[-1].partition(": ")
+            return f"{head.rsplit('.', 1)[-1]}: {message}"
     return None
 
 
