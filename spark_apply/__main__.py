@@ -96,10 +96,21 @@ def _prepare_jvm(config: JobConfig, verbose: bool) -> None:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Warning|Exit)\b[^ ]*: ")
+
+
 def one_line(exc: BaseException) -> str:
     """A Spark or py4j failure as one line: the innermost JVM exception's class and message
     when there is one (py4j puts it on the line after its own), else the first line."""
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    raw = str(exc).splitlines()
+    lines = [ln.strip() for ln in raw if ln.strip()]
+    if any("Traceback (most recent call last)" in ln for ln in lines):
+        # Python code failed inside a batch: its exception is the trace's last unindented
+        # "Name: message" line.
+        said = [ln.strip() for ln in raw if _EXCEPTION_LINE.match(ln)]
+        if said:
+            head, _, message = said[-1].partition(": ")
+            return f"{head.rsplit('.', 1)[-1]}: {message}"[:500]
     java = next((ln for ln in lines if ln.startswith(": ")), None)
     if java is not None:
         head, _, message = java[2:].partition(": ")

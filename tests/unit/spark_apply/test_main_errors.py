@@ -27,3 +27,17 @@ def test_the_error_line_is_the_exception_not_the_raise_statement() -> None:
 
 def test_other_failures_are_left_to_the_generic_line() -> None:
     assert _apply_error_in(RuntimeError("java.lang.OutOfMemoryError: heap")) is None
+
+
+def test_a_python_failure_in_a_batch_is_named_by_its_exception() -> None:
+    from rowbus.spark_apply.__main__ import one_line
+
+    text = (
+        "[STREAM_FAILED] Query terminated with exception: [FOREACH_BATCH_USER_FUNCTION_ERROR] "
+        "Reason: An exception was raised by the Python Proxy. Return Message: Traceback (most "
+        'recent call last):\n  File "x.py", line 1, in f\n    conn.query(sql)\n'
+        "pymysql.err.OperationalError: (1153, \"Got a packet bigger than 'max_allowed_packet'\")\n"
+    )
+    assert one_line(RuntimeError(text)) == (
+        "OperationalError: (1153, \"Got a packet bigger than 'max_allowed_packet'\")"
+    )
