@@ -104,8 +104,16 @@ class _Pending:
 
 def _txn_id(event: DataEvent) -> str:
     if isinstance(event, DdlChange):
-        return f"ddl:{event.position}"
+        return ddl_txn_id(event)
     return event.txn.id
+
+
+def ddl_txn_id(event: DdlChange) -> str:
+    """A DDL is a transaction of its own (its copies on every partition merge into one). Its
+    position names it; several DDLs at one position (a snapshot's CREATEs, PROTOCOL.md §9.5)
+    differ by their index."""
+    index = event.txn.index if event.txn is not None else 0
+    return f"ddl:{event.position}" + (f":{index}" if index else "")
 
 
 class Merger:

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field, replace
 from rowbus.producer import fastrows
 from rowbus.producer.assembler import Change, DdlItem, RowItem, Transaction
 from rowbus.producer.fragments import OpenStream
+from rowbus.producer.tracker import DdlSchema
 from rowbus.protocol.codec import Encoding, encode
-from rowbus.protocol.ddl import DdlKind
+from rowbus.protocol.ddl import DdlKind, parse_ddl
 from rowbus.protocol.events import (
     BinlogPosition,
     DdlChange,
@@ -282,6 +283,30 @@ class Batcher:
         topic, partitioner = self.topic_for(table.schema, table.table)
         rule = partitioner.dispatch_for(table.schema, table.table).rule
         return (topic, partitioner) if rule is DispatchRule.BY_PRIMARY_KEY else None
+
+    def add_snapshot_ddl(
+        self,
+        table: TableSchema,
+        statements: list[str],
+        txn_id: str,
+        first_index: int,
+        position: BinlogPosition,
+        now: float,
+    ) -> int:
+        """Append the DDL that creates `table` (its database's and its own CREATE … IF NOT
+        EXISTS) as one transaction before the table's first snapshot rows, at `position`, the
+        snapshot's, with `txn.index` counting on from `first_index`. Returns how many."""
+        batch = self.batch
+        if batch.started is None:
+            batch.started = now
+        ts = self.clock.next(int(now * 1000))
+        for i, statement in enumerate(statements):
+            parsed = parse_ddl(statement, table.schema)
+            after = DdlSchema(known=True, table=table if parsed.table is not None else None)
+            item = DdlItem(statement, table.schema, parsed, position, after)
+            self._add_ddl(item, ts, TxnRef(txn_id, first_index + i))
+        batch.stats.events += len(statements)
+        return len(statements)
 
     @property
     def resume_ts(self) -> int:

@@ -223,6 +223,7 @@ class BinlogStream:
         self._by_columns: dict[int, tuple[list[Any], int, _Table]] = {}
         """By the identity of a table map's column list, which `tablemaps` shares between the
         table maps of one layout: the layout key is then not rebuilt per transaction."""
+        self._sequences: set[tuple[str, str]] = set()
         self._tracker = tracker
         self._fast = fast and fastrows.AVAILABLE
         """Rows of covered tables decoded natively (`rowbus.producer.fastrows`); False: the
@@ -492,6 +493,14 @@ class BinlogStream:
         if not self._filter.wanted(schema, name):
             self._tables[event.table_id] = None
             return
+        if _is_sequence(event.columns):
+            # NEXTVAL writes the sequence's one row; that is a counter, not data a consumer
+            # could write (a sink refuses rows into a sequence); its CREATE still passes.
+            if (schema, name) not in self._sequences:
+                self._sequences.add((schema, name))
+                log.info("%s.%s is a sequence: its rows are not published", schema, name)
+            self._tables[event.table_id] = None
+            return
         cols = event.columns
         generation = self._tracker.generation(schema, name) if self._tracker is not None else 0
         quick = self._by_columns.get(id(cols))
@@ -583,6 +592,28 @@ _Table = tuple[TableSchema, Converter, fastrows.Plan | None]
 _MODES = {WriteRowsEvent: 0, DeleteRowsEvent: 1, UpdateRowsEvent: 2}
 
 ImagePairs = list[tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]]
+
+
+SEQUENCE_COLUMNS = (
+    "next_not_cached_value",
+    "minimum_value",
+    "maximum_value",
+    "start_value",
+    "increment",
+    "cache_size",
+    "cycle_option",
+    "cycle_count",
+)
+"""The fixed columns of a MariaDB sequence's table (the table map does not flag one)."""
+
+
+def _is_sequence(cols: Any) -> bool:
+    return (
+        len(cols) == len(SEQUENCE_COLUMNS)
+        and cols[0].name == SEQUENCE_COLUMNS[0]
+        and tuple(c.name for c in cols) == SEQUENCE_COLUMNS
+        and not any(c.is_primary for c in cols)
+    )
 
 
 def _decoder(

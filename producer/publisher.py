@@ -22,8 +22,19 @@ from rowbus.clients import kafka as clients_kafka
 from rowbus.clients.errors import KafkaClientError
 from rowbus.clients.kafka import Failure, classify, kafka_cause
 from rowbus.producer.exceptions import FencedError, PublishError
+from rowbus.protocol.topics import MAX_RECORD_BYTES
 
 log = logging.getLogger(__name__)
+
+
+def _too_large(what: str, topic: str) -> PublishError:
+    return PublishError(
+        f"{what} is too large for {topic}: raise the topic's max.message.bytes (rowbus creates "
+        f"data topics with {MAX_RECORD_BYTES:,}) and, if set lower, the producer's "
+        "message.max.bytes (kafka.client)",
+        "MSG_SIZE_TOO_LARGE",
+        retryable=False,
+    )
 
 
 def _publish_error(failure: Failure) -> PublishError:
@@ -100,6 +111,8 @@ class KafkaPublisher:
             "queue.buffering.max.messages": 500_000,
             "queue.buffering.max.kbytes": 1_048_576,
             "batch.num.messages": 10_000,
+            # One row is one record, however large (librdkafka's default refuses > 1 MB).
+            "message.max.bytes": MAX_RECORD_BYTES + 65_536,
             **self._config,
             "transactional.id": self.transactional_id,
             "transaction.timeout.ms": self._txn_timeout,
@@ -202,6 +215,8 @@ class KafkaPublisher:
                 except (KafkaException, SystemError) as exc:
                     cause = kafka_cause(exc)
                     err = cause.args[0] if cause is not None and cause.args else self._fatal
+                    if isinstance(err, KafkaError) and err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+                        raise _too_large(f"a record of {len(value):,} bytes", topic) from exc
                     raise translate_kafka_error(
                         err if isinstance(err, KafkaError) else None, f"producing to {topic}"
                     ) from exc
@@ -224,6 +239,8 @@ class KafkaPublisher:
 
     def _raise_delivery_errors(self) -> None:
         where, err = self._errors[0]
+        if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+            raise _too_large("a record", where)
         raise translate_kafka_error(err, f"delivery to {where} ({len(self._errors)} failed)")
 
     def commit(self) -> None:

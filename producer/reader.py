@@ -193,6 +193,7 @@ class Reader:
         """The binlog position of the last committed checkpoint (for status and benchmarks)."""
         self.snapshot: SnapshotState | None = None
         """The running or last snapshot's progress (for status and benchmarks)."""
+        self._cascades_told = False
         self._wall = wall
         self._monotonic = monotonic
         self._admin: object | None = None
@@ -423,6 +424,19 @@ class Reader:
             server, self.source, self._filter, s.snapshot_parallelism, state, stream_from, upstream
         )
 
+    def _warn_cascades(self, server: SourceServer) -> None:
+        for child, parent, rule in server.cascading_foreign_keys():
+            schema, _, table = child.partition(".")
+            if self._filter.wanted(schema, table):
+                log.warning(
+                    "%s: %s references %s with %s: the rows the server changes for it are not "
+                    "in the binlog, so they do not reach consumers (README: Foreign keys)",
+                    self.source.name,
+                    child,
+                    parent,
+                    rule,
+                )
+
     def _snapshot(self, term: _Term, stop: threading.Event) -> bool:
         """Read the snapshot's pending tables, each chunk committed with the checkpoint; True
         when it is complete, False when `stop` came first (the next term resumes it)."""
@@ -439,11 +453,27 @@ class Reader:
             if t.name not in prepared.schemas:
                 t.done = True
         self.snapshot = state
+        # Read before the chunk readers share the views: what creates each table not yet begun.
+        creates = {
+            t.name: prepared.views[0].create_statements(prepared.schemas[t.name])
+            for t in state.pending()
+            if t.chunks == 0 and t.name in prepared.schemas
+        }
         reader = ChunkReader(prepared.views, pending, self.settings.snapshot_chunk_rows)
         progress = Progress(state)
         try:
             for chunk in reader.chunks():
                 table = state.tables[chunk.table.qualified]
+                create = creates.pop(table.name, None)
+                if create is not None:
+                    state.seq += term.batcher.add_snapshot_ddl(
+                        chunk.table,
+                        create,
+                        f"snapshot:{state.restarts}:{table.name}:create",
+                        state.seq,
+                        state.position,
+                        self._wall(),
+                    )
                 if chunk.rows:
                     term.batcher.add_snapshot(
                         chunk.table,
@@ -494,6 +524,9 @@ class Reader:
             if index != self._serving:
                 log.warning("source %s: switching to %s", self.source.name, server.where)
             self._serving = index
+            if not self._cascades_told:
+                self._cascades_told = True
+                self._warn_cascades(server)
             return server
         assert failed is not None
         raise failed

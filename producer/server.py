@@ -293,6 +293,26 @@ class SourceServer:
         collation = str(found[0]) if found and found[0] else None
         return Extras(defaults, self._indexes(schema, table), collation)
 
+    def cascading_foreign_keys(self) -> list[tuple[str, str, str]]:
+        """(child table, parent table, rule) of each foreign key that changes rows itself (ON
+        DELETE/UPDATE CASCADE or SET NULL): the server makes those changes below its row
+        log, so the binlog — and every consumer — does not see them."""
+        rows = self.query_all(
+            "SELECT CONSTRAINT_SCHEMA, TABLE_NAME, UNIQUE_CONSTRAINT_SCHEMA, "
+            "REFERENCED_TABLE_NAME, DELETE_RULE, UPDATE_RULE "
+            "FROM information_schema.REFERENTIAL_CONSTRAINTS "
+            "WHERE DELETE_RULE IN ('CASCADE', 'SET NULL') OR UPDATE_RULE IN ('CASCADE', 'SET NULL')"
+        )
+        out = []
+        for schema, table, pschema, ptable, on_delete, on_update in rows:
+            rule = ", ".join(
+                f"ON {what} {r}"
+                for what, r in (("DELETE", on_delete), ("UPDATE", on_update))
+                if r in ("CASCADE", "SET NULL")
+            )
+            out.append((f"{schema}.{table}", f"{pschema}.{ptable}", rule))
+        return out
+
     def database_collation(self, database: str) -> str | None:
         """A database's default collation now (None: no such database)."""
         found = self.query_one(

@@ -41,7 +41,7 @@ from rowbus.protocol.ddl_apply import (
     drop_index,
     layout,
 )
-from rowbus.protocol.ddl_columns import MARIADB_CHARSETS
+from rowbus.protocol.ddl_words import MARIADB_CHARSETS
 from rowbus.protocol.events import IndexSchema, TableSchema
 
 log = logging.getLogger(__name__)

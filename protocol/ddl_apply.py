@@ -1,11 +1,11 @@
 """What a DDL statement does to a table schema: the body of CREATE TABLE and ALTER TABLE.
 
 `rowbus.protocol.ddl` classifies a statement and names its tables; this module (with
-`rowbus.protocol.ddl_columns` for column definitions) reads the rest with the same tokenizer
-and applies it to a `TableDef`, the state a schema tracker keeps per table: its columns (as
-the binlog's table map describes them, plus each column's DEFAULT as MariaDB's
-information_schema shows it), its explicit primary key, its secondary indexes in definition
-order and its default collation.
+`rowbus.protocol.ddl_columns` for column definitions, `ddl_types`, `ddl_defaults` and `ddl_words`)
+reads the rest with the same tokenizer and applies it to a `TableDef`, the state a schema tracker
+keeps per table: its columns (as the binlog's table map describes them, plus each column's DEFAULT
+as MariaDB's information_schema shows it), its explicit primary key, its secondary indexes in
+definition order and its default collation.
 
 Pure text work, no I/O: the server facts it needs (each charset's default collation) come in
 `Charsets`. Anything it does not model raises `DdlApplyError` — the caller then falls back to
@@ -17,22 +17,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from rowbus.protocol.ddl import tokenize
-from rowbus.protocol.ddl_columns import (
-    CHARACTER_TYPES,
-    MBMAX,
-    TEXT_BYTES,
+from rowbus.protocol.ddl_columns import ColumnDef, column_def, index_options, key_columns
+from rowbus.protocol.ddl_defaults import default_text, literal
+from rowbus.protocol.ddl_types import CHARACTER_TYPES, MBMAX, TEXT_BYTES, text_for
+from rowbus.protocol.ddl_words import (
     Charsets,
-    ColumnDef,
     DdlApplyError,
     Words,
     canon_charset,
     charset_of_collation,
-    column_def,
-    default_text,
-    index_options,
-    key_columns,
-    literal,
-    text_for,
 )
 from rowbus.protocol.events import ColumnSchema, IndexSchema, TableSchema
 

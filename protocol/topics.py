@@ -20,8 +20,16 @@ _LEGAL = re.compile(r"[A-Za-z0-9._-]{1,249}")
 #: Data topics keep everything (consumers replay from their checkpoints) and are never
 #: compacted: compaction would drop watermarks and intermediate row versions.
 DATA_TOPIC_CONFIG: Mapping[str, str] = MappingProxyType(
-    {"cleanup.policy": "delete", "retention.ms": "-1", "message.timestamp.type": "CreateTime"}
+    {
+        "cleanup.policy": "delete",
+        "retention.ms": "-1",
+        "message.timestamp.type": "CreateTime",
+        # A row is one record: a LONGBLOB row of many MB must fit (Kafka's default is 1 MB).
+        "max.message.bytes": str(256 << 20),
+    }
 )
+MAX_RECORD_BYTES = 256 << 20
+"""The largest record a reader publishes (a data topic's ``max.message.bytes``)."""
 #: Latest checkpoint per source (key: source name).
 CHECKPOINTS_TOPIC_CONFIG: Mapping[str, str] = MappingProxyType(
     {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"}

@@ -12,13 +12,14 @@ import argparse
 import json
 import logging
 import os
+import re
 import signal
 import sys
 from pathlib import Path
 from types import FrameType
 
 from rowbus.spark_apply.exceptions import ApplyError
-from rowbus.spark_apply.settings import JobConfig
+from rowbus.spark_apply.settings import JobConfig, launched_by_spark_submit
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,6 +34,10 @@ def main(argv: list[str] | None = None) -> int:
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    if not args.verbose:
+        # A failing batch comes back to `run` and ends in one line below; py4j would log its
+        # whole Python trace first.
+        logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
     config = JobConfig.model_validate(json.loads(args.config.read_text()))
     _prepare_jvm(config, args.verbose)
     from rowbus.spark_apply.job import run
@@ -79,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
 def _prepare_jvm(config: JobConfig, verbose: bool) -> None:
     """Settings for the JVM this process is about to launch (none under spark-submit, whose
     JVM already runs and whose launcher chose its own)."""
-    if "PYSPARK_GATEWAY_PORT" in os.environ:
+    if launched_by_spark_submit():
         return
     if not verbose and "PYSPARK_SUBMIT_ARGS" not in os.environ:
         quiet = Path(__file__).with_name("log4j2-quiet.properties")
@@ -91,10 +96,21 @@ def _prepare_jvm(config: JobConfig, verbose: bool) -> None:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Warning|Exit)\b[^ ]*: ")
+
+
 def one_line(exc: BaseException) -> str:
     """A Spark or py4j failure as one line: the innermost JVM exception's class and message
     when there is one (py4j puts it on the line after its own), else the first line."""
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    raw = str(exc).splitlines()
+    lines = [ln.strip() for ln in raw if ln.strip()]
+    if any("Traceback (most recent call last)" in ln for ln in lines):
+        # Python code failed inside a batch: its exception is the trace's last unindented
+        # "Name: message" line.
+        said = [ln.strip() for ln in raw if _EXCEPTION_LINE.match(ln)]
+        if said:
+            head, _, message = said[-1].partition(": ")
+            return f"{head.rsplit('.', 1)[-1]}: {message}"[:500]
     java = next((ln for ln in lines if ln.startswith(": ")), None)
     if java is not None:
         head, _, message = java[2:].partition(": ")
@@ -113,9 +129,12 @@ def _apply_error_in(exc: BaseException) -> str | None:
     """Spark wraps a foreachBatch failure in its own exception; find ours in the message."""
     text = str(exc)
     for name in ("BadEventError", "CheckpointConflictError", "ApplyError"):
-        if name in text:
-            line = next((ln for ln in text.splitlines() if name in ln), text)
-            return line.strip()
+        # The traceback's last "…Error: message" line, not a source line naming the class.
+        said = re.compile(rf"^(?:[\w.]+\.)?{name}: ")
+        found = [ln.strip() for ln in text.splitlines() if said.match(ln.strip())]
+        if found:
+            head, _, message = found[-1].partition(": ")
+            return f"{head.rsplit('.', 1)[-1]}: {message}"
     return None
 
 

@@ -14,7 +14,7 @@ transaction makes safe.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from rowbus.clients.mysql import quote
 from rowbus.consumers.exceptions import RoutingError
@@ -126,11 +126,16 @@ def collapse(
     schemas: SchemaLookup,
     shard_of: Callable[[Target, tuple[Value, ...]], int] = lambda t, k: 0,
     unique_keys: Callable[[Target], Sequence[Sequence[str]]] = lambda t: (),
+    generated: Callable[[Target], frozenset[str]] = lambda t: frozenset(),
 ) -> dict[int, dict[Target, TableChanges]]:
     """Per shard, per target: the last image of each key (or its deletion); keys that share
     a value of one of the target's `unique_keys` are cleared first and sharded together
-    (`rowbus.spark_apply.causality`); keyless rows stay in order, all in one shard."""
+    (`rowbus.spark_apply.causality`); keyless rows stay in order, all in one shard. The
+    target's `generated` columns (lower case) are left out of what is written: the sink
+    computes them, and refuses a value for one."""
     tables: dict[Target, TableChanges] = {}
+    without_generated = _Writable(generated)
+
     images: dict[Target, dict[tuple[Value, ...], list[tuple[tuple[str, ...], tuple[Value, ...]]]]]
     images = {}
 
@@ -164,6 +169,7 @@ def collapse(
         proj = project(env, router, schemas)
         if proj is None:
             continue
+        proj = without_generated(proj)
         if proj.keyless:
             before = proj.values(ev.before) if ev.before is not None else None
             after = proj.values(ev.after) if ev.after is not None else None
@@ -188,6 +194,38 @@ def collapse(
         seen(proj, key, ev.after)
     groups = _clear_conflicts(tables, images, uniques)
     return _shard(tables, groups, shard_of)
+
+
+class _Writable:
+    """Projections without the target's generated columns, built once per projection."""
+
+    def __init__(self, generated: Callable[[Target], frozenset[str]]) -> None:
+        self._generated = generated
+        self._found: dict[tuple[Target, tuple[str, ...]], Projection] = {}
+
+    def __call__(self, proj: Projection) -> Projection:
+        key = (proj.target, proj.columns)
+        found = self._found.get(key)
+        if found is None:
+            found = self._found[key] = _without(proj, self._generated(proj.target))
+        return found
+
+
+def _without(proj: Projection, generated: frozenset[str]) -> Projection:
+    """`proj` without the `generated` columns that are not part of its key."""
+    keep = [
+        i
+        for i, c in enumerate(proj.columns)
+        if c.lower() not in generated or i in proj.key_positions
+    ]
+    if len(keep) == len(proj.columns):
+        return proj
+    return replace(
+        proj,
+        columns=tuple(proj.columns[i] for i in keep),
+        indexes=tuple(proj.indexes[i] for i in keep),
+        key_positions=tuple(keep.index(p) for p in proj.key_positions),
+    )
 
 
 def _clear_conflicts(

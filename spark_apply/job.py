@@ -29,7 +29,7 @@ from rowbus.spark_apply.catalog import SchemaCatalog
 from rowbus.spark_apply.exceptions import ApplyError
 from rowbus.spark_apply.metrics import ApplyMetrics
 from rowbus.spark_apply.planner import Envelope, PairKey, plan, stored_gate
-from rowbus.spark_apply.settings import JobConfig
+from rowbus.spark_apply.settings import JobConfig, launched_by_spark_submit
 from rowbus.spark_apply.shard_ddl import ShardDdlHook
 from rowbus.spark_apply.shard_writes import ShardWrite, write_shard
 from rowbus.spark_apply.sink import MySQLSink
@@ -248,14 +248,6 @@ def spark_session(config: JobConfig) -> Any:
     for k, v in conf.items():
         builder = builder.config(k, v)
     return builder.getOrCreate()
-
-
-def launched_by_spark_submit() -> bool:
-    """True when spark-submit started this Python driver: its JVM (which holds the master it
-    chose) hands the driver its gateway in the environment. A ``SparkConf()`` built before the
-    gateway is up cannot tell: it holds no JVM properties yet (seen on a standalone cluster,
-    where checking it left the job on ``local[2]``)."""
-    return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
 def start_query(spark: Any, config: JobConfig, applier: BatchApplier) -> Any:

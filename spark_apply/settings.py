@@ -8,6 +8,7 @@ runs under ``spark-submit`` without the application shell, reads one JSON file.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -112,3 +113,11 @@ class JobConfig(StrictModel):
         data = self.model_dump(mode="json")
         data["sink"]["password"] = self.sink.password.get_secret_value()
         return json.dumps(data, indent=2, sort_keys=True)
+
+
+def launched_by_spark_submit() -> bool:
+    """True when spark-submit started this Python driver: its JVM (which holds the master it
+    chose) hands the driver its gateway in the environment. A ``SparkConf()`` built before the
+    gateway is up cannot tell: it holds no JVM properties yet (seen on a standalone cluster,
+    where checking it left the job on ``local[2]``)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ

@@ -92,12 +92,21 @@ class Head:
 
 
 def connect_sink(c: SinkConnection) -> Connection[Any]:
-    """A sink connection as every write expects it: no autocommit, UTC, strict."""
+    """A sink connection as every write expects it: no autocommit, UTC, strict, no foreign
+    key checks.
+
+    Foreign keys are not checked in the sink (as DM does downstream): the source checked them,
+    and a batch writes its rows grouped by table and key, not in the source's statement order,
+    so a check could refuse a state the source had a moment later; and a table is created
+    before the table it references when a snapshot or a route orders them so. Cascaded
+    changes are not in the binlog (the server makes them below its row log), so they do not
+    reach the sink either way: README "Foreign keys"."""
     with db_errors(f"connecting to the sink {c.host}:{c.port}"):
         conn = mysql.connect(c, autocommit=False, connect_timeout=10, charset="utf8mb4")
         with conn.cursor() as cur:
             cur.execute("SET SESSION time_zone = '+00:00'")
             cur.execute("SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO'")
+            cur.execute("SET SESSION foreign_key_checks = 0")
         conn.commit()
     return conn
 
@@ -148,10 +157,11 @@ class MySQLSink:
         self._saved: tuple[int, PlannerState] | None = None
         """(batch id, state) of the state last written (valid once its transaction commits)."""
         self._statement_bytes = STATEMENT_BYTES
+        """The longest statement rendered: below the server's max_allowed_packet (`start`)."""
         self.chunk_rows = CHUNK_ROWS
         """Snapshot mode: rows collapsed and written at a time within a step's transaction."""
-        """The longest statement rendered: below the server's max_allowed_packet (`start`)."""
         self._unique: dict[Target, tuple[tuple[str, ...], ...]] = {}
+        self._generated_columns: dict[Target, frozenset[str]] = {}
         self.remote: Callable[[list[ShardWrite]], object] | None = None
         """Parallel mode: runs shard transactions elsewhere (the apply job: as Spark tasks on
         the executors, `rowbus.spark_apply.shard_writes`); None: on this process's threads."""
@@ -404,7 +414,9 @@ class MySQLSink:
                 applied += self._apply_rows(batch_id, index, index == last, step, plan, head)
                 head = self.head()
             if step.ddl is not None:
-                self._unique.clear()  # a DDL may add or drop unique keys
+                # A DDL may add or drop unique keys and generated columns.
+                self._unique.clear()
+                self._generated_columns.clear()
                 self._apply_ddl(step.ddl)
                 head = self._advance(self._conns[0], head, Head(batch_id, index, "done", False))
                 self._conns[0].commit()
@@ -432,7 +444,9 @@ class MySQLSink:
                 # parts in order passes through the same states), all in this transaction.
                 written = 0
                 for part in _chunks(step.rows, self.chunk_rows):
-                    shards = collapse(part, self._router, self._schemas, _zero, self._unique_keys)
+                    shards = collapse(
+                        part, self._router, self._schemas, _zero, self._unique_keys, self._generated
+                    )
                     tables = shards.get(0, {})
                     self._write(conn, tables, step)
                     written += sum(len(t) for t in tables.values())
@@ -444,7 +458,9 @@ class MySQLSink:
 
             _retry_conflicts(conn, whole, f"batch {batch_id} step {index}")
             return len(step.rows)
-        shards = collapse(step.rows, self._router, self._schemas, shard_of, self._unique_keys)
+        shards = collapse(
+            step.rows, self._router, self._schemas, shard_of, self._unique_keys, self._generated
+        )
         done = self._done_shards(batch_id, index)
         if self.remote is not None:
             done = self._remote_shards(shards, step, checkpoint, done)
@@ -538,6 +554,25 @@ class MySQLSink:
         for index, column in rows:
             keys.setdefault(str(index), []).append(str(column))
         found = self._unique[target] = tuple(tuple(cols) for cols in keys.values())
+        return found
+
+    def _generated(self, target: Target) -> frozenset[str]:
+        """The target's generated columns (lower case), from the sink's information_schema
+        (MariaDB: NULL expression for the others, MySQL: empty); cached until the next DDL."""
+        found = self._generated_columns.get(target)
+        if found is not None:
+            return found
+        conn = self._conns[0]
+        with db_errors(f"reading the generated columns of {target}"), conn.cursor() as cur:
+            cur.execute(
+                "SELECT COLUMN_NAME FROM information_schema.COLUMNS "
+                "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+                "AND COALESCE(GENERATION_EXPRESSION, '') <> ''",
+                (target.schema, target.table),
+            )
+            rows = cur.fetchall()
+        conn.commit()
+        found = self._generated_columns[target] = frozenset(str(r[0]).lower() for r in rows)
         return found
 
     def _shard_of(self, target: Target, key: tuple[Value, ...]) -> int:

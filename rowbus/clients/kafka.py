@@ -397,7 +397,7 @@ def check_topic(
         log.debug("cannot describe the settings of %s: %s", topic, exc)
         actual = dict(config)
     for key, want in sorted(config.items()):
-        if key in ("min.compaction.lag.ms", "message.timestamp.type"):
+        if key in ("min.compaction.lag.ms", "message.timestamp.type", "max.message.bytes"):
             continue  # tuning, not correctness
         if actual.get(key) != want:
             problems.append(f"has {key}={actual.get(key)} where rowbus needs {key}={want}")

@@ -152,6 +152,9 @@ class MariaDB(Service):
             "--sync-binlog=0",
             "--innodb-buffer-pool-size=256M",
             "--max-connections=300",
+            # A row is written as one statement of literals (up to twice its bytes): the
+            # sink, like any replica, needs the largest packet the server allows.
+            "--max-allowed-packet=1G",
         ]
         if self.binlog:
             args += [

@@ -107,16 +107,17 @@ def boundaries(ref: TableRef, key: Sequence[str], chunk_rows: int) -> list[Chunk
 
 
 def checksum(
-    ref: TableRef, key: Sequence[str], cols: Sequence[str], chunk: Chunk
+    ref: TableRef, key: Sequence[str], cols: Sequence[str], chunk: Chunk, combine: str = "BIT_XOR"
 ) -> tuple[int, int]:
-    """(row count, xor of row CRCs) of `chunk` in `ref`."""
+    """(row count, xor of row CRCs) of `chunk` in `ref`; `combine` "SUM" for a table without a
+    primary key, whose equal rows would cancel out in a xor."""
     own = ref.physical(cols)
     nulls = "CONCAT(" + ", ".join(f"ISNULL({quote(c)})" for c in own) + ")"
     row_text = "CONCAT_WS('\\x1f', " + ", ".join(quote(c) for c in own) + f", {nulls})"
     where, args = chunk.where(ref.physical(key))
     with ref.conn.cursor() as cur:
         cur.execute(
-            f"SELECT COUNT(*), COALESCE(BIT_XOR(CRC32({row_text})), 0) FROM {ref.quoted} "
+            f"SELECT COUNT(*), COALESCE({combine}(CRC32({row_text})), 0) FROM {ref.quoted} "
             f"WHERE {where}",
             args,
         )
@@ -136,3 +137,10 @@ def rows(ref: TableRef, key: Sequence[str], cols: Sequence[str], chunk: Chunk) -
             args,
         )
         return {tuple(r[i] for i in positions): tuple(r) for r in cur.fetchall()}
+
+
+def all_rows(ref: TableRef, cols: Sequence[str]) -> list[Key]:
+    """Every row of `ref` (a table without a primary key), its compared values in order."""
+    with ref.conn.cursor() as cur:
+        cur.execute(f"SELECT {', '.join(quote(c) for c in ref.physical(cols))} FROM {ref.quoted}")
+        return [tuple(r) for r in cur.fetchall()]

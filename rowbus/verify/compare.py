@@ -7,6 +7,7 @@ the keys that are missing, extra or different.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -15,6 +16,7 @@ from rowbus.verify.checksum import (
     Chunk,
     Key,
     TableRef,
+    all_rows,
     boundaries,
     checksum,
     columns,
@@ -55,9 +57,6 @@ def compare_table(
     if not cols:
         diff.error = "the target table does not exist"
         return diff
-    key = primary_key(target)
-    if not key:
-        raise VerifyError(f"{target} has no primary key; verify compares by primary key")
     for shard in shards:
         shard_cols = columns(shard)
         missing_cols = [
@@ -68,6 +67,10 @@ def compare_table(
                 f"{shard} has no column for {missing_cols} of {target}; check the route's "
                 "include, exclude and rename"
             )
+    key = primary_key(target)
+    if not key:
+        _compare_keyless(diff, target, shards, cols, max_keys)
+        return diff
     for chunk in boundaries(target, key, chunk_rows):
         diff.chunks += 1
         t_count, t_sum = checksum(target, key, cols, chunk)
@@ -83,6 +86,31 @@ def compare_table(
         diff.chunks_differing += 1
         _diff_rows(diff, target, shards, key, cols, chunk, max_keys)
     return diff
+
+
+def _compare_keyless(
+    diff: TableDiff, target: TableRef, shards: Sequence[TableRef], cols: list[str], max_keys: int
+) -> None:
+    """A table without a primary key (PROTOCOL.md §9.3) as one chunk: rows are compared as a
+    multiset (equal rows may repeat), and listed by their values where the counts differ."""
+    whole = Chunk(None, None)
+    diff.chunks = 1
+    t_count, t_sum = checksum(target, [], cols, whole, combine="SUM")
+    s_count, s_sum = 0, 0
+    for shard in shards:
+        count, crc = checksum(shard, [], cols, whole, combine="SUM")
+        s_count += count
+        s_sum += crc
+    diff.target_rows, diff.source_rows = t_count, s_count
+    if (t_count, t_sum) == (s_count, s_sum):
+        return
+    diff.chunks_differing = 1
+    upstream = Counter(r for shard in shards for r in all_rows(shard, cols))
+    downstream = Counter(all_rows(target, cols))
+    for values in sorted((upstream - downstream).elements(), key=repr):
+        _add(diff, diff.missing, values, max_keys)
+    for values in sorted((downstream - upstream).elements(), key=repr):
+        _add(diff, diff.extra, values, max_keys)
 
 
 def _diff_rows(

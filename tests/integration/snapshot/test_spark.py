@@ -1,5 +1,6 @@
 """The Spark apply job applies an initial snapshot (read rows) and the changes W2 made while it
-ran into the sink; `rowbus verify` finds it equal to the source."""
+ran into an empty sink database (the tables come from the snapshot's CREATEs); `rowbus verify`
+finds it equal to the source."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from rowbus.verify import verify
 from rowbus.waiting import wait_for
 from tests.conftest import connect
 from tests.integration.producer.helpers import ReaderSetup, TopicReader, reader_thread
-from tests.integration.snapshot.helpers import Writer, fill, sink_tables, snapshot_state
+from tests.integration.snapshot.helpers import Writer, fill, snapshot_state
 
 ROWS_PER_TABLE = 1_500
 
@@ -39,8 +40,8 @@ def test_spark_apply_of_a_snapshot_with_concurrent_writes_ends_equal(
         schemas_topic=make_topic("schemas", partitions=1, **{"cleanup.policy": "compact"}),
     )
     w2 = fill(server, setup.database, ROWS_PER_TABLE)
+    # An empty sink database: the job creates the tables from the snapshot's CREATEs.
     sink_db = make_database(services.resolved_sink)
-    sink_tables(services.resolved_sink, sink_db, w2)
     writer = Writer(server, w2)
     writer.start()
     index = TopicReader(services, setup.checkpoints_topic)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from rowbus.consumers.checkpoint import Lane
-from rowbus.consumers.merger import Merger
+from rowbus.consumers.merger import Merger, ddl_txn_id
 from rowbus.consumers.snapshot import MergerSnapshot
 from rowbus.consumers.spill import DataEvent
 from rowbus.protocol.events import DdlChange, Event
@@ -86,7 +86,7 @@ class PlannerAdapter:
             if step.ddl is not None:
                 ddl = step.ddl.event
                 assert isinstance(ddl, DdlChange)
-                out.append((ddl.source, f"ddl:{ddl.position}", ddl.ts, [ddl]))
+                out.append((ddl.source, ddl_txn_id(ddl), ddl.ts, [ddl]))
         return out
 
     def restarted(self) -> PlannerAdapter:

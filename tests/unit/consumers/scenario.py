@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 
+from rowbus.consumers.merger import ddl_txn_id
 from rowbus.protocol.events import (
     BinlogPosition,
     ColumnSchema,
@@ -80,7 +81,7 @@ def scenarios(draw: st.DrawFn, max_sources: int = 3, max_txns: int = 8) -> Scena
                 targets = src_lanes if broadcast else [draw(st.sampled_from(src_lanes))]
                 for lane in targets:
                     per_lane[lane].append(event)
-                reference.append((source, f"ddl:{event.position}", ts, [event]))
+                reference.append((source, ddl_txn_id(event), ts, [event]))
             else:
                 txn = f"{source}-txn{k}"
                 n = draw(st.integers(1, 4))
