@@ -44,6 +44,7 @@ from rowbus.producer.exceptions import (
     ServerMisconfiguredError,
     SourceUnavailableError,
 )
+from rowbus.producer.history import BinlogResetError, check_history
 from rowbus.producer.leader import ZooKeeperLeadership, leader_path
 from rowbus.producer.metrics import ReaderMetrics
 from rowbus.producer.positions import GtidState, parse_start
@@ -321,14 +322,16 @@ class Reader:
                 state = SnapshotState.from_json(checkpoint.snapshot)
             try:
                 resume = self._resume_point(server, identity, checkpoint)
-            except PositionPurgedError:
+            except PositionPurgedError as exc:
                 if mode != "when_needed":
                     raise
-                log.warning(
-                    "%s: checkpoint %s purged; taking a new snapshot", self.source.name, resume
-                )
+                log.warning("%s: %s; taking a new snapshot", self.source.name, exc)
                 state, fragment = None, None
-                prepared = self._new_snapshot(server, checkpoint.position.upstream)
+                # After a reset the new files start again at 1: the next upstream epoch keeps
+                # order keys growing (PROTOCOL.md §9.4).
+                prepared = self._new_snapshot(
+                    server, checkpoint.position.upstream + isinstance(exc, BinlogResetError)
+                )
                 resume = prepared.state.position
                 gtid = GtidState(resume.gtid)
             if state is not None:
@@ -538,6 +541,7 @@ class Reader:
         right after the checkpoint's GTID set there, one upstream higher (PROTOCOL.md §9.4)."""
         position = checkpoint.position
         if checkpoint.upstream_server in (None, identity):
+            check_history(server, position, checkpoint.gtid_set)
             server.ensure_available(position, "checkpoint position")
             return position
         if not checkpoint.gtid_set:

@@ -13,7 +13,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import TextIO
+from typing import Any, TextIO, cast
 
 from rowbus.clients import kafka, mysql, zookeeper
 from rowbus.config import Settings
@@ -93,6 +93,18 @@ def unreadable(
     return tuple(str(stall) for stall in found)
 
 
+def cluster_status(settings: Settings) -> dict[str, object] | None:
+    """The reader cluster (`rowbus reader node`): nodes, coordinator, each source's owner and
+    replication-set state, pending moves; None when no node ever registered under the root."""
+    from rowbus.producer.cluster import admin, zk
+
+    with admin.session(settings.zookeeper.hosts or "", settings.zookeeper.root, 5.0) as (c, p):
+        view = admin.view(c, p)
+        if not view.nodes and not view.sets:
+            return None
+        return admin.summary(view, zk.coordinator(c, p))
+
+
 def apply_status(settings: Settings) -> list[ApplyStatus]:
     """The last batch of every job keeping its state in the configured state database."""
     with mysql.connect(settings.resolved_sink, connect_timeout=5) as conn:
@@ -125,6 +137,8 @@ class Report:
     """What `rowbus status` shows; a part that cannot be read is named in `unavailable`."""
 
     readers: list[ReaderStatus] = field(default_factory=list)
+    cluster: dict[str, object] | None = None
+    """The reader cluster's `admin.summary`, when the deployment runs reader nodes."""
     jobs: list[ApplyStatus] = field(default_factory=list)
     locks: list[dict[str, object]] = field(default_factory=list)
     unavailable: dict[str, str] = field(default_factory=dict)
@@ -132,8 +146,13 @@ class Report:
 
 def collect(settings: Settings) -> Report:
     report = Report()
+
+    def read_cluster() -> None:
+        report.cluster = cluster_status(settings)
+
     parts: list[tuple[str, Callable[[], None]]] = [
         ("readers", lambda: report.readers.extend(reader_status(settings))),
+        ("cluster", read_cluster),
         ("apply", lambda: report.jobs.extend(apply_status(settings))),
         ("locks", lambda: report.locks.extend(open_locks(settings))),
     ]
@@ -160,6 +179,7 @@ def as_json(settings: Settings, report: Report, now_ms: int) -> str:
     return json.dumps(
         {
             "readers": [{**asdict(r), "lag_ms": lag(r.watermark_ts)} for r in report.readers],
+            "cluster": report.cluster,
             "jobs": [
                 {
                     **asdict(j),
@@ -204,6 +224,7 @@ def print_status(settings: Settings, out: TextIO, *, as_json_lines: bool = False
                 from rowbus.producer.snapshot.progress import status_line
 
                 print(f"  {'':<12} {status_line(r.snapshot)}", file=out)
+    _print_cluster(report, out)
     print(f"apply (state in {settings.apply.state_database})", file=out)
     if "apply" in report.unavailable:
         print(f"  apply checkpoint: unavailable ({report.unavailable['apply']})", file=out)
@@ -225,6 +246,34 @@ def print_status(settings: Settings, out: TextIO, *, as_json_lines: bool = False
         for lock in report.locks:
             print(f"    {json.dumps(lock, default=str)[:200]}", file=out)
     return _exit(report)
+
+
+def _print_cluster(report: Report, out: TextIO) -> None:
+    if "cluster" in report.unavailable:
+        print(f"reader cluster: unavailable ({report.unavailable['cluster']})", file=out)
+        return
+    c = report.cluster
+    if c is None:
+        return  # no reader nodes: each source has its own election (shown above)
+    print(f"reader cluster (coordinator {c['coordinator'] or '(none)'})", file=out)
+    for n in cast(list[dict[str, Any]], c["nodes"]):
+        marks = [m for m in ("coordinator", "draining") if n[m]]
+        marks.append("live" if n["live"] else "GONE")
+        print(f"  node {n['node']} ({', '.join(marks)}): {', '.join(n['tasks']) or '-'}", file=out)
+    for row in cast(list[dict[str, Any]], c["sets"]):
+        print(
+            f"  set {row['source']:<12} {row['state']:<11} owner={row['owner'] or '-'} "
+            f"target={row['target'] or '-'}",
+            file=out,
+        )
+    moves = cast(list[dict[str, Any]], c["moves"])
+    print(f"  {len(moves)} pending move(s)" + (":" if moves else ""), file=out)
+    for m in moves:
+        how = "requested" if m["requested"] else "scheduled"
+        print(
+            f"    {m['source']}: {m['from'] or '-'} -> {m['to'] or '-'} ({how}, {m['state']})",
+            file=out,
+        )
 
 
 def _exit(report: Report) -> int:

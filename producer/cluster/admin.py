@@ -50,6 +50,42 @@ def rows(v: ClusterView) -> list[dict[str, object]]:
     return out
 
 
+def summary(v: ClusterView, coordinator: str | None) -> dict[str, object]:
+    """The cluster as `rowbus status` shows it: every node named anywhere (live ones registered,
+    others only still named by a set), the coordinator, each set's owner and state, and the
+    pending moves — an operator's request not yet done, or a set between Prepare and Replicating.
+    """
+    named = set(v.nodes) | set(v.drains)
+    for each in v.sets.values():
+        named |= {n for n in (each.owner, each.target) if n is not None}
+    nodes = [
+        {
+            "node": n,
+            "live": n in v.nodes,
+            "coordinator": n == coordinator,
+            "draining": n in v.drains,
+            "tasks": sorted(v.nodes[n].tasks) if n in v.nodes else [],
+        }
+        for n in sorted(named)
+    ]
+    moves: list[dict[str, object]] = []
+    for source in sorted(set(v.moves) | set(v.sets)):
+        s = v.sets.get(source)
+        in_flight = s is not None and s.state in (SetState.PREPARE, SetState.COMMIT)
+        if source not in v.moves and not in_flight:
+            continue
+        moves.append(
+            {
+                "source": source,
+                "from": s.owner if s else None,
+                "to": v.moves.get(source, s.target if s else None),
+                "state": s.state.value if s else None,
+                "requested": source in v.moves,
+            }
+        )
+    return {"coordinator": coordinator, "nodes": nodes, "sets": rows(v), "moves": moves}
+
+
 def _wait(
     client: Any,
     paths: Paths,

@@ -30,6 +30,7 @@ from rowbus.clients import zookeeper
 from rowbus.clients.errors import ZooKeeperClientError
 from rowbus.clients.settings import SourceConnection
 from rowbus.producer.cluster import zk
+from rowbus.producer.cluster.balance import LoadPolicy
 from rowbus.producer.cluster.scheduler import schedule
 from rowbus.producer.cluster.settings import ClusterSettings
 from rowbus.producer.cluster.state import NodeStatus, Paths, ReplicationSet, SetState
@@ -59,6 +60,7 @@ class ClusterNode:
     ) -> None:
         self.cluster: ClusterSettings = settings.cluster
         self.node_id = self.cluster.node_id or settings.reader_id or default_reader_id()
+        self._policy = LoadPolicy(min_gap=self.cluster.load_min_gap)
         self.sources = dict(sources)
         self.settings = settings.model_copy(update={"reader_id": self.node_id})
         self.services = services
@@ -226,7 +228,7 @@ class ClusterNode:
                 lease.grant()
             reader = self._factory(connection, self.settings, self.services, leadership=lease)
             log.info("node %s starts a task for %s (granted=%s)", self.node_id, source, granted)
-            self.tasks[source] = ReaderTask(reader, lease).start()
+            self.tasks[source] = ReaderTask(reader, lease, self.cluster.load_window_s).start()
 
     def _reap(self, wait_s: float = 0.0) -> None:
         for source, task in list(self.tasks.items()):
@@ -304,7 +306,7 @@ class ClusterNode:
             self._coordinator_wake.clear()
             try:
                 view = zk.read_view(self._client, self.paths, self._on_cluster)
-                plan = schedule(sources, view, balance=self.cluster.balance)
+                plan = schedule(sources, view, self.cluster.balance, self._policy)
                 if plan:
                     for source, rset in plan.write.items():
                         log.info(

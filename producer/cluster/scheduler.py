@@ -11,8 +11,9 @@ Rules (TiCDC's scheduler, Ptubes' balancing of reader tasks by count):
   and stopped); `floor_ts` takes the owner's last watermark;
 - a target that dies sends the set back to its owner (or to Absent);
 - Replicating with a move request, or on a draining node → Prepare towards the new node;
-- when every set is Replicating and no request is pending, one set moves from the busiest to the
-  idlest node if their counts differ by more than one (never a set an operator placed: `pinned`);
+- when every set is Replicating and no request is pending, one set moves to balance the nodes by
+  count and by the load their owners measured (`balance.pick_move`, with hysteresis; never a
+  set an operator placed: `pinned`);
 - a source no longer configured → Removing; deleted once its owner's task is gone.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from rowbus.producer.cluster.balance import DEFAULT_POLICY, LoadPolicy, pick_move
 from rowbus.producer.cluster.state import ClusterView, Phase, ReplicationSet, SetState
 
 _ABSENT, _PREPARE, _COMMIT = SetState.ABSENT, SetState.PREPARE, SetState.COMMIT
@@ -54,7 +56,12 @@ def _idlest(load: dict[str, int], exclude: str | None = None) -> str | None:
     return min(candidates)[1] if candidates else None
 
 
-def schedule(sources: Iterable[str], view: ClusterView, balance: bool = True) -> Plan:
+def schedule(
+    sources: Iterable[str],
+    view: ClusterView,
+    balance: bool = True,
+    policy: LoadPolicy = DEFAULT_POLICY,
+) -> Plan:
     configured = list(dict.fromkeys(sources))
     live = set(view.nodes)
     eligible = sorted(live - view.drains)
@@ -119,21 +126,26 @@ def schedule(sources: Iterable[str], view: ClusterView, balance: bool = True) ->
         if s is None or node not in eligible or (s.owner == node and s.state is _REPLICATING):
             plan.moves_done.append(source)  # done, or impossible: the request is consumed
     if balance and not plan and not view.moves:
-        _rebalance(sets, eligible, plan)
+        _rebalance(sets, view, eligible, plan, policy)
     return plan
 
 
-def _rebalance(sets: dict[str, ReplicationSet], eligible: list[str], plan: Plan) -> None:
+def _rebalance(
+    sets: dict[str, ReplicationSet],
+    view: ClusterView,
+    eligible: list[str],
+    plan: Plan,
+    policy: LoadPolicy,
+) -> None:
     if not eligible or any(s.state is not _REPLICATING for s in sets.values()):
         return
-    load = _load(sets.values(), eligible)
-    idlest = min(eligible, key=lambda n: (load[n], n))
-    # The busiest node with a set the balancer may move (operators' placements stay).
-    for busiest in sorted(eligible, key=lambda n: (-load[n], n)):
-        if load[busiest] - load[idlest] <= 1:
-            return
-        movable = [s.source for s in sets.values() if s.owner == busiest and not s.pinned]
-        if movable:
-            source = min(movable)
-            plan.write[source] = replace(sets[source], state=_PREPARE, target=idlest)
-            return
+    owners = {s.source: s.owner for s in sets.values() if s.owner is not None}
+    loads: dict[str, float | None] = {}
+    for source, owner in owners.items():
+        task = view.nodes[owner].tasks.get(source) if owner in view.nodes else None
+        loads[source] = task.load if task is not None else None
+    movable = {s.source for s in sets.values() if not s.pinned}
+    move = pick_move(owners, loads, movable, eligible, policy)
+    if move is not None:
+        source, node = move
+        plan.write[source] = replace(sets[source], state=_PREPARE, target=node)

@@ -15,6 +15,10 @@ class ClusterSettings(StrictModel):
     the failover time (ZooKeeper expires a dead session after this plus up to one tick);
     ZooKeeper clamps it to [2, 20] ticks."""
     balance: bool = True
-    """Move sources between nodes so that their counts differ by at most one."""
+    """Move sources between nodes to balance their counts and measured loads."""
+    load_window_s: float = Field(10.0, gt=0)
+    """Each source's load (rows/s) is measured over this window before the balancer uses it."""
+    load_min_gap: float = Field(200.0, ge=0)
+    """Rows/s: nodes whose loads differ by less are not rebalanced by load."""
     resync_s: float = Field(1.0, gt=0)
     """Re-read the cluster state at least this often even when no watch fired."""

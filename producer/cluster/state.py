@@ -86,6 +86,9 @@ class TaskStatus:
     phase: Phase
     ts: int = 0
     """The watermark (ts) of the task's last committed Kafka transaction; 0 before the first."""
+    load: float | None = None
+    """Rows/s the task published over its last measuring window; None until one window passed
+    (`balance.LoadMeter`)."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,7 @@ class NodeStatus:
     def encode(self) -> bytes:
         return json.dumps(
             {
-                "tasks": {s: [t.phase.value, t.ts] for s, t in sorted(self.tasks.items())},
+                "tasks": {s: [t.phase.value, t.ts, t.load] for s, t in sorted(self.tasks.items())},
                 "released": dict(sorted(self.released.items())),
             }
         ).encode()
@@ -108,7 +111,11 @@ class NodeStatus:
     @classmethod
     def decode(cls, node: str, data: bytes) -> NodeStatus:
         raw = json.loads(data or b"{}")
-        tasks = {s: TaskStatus(Phase(p), int(ts)) for s, (p, ts) in raw.get("tasks", {}).items()}
+        # [phase, ts] from nodes that do not measure load yet, [phase, ts, load] from others.
+        tasks = {
+            s: TaskStatus(Phase(t[0]), int(t[1]), None if len(t) < 3 or t[2] is None else t[2])
+            for s, t in raw.get("tasks", {}).items()
+        }
         released = {s: int(ts) for s, ts in raw.get("released", {}).items()}
         return cls(node, tasks, released)
 

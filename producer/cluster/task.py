@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from rowbus.producer.cluster.balance import LoadMeter
 from rowbus.producer.cluster.state import Phase, TaskStatus
 from rowbus.producer.reader import Reader
 
@@ -76,8 +77,11 @@ class TaskLease:
 class ReaderTask:
     """A thread running `reader` under `lease` until `stop()`; `status()` for the node's znode."""
 
-    def __init__(self, reader: Reader, lease: TaskLease) -> None:
+    def __init__(self, reader: Reader, lease: TaskLease, load_window_s: float = 10.0) -> None:
         self.reader = reader
+        self.load_window_s = load_window_s
+        self._meter: LoadMeter | None = None
+        """Measures from the grant on: rows published while leading are the source's load."""
         self.lease = lease
         self.source = reader.source.name
         self.error: BaseException | None = None
@@ -112,7 +116,9 @@ class ReaderTask:
     def status(self) -> TaskStatus:
         ts = self.reader.metrics.watermark_ts
         if self.lease.leading:
-            return TaskStatus(Phase.REPLICATING, ts)
+            if self._meter is None:
+                self._meter = LoadMeter(self.load_window_s)
+            return TaskStatus(Phase.REPLICATING, ts, self._meter.rate(self.reader.metrics.rows))
         if self.lease.waiting.is_set():
             return TaskStatus(Phase.PREPARED, ts)
         return TaskStatus(Phase.PREPARING, ts)

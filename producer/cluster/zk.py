@@ -62,6 +62,15 @@ def read_view(client: Any, paths: Paths, watch: Watch = None) -> ClusterView:
     return ClusterView(nodes, read_sets(client, paths, watch), moves, drains)
 
 
+def coordinator(client: Any, paths: Paths) -> str | None:
+    """The elected coordinator's node name: the first contender of kazoo's election recipe."""
+    with zk_errors("reading the coordinator election"):
+        if not client.exists(paths.coordinator):
+            return None
+        ordered = list(client.Election(paths.coordinator).contenders())
+    return str(ordered[0]) if ordered else None
+
+
 def apply_plan(client: Any, paths: Paths, plan: Plan) -> None:
     """Write the coordinator's decisions (it is the only writer of sets)."""
     with zk_errors("writing replication sets"):

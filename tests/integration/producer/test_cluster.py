@@ -7,6 +7,7 @@ The steps share the nodes (one cluster per module, steps in file order)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -114,6 +115,31 @@ def test_drain(cluster: Cluster) -> None:
     assert all(node not in (s.owner, s.target) for s in v.sets.values())
     listing = _cli(cluster, "nodes")
     assert f"node {node} (draining): -" in listing
+
+
+def test_status_shows_the_cluster(cluster: Cluster) -> None:
+    """`rowbus status --json` on the live cluster: its coordinator, the drained node, and every
+    source replicating on a live node that is not the drained one."""
+    v = cluster.wait_stable(NODES)
+    done = subprocess.run(
+        [sys.executable, "-m", "rowbus", "-c", str(cluster.config), "status", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    shown = json.loads(done.stdout)["cluster"]
+    assert shown["coordinator"] == cluster.coordinator()
+    nodes = {n["node"]: n for n in shown["nodes"]}
+    assert set(nodes) == NODES and all(n["live"] for n in nodes.values())
+    assert {n for n, row in nodes.items() if row["draining"]} == set(v.drains)
+    sets = {row["source"]: row for row in shown["sets"]}
+    assert set(sets) == set(v.sets)
+    for row in sets.values():
+        assert row["state"] == "replicating" and row["owner"] not in v.drains, row
+        assert row["owner"] in NODES
+    assert shown["moves"] == []
 
 
 def test_exactly_once_and_checkpoints(cluster: Cluster) -> None:

@@ -127,3 +127,102 @@ def _snapshot_running() -> str:
     state.tables["db.t"].rows = state.seq = 300
     state.started = time.time() - 3
     return state.to_json()
+
+
+def test_status_shows_the_reader_cluster(services, unique):
+    """Nodes (live or only still named by a set, the coordinator, a draining one), each source's
+    owner and replication-set state, and the pending moves — in the text and in `--json`."""
+    from rowbus.producer.cluster.state import (
+        NodeStatus,
+        Paths,
+        Phase,
+        ReplicationSet,
+        SetState,
+        TaskStatus,
+    )
+
+    root = f"/{unique('cluster_status')}"
+    paths = Paths(root)
+    settings = load_settings(
+        None,
+        kafka={"bootstrap_servers": services.kafka.bootstrap_servers},
+        zookeeper={"hosts": services.zookeeper.hosts, "root": root},
+        sources=[{"name": s.name, "port": s.port} for s in services.sources],
+        sink={"port": services.resolved_sink.port},
+    )
+    zk = KazooClient(hosts=services.zookeeper.hosts)
+    zk.start(15)
+    try:
+        n1 = NodeStatus(
+            "n1", {"s1": TaskStatus(Phase.REPLICATING, 5), "s2": TaskStatus(Phase.REPLICATING, 6)}
+        )
+        n2 = NodeStatus("n2", {"s2": TaskStatus(Phase.PREPARED)})
+        zk.create(paths.node("n1"), n1.encode(), ephemeral=True, makepath=True)
+        zk.create(paths.node("n2"), n2.encode(), ephemeral=True, makepath=True)
+        sets = [
+            ReplicationSet("s1", SetState.REPLICATING, "n1"),
+            ReplicationSet("s2", SetState.COMMIT, "n1", "n2"),
+            ReplicationSet("s3", SetState.REPLICATING, "n3"),  # n3 died; not yet rescheduled
+        ]
+        for s in sets:
+            zk.create(paths.set(s.source), s.encode(), makepath=True)
+        zk.create(paths.move("s1"), b"n2", makepath=True)
+        zk.create(paths.drain("n1"), b"", makepath=True)
+        # The coordinator election is kazoo's recipe over a lock: n1 holds it.
+        election = Lock(zk, paths.coordinator, "n1")
+        assert election.acquire(timeout=10)
+
+        out = io.StringIO()
+        print_status(settings, out, as_json_lines=True)
+        cluster = json.loads(out.getvalue())["cluster"]
+        assert cluster["coordinator"] == "n1"
+        nodes = {n["node"]: n for n in cluster["nodes"]}
+        assert nodes["n1"] == {
+            "node": "n1",
+            "live": True,
+            "coordinator": True,
+            "draining": True,
+            "tasks": ["s1", "s2"],
+        }
+        assert nodes["n2"]["live"] and not nodes["n2"]["coordinator"]
+        assert not nodes["n3"]["live"]
+        by_source = {s["source"]: s for s in cluster["sets"]}
+        assert {k: (v["state"], v["owner"], v["target"]) for k, v in by_source.items()} == {
+            "s1": ("replicating", "n1", None),
+            "s2": ("commit", "n1", "n2"),
+            "s3": ("replicating", "n3", None),
+        }
+        assert by_source["s1"]["watermark_ts"] == 5
+        assert cluster["moves"] == [
+            {"source": "s1", "from": "n1", "to": "n2", "state": "replicating", "requested": True},
+            {"source": "s2", "from": "n1", "to": "n2", "state": "commit", "requested": False},
+        ]
+
+        text = io.StringIO()
+        print_status(settings, text)
+        screen = text.getvalue()
+        assert "reader cluster (coordinator n1)" in screen
+        assert "node n1 (coordinator, draining, live): s1, s2" in screen
+        assert "node n3 (GONE): -" in screen
+        assert "set s2           commit      owner=n1 target=n2" in screen
+        assert "2 pending move(s):" in screen
+        assert "s1: n1 -> n2 (requested, replicating)" in screen
+        election.release()
+    finally:
+        zk.delete(root, recursive=True)
+        zk.stop()
+
+
+def test_status_without_reader_nodes_shows_no_cluster(services, unique):
+    settings = load_settings(
+        None,
+        kafka={"bootstrap_servers": services.kafka.bootstrap_servers},
+        zookeeper={"hosts": services.zookeeper.hosts, "root": f"/{unique('no_cluster')}"},
+        sources=[{"name": s.name, "port": s.port} for s in services.sources],
+        sink={"port": services.resolved_sink.port},
+    )
+    out = io.StringIO()
+    print_status(settings, out, as_json_lines=True)
+    report = json.loads(out.getvalue())
+    assert report["cluster"] is None
+    assert "cluster" not in report["unavailable"]
