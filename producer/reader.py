@@ -751,6 +751,15 @@ class Reader:
                 state.seq += len(rows)
                 self._commit(term, heartbeat=False)
 
+            def emit_ddl(
+                table: TableSchema, statements: list[str], txn: str, at: BinlogPosition
+            ) -> None:
+                state = term.snapshot
+                assert state is not None
+                state.seq += term.batcher.add_snapshot_ddl(
+                    table, statements, txn, state.seq, at, self._wall()
+                )
+
             term.incremental = Incremental(
                 term.server.source,
                 term.server.where,
@@ -760,6 +769,7 @@ class Reader:
                 term.server.table_schema,
                 self._filter.wanted,
                 emit,
+                emit_ddl=emit_ddl,
             )
         term.incremental.rewind()
         return term.incremental

@@ -45,6 +45,8 @@ POLL_EVERY_S = 1.0
 Emit = Callable[[TableSchema, list[tuple[Value, ...]], str, BinlogPosition], None]
 """Publishes a chunk's rows at a position (the reader: `Batcher.add_snapshot`, then a commit
 with the checkpoint)."""
+EmitDdl = Callable[[TableSchema, list[str], str, BinlogPosition], None]
+"""Publishes the statements that create a table, before its first chunk's rows."""
 
 
 @dataclass
@@ -58,6 +60,8 @@ class InFlight:
     last: bool
     changed: set[tuple[Value, ...]] = field(default_factory=set)
     stale: bool = False
+    creates: tuple[str, ...] = ()
+    """The table's CREATE statements, published before its first chunk (PROTOCOL.md §9.5)."""
 
     def key(self, row: tuple[Value, ...]) -> tuple[Value, ...]:
         return tuple(row[i] for i in self.table.pk_indexes)
@@ -107,8 +111,10 @@ class Incremental:
         wanted: Callable[[str, str], bool],
         emit: Emit,
         clock: Callable[[], float] = time.monotonic,
+        emit_ddl: EmitDdl | None = None,
     ) -> None:
         self._emit_rows = emit
+        self._emit_ddl = emit_ddl
         self._source, self._where, self._watch = source, where, watch
         self._chunk_rows = chunk_rows
         self._holder, self._schema_of, self._wanted = holder, schema_of, wanted
@@ -190,11 +196,13 @@ class Incremental:
         try:
             rows = self._view.read_chunk(table, job.after, self._chunk_rows)
             at = replace(self._view.position, upstream=stream_at.upstream)
+            first = job.chunks == 0 and self._emit_ddl is not None
+            creates = tuple(self._view.create_statements(table)) if first else ()
         finally:
             self._view.end()
         # The view is exact (MariaDB): L = H. A stream ahead of it cannot be: it reads only
         # what the server committed, so H >= stream_at.
-        self.flight = InFlight(table, rows, at, at, len(rows) < self._chunk_rows)
+        self.flight = InFlight(table, rows, at, at, len(rows) < self._chunk_rows, creates=creates)
 
     def _schema(self, name: str) -> TableSchema | None:
         schema, _, table = name.partition(".")
@@ -250,6 +258,13 @@ class Incremental:
         if job is None or job.done:
             return
         kept = flight.kept()
+        if flight.creates and self._emit_ddl is not None:
+            self._emit_ddl(
+                flight.table,
+                list(flight.creates),
+                f"snapshot:incremental:{job.name}:create",
+                flight.high,
+            )
         if kept:
             self._emit_rows(
                 flight.table,
