@@ -86,17 +86,35 @@ class KafkaPublisher:
         """`kafka_errors`, plus: a bare SystemError from confluent-kafka (it loses the cause
         after a fatal error) becomes the fatal error recorded by the error callback."""
         try:
-            with kafka_errors(what):
-                yield
-        except SystemError as exc:
-            if self._fatal is None and self._producer is not None:
-                # The error callback may not have run yet for the fatal error that made the
-                # call fail (seen after fencing): serve pending callbacks once, then look again.
-                with contextlib.suppress(Exception):
-                    self._producer.poll(0)
-            if self._fatal is None:
-                raise PublishError(f"{what}: the Kafka client failed ({exc})") from exc
-            raise translate_kafka_error(self._fatal, what) from exc
+            try:
+                with kafka_errors(what):
+                    yield
+            except SystemError as exc:
+                if self._fatal is None and self._producer is not None:
+                    # The error callback may not have run yet for the fatal error that made the
+                    # call fail (seen after fencing): serve pending callbacks once, then look.
+                    with contextlib.suppress(Exception):
+                        self._producer.poll(0)
+                if self._fatal is None:
+                    raise PublishError(f"{what}: the Kafka client failed ({exc})") from exc
+                raise translate_kafka_error(self._fatal, what) from exc
+        except Exception as exc:
+            refused = self._refused_as_too_large()
+            if refused is not None:
+                raise refused from exc
+            raise
+
+    def _refused_as_too_large(self) -> PublishError | None:
+        """The one-line error for a record the broker refused as too large, when that is
+        what failed the call: the broker's refusal also aborts the transaction, and the
+        abort may surface first (as a retryable error, which would retry it for ever)."""
+        if self._producer is not None:
+            with contextlib.suppress(Exception):
+                self._producer.poll(0)
+        for where, err in self._errors:
+            if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+                return _too_large("a record", where)
+        return None
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
@@ -217,6 +235,9 @@ class KafkaPublisher:
                     err = cause.args[0] if cause is not None and cause.args else self._fatal
                     if isinstance(err, KafkaError) and err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
                         raise _too_large(f"a record of {len(value):,} bytes", topic) from exc
+                    refused = self._refused_as_too_large()
+                    if refused is not None:
+                        raise refused from exc
                     raise translate_kafka_error(
                         err if isinstance(err, KafkaError) else None, f"producing to {topic}"
                     ) from exc
