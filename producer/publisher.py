@@ -27,6 +27,12 @@ from rowbus.protocol.topics import MAX_RECORD_BYTES
 log = logging.getLogger(__name__)
 
 
+_SMALL = 100_000
+"""Records below this size are never checked against a topic's limit."""
+_RECORD_OVERHEAD = 4_096
+"""What a record batch adds to a value: its key, headers and framing."""
+
+
 def _too_large(what: str, topic: str) -> PublishError:
     return PublishError(
         f"{what} is too large for {topic}: raise the topic's max.message.bytes (rowbus creates "
@@ -71,6 +77,9 @@ class KafkaPublisher:
         self._producer: Producer | None = None
         self._admin: Any = None
         self._errors: list[tuple[str, KafkaError]] = []
+        self._limits: dict[str, int] = {}
+        """Each topic's max.message.bytes, where known: a larger record is refused here, in
+        one line, rather than by the broker (whose refusal also aborts the transaction)."""
         self._fatal: KafkaError | None = None
         self._offsets: dict[tuple[str, int], int] = {}
         self._in_txn = False
@@ -183,6 +192,8 @@ class KafkaPublisher:
             raise PublishError(str(exc), str(exc.code), retryable=exc.retryable) from exc
         for problem in state.problems:
             log.warning("topic %s %s", topic, problem)
+        if state.max_message_bytes is not None:
+            self._limits[topic] = state.max_message_bytes
         return state.partitions
 
     # ---- transactions -------------------------------------------------------------------------
@@ -214,7 +225,10 @@ class KafkaPublisher:
     ) -> None:
         producer = self.producer
         on_delivery = self._delivered
+        limits = self._limits
         for topic, partition, key, value, hdrs in records:
+            if len(value) > _SMALL and len(value) + _RECORD_OVERHEAD > limits.get(topic, 1 << 62):
+                raise _too_large(f"a record of {len(value):,} bytes", topic)
             headers: Any = hdrs
             for _ in range(1000):
                 try:

@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from rowbus.clients.errors import KafkaClientError
@@ -359,6 +359,8 @@ class TopicState:
     partitions: int
     created: bool
     problems: tuple[str, ...] = ()
+    max_message_bytes: int | None = None
+    """The topic's ``max.message.bytes`` (None: not known)."""
 
 
 def topic_names(admin: Any, timeout: float = 15.0) -> set[str]:
@@ -401,7 +403,10 @@ def check_topic(
             continue  # tuning, not correctness
         if actual.get(key) != want:
             problems.append(f"has {key}={actual.get(key)} where rowbus needs {key}={want}")
-    return TopicState(topic, have, False, tuple(problems))
+    limit = actual.get("max.message.bytes")
+    return TopicState(
+        topic, have, False, tuple(problems), int(limit) if limit and limit.isdigit() else None
+    )
 
 
 def ensure_topic(
@@ -437,7 +442,7 @@ def ensure_topic(
     while clock() < deadline:
         state = check_topic(admin, topic, partitions, config, timeout, setting=setting)
         if state is not None and state.partitions:
-            return TopicState(topic, state.partitions, True, state.problems)
+            return replace(state, created=True)
         time.sleep(0.1)
     raise KafkaClientError(f"topic {topic} did not appear within {timeout:.0f}s", retryable=True)
 
