@@ -540,16 +540,13 @@ class MySQLSink:
         found = self._unique.get(target)
         if found is not None:
             return found
-        conn = self._conns[0]
-        with db_errors(f"reading the unique keys of {target}"), conn.cursor() as cur:
-            cur.execute(
-                "SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS "
-                "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND NON_UNIQUE = 0 "
-                "ORDER BY INDEX_NAME, SEQ_IN_INDEX",
-                (target.schema, target.table),
-            )
-            rows = cur.fetchall()
-        conn.commit()
+        rows = self._information_schema(
+            target,
+            "unique keys",
+            "SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND NON_UNIQUE = 0 "
+            "ORDER BY INDEX_NAME, SEQ_IN_INDEX",
+        )
         keys: dict[str, list[str]] = {}
         for index, column in rows:
             keys.setdefault(str(index), []).append(str(column))
@@ -562,18 +559,25 @@ class MySQLSink:
         found = self._generated_columns.get(target)
         if found is not None:
             return found
-        conn = self._conns[0]
-        with db_errors(f"reading the generated columns of {target}"), conn.cursor() as cur:
-            cur.execute(
-                "SELECT COLUMN_NAME FROM information_schema.COLUMNS "
-                "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
-                "AND COALESCE(GENERATION_EXPRESSION, '') <> ''",
-                (target.schema, target.table),
-            )
-            rows = cur.fetchall()
-        conn.commit()
+        rows = self._information_schema(
+            target,
+            "generated columns",
+            "SELECT COLUMN_NAME FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+            "AND COALESCE(GENERATION_EXPRESSION, '') <> ''",
+        )
         found = self._generated_columns[target] = frozenset(str(r[0]).lower() for r in rows)
         return found
+
+    def _information_schema(self, target: Target, what: str, sql: str) -> tuple[Any, ...]:
+        """The rows of `sql` (which takes the target's schema and table) on the first
+        connection, its read ended so the next snapshot of the catalog is fresh."""
+        conn = self._conns[0]
+        with db_errors(f"reading the {what} of {target}"), conn.cursor() as cur:
+            cur.execute(sql, (target.schema, target.table))
+            rows = cur.fetchall()
+        conn.commit()
+        return tuple(rows)
 
     def _shard_of(self, target: Target, key: tuple[Value, ...]) -> int:
         return zlib.crc32(repr((target.schema, target.table, key)).encode()) % self._parallelism
