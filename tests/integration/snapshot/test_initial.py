@@ -145,7 +145,7 @@ def test_initial_snapshot_with_concurrent_writes_ends_equal_and_reads_each_row_o
         assert reader.committed is not None
     index.close()
     # every snapshot row once: as many READ rows as the snapshot counted, no key twice
-    # Each row once (the counter also numbers each table's two CREATEs, §9.5 item 5).
+    # Each row once (the counter also numbers each table's two CREATEs, §9.5 item 6).
     assert sum(apply.read_keys.values()) == sum(t.rows for t in state.tables.values())
     assert state.seq == sum(t.rows for t in state.tables.values()) + 2 * len(state.tables)
     twice = [k for k, n in apply.read_keys.items() if n > 1]
