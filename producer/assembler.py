@@ -21,8 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from rowbus.producer.control import Control, ControlStatement, classify
+from rowbus.producer.exceptions import ServerMisconfiguredError
 from rowbus.producer.tracker import DdlSchema
-from rowbus.protocol.ddl import DdlKind, DdlParseError, ParsedDdl, parse_ddl
+from rowbus.protocol.ddl import DdlKind, DdlParseError, ParsedDdl, parse_ddl, written_tables
 from rowbus.protocol.events import BinlogPosition, Op, TableSchema
 from rowbus.protocol.values import Value
 
@@ -404,6 +405,18 @@ class TransactionAssembler:
         control = classify(q.statement)
         if control is not None:
             return self._control(q, control)
+        written = written_tables(q.statement, q.schema)
+        if written is not None and self._ddl_wanted(q.schema, ParsedDdl(DdlKind.OTHER, written)):
+            gtid = self._open.gtid if self._open is not None else None
+            where = f"{self.file}:{q.end}" + (f" (gtid {gtid})" if gtid else "")
+            names = ", ".join(map(str, written)) or "its tables"
+            raise ServerMisconfiguredError(
+                f"{where}: a change logged as a statement, not as rows: {q.statement[:120]!r}; "
+                "the writing session ran with binlog_format=STATEMENT or MIXED, and rowbus "
+                "publishes row events only; set binlog_format=ROW globally and for every "
+                f"session, then add {names} to reader.exclude_tables for one restart and take "
+                "them out again: they are snapshotted anew (README: Row images)"
+            )
         try:
             target = parse_ddl(q.statement, q.schema)
         except DdlParseError:

@@ -103,6 +103,13 @@ MARIADB_COMPRESSION_REFUSED = (
     "log_bin_compress=ON on the source: its row events arrive compressed and this reader "
     "cannot read them; set log_bin_compress=OFF"
 )
+PARTIAL_IMAGE_REFUSED = (
+    "the row's {missing}: the writing session ran with binlog_row_image="
+    "MINIMAL or NOBLOB, so the values a consumer needs are not in the binlog; set "
+    "binlog_row_image=FULL globally and for every session (SET SESSION overrides it), then "
+    "add {table} to reader.exclude_tables for one restart and take it out again: it is "
+    "snapshotted anew (README: Row images)"
+)
 PARTIAL_JSON_REFUSED = (
     "binlog_row_value_options=PARTIAL_JSON on the source: updates carry JSON diffs, not whole "
     "values; set binlog_row_value_options='' (empty)"
@@ -224,6 +231,8 @@ class BinlogStream:
         """By the identity of a table map's column list, which `tablemaps` shares between the
         table maps of one layout: the layout key is then not rebuilt per transaction."""
         self._sequences: set[tuple[str, str]] = set()
+        self._whole: dict[int, bytes] = {}
+        """Column count -> the columns-present bitmap of a whole row image (`_require_whole`)."""
         self._tracker = tracker
         self._fast = fast and fastrows.AVAILABLE
         """Rows of covered tables decoded natively (`rowbus.producer.fastrows`); False: the
@@ -332,6 +341,9 @@ class BinlogStream:
                             if mode == 2:  # updates: the after image's bitmap
                                 after = payload[p : p + nbytes]
                                 p += nbytes
+                            whole = self._whole.get(ncols)
+                            if present != whole or (after is not None and after != whole):
+                                self._require_whole(found[0], ncols, present, after, end)
                             yield Rows(
                                 _OPS[cls],
                                 found[0],
@@ -453,6 +465,12 @@ class BinlogStream:
             if found is None:
                 return Skipped(end)
             table, convert, plan = found
+            ncols = event.number_of_columns
+            after = event.columns_present_bitmap2 if kind is UpdateRowsEvent else None
+            present = event.columns_present_bitmap
+            whole = self._whole.get(ncols)
+            if present != whole or (after is not None and after != whole):
+                self._require_whole(table, ncols, present, after, end)
             return Rows(_OPS[kind], table, end, _decoder(event, kind, convert, plan))
         if kind is TableMapEvent:
             self._table_map(event)
@@ -487,6 +505,26 @@ class BinlogStream:
         if packet.event_type in MARIADB_COMPRESSED_EVENTS:
             raise ServerMisconfiguredError(f"{self.file}:{end}: {MARIADB_COMPRESSION_REFUSED}")
         return Skipped(end)
+
+    def _require_whole(
+        self, table: TableSchema, ncols: int, present: bytes, after: bytes | None, end: int
+    ) -> None:
+        """Refuses a rows event whose images lack columns: written as NULL they would overwrite
+        the sink's values (NOBLOB's unchanged blobs) or leave the row unfindable (MINIMAL).
+        A whole bitmap is remembered by column count, so the check costs one comparison."""
+        lacks = []
+        for image, bitmap in (("before" if after is not None else "", present), ("after", after)):
+            missing = [
+                table.columns[i].name if i < len(table.columns) else f"#{i}"
+                for i in range(ncols)
+                if bitmap is not None and not (bitmap[i >> 3] >> (i & 7)) & 1
+            ]
+            if missing:
+                lacks.append(f"{image} image lacks {', '.join(missing)}".lstrip())
+        if lacks:
+            what = PARTIAL_IMAGE_REFUSED.format(missing="; ".join(lacks), table=table.qualified)
+            raise ServerMisconfiguredError(f"{self.file}:{end}: {table.qualified}: {what}")
+        self._whole[ncols] = present
 
     def _table_map(self, event: Any) -> None:
         schema, name = event.schema, event.table

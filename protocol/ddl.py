@@ -14,6 +14,7 @@ database of a database statement. Unqualified names take the statement's default
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -344,6 +345,52 @@ class _Parser:
 def parse_ddl(statement: str, default_schema: str) -> ParsedDdl:
     """Classify `statement`; DdlParseError if its head names tables it does not spell out."""
     return _Parser(statement, default_schema).parse()
+
+
+_WRITES = ("INSERT", "REPLACE", "UPDATE", "DELETE", "LOAD")
+_REFS_END = ("SET", "WHERE", "ORDER", "LIMIT", "RETURNING", "VALUES", "SELECT")
+
+
+def written_tables(statement: str, default_schema: str) -> tuple[TableName, ...] | None:
+    """The tables a data-change statement (INSERT, REPLACE, UPDATE, DELETE, LOAD DATA) writes,
+    as far as its text tells: every table of a multi-table UPDATE or DELETE (aliases may come
+    along, so this is a superset). None: not a data change."""
+    c = _Cursor(tokenize(statement))
+    if c.at() == "WITH":  # a common table expression ahead of the data change
+        depth = 0
+        while c.at() and not (depth == 0 and c.at() in _WRITES):
+            depth += {"(": 1, ")": -1}.get(c.at(), 0)
+            c.k += 1
+    head = c.at()
+    if head not in _WRITES:
+        return None
+    c.k += 1
+    names: list[TableName] = []
+
+    def take() -> None:
+        with contextlib.suppress(DdlParseError):
+            names.append(c.name(default_schema)[0])
+
+    while c.accept("LOW_PRIORITY", "DELAYED", "HIGH_PRIORITY", "QUICK", "IGNORE", "CONCURRENT"):
+        pass
+    if head in ("INSERT", "REPLACE"):
+        c.accept("INTO")
+        take()
+    elif head == "LOAD":
+        while c.at() and not c.accept_seq("INTO", "TABLE"):
+            c.k += 1
+        take()
+    else:
+        if c.at() != "FROM":
+            take()
+        depth = 0
+        while c.at() and not (depth == 0 and c.at() in _REFS_END):
+            word = c.at()
+            depth += {"(": 1, ")": -1}.get(word, 0)
+            c.k += 1
+            if depth == 0 and word in (",", "JOIN", "FROM", "USING"):
+                take()
+    return tuple(dict.fromkeys(names))
 
 
 def retarget(parsed: ParsedDdl, target_of: Callable[[TableName], TableName | None]) -> str:

@@ -81,6 +81,16 @@ def columns(ref: TableRef) -> list[str]:
         return [str(row[0]) for row in cur.fetchall()]
 
 
+def _text_columns(ref: TableRef) -> set[str]:
+    with ref.conn.cursor() as cur:
+        cur.execute(
+            "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA=%s "
+            "AND TABLE_NAME=%s AND CHARACTER_SET_NAME IS NOT NULL",
+            (ref.schema, ref.table),
+        )
+        return {str(row[0]) for row in cur.fetchall()}
+
+
 def boundaries(ref: TableRef, key: Sequence[str], chunk_rows: int) -> list[Chunk]:
     """Split `ref`'s key space into chunks of about `chunk_rows` of its rows."""
     cols = ", ".join(quote(k) for k in key)
@@ -112,8 +122,12 @@ def checksum(
     """(row count, xor of row CRCs) of `chunk` in `ref`; `combine` "SUM" for a table without a
     primary key, whose equal rows would cancel out in a xor."""
     own = ref.physical(cols)
+    texts = _text_columns(ref)
+    # Text in one character set: CONCAT_WS refuses to mix, say, gbk with big5, and a sink
+    # column in another character set than the source's still compares by characters.
+    values = [f"CONVERT({quote(c)} USING utf8mb4)" if c in texts else quote(c) for c in own]
     nulls = "CONCAT(" + ", ".join(f"ISNULL({quote(c)})" for c in own) + ")"
-    row_text = "CONCAT_WS('\\x1f', " + ", ".join(quote(c) for c in own) + f", {nulls})"
+    row_text = "CONCAT_WS('\\x1f', " + ", ".join(values) + f", {nulls})"
     where, args = chunk.where(ref.physical(key))
     with ref.conn.cursor() as cur:
         cur.execute(

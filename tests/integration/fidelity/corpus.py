@@ -10,6 +10,7 @@ error value and the like are stored as a user's lenient server stores them.
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -81,6 +82,23 @@ CASES: tuple[Case, ...] = (
     Case("ucs2", "VARCHAR(8) CHARSET ucs2", ("'Ωx'", "''")),
     Case("utf16", "VARCHAR(8) CHARSET utf16", ("'😀a'",)),
     Case("utf8mb4_bin", "VARCHAR(8) CHARSET utf8mb4 COLLATE utf8mb4_bin", ("'Aa'",)),
+    Case("utf32", "VARCHAR(8) CHARSET utf32", ("'😀𝄞'", "''")),
+    Case("utf16le", "VARCHAR(8) CHARSET utf16le", ("'héllo'",)),
+    Case("gbk", "VARCHAR(8) CHARSET gbk", ("'中文测试'", "''", "'A长 '")),
+    Case("gbk_char", "CHAR(4) CHARSET gbk", ("'汉字'", "' '")),
+    Case("gbk_text", "TEXT CHARSET gbk", ("REPEAT('长', 500)",)),
+    Case("gb2312", "VARCHAR(8) CHARSET gb2312", ("'简体'",)),
+    Case("big5", "VARCHAR(8) CHARSET big5", ("'中文測試'",)),
+    Case("sjis", "VARCHAR(8) CHARSET sjis", ("'テスト表'", "'ｱ'")),
+    Case("cp932", "VARCHAR(8) CHARSET cp932", ("'①ソ能表'", "'\uff5e'")),
+    Case("ujis", "VARCHAR(8) CHARSET ujis", ("'にほんご'",)),
+    Case("euckr", "VARCHAR(8) CHARSET euckr", ("'한국어'",)),
+    Case("cp1250", "VARCHAR(8) CHARSET cp1250", ("'Zażółć'",)),
+    Case("latin2_char", "CHAR(5) CHARSET latin2", ("'Łódź'", "''")),
+    Case("koi8r", "VARCHAR(8) CHARSET koi8r", ("'Привет'",)),
+    Case("greek", "VARCHAR(8) CHARSET greek", ("'Ελληνικά'",)),
+    Case("hebrew", "VARCHAR(8) CHARSET hebrew", ("'שלום'",)),
+    Case("tis620", "VARCHAR(8) CHARSET tis620", ("'ภาษาไทย'",)),
     Case("binary4", "BINARY(4)", ("X'61'", "X''", "X'00000000'", "X'61000000'", "X'FFFFFFFF'")),
     Case("varbinary", "VARBINARY(8)", ("X''", "X'00'", "X'6100'", "X'FF'")),
     Case("tinyblob", "TINYBLOB", ("X''", "X'00FF'")),
@@ -130,6 +148,17 @@ CASES: tuple[Case, ...] = (
     Case("enum", "ENUM('a','b','')", ("'a'", "'b'", "''")),
     Case("enum_error", "ENUM('a','b')", ("'zzz'",)),
     Case("set", "SET('x','y','z')", ("''", "'x,z'", "'x,y,z'", "'y'")),
+    Case(
+        "uuid",
+        "UUID",
+        (
+            "'123e4567-e89b-12d3-a456-426655440000'",
+            "'00000000-0000-0000-0000-000000000000'",
+            "'ffffffff-ffff-ffff-ffff-ffffffffffff'",
+        ),
+    ),
+    Case("inet6", "INET6", ("'::1'", "'2001:db8::ff00:42:8329'", "'::ffff:192.0.2.128'", "'::'")),
+    Case("inet4", "INET4", ("'127.0.0.1'", "'0.0.0.0'", "'255.255.255.255'")),
     Case("json", "JSON", ("'{\"a\": [1, 2.5, null, true]}'", "'[]'", "'\"s\"'", "'null'")),
 )
 ALL_TYPES = {c.name: c for c in CASES}
@@ -153,6 +182,10 @@ def from_source(case: Case, value: Any) -> Value:
         return None
     if t == "BIT":
         return int.from_bytes(value, "big")
+    if t == "UUID":
+        return bytes.fromhex(value.replace("-", ""))  # the 16 bytes, in the text's order
+    if t in ("INET6", "INET4"):
+        return ipaddress.ip_address(value).packed  # network order; INET4 has 4 bytes
     if t in ("DATE", "DATETIME", "TIMESTAMP") and isinstance(value, str):
         return ZeroDate(value)  # pymysql hands back the text of a date it cannot build
     if t == "TIMESTAMP":

@@ -142,3 +142,32 @@ def test_a_table_without_a_primary_key_compares_as_a_multiset(services: Settings
         for server in (source, sink):
             with connect(server) as conn, conn.cursor() as cur:
                 cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+def test_text_in_any_character_set_compares_by_characters(services: Settings, unique) -> None:
+    """Columns in character sets MariaDB cannot concatenate (gbk beside big5, sjis, utf32) are
+    compared: a changed character is a difference; the same text in a sink column of another
+    character set is not."""
+    name = unique("charsets")
+    source, sink = services.sources[0], services.resolved_sink
+    source_t = "g VARCHAR(8) CHARSET gbk, b VARCHAR(8) CHARSET big5, s VARCHAR(8) CHARSET sjis"
+    sink_t = "g VARCHAR(8) CHARSET utf8mb4, b VARCHAR(8) CHARSET big5, s VARCHAR(8) CHARSET sjis"
+    rows = [(1, "中文", "測試", "テスト", "😀"), (2, "", " ", "ｱ", None)]
+    for server, table in ((source, source_t), (sink, sink_t)):
+        with connect(server) as conn, conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE `{name}`")
+            cur.execute(
+                f"CREATE TABLE `{name}`.t (id INT PRIMARY KEY, {table}, u VARCHAR(4) CHARSET utf32)"
+            )
+            cur.executemany(f"INSERT INTO `{name}`.t VALUES (%s, %s, %s, %s, %s)", rows)
+    try:
+        [diff] = verify(services, [], [name])
+        assert diff.equal, diff
+        with connect(sink) as conn, conn.cursor() as cur:
+            cur.execute(f"UPDATE `{name}`.t SET b = '測驗' WHERE id = 1")
+        [diff] = verify(services, [], [name])
+        assert not diff.equal and diff.different == [(1,)], diff
+    finally:
+        for server in (source, sink):
+            with connect(server) as conn, conn.cursor() as cur:
+                cur.execute(f"DROP DATABASE IF EXISTS `{name}`")

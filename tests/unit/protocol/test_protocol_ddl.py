@@ -11,6 +11,7 @@ from rowbus.protocol.ddl import (
     parse_ddl,
     retarget,
     retarget_database,
+    written_tables,
 )
 
 D = "d"
@@ -95,3 +96,28 @@ def test_column_renames() -> None:
 
 def test_normalize() -> None:
     assert normalize("alter  table `t` ADD c int (11) ;") == "ALTER TABLE T ADD C INT(11)"
+
+
+@pytest.mark.parametrize(
+    ("statement", "written"),
+    [
+        ("INSERT INTO s VALUES (1)", ["d.s"]),
+        ("insert low_priority ignore into db.t select * from x", ["db.t"]),
+        ("REPLACE t SET a = 1", ["d.t"]),
+        ("/* c */ UPDATE `t` AS a SET a.x = 1", ["d.t"]),
+        ("UPDATE t1 JOIN e.t2 ON t1.id = t2.id, t3 SET t1.a = 1", ["d.t1", "e.t2", "d.t3"]),
+        ("UPDATE (SELECT 1) x, t SET t.a = 1", ["d.t"]),
+        ("DELETE FROM t WHERE id = 1", ["d.t"]),
+        ("delete quick ignore from e.t order by id limit 1", ["e.t"]),
+        ("DELETE t1, t2 FROM t1 JOIN t2 ON t1.a = t2.a", ["d.t1", "d.t2"]),
+        ("DELETE FROM t1, t2 USING t1 JOIN t2", ["d.t1", "d.t2"]),
+        ("LOAD DATA INFILE '/x' REPLACE INTO TABLE `a b`.c", ["a b.c"]),
+        ("WITH c AS (SELECT 1) UPDATE t, c SET t.a = 1", ["d.t", "d.c"]),
+        ("SELECT 1", None),
+        ("CREATE TABLE t (a INT)", None),
+        ("SAVEPOINT s", None),
+    ],
+)
+def test_written_tables_of_a_data_change(statement: str, written: list[str] | None) -> None:
+    got = written_tables(statement, "d")
+    assert (None if got is None else [str(t) for t in got]) == written
