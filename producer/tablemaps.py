@@ -12,6 +12,10 @@ carry over too) and register the table in the stream's table map, as the parse d
 What is never shared: the attributes of the event itself (its packet, timestamp, size, the
 stream's table map and control connection), set by ``BinLogEvent.__init__`` on every event.
 A DDL or a new table id changes the body, hence the key: nothing stale can be served.
+
+ENUM and SET members: the library decodes them as UTF-8 and makes a member it cannot decode
+an empty string, so a latin1 ENUM member 'é' became '' (the error value) downstream. Here the
+members are kept as bytes while parsing and decoded by their column's character set after.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from typing import Any
 
 from pymysqlreplication.event import BinLogEvent
 from pymysqlreplication.row_event import TableMapEvent
+
+from rowbus.producer.values import UnsupportedCharsetError, charset_of, text_decoder
 
 CACHE_LIMIT = 10_000
 """Bodies kept; cleared when exceeded (a server with more live tables re-parses some)."""
@@ -51,6 +57,41 @@ class Stats:
 
     parsed = 0
     reused = 0
+
+
+def _member_bytes(self: Any, length: int) -> list[list[bytes]]:
+    """The library's `_read_type_values`, leaving each ENUM/SET member undecoded."""
+    packet = self.packet
+    out: list[list[bytes]] = []
+    end = packet.read_bytes + length
+    while packet.read_bytes < end:
+        count = packet.read_length_coded_binary()
+        out.append([packet.read_variable_length_string() for _ in range(count)])
+    return out
+
+
+def _decode_members(event: Any) -> None:
+    for column in getattr(event, "columns", ()):
+        for attr in ("enum_values", "set_values"):
+            members = getattr(column, attr, None)
+            if not members or not any(isinstance(m, bytes) for m in members):
+                continue
+            charset = charset_of(column) or "utf8mb4"
+            try:
+                decode = text_decoder("utf8mb4" if charset == "binary" else charset)
+            except UnsupportedCharsetError:
+                decode = text_decoder("utf8mb4")
+            setattr(
+                column,
+                attr,
+                [m if isinstance(m, str) else decode(m) for m in members],
+            )
+
+
+def _parse(self: Any, *args: Any, **kwargs: Any) -> None:
+    """The library's parse, ENUM/SET members decoded by their column's character set."""
+    _ORIGINAL_INIT(self, *args, **kwargs)
+    _decode_members(self)
 
 
 def _body_key(from_packet: Any, event_size: int, kwargs: dict[str, Any]) -> Any:
@@ -87,7 +128,7 @@ def _init(
     key = None if kwargs.get("freeze_schema") else _body_key(from_packet, event_size, kwargs)
     found = _parsed.get(key) if key is not None else None
     if found is None:
-        _ORIGINAL_INIT(self, from_packet, event_size, table_map, ctl_connection, **kwargs)
+        _parse(self, from_packet, event_size, table_map, ctl_connection, **kwargs)
         Stats.parsed += 1
         if key is not None and self._processed and self.complete:
             if len(_parsed) >= CACHE_LIMIT:
@@ -103,4 +144,5 @@ def _init(
 def install(enabled: bool = True) -> None:
     """Route table map parsing through the cache (idempotent); `enabled=False` restores the
     library's own parse (tests compare the two)."""
-    TableMapEvent.__init__ = _init if enabled else _ORIGINAL_INIT
+    TableMapEvent.__init__ = _init if enabled else _parse
+    TableMapEvent._read_type_values = _member_bytes

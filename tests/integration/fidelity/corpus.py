@@ -148,6 +148,10 @@ CASES: tuple[Case, ...] = (
     Case("enum", "ENUM('a','b','')", ("'a'", "'b'", "''")),
     Case("enum_error", "ENUM('a','b')", ("'zzz'",)),
     Case("set", "SET('x','y','z')", ("''", "'x,z'", "'x,y,z'", "'y'")),
+    Case("enum_latin1", "ENUM('é','x','Ä ') CHARSET latin1", ("'é'", "'Ä '", "'x'")),
+    Case("enum_gbk", "ENUM('中','文') CHARSET gbk", ("'文'",)),
+    Case("enum_quotes", "ENUM('a,b','it''s','q\"q','x\\\\y')", ("'a,b'", "'it''s'", "'x\\\\y'")),
+    Case("set_latin1", "SET('ü','a b','ß') CHARSET latin1", ("'ü,ß'", "'a b'")),
     Case(
         "uuid",
         "UUID",
