@@ -5,7 +5,7 @@ The snapshot connection is opened with `CONVERSIONS`: temporal columns arrive as
 server prints (zero dates included, which pymysql would turn into None or a string), so they are
 parsed here by the column's type; the session's time zone is UTC, so a TIMESTAMP's text is a UTC
 instant. FLOAT is selected as ``CAST(col AS DOUBLE)``: the exact stored float32, which the text
-form (6 significant digits) loses.
+form (6 significant digits) loses; UUID, INET6 and INET4 as the bytes the binlog carries.
 """
 
 from __future__ import annotations
@@ -42,6 +42,11 @@ def select_expression(column: ColumnSchema) -> str:
     quoted = "`" + column.name.replace("`", "``") + "`"
     if column.type == "float":
         return f"CAST({quoted} AS DOUBLE)"
+    # MariaDB's UUID, INET6 and INET4 print as text; the binlog holds their bytes (§2.1).
+    if column.type == "uuid":
+        return f"UNHEX(REPLACE(CAST({quoted} AS CHAR), '-', ''))"
+    if column.type in ("inet6", "inet4"):
+        return f"INET6_ATON({quoted})"
     return quoted
 
 
