@@ -38,7 +38,16 @@ from rowbus.protocol.positions import parse_gtid_set
 log = logging.getLogger(__name__)
 
 _REQUIRED = {"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL"}
-_ENUM_ELEMENTS = re.compile(r"'((?:[^']|'')*)'")
+_ENUM_ELEMENTS = re.compile(r"'((?:[^'\\]|''|\\.)*)'")
+_ESCAPES = {"0": "\0", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a"}
+_ESCAPED = re.compile(r"''|\\(.)")
+
+
+def _member(quoted: str) -> str:
+    """An ENUM/SET member as COLUMN_TYPE spells it ('' for a quote, a backslash escaping)."""
+    return _ESCAPED.sub(lambda m: "'" if m.group(1) is None else _ESCAPES.get(m[1], m[1]), quoted)
+
+
 _GTID_INFO = re.compile(r"GTID(?:_NEXT)?\W+'?([0-9a-fA-F:-]+-?[0-9]*)")
 
 
@@ -223,7 +232,7 @@ class SourceServer:
             ctype_s = str(ctype).lower()
             elements: tuple[str, ...] = ()
             if dtype in ("enum", "set"):
-                elements = tuple(e.replace("''", "'") for e in _ENUM_ELEMENTS.findall(str(ctype)))
+                elements = tuple(_member(e) for e in _ENUM_ELEMENTS.findall(str(ctype)))
             bits = None
             if dtype == "bit":
                 m = re.search(r"\((\d+)\)", ctype_s)

@@ -67,6 +67,9 @@ CORPUS = [
     "DROP TABLE t4",
     "CREATE TABLE t4 (k BIGINT PRIMARY KEY, s SET('a','b','c') DEFAULT 'c,a')",
     "TRUNCATE TABLE t4",
+    # Members a quote, a comma and a backslash are part of, in latin1 and in utf8mb4.
+    "ALTER TABLE u ADD COLUMN e ENUM('it''s','a,b','x\\\\y','é') CHARSET latin1, "
+    "ADD COLUMN f SET('q\"q','ü','x\\\\y')",
 ]
 
 
