@@ -65,6 +65,9 @@ class Query:
     timestamp: int
     ddl: DdlSchema | None = None
     """What the schema tracker says of a DDL statement (None: not tracked)."""
+    sql_mode: str | None = None
+    """The session's sql_mode as the server names it (a statement that is not control only;
+    None: unknown)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +133,7 @@ class DdlItem:
     position: BinlogPosition
     after: DdlSchema | None = None
     """The schema tracker's after-schema (None, or not `known`: the next table map's)."""
+    sql_mode: str | None = None
 
 
 Change = RowItem | DdlItem
@@ -431,12 +435,12 @@ class TransactionAssembler:
             txn = self._open
             ready = self._cut(txn)
             pos = self._at(q.end, txn.gtid)
-            txn.changes.append(DdlItem(q.statement, q.schema, target, pos, q.ddl))
+            txn.changes.append(DdlItem(q.statement, q.schema, target, pos, q.ddl, q.sql_mode))
             return ready
         txn = self._start(q.end - q.size)
         if wanted:
             pos = self._at(q.end, txn.gtid)
-            txn.changes.append(DdlItem(q.statement, q.schema, target, pos, q.ddl))
+            txn.changes.append(DdlItem(q.statement, q.schema, target, pos, q.ddl, q.sql_mode))
         return self._close(q.end, q.timestamp)
 
     def _control(self, q: Query, control: ControlStatement) -> Transaction | None:

@@ -436,6 +436,7 @@ class Batcher:
             table_schema=None,
             position=item.position,
             txn=ref,
+            sql_mode=item.sql_mode,
         )
         topic, partitioner = self.topic_for(schema, table)
         routes = partitioner.route(ddl)

@@ -231,6 +231,7 @@ class BinlogStream:
         """By the identity of a table map's column list, which `tablemaps` shares between the
         table maps of one layout: the layout key is then not rebuilt per transaction."""
         self._sequences: set[tuple[str, str]] = set()
+        self._sql_modes: dict[int, str] = {}
         self._whole: dict[int, bytes] = {}
         """Column count -> the columns-present bitmap of a whole row image (`_require_whole`)."""
         self._tracker = tracker
@@ -490,9 +491,14 @@ class BinlogStream:
             query = event.query
             statement = query.decode("utf-8", "replace") if isinstance(query, bytes) else query
             ddl = None
-            if self._tracker is not None and classify(statement) is None:
-                ddl = self._track(statement, str(schema or ""), end)
-            return Query(statement, str(schema or ""), end, event.event_size, event.timestamp, ddl)
+            sql_mode = None
+            if classify(statement) is None:
+                if self._tracker is not None:
+                    ddl = self._track(statement, str(schema or ""), end)
+                sql_mode = self._sql_mode(getattr(event, "sql_mode", None))
+            return Query(
+                statement, str(schema or ""), end, event.event_size, event.timestamp, ddl, sql_mode
+            )
         if kind is RotateEvent:
             self.file, self.pos = event.next_binlog, event.position
             return Rotate(event.next_binlog, event.position)
@@ -505,6 +511,30 @@ class BinlogStream:
         if packet.event_type in MARIADB_COMPRESSED_EVENTS:
             raise ServerMisconfiguredError(f"{self.file}:{end}: {MARIADB_COMPRESSION_REFUSED}")
         return Skipped(end)
+
+    def _sql_mode(self, bits: int | None) -> str | None:
+        """A statement event's sql_mode (a bit set whose layout is the server's own) named
+        by the source server itself; cached per value. None when it cannot be asked."""
+        if bits is None:
+            return None
+        names = self._sql_modes.get(bits)
+        if names is None:
+            conn = getattr(self._reader, "_ctl_connection", None)
+            if conn is None:
+                return None
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("SET @rowbus_sql_mode = @@SESSION.sql_mode")
+                    cur.execute("SET SESSION sql_mode = %s", (bits,))
+                    cur.execute("SELECT @@SESSION.sql_mode AS m")
+                    row = cur.fetchone()  # the library's connection makes dicts
+                    cur.execute("SET SESSION sql_mode = @rowbus_sql_mode")
+            except (pymysql.MySQLError, OSError) as exc:
+                log.warning("%s: cannot name sql_mode %d: %s", self.source.name, bits, exc)
+                return None
+            value = row["m"] if isinstance(row, dict) else (row[0] if row else "")
+            names = self._sql_modes[bits] = str(value)
+        return names
 
     def _require_whole(
         self, table: TableSchema, ncols: int, present: bytes, after: bytes | None, end: int

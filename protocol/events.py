@@ -268,6 +268,10 @@ class DdlChange:
     position: BinlogPosition
     txn: TxnRef | None = None
     kind: DdlKind | None = None
+    sql_mode: str | None = None
+    """1.4: the source session's ``sql_mode`` when it ran the statement, as the server names
+    it (``STRICT_TRANS_TABLES,NO_ZERO_DATE,…``; empty: none); None when unknown (an older
+    writer, a snapshot's CREATE). A consumer runs the statement under it, as a replica does."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -211,6 +211,7 @@ SAMPLES: dict[str, Record] = {
         position=BinlogPosition("binlog.000042", 125_000, GTID.replace(":23", ":24")),
         txn=TxnRef(GTID.replace(":23", ":24"), 0, 1),
         kind=DdlKind.ALTER_TABLE,
+        sql_mode="STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_AUTO_CREATE_USER",
     ),
     "ddl_truncate": DdlChange(
         source="db1",

@@ -42,6 +42,29 @@ class Outcome:
     """False: the sink already had this lock's DDL (a retry after a crash)."""
 
 
+ER_WRONG_VALUE_FOR_VAR = 1231
+
+
+def _set_sql_mode(cur: Any, sql_mode: str, lock_id: str) -> None:
+    """The session's sql_mode set to the source's; a mode this server does not know (the
+    source is another flavour or version) is left out, with a warning naming it."""
+    try:
+        cur.execute("SET SESSION sql_mode = %s", (sql_mode,))
+        return
+    except pymysql.MySQLError as exc:
+        if not exc.args or exc.args[0] != ER_WRONG_VALUE_FOR_VAR:
+            raise
+    known, unknown = [], []
+    for name in filter(None, sql_mode.split(",")):
+        try:
+            cur.execute("SET SESSION sql_mode = %s", (name,))
+            known.append(name)
+        except pymysql.MySQLError:
+            unknown.append(name)
+    log.warning("lock %s: the sink does not know sql_mode %s", lock_id, ",".join(unknown))
+    cur.execute("SET SESSION sql_mode = %s", (",".join(known),))
+
+
 class DdlExecutor:
     def __init__(self, connect: Connect, state_database: str = "rowbus_shard_ddl") -> None:
         self._connect = connect
@@ -63,14 +86,21 @@ class DdlExecutor:
         )
         self._ready = True
 
-    def execute(self, lock_id: str, target: str | Sequence[str], statement: str) -> Outcome:
+    def execute(
+        self,
+        lock_id: str,
+        target: str | Sequence[str],
+        statement: str,
+        sql_mode: str | None = None,
+    ) -> Outcome:
         """Run `statement` (which changes `target`, ``schema.table``, or several such tables)
-        once for `lock_id`."""
+        once for `lock_id`, under the source session's `sql_mode` when known (None: the
+        sink's own)."""
         try:
             conn = self._connect()
             with conn, conn.cursor() as cur:
                 self._setup(cur)
-                return self._execute(cur, lock_id, target, statement)
+                return self._execute(cur, lock_id, target, statement, sql_mode)
         except pymysql.MySQLError as exc:
             code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
             raise DownstreamDdlError(
@@ -78,7 +108,12 @@ class DdlExecutor:
             ) from exc
 
     def _execute(
-        self, cur: Any, lock_id: str, target: str | Sequence[str], statement: str
+        self,
+        cur: Any,
+        lock_id: str,
+        target: str | Sequence[str],
+        statement: str,
+        sql_mode: str | None,
     ) -> Outcome:
         cur.execute(
             f"SELECT state, before_definition FROM {self._table} WHERE lock_id=%s", (lock_id,)
@@ -99,7 +134,15 @@ class DdlExecutor:
                 (lock_id, statement, current),
             )
         log.info("lock %s: executing on the sink: %s", lock_id, statement)
-        cur.execute(statement)
+        if sql_mode is None:
+            cur.execute(statement)
+        else:
+            cur.execute("SET @rowbus_sql_mode = @@SESSION.sql_mode")
+            _set_sql_mode(cur, sql_mode, lock_id)
+            try:
+                cur.execute(statement)
+            finally:
+                cur.execute("SET SESSION sql_mode = @rowbus_sql_mode")
         self._mark_done(cur, lock_id)
         return Outcome(executed=True)
 

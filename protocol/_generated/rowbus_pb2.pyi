@@ -137,7 +137,7 @@ class TableSchema(_message.Message):
     def __init__(self, schema: _Optional[str] = ..., table: _Optional[str] = ..., columns: _Optional[_Iterable[_Union[Column, _Mapping]]] = ..., primary_key: _Optional[_Iterable[str]] = ..., indexes: _Optional[_Iterable[_Union[Index, _Mapping]]] = ...) -> None: ...
 
 class DdlChange(_message.Message):
-    __slots__ = ("source", "ts", "schema", "table", "statement", "table_schema", "position", "txn", "kind")
+    __slots__ = ("source", "ts", "schema", "table", "statement", "table_schema", "position", "txn", "kind", "sql_mode")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     TS_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
@@ -147,6 +147,7 @@ class DdlChange(_message.Message):
     POSITION_FIELD_NUMBER: _ClassVar[int]
     TXN_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
+    SQL_MODE_FIELD_NUMBER: _ClassVar[int]
     source: str
     ts: int
     schema: str
@@ -156,7 +157,8 @@ class DdlChange(_message.Message):
     position: Position
     txn: Txn
     kind: str
-    def __init__(self, source: _Optional[str] = ..., ts: _Optional[int] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., statement: _Optional[str] = ..., table_schema: _Optional[_Union[TableSchema, _Mapping]] = ..., position: _Optional[_Union[Position, _Mapping]] = ..., txn: _Optional[_Union[Txn, _Mapping]] = ..., kind: _Optional[str] = ...) -> None: ...
+    sql_mode: str
+    def __init__(self, source: _Optional[str] = ..., ts: _Optional[int] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., statement: _Optional[str] = ..., table_schema: _Optional[_Union[TableSchema, _Mapping]] = ..., position: _Optional[_Union[Position, _Mapping]] = ..., txn: _Optional[_Union[Txn, _Mapping]] = ..., kind: _Optional[str] = ..., sql_mode: _Optional[str] = ...) -> None: ...
 
 class Resolved(_message.Message):
     __slots__ = ("source", "ts")

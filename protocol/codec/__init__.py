@@ -23,9 +23,9 @@ from rowbus.protocol.events import (
     SchemaRecord,
 )
 
-PROTOCOL_VERSION = "1.3"
+PROTOCOL_VERSION = "1.4"
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 3
+PROTOCOL_MINOR = 4
 VERSION_HEADER = "rowbus-version"
 ENCODING_HEADER = "rowbus-encoding"
 KIND_HEADER = "rowbus-kind"

@@ -46,7 +46,10 @@ WRITER_SCHEMAS: dict[str, Any] = {
     "1.2": fastavro.parse_schema(
         json.loads((SCHEMA_PATH.parent / "rowbus-1.2.avsc").read_text(encoding="utf-8"))
     ),
-    "1.3": SCHEMA,
+    "1.3": fastavro.parse_schema(
+        json.loads((SCHEMA_PATH.parent / "rowbus-1.3.avsc").read_text(encoding="utf-8"))
+    ),
+    "1.4": SCHEMA,
 }
 """The Avro schema of each protocol version this decoder reads (each minor version adds fields
 at record ends, with defaults, so an older datum resolves to this version's reader schema)."""
@@ -153,6 +156,7 @@ def _(r: DdlChange) -> tuple[str, dict[str, Any]]:
         "position": _position(r.position),
         "txn": _txn(r.txn),
         "kind": None if r.kind is None else r.kind.value,
+        "sql_mode": r.sql_mode,
     }
 
 
@@ -258,6 +262,7 @@ def _ddl_from(d: dict[str, Any]) -> DdlChange:
         position=_position_from(d["position"]),
         txn=_txn_from(d["txn"]),
         kind=ddl_kind(d["kind"]),
+        sql_mode=d["sql_mode"],
     )
 
 

@@ -302,6 +302,7 @@ def _(r: DdlChange) -> dict[str, Any]:
             "position": _position(r.position),
             "txn": _txn(r.txn),
             "kind": None if r.kind is None else r.kind.value,
+            "sql_mode": r.sql_mode,
         }
     }
 
@@ -451,6 +452,7 @@ def _ddl_from(d: Mapping[str, Any]) -> DdlChange:
         position=_position_from(d["position"]),
         txn=None if txn is None else _txn_from(txn),
         kind=ddl_kind(_opt_str(d.get("kind"))),
+        sql_mode=_opt_str(d.get("sql_mode")),
     )
 
 

@@ -152,6 +152,8 @@ def _(r: DdlChange, env: Any) -> None:
         _txn_to(r.txn, m.txn)
     if r.kind is not None:
         m.kind = r.kind.value
+    if r.sql_mode is not None:
+        m.sql_mode = r.sql_mode
 
 
 @_filler
@@ -330,6 +332,7 @@ def _ddl_from(m: Any) -> DdlChange:
         position=_position_from(m.position),
         txn=_txn_from(m.txn) if m.HasField("txn") else None,
         kind=ddl_kind(m.kind) if m.HasField("kind") else None,
+        sql_mode=m.sql_mode if m.HasField("sql_mode") else None,
     )
 
 

@@ -148,6 +148,18 @@ CASES: dict[str, list[str]] = {
         f"CREATE TABLE after_sq (id INT PRIMARY KEY, a INT){CS}",
         "INSERT INTO after_sq VALUES (1, 1)",
     ],
+    "lenient_session": [
+        # A session without STRICT: its ALTER converts the rows the table holds (truncates,
+        # clips); a STRICT sink would refuse the same statement unless run under that mode.
+        "SET SESSION sql_mode = ''",
+        f"CREATE TABLE lenient (id INT PRIMARY KEY, v VARCHAR(10), n VARCHAR(10), x INT){CS}",
+        "INSERT INTO lenient VALUES (1, 'abcdefgh', '12abc', 300), (2, 'ab', '', -5)",
+        "ALTER TABLE lenient MODIFY v VARCHAR(3), MODIFY n INT, MODIFY x TINYINT UNSIGNED",
+        # (The converted values reach a protocol-only rebuild with the rows' next images.)
+        "UPDATE lenient SET id = id + 10",
+        "INSERT INTO lenient VALUES (3, 'xyzw', 'q', 999)",
+        "SET SESSION sql_mode = DEFAULT",
+    ],
     "database": [
         "CREATE DATABASE {z}",
         f"CREATE TABLE {{z}}.t (id INT PRIMARY KEY, a INT){CS}",
@@ -179,6 +191,7 @@ TABLES = [
     "like_copy",
     "gen",
     "after_sq",
+    "lenient",
 ]
 
 

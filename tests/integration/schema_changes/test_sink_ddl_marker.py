@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pymysql
@@ -16,6 +17,7 @@ from rowbus.consumers.shard_ddl.executor import DdlExecutor
 from rowbus.protocol.ddl import parse_ddl
 from rowbus.protocol.events import BinlogPosition, DdlChange
 from rowbus.spark_apply.ddl import SinkDdl
+from rowbus.spark_apply.exceptions import BadEventError
 from tests.conftest import connect
 
 _offset = iter(range(1000, 10**6, 100))
@@ -129,3 +131,20 @@ def test_rename_of_several_tables_and_create_like(sink: Any) -> None:
     assert names == {"t2", "u2"}
     assert applier.apply(ddl(db, "DROP TABLE t2, u2"))
     assert query(conn, f"SHOW TABLES FROM `{db}`") == []
+
+
+def test_a_ddl_runs_under_the_source_sessions_sql_mode(
+    sink: tuple[SinkDdl, str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A lenient source session's MODIFY truncated the table's values: the STRICT sink does the
+    same under that mode, refuses it without one, and leaves out a mode it does not know."""
+    sink_ddl, db, conn = sink
+    strict = ddl(db, "ALTER TABLE t MODIFY s VARCHAR(2)")
+    with pytest.raises(BadEventError, match="Data truncated"):
+        sink_ddl.apply(strict)
+    lenient = replace(
+        ddl(db, "ALTER TABLE t MODIFY s VARCHAR(2)"), sql_mode="NO_SUCH_MODE,NO_ENGINE_SUBSTITUTION"
+    )
+    assert sink_ddl.apply(lenient)
+    assert query(conn, f"SELECT id, s FROM `{db}`.t ORDER BY id") == [(1, "ab"), (2, "wx")]
+    assert any("does not know sql_mode NO_SUCH_MODE" in r.getMessage() for r in caplog.records)

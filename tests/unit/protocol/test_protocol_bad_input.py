@@ -9,8 +9,17 @@ from decimal import Decimal
 import pytest
 
 from rowbus.protocol.codec import Encoding, decode, encode
+from rowbus.protocol.ddl import DdlKind
 from rowbus.protocol.errors import ProtocolError
-from rowbus.protocol.events import BinlogPosition, Op, ReaderCheckpoint, Resolved, RowChange, TxnRef
+from rowbus.protocol.events import (
+    BinlogPosition,
+    DdlChange,
+    Op,
+    ReaderCheckpoint,
+    Resolved,
+    RowChange,
+    TxnRef,
+)
 
 POS = "rowbus.db1[3]@42"
 ROW = RowChange(
@@ -319,6 +328,25 @@ def test_checkpoints_of_protocol_1_2_still_decode(suffix: str) -> None:
     record = decode(data, headers, POS)
     assert isinstance(record, ReaderCheckpoint)
     assert record.snapshot is None and record.epoch == 3
+
+
+@pytest.mark.parametrize("suffix", ["pb", "avro", "json"])
+def test_ddl_of_protocol_1_3_still_decodes(suffix: str) -> None:
+    """1.4 adds `DdlChange.sql_mode` at the end: a 1.3 DDL (Avro: read with the 1.3 writer
+    schema) decodes with no sql_mode, its other fields intact."""
+    from pathlib import Path
+
+    import rowbus.protocol
+
+    data = (
+        Path(rowbus.protocol.__file__).parent / "testdata" / "v1.3" / f"ddl.{suffix}"
+    ).read_bytes()
+    enc = {"pb": b"protobuf", "avro": b"avro", "json": b"json"}[suffix]
+    headers = [("rowbus-version", b"1.3"), ("rowbus-encoding", enc), ("rowbus-kind", b"ddl")]
+    record = decode(data, headers, POS)
+    assert isinstance(record, DdlChange)
+    assert record.sql_mode is None and record.kind is DdlKind.ALTER_TABLE
+    assert record.statement == "ALTER TABLE all_types ADD COLUMN gone VARCHAR(8)"
 
 
 def test_a_snapshot_row_is_shaped_like_an_insert() -> None:
