@@ -3,10 +3,14 @@ bare ``SELECT`` stream of the same tables (the ceiling here), and the time from 
 end to the first streamed change committed.
 
     python -m benchmarks.snapshot [--mysql HOST:PORT] [--kafka HOST:PORT] [--rows N] [--tables N]
+        [--incremental] [--spark-jdbc [--sink HOST:PORT]]
 
 W1-shaped tables (BIGINT PK, INT, BIGINT, VARCHAR(64), DECIMAL(12,2), DATETIME(6), DOUBLE,
 TINYINT, TEXT, DATE) are filled in bulk; one row per 20 ms is inserted while the snapshot runs,
-so streaming has changes waiting when it ends. Not a test: nothing is asserted.
+so streaming has changes waiting when it ends. The bare stream is measured before and after the
+snapshot (the machine's load moves; the ratio is to their mean). `--spark-jdbc`: Spark reads
+the same tables itself with partitioned JDBC reads and copies them into a sink (README,
+"Snapshots", the choice made from these figures). Not a test: nothing is asserted.
 """
 
 from __future__ import annotations
@@ -101,6 +105,7 @@ def run_snapshot(args: argparse.Namespace, db: str, names: list[str]) -> dict[st
     )
     stop = threading.Event()
     marks: dict[str, float] = {}
+    table_first: dict[str, tuple[float, int]] = {}
     table_done: dict[str, float] = {}
 
     def trickle() -> None:
@@ -118,6 +123,8 @@ def run_snapshot(args: argparse.Namespace, db: str, names: list[str]) -> dict[st
             if state is not None:
                 marks.setdefault("first", time.perf_counter())
                 for name, t in state.tables.items():
+                    if t.rows and name not in table_first:
+                        table_first[name] = (time.perf_counter(), t.rows)
                     if t.done and name not in table_done:
                         table_done[name] = time.perf_counter()
                 if state.done and "done" not in marks:
@@ -137,10 +144,13 @@ def run_snapshot(args: argparse.Namespace, db: str, names: list[str]) -> dict[st
     state = reader.snapshot
     assert state is not None
     start = marks.get("first", began)
-    per_table = {
-        name: round(t.rows / (table_done.get(name, time.perf_counter()) - start))
-        for name, t in state.tables.items()
-    }
+    # A table's rows over its own span, from its first committed chunk to its last (tables
+    # are read `parallelism` at a time, so the spans overlap).
+    per_table: dict[str, int] = {}
+    for name, table in state.tables.items():
+        if name in table_first and name in table_done:
+            t0, rows0 = table_first[name]
+            per_table[name] = round((table.rows - rows0) / max(1e-3, table_done[name] - t0))
     seconds = marks.get("done", time.perf_counter()) - start
     kafka.admin({"bootstrap.servers": args.kafka}).delete_topics(topics)
     return {
@@ -220,6 +230,112 @@ def run_incremental(args: argparse.Namespace, db: str, names: list[str]) -> dict
     return {"rows": rows, "seconds": round(seconds, 2), "rows_per_s": round(rows / seconds)}
 
 
+def _jdbc_frame(
+    spark: Any, args: argparse.Namespace, db: str, name: str, host: str, port: str
+) -> Any:
+    """`name` read by Spark in `--spark-partitions` ranges of its primary key."""
+    with connect(args.mysql, args.user, args.password, db) as conn, conn.cursor() as cur:
+        cur.execute(f"SELECT MIN(id), MAX(id) FROM `{name}`")
+        lo, hi = cur.fetchone()
+    return (
+        spark.read.format("jdbc")
+        .options(
+            url=f"jdbc:mysql://{host}:{port}/{db}",
+            dbtable=f"`{name}`",
+            partitionColumn="id",
+            lowerBound=str(lo),
+            upperBound=str(int(hi) + 1),
+            numPartitions=str(args.spark_partitions),
+            fetchsize="10000",
+            driver="org.mariadb.jdbc.Driver",
+            user=args.user,
+            password=args.password,
+        )
+        .load()
+    )
+
+
+def run_spark_jdbc(args: argparse.Namespace, db: str, names: list[str]) -> dict[str, Any]:
+    """Spark reading the same tables itself: partitioned JDBC reads on the executors (Debian's
+    MariaDB driver, installed if missing), each table read whole (a ``noop`` write) and copied
+    into an empty table of a sink database (JDBC batch inserts). local[2] here: the executors
+    share the machine's two cores, as the reader does. Spark's start-up is reported apart."""
+    from pyspark.sql import SparkSession
+
+    from rowbus.local.install import ensure_jdbc_driver
+
+    jar = ensure_jdbc_driver()
+    host, port = args.mysql.split(":")
+    sink_host, sink_port = (args.sink or args.mysql).split(":")
+    sink_db = f"{db}_sink"
+    began = time.perf_counter()
+    spark = (
+        SparkSession.builder.master(f"local[{args.spark_cores}]")
+        .appName("bench-snapshot-jdbc")
+        .config("spark.jars", str(jar))
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "1g")
+        .getOrCreate()
+    )
+    startup = time.perf_counter() - began
+    # The first JDBC job pays for class loading and the JIT (seconds here): one warm-up read
+    # of the first table, not timed.
+    _jdbc_frame(spark, args, db, names[0], host, port).write.format("noop").mode("overwrite").save()
+    common = {
+        "driver": "org.mariadb.jdbc.Driver",
+        "user": args.user,
+        "password": args.password,
+    }
+    read_rates: dict[str, int] = {}
+    copy_rates: dict[str, int] = {}
+    read_s = copy_s = 0.0
+    rows = 0
+    sink = f"{sink_host}:{sink_port}"
+    with connect(sink, args.user, args.password) as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE IF NOT EXISTS `{sink_db}`")
+        for name in names:
+            cur.execute(W1_DDL.format(name=f"`{sink_db}`.`{name}`"))
+    try:
+        for name in names:
+            with connect(args.mysql, args.user, args.password, db) as conn, conn.cursor() as cur:
+                cur.execute(f"SELECT COUNT(*) FROM `{name}`")
+                (count,) = cur.fetchone()
+            frame = _jdbc_frame(spark, args, db, name, host, port)
+            t0 = time.perf_counter()
+            frame.write.format("noop").mode("overwrite").save()
+            t1 = time.perf_counter()
+            frame.write.format("jdbc").options(
+                url=f"jdbc:mysql://{sink}/{sink_db}?rewriteBatchedStatements=true",
+                dbtable=f"`{name}`",
+                batchsize="5000",
+                **common,
+            ).mode("append").save()
+            t2 = time.perf_counter()
+            read_rates[name] = round(count / (t1 - t0))
+            copy_rates[name] = round(count / (t2 - t1))
+            read_s += t1 - t0
+            copy_s += t2 - t1
+            rows += int(count)
+        with connect(sink, args.user, args.password, sink_db) as conn, conn.cursor() as cur:
+            copied = 0
+            for name in names:
+                cur.execute(f"SELECT COUNT(*) FROM `{name}`")
+                copied += int(cur.fetchone()[0])
+        assert copied == rows, f"the JDBC copy wrote {copied} rows of {rows}"
+    finally:
+        spark.stop()
+        with connect(sink, args.user, args.password) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{sink_db}`")
+    return {
+        "rows": rows,
+        "spark_startup_s": round(startup, 1),
+        "read_rows_per_s": round(rows / read_s),
+        "copy_rows_per_s": round(rows / copy_s),
+        "per_table_read_rows_per_s": read_rates,
+        "per_table_copy_rows_per_s": copy_rates,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.snapshot", description=__doc__.split("\n")[0]
@@ -236,23 +352,47 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--incremental", action="store_true", help="also an incremental snapshot while streaming"
     )
+    parser.add_argument(
+        "--spark-jdbc",
+        action="store_true",
+        help="also Spark reading the tables itself (partitioned JDBC) and copying them to a sink",
+    )
+    parser.add_argument("--sink", default=None, help="HOST:PORT of the copy (default: --mysql)")
+    parser.add_argument("--spark-cores", type=int, default=2)
+    parser.add_argument("--spark-partitions", type=int, default=4)
     args = parser.parse_args(argv)
     db = f"bench_{uuid.uuid4().hex[:8]}"
     with connect(args.mysql, args.user, args.password) as conn, conn.cursor() as cur:
         cur.execute(f"CREATE DATABASE {db}")
     try:
         names = fill(args, db)
-        raw = bare_select(args, db, names[0], convert=False)
+        bare = {n: bare_select(args, db, n, convert=False) for n in names}
         converted = bare_select(args, db, names[0], convert=True)
         print(
-            f"bare SELECT of {names[0]}: {raw:,.0f} rows/s; with value conversion {converted:,.0f}"
+            "bare SELECT rows/s: "
+            + ", ".join(f"{n} {r:,.0f}" for n, r in bare.items())
+            + f"; {names[0]} with value conversion {converted:,.0f}"
         )
         result = run_snapshot(args, db, names)
         print(f"snapshot: {result}")
+        # The load of a shared machine moves: the bare stream again right after, and the
+        # ratio taken to the mean of both.
+        after = bare_select(args, db, names[0], convert=False)
+        raw = (bare[names[0]] + after) / 2
         print(
-            f"snapshot / bare SELECT: {result['rows_per_s'] / raw:.0%} "
+            f"bare SELECT of {names[0]} after the snapshot: {after:,.0f} rows/s; "
+            f"snapshot / bare SELECT (mean of before and after): {result['rows_per_s'] / raw:.0%} "
             f"(/ converted SELECT: {result['rows_per_s'] / converted:.0%})"
         )
+        if args.spark_jdbc:
+            jdbc = run_spark_jdbc(args, db, names)
+            print(f"Spark partitioned JDBC: {jdbc}")
+            rate = result["rows_per_s"]
+            print(
+                f"Spark JDBC read / reader snapshot: {jdbc['read_rows_per_s'] / rate:.2f}; "
+                f"Spark JDBC copy to the sink / reader snapshot: "
+                f"{jdbc['copy_rows_per_s'] / rate:.2f}"
+            )
         if args.incremental:
             inc = run_incremental(args, db, names)
             print(f"incremental snapshot while streaming: {inc}")

@@ -21,6 +21,8 @@ from rowbus.exceptions import LocalStackError
 log = logging.getLogger(__name__)
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
+MARIADB_JDBC_JAR = Path("/usr/share/java/mariadb-java-client.jar")
+"""Debian's `libmariadb-java`: the JDBC driver Spark reads MariaDB/MySQL with (no Maven here)."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,17 @@ def ensure_installed(broker: str, allowed: bool) -> list[str]:
         _run([sys.executable, "-m", "pip", "install", "--quiet", *pip], "pip install")
     importlib.invalidate_caches()
     return apt + pip
+
+
+def ensure_jdbc_driver(allowed: bool = True) -> Path:
+    """The MariaDB JDBC driver jar, installed from Debian's `libmariadb-java` if missing."""
+    if not MARIADB_JDBC_JAR.exists():
+        if not allowed:
+            raise LocalStackError(f"missing {MARIADB_JDBC_JAR}: apt-get install libmariadb-java")
+        _apt_install(["libmariadb-java"])
+        if not MARIADB_JDBC_JAR.exists():
+            raise LocalStackError(f"libmariadb-java installed no {MARIADB_JDBC_JAR}")
+    return MARIADB_JDBC_JAR
 
 
 def _apt_install(packages: list[str]) -> None:

@@ -8,22 +8,35 @@ from collections.abc import Sequence
 from typing import Any
 
 from rowbus.config import MySQLSettings, Settings
+from rowbus.consumers.routing import Target
 from rowbus.consumers.spill import DataEvent
 from rowbus.consumers.subscriber import Subscriber
+from rowbus.consumers.transaction import Transaction
 from rowbus.producer.snapshot.state import SnapshotState
 from rowbus.protocol.events import Op, ReaderCheckpoint, RowChange
+from rowbus.spark_apply.changes import delete_statements, upsert_statements
 from rowbus.workloads import W2, W2_DDL
 from tests.conftest import connect
 
 
-def fill(server: MySQLSettings, database: str, rows_per_table: int, seed: int = 7) -> W2:
+def fill(
+    server: MySQLSettings,
+    database: str,
+    rows_per_table: int,
+    seed: int = 7,
+    binlog: bool = True,
+) -> W2:
     """W2's 8 tables with `rows_per_table` rows each (bulk, through MariaDB's sequence
-    engine), every key known to the returned workload so its writes touch them."""
+    engine), every key known to the returned workload so its writes touch them.
+    `binlog=False`: the rows are not written to the binary log (rows older than the binlog
+    window, as on a server whose logs were purged; and twice as fast to load)."""
     w2 = W2(database, seed=seed, initial_rows=8)
     with connect(server, database, autocommit=False) as conn:
         w2.create(conn)
         base = 1_000_000
         with conn.cursor() as cur:
+            if not binlog:
+                cur.execute("SET SESSION sql_log_bin = 0")
             for index, name in enumerate(w2.names()):
                 lo = base + index * rows_per_table
                 cur.execute(
@@ -33,7 +46,9 @@ def fill(server: MySQLSettings, database: str, rows_per_table: int, seed: int = 
                     f"FROM seq_{lo}_to_{lo + rows_per_table - 1}"
                 )
                 w2.keys[index].extend(range(lo, lo + rows_per_table))
-        conn.commit()
+                conn.commit()
+            if not binlog:
+                cur.execute("SET SESSION sql_log_bin = 1")
     return w2
 
 
@@ -128,3 +143,59 @@ def snapshot_state(records: Sequence[object], source: str) -> SnapshotState | No
     if found is None or found.snapshot is None:
         return None
     return SnapshotState.from_json(found.snapshot)
+
+
+class BulkApply:
+    """Applies polled batches of released transactions to the sink in bulk, one sink
+    transaction per batch: the batch collapsed to the last image of each key in commit order
+    (DM's safe mode: every statement idempotent), deletions by key, then multi-row upserts
+    (rendered by the Spark apply's own statement builders). Records each snapshot row's key to
+    prove none arrives twice; W2 keys are single BIGINTs."""
+
+    def __init__(self, sink: MySQLSettings, database: str) -> None:
+        self.conn = connect(sink, database, autocommit=False)
+        self.database = database
+        self.read_keys: dict[str, set[Any]] = {}
+        self.read_twice: list[tuple[str, Any]] = []
+        self.rows = 0
+
+    def __call__(self, sub: Subscriber, txns: Sequence[Transaction]) -> None:
+        final: dict[str, dict[tuple[Any, ...], tuple[Any, ...] | None]] = {}
+        shapes: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        for txn in txns:
+            for ev in txn.events:
+                if not isinstance(ev, RowChange):
+                    continue
+                table = sub.table(ev)
+                shapes[ev.table] = (tuple(table.column_names), tuple(table.primary_key))
+                keys = final.setdefault(ev.table, {})
+                pk = table.pk_indexes
+                if ev.op is Op.READ:
+                    seen = self.read_keys.setdefault(ev.table, set())
+                    key = ev.image[pk[0]] if len(pk) == 1 else tuple(ev.image[i] for i in pk)
+                    if key in seen:
+                        self.read_twice.append((ev.table, key))
+                    seen.add(key)
+                if ev.before is not None:
+                    keys[tuple(ev.before[i] for i in pk)] = None
+                if ev.after is not None:
+                    keys[tuple(ev.after[i] for i in pk)] = ev.after
+                self.rows += 1
+        with self.conn.cursor() as cur:
+            for name, keys in final.items():
+                columns, key_columns = shapes[name]
+                target = Target(self.database, name)
+                gone = [k for k, image in keys.items() if image is None]
+                for sql in delete_statements(target, key_columns, gone):
+                    cur.execute(sql)
+                images = [image for image in keys.values() if image is not None]
+                for sql in upsert_statements(target, columns, key_columns, images):
+                    cur.execute(sql)
+        self.conn.commit()
+
+    @property
+    def read_rows(self) -> int:
+        return sum(len(s) for s in self.read_keys.values()) + len(self.read_twice)
+
+    def close(self) -> None:
+        self.conn.close()
