@@ -68,6 +68,8 @@ class Query:
     sql_mode: str | None = None
     """The session's sql_mode as the server names it (a statement that is not control only;
     None: unknown)."""
+    timestamp_us: int | None = None
+    """The statement's time at the source, µs since the epoch (None: unknown)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,9 +136,14 @@ class DdlItem:
     after: DdlSchema | None = None
     """The schema tracker's after-schema (None, or not `known`: the next table map's)."""
     sql_mode: str | None = None
+    timestamp_us: int | None = None
 
 
 Change = RowItem | DdlItem
+
+
+def _ddl_item(q: Query, parsed: ParsedDdl, pos: BinlogPosition) -> DdlItem:
+    return DdlItem(q.statement, q.schema, parsed, pos, q.ddl, q.sql_mode, q.timestamp_us)
 
 
 @dataclass(slots=True)
@@ -435,12 +442,12 @@ class TransactionAssembler:
             txn = self._open
             ready = self._cut(txn)
             pos = self._at(q.end, txn.gtid)
-            txn.changes.append(DdlItem(q.statement, q.schema, target, pos, q.ddl, q.sql_mode))
+            txn.changes.append(_ddl_item(q, target, pos))
             return ready
         txn = self._start(q.end - q.size)
         if wanted:
             pos = self._at(q.end, txn.gtid)
-            txn.changes.append(DdlItem(q.statement, q.schema, target, pos, q.ddl, q.sql_mode))
+            txn.changes.append(_ddl_item(q, target, pos))
         return self._close(q.end, q.timestamp)
 
     def _control(self, q: Query, control: ControlStatement) -> Transaction | None:

@@ -437,6 +437,7 @@ class Batcher:
             position=item.position,
             txn=ref,
             sql_mode=item.sql_mode,
+            timestamp_us=item.timestamp_us,
         )
         topic, partitioner = self.topic_for(schema, table)
         routes = partitioner.route(ddl)

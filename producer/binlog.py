@@ -492,12 +492,22 @@ class BinlogStream:
             statement = query.decode("utf-8", "replace") if isinstance(query, bytes) else query
             ddl = None
             sql_mode = None
+            micros = None
             if classify(statement) is None:
                 if self._tracker is not None:
                     ddl = self._track(statement, str(schema or ""), end)
                 sql_mode = self._sql_mode(getattr(event, "sql_mode", None))
+                # MariaDB writes the statement's microseconds beside the event's seconds.
+                micros = event.timestamp * 1_000_000 + int(getattr(event, "hrnow", 0) or 0)
             return Query(
-                statement, str(schema or ""), end, event.event_size, event.timestamp, ddl, sql_mode
+                statement,
+                str(schema or ""),
+                end,
+                event.event_size,
+                event.timestamp,
+                ddl,
+                sql_mode,
+                micros,
             )
         if kind is RotateEvent:
             self.file, self.pos = event.next_binlog, event.position

@@ -272,6 +272,10 @@ class DdlChange:
     """1.4: the source session's ``sql_mode`` when it ran the statement, as the server names
     it (``STRICT_TRANS_TABLES,NO_ZERO_DATE,…``; empty: none); None when unknown (an older
     writer, a snapshot's CREATE). A consumer runs the statement under it, as a replica does."""
+    timestamp_us: int | None = None
+    """1.4: the source's time when it ran the statement, in microseconds since the epoch (the
+    session's ``TIMESTAMP``); None when unknown. A consumer runs the statement at that time, so
+    a column added with ``DEFAULT CURRENT_TIMESTAMP`` holds the source's value in old rows."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

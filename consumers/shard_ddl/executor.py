@@ -92,15 +92,16 @@ class DdlExecutor:
         target: str | Sequence[str],
         statement: str,
         sql_mode: str | None = None,
+        timestamp_us: int | None = None,
     ) -> Outcome:
         """Run `statement` (which changes `target`, ``schema.table``, or several such tables)
-        once for `lock_id`, under the source session's `sql_mode` when known (None: the
-        sink's own)."""
+        once for `lock_id`, under the source session's `sql_mode` and at its time
+        (`timestamp_us`, µs since the epoch) when known (None: the sink's own)."""
         try:
             conn = self._connect()
             with conn, conn.cursor() as cur:
                 self._setup(cur)
-                return self._execute(cur, lock_id, target, statement, sql_mode)
+                return self._execute(cur, lock_id, target, statement, sql_mode, timestamp_us)
         except pymysql.MySQLError as exc:
             code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
             raise DownstreamDdlError(
@@ -114,6 +115,7 @@ class DdlExecutor:
         target: str | Sequence[str],
         statement: str,
         sql_mode: str | None,
+        timestamp_us: int | None,
     ) -> Outcome:
         cur.execute(
             f"SELECT state, before_definition FROM {self._table} WHERE lock_id=%s", (lock_id,)
@@ -134,14 +136,19 @@ class DdlExecutor:
                 (lock_id, statement, current),
             )
         log.info("lock %s: executing on the sink: %s", lock_id, statement)
-        if sql_mode is None:
-            cur.execute(statement)
-        else:
+        if sql_mode is not None:
             cur.execute("SET @rowbus_sql_mode = @@SESSION.sql_mode")
             _set_sql_mode(cur, sql_mode, lock_id)
-            try:
-                cur.execute(statement)
-            finally:
+        if timestamp_us is not None:
+            # CURRENT_TIMESTAMP / NOW(6) defaults fill old rows with the source's moment.
+            seconds, micros = divmod(timestamp_us, 1_000_000)
+            cur.execute(f"SET TIMESTAMP = {seconds}.{micros:06d}")
+        try:
+            cur.execute(statement)
+        finally:
+            if timestamp_us is not None:
+                cur.execute("SET TIMESTAMP = DEFAULT")
+            if sql_mode is not None:
                 cur.execute("SET SESSION sql_mode = @rowbus_sql_mode")
         self._mark_done(cur, lock_id)
         return Outcome(executed=True)

@@ -137,7 +137,7 @@ class TableSchema(_message.Message):
     def __init__(self, schema: _Optional[str] = ..., table: _Optional[str] = ..., columns: _Optional[_Iterable[_Union[Column, _Mapping]]] = ..., primary_key: _Optional[_Iterable[str]] = ..., indexes: _Optional[_Iterable[_Union[Index, _Mapping]]] = ...) -> None: ...
 
 class DdlChange(_message.Message):
-    __slots__ = ("source", "ts", "schema", "table", "statement", "table_schema", "position", "txn", "kind", "sql_mode")
+    __slots__ = ("source", "ts", "schema", "table", "statement", "table_schema", "position", "txn", "kind", "sql_mode", "timestamp_us")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     TS_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
@@ -148,6 +148,7 @@ class DdlChange(_message.Message):
     TXN_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     SQL_MODE_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_US_FIELD_NUMBER: _ClassVar[int]
     source: str
     ts: int
     schema: str
@@ -158,7 +159,8 @@ class DdlChange(_message.Message):
     txn: Txn
     kind: str
     sql_mode: str
-    def __init__(self, source: _Optional[str] = ..., ts: _Optional[int] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., statement: _Optional[str] = ..., table_schema: _Optional[_Union[TableSchema, _Mapping]] = ..., position: _Optional[_Union[Position, _Mapping]] = ..., txn: _Optional[_Union[Txn, _Mapping]] = ..., kind: _Optional[str] = ..., sql_mode: _Optional[str] = ...) -> None: ...
+    timestamp_us: int
+    def __init__(self, source: _Optional[str] = ..., ts: _Optional[int] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., statement: _Optional[str] = ..., table_schema: _Optional[_Union[TableSchema, _Mapping]] = ..., position: _Optional[_Union[Position, _Mapping]] = ..., txn: _Optional[_Union[Txn, _Mapping]] = ..., kind: _Optional[str] = ..., sql_mode: _Optional[str] = ..., timestamp_us: _Optional[int] = ...) -> None: ...
 
 class Resolved(_message.Message):
     __slots__ = ("source", "ts")

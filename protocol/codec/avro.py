@@ -157,6 +157,7 @@ def _(r: DdlChange) -> tuple[str, dict[str, Any]]:
         "txn": _txn(r.txn),
         "kind": None if r.kind is None else r.kind.value,
         "sql_mode": r.sql_mode,
+        "timestamp_us": r.timestamp_us,
     }
 
 
@@ -263,6 +264,7 @@ def _ddl_from(d: dict[str, Any]) -> DdlChange:
         txn=_txn_from(d["txn"]),
         kind=ddl_kind(d["kind"]),
         sql_mode=d["sql_mode"],
+        timestamp_us=d["timestamp_us"],
     )
 
 

@@ -303,6 +303,7 @@ def _(r: DdlChange) -> dict[str, Any]:
             "txn": _txn(r.txn),
             "kind": None if r.kind is None else r.kind.value,
             "sql_mode": r.sql_mode,
+            "timestamp_us": r.timestamp_us,
         }
     }
 
@@ -453,6 +454,7 @@ def _ddl_from(d: Mapping[str, Any]) -> DdlChange:
         txn=None if txn is None else _txn_from(txn),
         kind=ddl_kind(_opt_str(d.get("kind"))),
         sql_mode=_opt_str(d.get("sql_mode")),
+        timestamp_us=None if d.get("timestamp_us") is None else _int(d["timestamp_us"]),
     )
 
 

@@ -154,6 +154,8 @@ def _(r: DdlChange, env: Any) -> None:
         m.kind = r.kind.value
     if r.sql_mode is not None:
         m.sql_mode = r.sql_mode
+    if r.timestamp_us is not None:
+        m.timestamp_us = r.timestamp_us
 
 
 @_filler
@@ -333,6 +335,7 @@ def _ddl_from(m: Any) -> DdlChange:
         txn=_txn_from(m.txn) if m.HasField("txn") else None,
         kind=ddl_kind(m.kind) if m.HasField("kind") else None,
         sql_mode=m.sql_mode if m.HasField("sql_mode") else None,
+        timestamp_us=m.timestamp_us if m.HasField("timestamp_us") else None,
     )
 
 

@@ -148,3 +148,17 @@ def test_a_ddl_runs_under_the_source_sessions_sql_mode(
     assert sink_ddl.apply(lenient)
     assert query(conn, f"SELECT id, s FROM `{db}`.t ORDER BY id") == [(1, "ab"), (2, "wx")]
     assert any("does not know sql_mode NO_SUCH_MODE" in r.getMessage() for r in caplog.records)
+
+
+def test_a_ddl_runs_at_the_source_statements_time(sink: tuple[SinkDdl, str, Any]) -> None:
+    """A column added with DEFAULT CURRENT_TIMESTAMP(6) holds, in the rows the table had, the
+    moment the source ran the ALTER, not the moment the sink runs it."""
+    sink_ddl, db, conn = sink
+    when = 1_700_000_000_123_456
+    add = replace(
+        ddl(db, "ALTER TABLE t ADD COLUMN at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)"),
+        timestamp_us=when,
+    )
+    assert sink_ddl.apply(add)
+    got = query(conn, f"SELECT id, UNIX_TIMESTAMP(at) FROM `{db}`.t ORDER BY id")
+    assert [(i, int(t * 1_000_000)) for i, t in got] == [(1, when), (2, when)]

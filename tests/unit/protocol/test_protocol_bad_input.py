@@ -345,7 +345,8 @@ def test_ddl_of_protocol_1_3_still_decodes(suffix: str) -> None:
     headers = [("rowbus-version", b"1.3"), ("rowbus-encoding", enc), ("rowbus-kind", b"ddl")]
     record = decode(data, headers, POS)
     assert isinstance(record, DdlChange)
-    assert record.sql_mode is None and record.kind is DdlKind.ALTER_TABLE
+    assert record.sql_mode is None and record.timestamp_us is None
+    assert record.kind is DdlKind.ALTER_TABLE
     assert record.statement == "ALTER TABLE all_types ADD COLUMN gone VARCHAR(8)"
 
 

@@ -1,0 +1,57 @@
+"""A DDL carries its source session's sql_mode and time (protocol 1.4): the values a sink
+needs to run it as the source did (a lenient MODIFY, a DEFAULT CURRENT_TIMESTAMP column)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rowbus.config import Settings
+from rowbus.protocol.events import DdlChange
+from rowbus.waiting import wait_for
+from tests.conftest import connect
+from tests.integration.producer.helpers import ReaderSetup, TopicReader, reader_thread
+
+
+def test_a_ddl_carries_its_sessions_sql_mode_and_time(
+    services: Settings,
+    make_topic: Callable[..., str],
+    make_database: Callable[..., str],
+    unique: Callable[[str], str],
+) -> None:
+    server = services.sources[0]
+    setup = ReaderSetup(
+        services=services,
+        server=server,
+        source=unique("src"),
+        database=make_database(server),
+        data_topic=make_topic("data", partitions=1),
+        checkpoints_topic=make_topic("ckpt", partitions=1, **{"cleanup.policy": "compact"}),
+        schemas_topic=make_topic("schemas", partitions=1, **{"cleanup.policy": "compact"}),
+    )
+    with connect(server, setup.database) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY)")
+        cur.execute("INSERT INTO t VALUES (1)")
+    with reader_thread(setup, heartbeat_interval_s=0.3) as reader:
+        wait_for(lambda: reader.metrics.heartbeats > 0, timeout=60, what="a first heartbeat")
+        with connect(server, setup.database) as conn, conn.cursor() as cur:
+            cur.execute("SET SESSION time_zone = '+00:00'")
+            cur.execute("SET SESSION sql_mode = 'ANSI_QUOTES,NO_ZERO_DATE'")
+            cur.execute('ALTER TABLE "t" ADD COLUMN at TIMESTAMP(6) NOT NULL DEFAULT NOW(6)')
+            cur.execute("SET SESSION sql_mode = ''")
+            cur.execute("ALTER TABLE t ADD COLUMN v INT")
+            cur.execute("SELECT UNIX_TIMESTAMP(at) FROM t")
+            row = cur.fetchone()
+            assert row is not None
+            source_us = int(row[0] * 1_000_000)
+        data = TopicReader(services, setup.data_topic)
+        records = data.until(
+            lambda rs: sum(isinstance(r, DdlChange) for r in rs) >= 2,
+            timeout=60,
+            what="both ALTERs",
+        )
+        data.close()
+    first, second = [r for r in records if isinstance(r, DdlChange)]
+    assert first.sql_mode == "ANSI_QUOTES,NO_ZERO_DATE"
+    assert first.timestamp_us == source_us  # the old row's NOW(6): the statement's moment
+    assert second.sql_mode == ""
+    assert second.timestamp_us is not None and second.timestamp_us >= source_us
