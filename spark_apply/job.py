@@ -11,6 +11,7 @@ is skipped or resumed by the sink.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import logging
 import os
@@ -26,6 +27,7 @@ from rowbus.protocol.codec import ENCODING_HEADER, decode
 from rowbus.protocol.events import BinlogPosition, DdlChange, Heartbeat, Resolved
 from rowbus.protocol.topics import data_topic
 from rowbus.spark_apply.catalog import SchemaCatalog
+from rowbus.spark_apply.collector import collector_paused
 from rowbus.spark_apply.exceptions import ApplyError
 from rowbus.spark_apply.metrics import ApplyMetrics
 from rowbus.spark_apply.planner import Envelope, PairKey, plan, stored_gate
@@ -83,7 +85,8 @@ class BatchApplier:
 
     def __call__(self, df: Any, batch_id: int) -> None:
         try:
-            self._apply_batch(df, batch_id)
+            with collector_paused():
+                self._apply_batch(df, batch_id)
         except Exception as exc:
             self.metrics.errors[type(exc).__name__] += 1
             raise
@@ -341,6 +344,9 @@ def run(config: JobConfig) -> None:
     """Run the job until it fails or (with ``available_now``) until it has caught up."""
     spark = spark_session(config)
     applier = BatchApplier(config, shard_ddl_hook(config)).start()
+    # What is alive now (interpreter, pyspark, py4j, the clients) lives as long as the job:
+    # the collector's full passes need not traverse it again (`collector_paused`).
+    gc.freeze()
     exporter = None
     if config.apply.metrics_port is not None:
         exporter = Exporter()

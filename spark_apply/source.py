@@ -30,6 +30,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from rowbus.protocol.codec import ENCODING_HEADER, KIND_HEADER, decode, kind_name
+from rowbus.spark_apply.collector import collector_paused
 
 SCHEMA = (
     "topic STRING, partition INT, offset BIGINT, kind STRING, source STRING, ts BIGINT, "
@@ -214,16 +215,17 @@ def read_range(
                     f"{r.topic}[{r.partition}]: read stalled at {position} of "
                     f"[{r.start}, {r.end}) for {timeout_s:.0f}s"
                 )
-            msgs = consumer.consume(_CHUNK, 0.2)
-            for msg in msgs:
-                if msg.error() is not None:
-                    raise RuntimeError(f"{r.topic}[{r.partition}]: {msg.error()}")
-                offset = msg.offset()
-                if offset >= r.end:
-                    position = r.end
-                    break
-                _append(cols, r, msg)
-                position = offset + 1
+            with collector_paused():  # a chunk's records live until it is yielded
+                msgs = consumer.consume(_CHUNK, 0.2)
+                for msg in msgs:
+                    if msg.error() is not None:
+                        raise RuntimeError(f"{r.topic}[{r.partition}]: {msg.error()}")
+                    offset = msg.offset()
+                    if offset >= r.end:
+                        position = r.end
+                        break
+                    _append(cols, r, msg)
+                    position = offset + 1
             if position < r.end:
                 # Markers and aborted records occupy offsets no message is delivered for.
                 (now,) = consumer.position([TopicPartition(r.topic, r.partition)])
