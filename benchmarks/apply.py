@@ -687,12 +687,16 @@ def print_progress(part: str, progress: list[Any]) -> None:
     import statistics
 
     rows = []
+    parts: dict[str, list[int]] = {}
     for prog in progress:
         d = prog.durationMs if hasattr(prog, "durationMs") else prog["durationMs"]
         n = prog.numInputRows if hasattr(prog, "numInputRows") else prog["numInputRows"]
         total, add = d.get("triggerExecution", 0), d.get("addBatch", 0)
         if n:
             rows.append((n, total, add))
+            if len(rows) > 1:
+                for k, v in d.items():
+                    parts.setdefault(k, []).append(v)
     if not rows:
         return
     first, rest = rows[0], rows[1:]
@@ -704,7 +708,13 @@ def print_progress(part: str, progress: list[Any]) -> None:
         text += (
             f"; next {len(rest)}: median {statistics.median(r[0] for r in rest):,.0f} records, "
             f"{statistics.median(r[1] for r in rest) / 1000:.2f}s a batch, of which fixed "
-            f"(not foreachBatch) {statistics.median(r[1] - r[2] for r in rest) / 1000:.3f}s"
+            f"(not foreachBatch) {statistics.median(r[1] - r[2] for r in rest) / 1000:.3f}s ("
+            + ", ".join(
+                f"{k} {statistics.median(v) / 1000:.3f}s"
+                for k, v in sorted(parts.items())
+                if k not in ("triggerExecution", "addBatch")
+            )
+            + ")"
         )
     print(text)
 
