@@ -99,6 +99,8 @@ class Bench:
         self.mode = "snapshot"
         self.parallelism = 2
         self.executor_writes = True
+        self.profile: Any = None
+        """A cProfile.Profile that the job's foreachBatch calls run under (--profile)."""
         self.databases: list[tuple[Any, str]] = []
 
     def topic(self, name: str, partitions: int) -> str:
@@ -243,6 +245,34 @@ def checkpoint_rate(bench: Bench, state_db: str) -> tuple[int, float, float]:
 # -- parts -------------------------------------------------------------------------------------
 
 
+def make_applier(bench: Bench, config: Any) -> Any:
+    """The job's BatchApplier, started; under `bench.profile` when profiling: every
+    micro-batch's driver work (foreachBatch) adds to that profile."""
+    from rowbus.spark_apply.job import BatchApplier
+
+    profile = bench.profile
+    if profile is None:
+        return BatchApplier(config).start()
+
+    class Profiled(BatchApplier):
+        def __call__(self, df: Any, batch_id: int) -> None:
+            profile.enable()
+            try:
+                super().__call__(df, batch_id)
+            finally:
+                profile.disable()
+
+    return Profiled(config).start()
+
+
+def print_profile(bench: Bench) -> None:
+    import pstats
+
+    if bench.profile is not None:
+        print("driver profile of every micro-batch (foreachBatch), hottest first:")
+        pstats.Stats(bench.profile).sort_stats("tottime").print_stats(25)
+
+
 def bench_path(bench: Bench, rows: int, profile: bool) -> None:
     """The driver's apply path in process: Arrow → envelopes → plan → sink."""
     import cProfile
@@ -287,7 +317,7 @@ def bench_path(bench: Bench, rows: int, profile: bool) -> None:
 
 def bench_apply(bench: Bench, rows: int, workdir: str, baseline: float | None = None) -> None:
     """Pre-published W1, then the Spark job alone (available_now)."""
-    from rowbus.spark_apply.job import BatchApplier, spark_session, start_query
+    from rowbus.spark_apply.job import spark_session, start_query
 
     source = bench.topic(unique("bench.w1"), bench.partitions)
     schemas = bench.topic(unique("bench.schemas"), 1)
@@ -310,7 +340,7 @@ def bench_apply(bench: Bench, rows: int, workdir: str, baseline: float | None = 
     started = time.perf_counter()
     spark = spark_session(config)
     ready = time.perf_counter()
-    applier = BatchApplier(config).start()
+    applier = make_applier(bench, config)
     try:
         query = start_query(spark, config, applier)
         query.awaitTermination()
@@ -479,7 +509,7 @@ def bench_lag(bench: Bench, source_index: int, rate: int, seconds: float, workdi
     """A real reader, the running job, W1 at `rate` rows/s: commit-to-visible lag."""
     import signal
 
-    from rowbus.spark_apply.job import BatchApplier, spark_session, start_query
+    from rowbus.spark_apply.job import spark_session, start_query
     from rowbus.workloads import W1
 
     server = bench.settings.sources[source_index]
@@ -497,7 +527,7 @@ def bench_lag(bench: Bench, source_index: int, rate: int, seconds: float, workdi
         unique("job"), [name], schemas, upstream, sink_db, f"{workdir}/lag-cp", available_now=False
     )
     spark = spark_session(config)
-    applier = BatchApplier(config).start()
+    applier = make_applier(bench, config)
     query = start_query(spark, config, applier)
     probe = Visibility(bench.connect(bench.settings.resolved_sink), f"`{sink_db}`.w1")
     try:
@@ -550,7 +580,7 @@ def bench_lag_w2(  # noqa: PLR0915 - one scenario, read top to bottom
     import signal
     import statistics
 
-    from rowbus.spark_apply.job import BatchApplier, spark_session, start_query
+    from rowbus.spark_apply.job import spark_session, start_query
     from rowbus.workloads import W2, W2_DDL
 
     servers = bench.settings.sources[:2]
@@ -585,7 +615,7 @@ def bench_lag_w2(  # noqa: PLR0915 - one scenario, read top to bottom
     )
     bench.databases.append((sink, config.apply.state_database))
     spark = spark_session(config)
-    applier = BatchApplier(config).start()
+    applier = make_applier(bench, config)
     query = start_query(spark, config, applier)
     probes = [
         Visibility(
@@ -770,7 +800,11 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - argument wiri
         "--writers", type=int, default=2, help="lag2: writer connections per source"
     )
     parser.add_argument("--source", type=int, default=0, help="index of the source for lag")
-    parser.add_argument("--profile", action="store_true", help="profile the path part")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="profile the path part, and the driver's micro-batches of the others",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("rowbus.spark_apply.job").setLevel(logging.INFO)  # per-batch phase timings
@@ -780,6 +814,10 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - argument wiri
     masters = [m.strip() for m in args.master.split(",") if m.strip()]
     bench.master, bench.mode, bench.parallelism = masters[0], args.mode, args.parallelism
     bench.executor_writes = not args.driver_writes
+    if args.profile:
+        import cProfile
+
+        bench.profile = cProfile.Profile()
     try:
         with (
             tempfile.TemporaryDirectory(prefix="rowbus-bench-") as tmp,
@@ -819,6 +857,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - argument wiri
                 bench_lag(bench, args.source, args.rate, args.seconds, tmp)
             if "lag2" in parts:
                 bench_lag_w2(bench, args.rate, args.seconds, tmp, args.writers)
+        print_profile(bench)
     finally:
         bench.cleanup()
     return 0
