@@ -277,6 +277,9 @@ def start_query(spark: Any, config: JobConfig, applier: BatchApplier) -> Any:
             spark.readStream.format("rowbus_kafka")
             .option("topics", topics)
             .option("kafka", json.dumps(config.kafka))
+            # As many read tasks as the cluster runs at once: each has a fixed cost
+            # (`source.group_ranges`).
+            .option("tasks", str(spark.sparkContext.defaultParallelism))
         )
         if a.max_offsets_per_trigger:
             reader = reader.option("maxOffsetsPerTrigger", str(a.max_offsets_per_trigger))
