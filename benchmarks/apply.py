@@ -340,6 +340,9 @@ def bench_apply(bench: Bench, rows: int, workdir: str, baseline: float | None = 
     started = time.perf_counter()
     spark = spark_session(config)
     ready = time.perf_counter()
+    master = spark.sparkContext.master  # what the session runs on, not only what was asked
+    if master != bench.master:
+        master = f"{master}, asked {bench.master}"
     applier = make_applier(bench, config)
     try:
         query = start_query(spark, config, applier)
@@ -352,7 +355,7 @@ def bench_apply(bench: Bench, rows: int, workdir: str, baseline: float | None = 
     ratio = f", {rate / baseline:.2f}x the baseline" if baseline else ""
     how = "" if bench.mode == "snapshot" or bench.executor_writes else ", driver writes"
     print(
-        f"apply [{bench.master}, {bench.mode}{how}]: {rows} rows in {done - started:.1f}s wall "
+        f"apply [{master}, {bench.mode}{how}]: {rows} rows in {done - started:.1f}s wall "
         f"({rows / (done - started):,.0f} rows/s with a {ready - started:.1f}s session start and "
         f"the first batch); steady {rate:,.0f} rows/s ({n} rows in {seconds:.1f}s after the "
         f"first batch){ratio}"
