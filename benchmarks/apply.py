@@ -99,6 +99,8 @@ class Bench:
         self.mode = "snapshot"
         self.parallelism = 2
         self.executor_writes = True
+        self.profile: Any = None
+        """A cProfile.Profile that the job's foreachBatch calls run under (--profile)."""
         self.databases: list[tuple[Any, str]] = []
 
     def topic(self, name: str, partitions: int) -> str:
@@ -243,12 +245,41 @@ def checkpoint_rate(bench: Bench, state_db: str) -> tuple[int, float, float]:
 # -- parts -------------------------------------------------------------------------------------
 
 
+def make_applier(bench: Bench, config: Any) -> Any:
+    """The job's BatchApplier, started; under `bench.profile` when profiling: every
+    micro-batch's driver work (foreachBatch) adds to that profile."""
+    from rowbus.spark_apply.job import BatchApplier
+
+    profile = bench.profile
+    if profile is None:
+        return BatchApplier(config).start()
+
+    class Profiled(BatchApplier):
+        def __call__(self, df: Any, batch_id: int) -> None:
+            profile.enable()
+            try:
+                super().__call__(df, batch_id)
+            finally:
+                profile.disable()
+
+    return Profiled(config).start()
+
+
+def print_profile(bench: Bench) -> None:
+    import pstats
+
+    if bench.profile is not None:
+        print("driver profile of every micro-batch (foreachBatch), hottest first:")
+        pstats.Stats(bench.profile).sort_stats("tottime").print_stats(25)
+
+
 def bench_path(bench: Bench, rows: int, profile: bool) -> None:
     """The driver's apply path in process: Arrow → envelopes → plan → sink."""
     import cProfile
     import pstats
 
     from rowbus.consumers.routing import Router, RouteSettings
+    from rowbus.spark_apply.collector import collector_paused
     from rowbus.spark_apply.job import envelopes_of
     from rowbus.spark_apply.planner import PlannerState, plan
     from rowbus.spark_apply.settings import SinkConnection
@@ -265,13 +296,14 @@ def bench_path(bench: Bench, rows: int, profile: bool) -> None:
     with MySQLSink(conn, "bench", f"{sink_db}_state", router, {table.schema_id: table}.get) as sink:
         if prof:
             prof.enable()
-        t0 = time.perf_counter()
-        envelopes = envelopes_of(batch)
-        t1 = time.perf_counter()
-        p = plan(PlannerState(), envelopes, expected)
-        t2 = time.perf_counter()
-        applied = sink.apply(0, p)
-        t3 = time.perf_counter()
+        with collector_paused():  # as the job's batches run
+            t0 = time.perf_counter()
+            envelopes = envelopes_of(batch)
+            t1 = time.perf_counter()
+            p = plan(PlannerState(), envelopes, expected)
+            t2 = time.perf_counter()
+            applied = sink.apply(0, p)
+            t3 = time.perf_counter()
         if prof:
             prof.disable()
     print(
@@ -285,7 +317,7 @@ def bench_path(bench: Bench, rows: int, profile: bool) -> None:
 
 def bench_apply(bench: Bench, rows: int, workdir: str, baseline: float | None = None) -> None:
     """Pre-published W1, then the Spark job alone (available_now)."""
-    from rowbus.spark_apply.job import BatchApplier, spark_session, start_query
+    from rowbus.spark_apply.job import spark_session, start_query
 
     source = bench.topic(unique("bench.w1"), bench.partitions)
     schemas = bench.topic(unique("bench.schemas"), 1)
@@ -302,15 +334,20 @@ def bench_apply(bench: Bench, rows: int, workdir: str, baseline: float | None = 
         schemas,
         upstream,
         sink_db,
-        f"{workdir}/apply-cp",
+        f"{workdir}/{unique('apply-cp')}",
         available_now=True,
     )
     started = time.perf_counter()
     spark = spark_session(config)
     ready = time.perf_counter()
-    applier = BatchApplier(config).start()
+    master = spark.sparkContext.master  # what the session runs on, not only what was asked
+    if master != bench.master:
+        master = f"{master}, asked {bench.master}"
+    applier = make_applier(bench, config)
     try:
-        start_query(spark, config, applier).awaitTermination()
+        query = start_query(spark, config, applier)
+        query.awaitTermination()
+        progress = list(query.recentProgress)
     finally:
         applier.close()
     done = time.perf_counter()
@@ -318,11 +355,12 @@ def bench_apply(bench: Bench, rows: int, workdir: str, baseline: float | None = 
     ratio = f", {rate / baseline:.2f}x the baseline" if baseline else ""
     how = "" if bench.mode == "snapshot" or bench.executor_writes else ", driver writes"
     print(
-        f"apply [{bench.master}, {bench.mode}{how}]: {rows} rows in {done - started:.1f}s wall "
+        f"apply [{master}, {bench.mode}{how}]: {rows} rows in {done - started:.1f}s wall "
         f"({rows / (done - started):,.0f} rows/s with a {ready - started:.1f}s session start and "
         f"the first batch); steady {rate:,.0f} rows/s ({n} rows in {seconds:.1f}s after the "
         f"first batch){ratio}"
     )
+    print_progress("apply", progress)
 
 
 def bench_baseline(bench: Bench, rows: int) -> float:
@@ -355,12 +393,13 @@ def start_reader(
     bench: Bench,
     server: Any,
     name: str,
-    upstream: str,
+    upstream: str | list[str],
     schemas: str,
     checkpoints: str,
     workdir: str,
 ) -> Any:
-    """``rowbus reader run`` for `upstream` on `server`, publishing to the topic `name`."""
+    """``rowbus reader run`` for the database(s) `upstream` on `server`, publishing to the
+    topic `name`."""
     import os
     import subprocess
     import sys
@@ -385,7 +424,7 @@ def start_reader(
                 ],
                 "reader": {
                     "start": "latest",
-                    "include_schemas": [upstream],
+                    "include_schemas": [upstream] if isinstance(upstream, str) else upstream,
                     "topic_template": "{source}",
                     "checkpoints_topic": checkpoints,
                     "schemas_topic": schemas,
@@ -473,7 +512,7 @@ def bench_lag(bench: Bench, source_index: int, rate: int, seconds: float, workdi
     """A real reader, the running job, W1 at `rate` rows/s: commit-to-visible lag."""
     import signal
 
-    from rowbus.spark_apply.job import BatchApplier, spark_session, start_query
+    from rowbus.spark_apply.job import spark_session, start_query
     from rowbus.workloads import W1
 
     server = bench.settings.sources[source_index]
@@ -491,7 +530,7 @@ def bench_lag(bench: Bench, source_index: int, rate: int, seconds: float, workdi
         unique("job"), [name], schemas, upstream, sink_db, f"{workdir}/lag-cp", available_now=False
     )
     spark = spark_session(config)
-    applier = BatchApplier(config).start()
+    applier = make_applier(bench, config)
     query = start_query(spark, config, applier)
     probe = Visibility(bench.connect(bench.settings.resolved_sink), f"`{sink_db}`.w1")
     try:
@@ -533,39 +572,44 @@ def bench_lag(bench: Bench, source_index: int, rate: int, seconds: float, workdi
 
 
 def bench_lag_w2(  # noqa: PLR0915 - one scenario, read top to bottom
-    bench: Bench, rate: int, seconds: float, workdir: str
+    bench: Bench, rate: int, seconds: float, workdir: str, writers: int = 2
 ) -> None:
-    """W2 on two sources (`rate` row changes/s in all, single-row transactions) through two
-    real readers into the running job; commit-to-visible lag of the inserting transactions
-    (a fifth of them: their key is new, so the probe sees when it lands), with the first and
-    last thirds of the run compared to tell whether lag grows."""
+    """W2 on two sources (`rate` row changes/s in all, single-row transactions, `writers`
+    connections per source, each on a database of its own) through two real readers into
+    the running job; commit-to-visible lag of the inserting transactions (a fifth of them:
+    their key is new, so the probe sees when it lands), with the thirds of the run compared
+    to tell whether lag grows."""
     import os
     import signal
     import statistics
 
-    from rowbus.spark_apply.job import BatchApplier, spark_session, start_query
+    from rowbus.spark_apply.job import spark_session, start_query
     from rowbus.workloads import W2, W2_DDL
 
     servers = bench.settings.sources[:2]
     schemas = bench.topic(unique("bench.schemas"), 1)
     checkpoints = bench.topic(unique("bench.ckpt"), 1)
-    names, loads, readers = [], [], []
+    names, readers = [], []
+    loads: list[tuple[Any, Any]] = []  # (server, W2) per writer
     sink = bench.settings.resolved_sink
     for n, server in enumerate(servers):
         name = bench.topic(unique(f"bench.w2s{n}"), bench.partitions)
-        upstream = bench.database(server, unique(f"bench_w2s{n}"))
-        w2 = W2(upstream, seed=n + 1, key_offset=n * 10**9)
-        with bench.connect(server, autocommit=False) as conn:
-            w2.create(conn)
-        bench.database(sink, upstream)
-        with bench.connect(sink) as conn, conn.cursor() as cur:
-            for table in w2.names():
-                cur.execute(W2_DDL.format(name=f"`{upstream}`.`{table}`"))
+        upstreams = []
+        for j in range(writers):
+            upstream = bench.database(server, unique(f"bench_w2s{n}w{j}"))
+            w2 = W2(upstream, seed=n * writers + j + 1, key_offset=(n * writers + j) * 10**9)
+            with bench.connect(server, autocommit=False) as conn:
+                w2.create(conn)
+            bench.database(sink, upstream)
+            with bench.connect(sink) as conn, conn.cursor() as cur:
+                for table in w2.names():
+                    cur.execute(W2_DDL.format(name=f"`{upstream}`.`{table}`"))
+            upstreams.append(upstream)
+            loads.append((server, w2))
         folder = f"{workdir}/reader{n}"
         os.makedirs(folder, exist_ok=True)
-        readers.append(start_reader(bench, server, name, upstream, schemas, checkpoints, folder))
+        readers.append(start_reader(bench, server, name, upstreams, schemas, checkpoints, folder))
         names.append(name)
-        loads.append(w2)
     config = bench.job_config(
         unique("job"), names, schemas, "", "", f"{workdir}/lag2-cp", False, routes=False
     )
@@ -574,7 +618,7 @@ def bench_lag_w2(  # noqa: PLR0915 - one scenario, read top to bottom
     )
     bench.databases.append((sink, config.apply.state_database))
     spark = spark_session(config)
-    applier = BatchApplier(config).start()
+    applier = make_applier(bench, config)
     query = start_query(spark, config, applier)
     probes = [
         Visibility(
@@ -583,16 +627,16 @@ def bench_lag_w2(  # noqa: PLR0915 - one scenario, read top to bottom
             + " UNION ALL ".join(f"SELECT MAX(id) AS id FROM `{w.schema}`.`{t}`" for t in w.names())
             + ") AS m) AS v",
         )
-        for w in loads
+        for _, w in loads
     ]
     results: list[list[tuple[float, int]]] = [[] for _ in loads]
     offered: list[float] = [0.0 for _ in loads]
     try:
         deadline = time.monotonic() + 240
-        while any(p.now() < w.next_key - 1 for p, w in zip(probes, loads, strict=True)):
+        while any(p.now() < w.next_key - 1 for p, (_, w) in zip(probes, loads, strict=True)):
             if time.monotonic() > deadline or query.exception() is not None:
                 raise RuntimeError(f"W2 rows never became visible: {query.exception()}")
-            for server, w in zip(servers, loads, strict=True):
+            for server, w in loads:
                 with bench.connect(server, autocommit=False) as up:
                     w.step(up)
             time.sleep(0.5)
@@ -600,9 +644,9 @@ def bench_lag_w2(  # noqa: PLR0915 - one scenario, read top to bottom
             p.start()
 
         def write(i: int) -> None:
-            with bench.connect(servers[i], autocommit=False) as up:
-                w = loads[i]
-                interval = 2.0 / rate
+            server, w = loads[i]
+            with bench.connect(server, autocommit=False) as up:
+                interval = len(loads) / rate
                 t0 = time.monotonic()
                 k = 0
                 while time.monotonic() - t0 < seconds:
@@ -627,6 +671,7 @@ def bench_lag_w2(  # noqa: PLR0915 - one scenario, read top to bottom
                 time.sleep(0.1)
         for p in probes:
             p.stop()
+        progress = list(query.recentProgress)
     finally:
         query.stop()
         applier.close()
@@ -653,13 +698,58 @@ def bench_lag_w2(  # noqa: PLR0915 - one scenario, read top to bottom
     def pct(q: float) -> float:
         return lags[min(len(lags) - 1, int(q * len(lags)))]
 
-    trend = " -> ".join(f"{statistics.median(t):.3f}s" if t else "-" for t in thirds)
+    medians = [statistics.median(t) if t else 0.0 for t in thirds]
+    trend = " -> ".join(f"{m:.3f}s" for m in medians)
+    # Growing: the last third's median is clearly above the first's (half a second and half
+    # again), i.e. the job falls behind instead of holding a steady lag.
+    grows = medians[2] > medians[0] * 1.5 + 0.5
     print(
-        f"lag2 [{bench.master}, {bench.mode}] W2 x2 sources: {rate} row changes/s asked, "
-        f"{sum(offered):,.0f}/s offered for {seconds:.0f}s; {len(lags)} inserting transactions "
-        f"visible: commit-to-visible p50 {pct(0.5):.3f}s p99 {pct(0.99):.3f}s max "
-        f"{lags[-1]:.3f}s; median by thirds {trend}"
+        f"lag2 [{bench.master}, {bench.mode}] W2 x2 sources x{writers} writers: {rate} row "
+        f"changes/s asked, {sum(offered):,.0f}/s offered for {seconds:.0f}s; {len(lags)} "
+        f"inserting transactions visible: commit-to-visible p50 {pct(0.5):.3f}s p99 "
+        f"{pct(0.99):.3f}s max {lags[-1]:.3f}s; median by thirds {trend}: "
+        f"{'GROWING' if grows else 'not growing'}"
     )
+    print_progress("lag2", progress)
+
+
+def print_progress(part: str, progress: list[Any]) -> None:
+    """Structured Streaming's own timings per micro-batch (the query's progress): the first
+    batch, and the median of the others, split into the foreachBatch (`addBatch`: collect,
+    decode, plan, write) and the fixed rest (offsets, planning, offset and commit logs)."""
+    import statistics
+
+    rows = []
+    parts: dict[str, list[int]] = {}
+    for prog in progress:
+        d = prog.durationMs if hasattr(prog, "durationMs") else prog["durationMs"]
+        n = prog.numInputRows if hasattr(prog, "numInputRows") else prog["numInputRows"]
+        total, add = d.get("triggerExecution", 0), d.get("addBatch", 0)
+        if n:
+            rows.append((n, total, add))
+            if len(rows) > 1:
+                for k, v in d.items():
+                    parts.setdefault(k, []).append(v)
+    if not rows:
+        return
+    first, rest = rows[0], rows[1:]
+    text = (
+        f"{part} batches: first {first[0]} records {first[1] / 1000:.2f}s "
+        f"(foreachBatch {first[2] / 1000:.2f}s)"
+    )
+    if rest:
+        text += (
+            f"; next {len(rest)}: median {statistics.median(r[0] for r in rest):,.0f} records, "
+            f"{statistics.median(r[1] for r in rest) / 1000:.2f}s a batch, of which fixed "
+            f"(not foreachBatch) {statistics.median(r[1] - r[2] for r in rest) / 1000:.3f}s ("
+            + ", ".join(
+                f"{k} {statistics.median(v) / 1000:.3f}s"
+                for k, v in sorted(parts.items())
+                if k not in ("triggerExecution", "addBatch")
+            )
+            + ")"
+        )
+    print(text)
 
 
 def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - argument wiring
@@ -687,7 +777,12 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - argument wiri
     parser.add_argument(
         "--only", choices=["path", "baseline", "apply", "lag", "lag2"], action="append"
     )
-    parser.add_argument("--master", default="local[2]", help="Spark master of the job")
+    parser.add_argument(
+        "--master",
+        default="local[2]",
+        help="Spark master of the job; several, comma-separated, for the apply part "
+        "(e.g. local[2],local[1]: each against the same run's baseline)",
+    )
     parser.add_argument("--cluster", type=int, default=0, help="a standalone cluster of N workers")
     parser.add_argument("--mode", choices=["snapshot", "parallel"], default="snapshot")
     parser.add_argument("--parallelism", type=int, default=2, help="shards of parallel mode")
@@ -698,17 +793,34 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - argument wiri
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--max-per-trigger", type=int, default=50_000)
     parser.add_argument("--rate", type=int, default=5000, help="upstream rows/s for lag")
-    parser.add_argument("--seconds", type=float, default=30.0, help="duration of the lag run")
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=30.0,
+        help="sustained window of lag and lag2 (300 for the note)",
+    )
+    parser.add_argument(
+        "--writers", type=int, default=2, help="lag2: writer connections per source"
+    )
     parser.add_argument("--source", type=int, default=0, help="index of the source for lag")
-    parser.add_argument("--profile", action="store_true", help="profile the path part")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="profile the path part, and the driver's micro-batches of the others",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("rowbus.spark_apply.job").setLevel(logging.INFO)  # per-batch phase timings
     settings = load_settings(Path(args.config) if args.config else None)
     parts = args.only or ["path", "baseline", "apply", "lag"]
     bench = Bench(settings, args.partitions, args.max_per_trigger)
-    bench.master, bench.mode, bench.parallelism = args.master, args.mode, args.parallelism
+    masters = [m.strip() for m in args.master.split(",") if m.strip()]
+    bench.master, bench.mode, bench.parallelism = masters[0], args.mode, args.parallelism
     bench.executor_writes = not args.driver_writes
+    if args.profile:
+        import cProfile
+
+        bench.profile = cProfile.Profile()
     try:
         with (
             tempfile.TemporaryDirectory(prefix="rowbus-bench-") as tmp,
@@ -734,11 +846,21 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - argument wiri
                 bench_path(bench, min(args.rows, 100_000), args.profile)
             baseline = bench_baseline(bench, args.rows) if "baseline" in parts else None
             if "apply" in parts:
-                bench_apply(bench, args.rows, tmp, baseline)
+                for master in masters:
+                    if not args.cluster:
+                        bench.master = master
+                    bench_apply(bench, args.rows, tmp, baseline)
+                    if len(masters) > 1:  # the next master needs a session of its own
+                        from pyspark.sql import SparkSession
+
+                        active = SparkSession.getActiveSession()
+                        if active is not None:
+                            active.stop()
             if "lag" in parts:
                 bench_lag(bench, args.source, args.rate, args.seconds, tmp)
             if "lag2" in parts:
-                bench_lag_w2(bench, args.rate, args.seconds, tmp)
+                bench_lag_w2(bench, args.rate, args.seconds, tmp, args.writers)
+        print_profile(bench)
     finally:
         bench.cleanup()
     return 0

@@ -11,6 +11,7 @@ is skipped or resumed by the sink.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import logging
 import os
@@ -26,6 +27,7 @@ from rowbus.protocol.codec import ENCODING_HEADER, decode
 from rowbus.protocol.events import BinlogPosition, DdlChange, Heartbeat, Resolved
 from rowbus.protocol.topics import data_topic
 from rowbus.spark_apply.catalog import SchemaCatalog
+from rowbus.spark_apply.collector import collector_paused
 from rowbus.spark_apply.exceptions import ApplyError
 from rowbus.spark_apply.metrics import ApplyMetrics
 from rowbus.spark_apply.planner import Envelope, PairKey, plan, stored_gate
@@ -37,8 +39,21 @@ from rowbus.spark_apply.sink import MySQLSink
 log = logging.getLogger(__name__)
 
 STASH_MEMORY_EVENTS = 20_000
-"""Held events the planner keeps in the driver's memory while it plans a batch; the rest
-are in the batch's spill file and, once it commits, in the sink's pieces."""
+"""Held events the planner keeps in the driver's memory while it plans a batch, at least
+(the batch's own records, when more: `_memory_limit`); the rest are in the batch's spill file
+and, once it commits, in the sink's pieces."""
+
+
+def _memory_limit(records: int) -> int:
+    """The planner's in-memory limit for a batch of `records` decoded records.
+
+    The batch's events are in memory while it is planned anyway (the decoded envelopes the
+    merger is pushed): spilling them during planning freed nothing, and since the merger
+    holds everything until every lane's watermark is pushed, a batch above the limit spilled
+    its overflow run by run — for single-row transactions one chunk per event, written,
+    read back with a seek each and decoded a second time (measured in the W2 lag run: 16 s of
+    the driver's 95 s). A function of the batch's records, so a replay spills the same."""
+    return max(STASH_MEMORY_EVENTS, records)
 
 
 class BatchApplier:
@@ -83,7 +98,8 @@ class BatchApplier:
 
     def __call__(self, df: Any, batch_id: int) -> None:
         try:
-            self._apply_batch(df, batch_id)
+            with collector_paused():
+                self._apply_batch(df, batch_id)
         except Exception as exc:
             self.metrics.errors[type(exc).__name__] += 1
             raise
@@ -124,7 +140,7 @@ class BatchApplier:
                 expected,
                 gate,
                 spill=spill,
-                memory_limit=STASH_MEMORY_EVENTS,
+                memory_limit=_memory_limit(records),
             )
             del envelopes[:]  # the batch's decoded events: the plan holds what it needs
             planned = time.perf_counter()
@@ -274,6 +290,9 @@ def start_query(spark: Any, config: JobConfig, applier: BatchApplier) -> Any:
             spark.readStream.format("rowbus_kafka")
             .option("topics", topics)
             .option("kafka", json.dumps(config.kafka))
+            # As many read tasks as the cluster runs at once: each has a fixed cost
+            # (`source.group_ranges`).
+            .option("tasks", str(spark.sparkContext.defaultParallelism))
         )
         if a.max_offsets_per_trigger:
             reader = reader.option("maxOffsetsPerTrigger", str(a.max_offsets_per_trigger))
@@ -341,6 +360,9 @@ def run(config: JobConfig) -> None:
     """Run the job until it fails or (with ``available_now``) until it has caught up."""
     spark = spark_session(config)
     applier = BatchApplier(config, shard_ddl_hook(config)).start()
+    # What is alive now (interpreter, pyspark, py4j, the clients) lives as long as the job:
+    # the collector's full passes need not traverse it again (`collector_paused`).
+    gc.freeze()
     exporter = None
     if config.apply.metrics_port is not None:
         exporter = Exporter()

@@ -37,9 +37,10 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any
@@ -152,6 +153,11 @@ class MySQLSink:
         self._parallelism = parallelism if mode == "parallel" else 1
         self._conns: list[Connection[Any]] = []
         self._pool: ThreadPoolExecutor | None = None
+        self._writer: ThreadPoolExecutor | None = None
+        self._catalog_conn: Connection[Any] | None = None
+        self._conn_lock = threading.RLock()
+        """Held by whoever uses the first connection while a pipelined write may run on it
+        (`_Pipeline`, the spill's reads of older segments)."""
         self._ddl = SinkDdl(router, self._ddl_connection, state_database, job)
         self.state_store = StateStore(self._db, job)
         self._saved: tuple[int, PlannerState] | None = None
@@ -175,6 +181,8 @@ class MySQLSink:
         self._conns = [self._connect() for _ in range(self._parallelism)]
         if self._parallelism > 1:
             self._pool = ThreadPoolExecutor(self._parallelism, thread_name_prefix="sink")
+        else:
+            self._writer = ThreadPoolExecutor(1, thread_name_prefix="sink-writer")
         db = self._db
         with db_errors("creating the apply state tables"), self._conns[0].cursor() as cur:
             cur.execute(f"CREATE DATABASE IF NOT EXISTS {db}")
@@ -213,10 +221,14 @@ class MySQLSink:
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
-        for conn in self._conns:
+        if self._writer is not None:
+            self._writer.shutdown()
+            self._writer = None
+        for conn in [*self._conns, *([self._catalog_conn] if self._catalog_conn else [])]:
             with contextlib.suppress(Exception):
                 conn.close()
         self._conns = []
+        self._catalog_conn = None
 
     def __enter__(self) -> MySQLSink:
         return self.start()
@@ -314,7 +326,9 @@ class MySQLSink:
         cur = self._conns[0].cursor()
 
         def fetch(segment: int, pos: int) -> tuple[int, bytes] | None:
-            with db_errors("reading stashed events"):
+            # A step's rows are read while the chunk before is being written on the same
+            # connection (`_Pipeline`): one at a time.
+            with self._conn_lock, db_errors("reading stashed events"):
                 return self.state_store.fetcher(cur)(segment, pos)
 
         return PieceSpill(batch_id, fetch)
@@ -442,14 +456,23 @@ class MySQLSink:
                 # The step's rows in chunks, each collapsed and written before the next is
                 # read (a chunk's writes are those of a step of its own: applying contiguous
                 # parts in order passes through the same states), all in this transaction.
+                # Each chunk is written on the writer thread while this one collapses the
+                # next: the server executes a chunk's statements while Python prepares the
+                # next one (the GIL is free while the writer waits on the socket).
                 written = 0
-                for part in _chunks(step.rows, self.chunk_rows):
-                    shards = collapse(
-                        part, self._router, self._schemas, _zero, self._unique_keys, self._generated
-                    )
-                    tables = shards.get(0, {})
-                    self._write(conn, tables, step)
-                    written += sum(len(t) for t in tables.values())
+                with _Pipeline(self._writer, self._conn_lock) as pipe:
+                    for part in _chunks(step.rows, self.chunk_rows):
+                        shards = collapse(
+                            part,
+                            self._router,
+                            self._schemas,
+                            _zero,
+                            self._unique_keys,
+                            self._generated,
+                        )
+                        tables = shards.get(0, {})
+                        pipe.submit(self._write, conn, tables, step)
+                        written += sum(len(t) for t in tables.values())
                 self._checkpoint(conn, checkpoint, 0, written)
                 self._advance(conn, head, new_head)
                 if final:
@@ -570,14 +593,17 @@ class MySQLSink:
         return found
 
     def _information_schema(self, target: Target, what: str, sql: str) -> tuple[Any, ...]:
-        """The rows of `sql` (which takes the target's schema and table) on the first
-        connection, its read ended so the next snapshot of the catalog is fresh."""
-        conn = self._conns[0]
-        with db_errors(f"reading the {what} of {target}"), conn.cursor() as cur:
+        """The rows of `sql` (which takes the target's schema and table) on a connection of
+        their own, in autocommit: they are looked up while a step's transaction is open on
+        the first connection (a target first met in a later chunk), which a read there
+        would have to end — committing part of the step — or race with the pipelined write
+        of the chunk before (`_Pipeline`)."""
+        if self._catalog_conn is None:
+            self._catalog_conn = self._connect()
+            self._catalog_conn.autocommit(True)
+        with db_errors(f"reading the {what} of {target}"), self._catalog_conn.cursor() as cur:
             cur.execute(sql, (target.schema, target.table))
-            rows = cur.fetchall()
-        conn.commit()
-        return tuple(rows)
+            return tuple(cur.fetchall())
 
     def _shard_of(self, target: Target, key: tuple[Value, ...]) -> int:
         return zlib.crc32(repr((target.schema, target.table, key)).encode()) % self._parallelism
@@ -731,6 +757,47 @@ def _retry_conflicts(conn: Connection[Any], transaction: Callable[[], None], wha
             if attempt == CONFLICT_ATTEMPTS:
                 raise
             log.warning("%s: %s; running it again (attempt %d)", what, exc, attempt + 1)
+
+
+class _Pipeline:
+    """Runs writes on one connection, in order, one at a time, on `writer` (None: inline)
+    while the caller prepares the next: at most one write is in flight, so at most two
+    chunks are in memory. The writes hold `lock` (whoever else uses the connection meanwhile
+    takes it too). A write's failure is raised by the next `submit` or on leaving the
+    block, after which nothing more is written; leaving the block waits for the write in
+    flight, so afterwards the connection is the caller's alone again."""
+
+    def __init__(self, writer: ThreadPoolExecutor | None, lock: threading.RLock) -> None:
+        self._writer = writer
+        self._lock = lock
+        self._pending: Future[None] | None = None
+
+    def submit(self, write: Callable[..., None], *args: Any) -> None:
+        self._wait()
+        if self._writer is None:
+            write(*args)
+            return
+        self._pending = self._writer.submit(self._locked, write, *args)
+
+    def _locked(self, write: Callable[..., None], *args: Any) -> None:
+        with self._lock:
+            write(*args)
+
+    def _wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def __enter__(self) -> _Pipeline:
+        return self
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        if kind is None:
+            self._wait()
+            return
+        # The block failed: its error wins, but not before the connection is free again.
+        with contextlib.suppress(Exception):
+            self._wait()
 
 
 def _zero(target: Target, key: tuple[Value, ...]) -> int:

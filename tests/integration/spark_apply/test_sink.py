@@ -149,6 +149,38 @@ def test_a_bad_event_stops_the_batch_with_its_position(
         rows_of(services, sink_db, "nope")
 
 
+def test_a_step_in_chunks_is_one_transaction(
+    services: Settings, unique: Callable[[str], str], sink_db: str
+) -> None:
+    """A step written chunk by chunk (pipelined: a chunk is written while the next is
+    collapsed) commits whole or not at all, also when a later chunk meets a target whose keys
+    the sink looks up then: that lookup once ended the step's open transaction."""
+    up, up_u = table("up", "t"), table("up", "u")
+    with connect(services.resolved_sink, sink_db) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE u (id BIGINT PRIMARY KEY, v VARCHAR(20))")
+    sink = make_sink(services, unique, sink_db, {up.schema_id: up, up_u.schema_id: up_u})
+    sink.chunk_rows = 1
+    first = (
+        row(1, Op.INSERT, after=(1, "ok"), tbl=up),
+        row(2, Op.INSERT, after=(1, "ok"), tbl=up_u),
+    )
+    events = batch(
+        *first,
+        row(3, Op.INSERT, after=(2, "x" * 50), tbl=up),  # longer than VARCHAR(20)
+        resolved(9),
+    )
+    with sink:
+        with pytest.raises(BadEventError, match=r"topic\[0\]@2"):
+            sink.apply(0, plan(PlannerState(), events, EXPECTED))
+        assert rows_of(services, sink_db) == []
+        assert rows_of(services, sink_db, "u") == []
+        assert sink.head() is None
+        good = batch(*first, row(3, Op.INSERT, after=(2, "y"), tbl=up), resolved(9))
+        assert sink.apply(0, plan(PlannerState(), good, EXPECTED)) == 3
+    assert rows_of(services, sink_db) == [(1, "ok"), (2, "y")]
+    assert rows_of(services, sink_db, "u") == [(1, "ok")]
+
+
 def test_every_value_type_round_trips(
     services: Settings, unique: Callable[[str], str], make_database: Callable[..., str]
 ) -> None:
