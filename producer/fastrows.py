@@ -220,6 +220,9 @@ ROW_HEADERS = (
     (KIND_HEADER, KIND_NAMES[RowChange].encode()),
 )
 """The headers `rowbus.protocol.codec.encode` sends with a protobuf RowChange."""
+ROW_HEADER_LIST = list(ROW_HEADERS)
+"""`ROW_HEADERS` as the producer takes them: one list shared by every row record (nothing
+changes a record's headers once built)."""
 
 
 def row_value(
@@ -239,6 +242,28 @@ def row_value(
     gives (without building the record or a protobuf message); None when the native encoder is
     not built or cannot vouch for a value (the caller then encodes the record the usual way,
     which also raises the usual errors)."""
+    return change_value(
+        source, ts, op, schema, table, schema_id, primary_key, before, after,
+        txn.id, txn.index, txn.count, position,
+    )  # fmt: skip
+
+
+def change_value(
+    source: str,
+    ts: int,
+    op: Op,
+    schema: str,
+    table: str,
+    schema_id: int,
+    primary_key: tuple[str, ...],
+    before: tuple[Value, ...] | None,
+    after: tuple[Value, ...] | None,
+    txn_id: str,
+    index: int,
+    count: int | None,
+    position: BinlogPosition,
+) -> bytes | None:
+    """`row_value` with the transaction reference in its three parts (no `TxnRef` built)."""
     if _rows is None or position.upstream:
         # The native encoder writes no position.upstream (protocol 1.2, after a switch to
         # another server): the usual encoding does.
@@ -254,9 +279,9 @@ def row_value(
             primary_key,
             before,
             after,
-            txn.id,
-            txn.index,
-            txn.count,
+            txn_id,
+            index,
+            count,
             position.file,
             position.offset,
             position.gtid,
@@ -275,9 +300,9 @@ def row_value(
             primary_key,
             None if before is None else split(before),
             None if after is None else split(after),
-            txn.id,
-            txn.index,
-            txn.count,
+            txn_id,
+            index,
+            count,
             position.file,
             position.offset,
             position.gtid,

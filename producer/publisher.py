@@ -198,6 +198,11 @@ class KafkaPublisher:
 
     # ---- transactions -------------------------------------------------------------------------
 
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open (begun, not yet committed or aborted)."""
+        return self._in_txn
+
     def begin(self) -> None:
         self._errors.clear()
         self._offsets.clear()

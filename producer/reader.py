@@ -84,6 +84,10 @@ log = logging.getLogger(__name__)
 
 MAX_STREAM_RETRIES = 30
 MAX_TERM_FAILURES = 20
+SEND_RECORDS = 1_000
+"""Records of the open batch produced at a time, ahead of its commit (`Reader._send_ready`):
+enough that a produce call's fixed costs do not count, few enough that librdkafka starts
+sending early in a batch."""
 
 
 def _key(position: BinlogPosition) -> PositionKey:
@@ -708,6 +712,7 @@ class Reader:
                         term.gtid.add(txn.gtid)
                     inc.before(txn)
                     batcher.add(txn, now)
+                    self._send_ready(term)
                     term.resume = txn.end
                     inc.after(term.resume, assembler.in_transaction)
                     metrics.transactions += 1
@@ -796,6 +801,28 @@ class Reader:
             out.append((topic, None, key, value, headers))
         return out
 
+    def _send_ready(self, term: _Term) -> None:
+        """Produce the open batch's final records now, into the Kafka transaction its commit
+        ends (begun here if need be), so librdkafka sends them while the next transactions are
+        read rather than all at the commit. Nothing is visible before that commit: exactly once
+        holds as before; a failure aborts the transaction and ends the term, as at a commit."""
+        batch = term.batcher.batch
+        ready = term.batcher.ready()
+        if ready - batch.sent < SEND_RECORDS:
+            return
+        publisher = term.publisher
+        try:
+            if not publisher.in_transaction:
+                publisher.begin()
+            publisher.produce(batch.records[batch.sent : ready])
+        except FencedError:
+            raise
+        except ReaderError:
+            if publisher.in_transaction:
+                publisher.abort()
+            raise
+        batch.sent = ready
+
     def _commit(
         self,
         term: _Term,
@@ -818,9 +845,10 @@ class Reader:
         batch = batcher.take()
         publisher = term.publisher
         started = self._monotonic()
-        publisher.begin()
         try:
-            publisher.produce(batch.records)
+            if not publisher.in_transaction:
+                publisher.begin()
+            publisher.produce(batch.records[batch.sent :] if batch.sent else batch.records)
             term.offsets.update(publisher.flush())
             checkpoint = ReaderCheckpoint(
                 source=self.source.name,
@@ -854,7 +882,8 @@ class Reader:
         except FencedError:
             raise
         except ReaderError:
-            publisher.abort()
+            if publisher.in_transaction:
+                publisher.abort()
             raise
         elapsed_ms = (self._monotonic() - started) * 1000
         term.last_publish = now
