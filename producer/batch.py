@@ -40,8 +40,7 @@ from rowbus.protocol.partition import DispatchRule, Partitioner, encode_key, jav
 from rowbus.protocol.topics import data_topic, schema_key
 from rowbus.protocol.values import Value
 
-OutRecord = tuple[str, int | None, bytes | None, bytes, list[tuple[str, bytes]]]
-"""(topic, partition or None for the client's partitioner, key, value, headers)."""
+OutRecord = fastrows.OutRecord
 
 
 @dataclass
@@ -98,11 +97,17 @@ class _Lane:
     """The columns whose change moves a row to another key or partition (`_key_changed`)."""
     key: Callable[[tuple[Value, ...]], bytes | None] | None
     """`fastrows.int_key` of the table's rows, when they are encoded natively (else None)."""
+    prefix: bytes = b""
+    at: int = -1
+    """The image position of a one-integer-column key (-1: another key): such rows are built
+    by `fastrows.record_builder` in one native call."""
 
 
 DDL_SCHEMA_WAIT_S = 5.0
 """How long an open batch waits for the next row of a table a DDL changed (its after-schema)."""
 _MAX_LANES = 4_096
+INSERT, UPDATE, DELETE = Op.INSERT, Op.UPDATE, Op.DELETE
+"""`_native_row` finds `fastrows.OP_NUMBERS` by identity (an enum's hash is a Python call)."""
 
 
 class Batcher:
@@ -131,6 +136,7 @@ class Batcher:
         self._encoding = encoding
         self._native = encoding is Encoding.PROTOBUF and fastrows.AVAILABLE
         """Rows keyed by primary key are encoded natively (`fastrows.row_value`)."""
+        self._record = fastrows.record_builder() if self._native else None
         self._key_prefixes: dict[tuple[str, str], bytes] = {}
         self._lanes: dict[int, _Lane] = {}
         """By `id` of the table schema (the lane holds the object, so the id stays its own)."""
@@ -166,17 +172,18 @@ class Batcher:
         watched = set(table.pk_indexes)
         if dispatch.rule is DispatchRule.BY_COLUMNS:
             watched.update(table.index_of(c) for c in dispatch.columns if c in table.column_names)
-        key = None
+        key, prefix, at = None, b"", -1
         if by_key and self._native:
             names = (table.schema, table.table)
-            prefix = self._key_prefixes.get(names)
-            if prefix is None:
-                prefix = self._key_prefixes[names] = fastrows.key_prefix(*names)
+            prefix = self._key_prefixes.get(names) or fastrows.key_prefix(*names)
+            self._key_prefixes[names] = prefix
             key = fastrows.key_maker(prefix, table.pk_indexes)
+            if len(table.pk_indexes) == 1 and self._record is not None:
+                at = table.pk_indexes[0]
         if len(self._lanes) >= _MAX_LANES:
             self._lanes.clear()  # tables come and go with DDL: bounded, rebuilt when needed
         lane = self._lanes[id(table)] = _Lane(
-            table, topic, partitioner, by_key, tuple(sorted(watched)), key
+            table, topic, partitioner, by_key, tuple(sorted(watched)), key, prefix, at
         )
         return lane
 
@@ -420,6 +427,26 @@ class Batcher:
         lane = self._lane(table)
         if lane.key is None:
             return False
+        position = item.position
+        number = 1 if op is INSERT else 2 if op is UPDATE else 3 if op is DELETE else 0
+        if lane.at >= 0 and number and not position.upstream:
+            assert self._record is not None
+            try:
+                record = self._record(
+                    lane.topic, fastrows.ROW_HEADER_LIST, lane.prefix, lane.at,
+                    lane.partitioner.num_partitions, self.source, ts, number,
+                    table.schema, table.table, table.schema_id, table.primary_key, before,
+                    after, txn_id, index, count, position.file, position.offset, position.gtid,
+                )  # fmt: skip
+            except (ValueError, TypeError, OverflowError):
+                record = None  # the general path says what is wrong
+            if record is not None:
+                batch = self.batch
+                batch.records.append(record)
+                stats = batch.stats
+                stats.bytes += len(record[3])
+                stats.rows += 1
+                return True
         value = fastrows.change_value(
             self.source, ts, op, table.schema, table.table, table.schema_id, table.primary_key,
             before, after, txn_id, index, count, item.position,

@@ -43,13 +43,16 @@ from rowbus.protocol.values import INT64_MIN, UINT64_MAX, Value, ZeroDate
 
 log = logging.getLogger(__name__)
 
+OutRecord = tuple[str, int | None, bytes | None, bytes, list[tuple[str, bytes]]]
+"""(topic, partition or None for the client's partitioner, key, value, headers)."""
+
 try:
     from rowbus.producer import _rows  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - an install without a C compiler
     _rows = None
     log.info("rowbus.producer._rows is not built: rows are decoded in pure Python")
 else:
-    _rows.configure(Decimal, ZeroDate)
+    _rows.configure(Decimal, ZeroDate, zlib.crc32)
 
 AVAILABLE = _rows is not None
 """Whether the native decoder is built (and enabled: `set_native`)."""
@@ -346,6 +349,15 @@ def read_rows(
         )  # fmt: skip
 
     return value
+
+
+OP_NUMBERS = _OP_NUMBERS
+
+
+def record_builder() -> Callable[..., OutRecord | None] | None:
+    """The native `row_record` (a row's whole record in one call: key, partition, value with
+    its trailer), or None when the native module is not built or turned off."""
+    return None if _rows is None else _rows.row_record
 
 
 def partition(key: bytes, num_partitions: int) -> int:
