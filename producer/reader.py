@@ -692,9 +692,11 @@ class Reader:
             if leadership.lost:
                 raise LeadershipLostError(f"{self.reader_id} lost leadership of {self.source.name}")
             now = wall()
-            if now - xa_checked >= 1.0 and (assembler.prepared or metrics.xa_prepared):
-                xa_watch.check(assembler.held_xa(), now)
+            if now - xa_checked >= 1.0:
+                # Once a second, not at every event (this loop runs for every event).
                 xa_checked = now
+                if assembler.prepared or metrics.xa_prepared:
+                    xa_watch.check(assembler.held_xa(), now)
             idle = not batcher.batch.stats.events and now - term.last_publish >= hb_gap
             if isinstance(event, ServerHeartbeat):
                 if _caught_up(assembler, event, inc) and idle:
@@ -712,7 +714,8 @@ class Reader:
                         term.gtid.add(txn.gtid)
                     inc.before(txn)
                     batcher.add(txn, now)
-                    self._send_ready(term)
+                    if len(batcher.batch.records) - batcher.batch.sent >= SEND_RECORDS:
+                        self._send_ready(term)
                     term.resume = txn.end
                     inc.after(term.resume, assembler.in_transaction)
                     metrics.transactions += 1
