@@ -33,7 +33,7 @@ from rowbus.producer.assembler import (
     Transaction,
     TransactionAssembler,
 )
-from rowbus.producer.batch import Batcher, BatchStats, FlushPolicy, OutRecord
+from rowbus.producer.batch import Batch, Batcher, BatchStats, FlushPolicy, OutRecord
 from rowbus.producer.binlog import BinlogStream
 from rowbus.producer.checkpoints import load_checkpoints
 from rowbus.producer.exceptions import (
@@ -125,6 +125,8 @@ class _Term:
     """Read views of a snapshot still to read (closed when the term ends)."""
     incremental: Incremental | None = None
     """Incremental snapshots asked by `rowbus snapshot` (with ``reader.signal_topic``)."""
+    in_flight: tuple[threading.Thread, _Ending] | None = None
+    """The commit running on its own thread (`Reader._commit` with ``wait=False``)."""
 
     def __post_init__(self) -> None:
         if self.tracker is None:
@@ -137,6 +139,22 @@ class _Term:
         """The table states stored with the checkpoint this term resumes from."""
         assert self.tracker is not None
         self.tracker.restore(tables)
+
+
+@dataclass
+class _Ending:
+    """A Kafka transaction whose records are produced, to be ended (`Reader._end`)."""
+
+    batch: Batch
+    checkpoint: ReaderCheckpoint
+    """The checkpoint but for its offsets (known once the records are delivered)."""
+    tables: list[OutRecord]
+    fragment: BinlogPosition | None
+    offsets: dict[tuple[str, int], int]
+    """The term's offsets when the transaction was handed over, updated by `_end`."""
+    now: float
+    started: float
+    error: BaseException | None = None
 
 
 def _caught_up(assembler: TransactionAssembler, event: ServerHeartbeat, inc: Incremental) -> bool:
@@ -627,6 +645,7 @@ class Reader:
                 self._commit(term, heartbeat=False)  # the final Resolved of a graceful stop
                 log.info("%s stopped at binlog %s", self.reader_id, term.resume)
         finally:
+            self._settle(term, quiet=True)
             if term.prepared is not None:
                 term.prepared.close()
             if term.incremental is not None:
@@ -726,7 +745,9 @@ class Reader:
                         self._commit(term, heartbeat=True, position=txn.end, lag_ms=metrics.lag_ms)
                         continue
             if batcher.due(now):
-                self._commit(term, heartbeat=False)
+                # Its end overlaps the reading of what follows (the caught-up, heartbeat and
+                # stop paths wait for theirs).
+                self._commit(term, heartbeat=False, wait=False)
             if stop.is_set() and not assembler.in_transaction:
                 return
 
@@ -813,6 +834,7 @@ class Reader:
         ready = term.batcher.ready()
         if ready - batch.sent < SEND_RECORDS:
             return
+        self._settle(term)  # the previous batch's commit, if it runs on its own thread
         publisher = term.publisher
         try:
             if not publisher.in_transaction:
@@ -832,8 +854,17 @@ class Reader:
         heartbeat: bool,
         position: BinlogPosition | None = None,
         lag_ms: int = 0,
+        wait: bool = True,
     ) -> None:
-        """One Kafka transaction: the open batch, a watermark to every partition, the checkpoint."""
+        """One Kafka transaction: the open batch, a watermark to every partition, the checkpoint.
+
+        With ``wait=False`` the transaction's end (waiting for the records' delivery, the
+        checkpoint, the commit) runs on a thread of its own while the caller reads on: the
+        next batch is built meanwhile but nothing of it is produced before that commit has
+        returned (`_settle`), so the transactions stay in binlog order, and a failed commit
+        ends the term as it does when waited for (the next term resumes from the last
+        committed checkpoint, reading that batch and what followed again)."""
+        self._settle(term)
         if self.leadership.lost:
             raise LeadershipLostError(f"{self.reader_id} lost leadership of {self.source.name}")
         batcher = term.batcher
@@ -852,28 +883,71 @@ class Reader:
             if not publisher.in_transaction:
                 publisher.begin()
             publisher.produce(batch.records[batch.sent :] if batch.sent else batch.records)
-            term.offsets.update(publisher.flush())
-            checkpoint = ReaderCheckpoint(
-                source=self.source.name,
-                position=term.resume,
-                gtid_set=str(term.gtid) or None,
-                ts=batcher.resume_ts,
-                offsets=tuple((t, p, o) for (t, p), o in sorted(term.offsets.items())),
-                reader_id=self.reader_id,
-                epoch=term.epoch,
-                upstream_server=term.identity,
-                snapshot=None if term.snapshot is None else term.snapshot.to_json(),
+        except FencedError:
+            raise
+        except ReaderError:
+            if publisher.in_transaction:
+                publisher.abort()
+            raise
+        ending = self._ending(term, batch, now, started)
+        if wait:
+            self._end(term, ending)
+            return
+        thread = threading.Thread(
+            target=self._end_quietly, args=(term, ending), name="rowbus-commit", daemon=True
+        )
+        term.in_flight = (thread, ending)
+        thread.start()
+
+    def _ending(self, term: _Term, batch: Batch, now: float, started: float) -> _Ending:
+        """What the transaction's end needs, taken from the term now: the reader goes on
+        changing the term while a commit runs on its own thread."""
+        batcher = term.batcher
+        checkpoint = ReaderCheckpoint(
+            source=self.source.name,
+            position=term.resume,
+            gtid_set=str(term.gtid) or None,
+            ts=batcher.resume_ts,
+            offsets=(),
+            reader_id=self.reader_id,
+            epoch=term.epoch,
+            upstream_server=term.identity,
+            snapshot=None if term.snapshot is None else term.snapshot.to_json(),
+        )
+        topic = self.settings.checkpoints_topic
+        open_stream = batcher.open_stream
+        fragment = None
+        if open_stream is not None and open_stream.last is not None:
+            fragment = open_stream.last  # where the fragments committed so far end (§9.1)
+        return _Ending(
+            batch,
+            checkpoint,
+            self._table_states(term, topic, checkpoint.ts),
+            fragment,
+            dict(term.offsets),
+            now,
+            started,
+        )
+
+    def _end(self, term: _Term, ending: _Ending) -> None:
+        """Wait for the records, produce the checkpoint (with the offsets they reached) and
+        commit; then the term and the metrics move on."""
+        publisher = term.publisher
+        try:
+            offsets = ending.offsets
+            offsets.update(publisher.flush())
+            checkpoint = replace(
+                ending.checkpoint,
+                offsets=tuple((t, p, o) for (t, p), o in sorted(offsets.items())),
             )
             value, headers = encode(checkpoint, self._encoding)
             topic = self.settings.checkpoints_topic
             records: list[OutRecord] = [
                 (topic, None, checkpoint_key(self.source.name), value, headers)
             ]
-            records.extend(self._table_states(term, topic, checkpoint.ts))
-            open_stream = batcher.open_stream
-            if open_stream is not None and open_stream.last is not None:
-                # Where the fragments committed so far end (PROTOCOL.md §9.1).
-                fragment = replace(checkpoint, position=open_stream.last)
+            records.extend(ending.tables)
+            if ending.fragment is not None:
+                fragment = replace(checkpoint, position=ending.fragment)
                 value, headers = encode(fragment, self._encoding)
                 records.append((topic, None, fragment_key(self.source.name), value, headers))
             publisher.produce(records)
@@ -885,20 +959,38 @@ class Reader:
         except FencedError:
             raise
         except ReaderError:
-            if publisher.in_transaction:
-                publisher.abort()
+            publisher.abort()
             raise
-        elapsed_ms = (self._monotonic() - started) * 1000
-        term.last_publish = now
-        self.committed = term.resume
-        self._committed(term, batch.stats, checkpoint.ts, elapsed_ms)
+        elapsed_ms = (self._monotonic() - ending.started) * 1000
+        term.offsets = offsets
+        term.last_publish = ending.now
+        self.committed = checkpoint.position
+        self._committed(term, ending.batch.stats, checkpoint.ts, elapsed_ms)
         log.debug(
             "committed %d transactions, %d events up to binlog %s:%s gtid=%s ts=%d in %.1f ms",
-            batch.stats.transactions,
-            batch.stats.events,
-            term.resume.file,
-            term.resume.offset,
-            term.resume.gtid,
-            batcher.resume_ts,
+            ending.batch.stats.transactions,
+            ending.batch.stats.events,
+            checkpoint.position.file,
+            checkpoint.position.offset,
+            checkpoint.position.gtid,
+            checkpoint.ts,
             elapsed_ms,
         )
+
+    def _end_quietly(self, term: _Term, ending: _Ending) -> None:
+        """`_end` on the commit thread: its error waits for `_settle`."""
+        try:
+            self._end(term, ending)
+        except BaseException as exc:  # noqa: BLE001 - handed to the reader's thread
+            ending.error = exc
+
+    def _settle(self, term: _Term, quiet: bool = False) -> None:
+        """Wait for the commit running on its own thread, if any; raise its error (unless
+        `quiet`: the term is ending anyway)."""
+        if term.in_flight is None:
+            return
+        thread, ending = term.in_flight
+        thread.join()
+        term.in_flight = None
+        if ending.error is not None and not quiet:
+            raise ending.error
