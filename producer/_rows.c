@@ -1013,6 +1013,38 @@ static PyObject *row_record(PyObject *self, PyObject *args) {
     return record;
 }
 
+/* split_packets(buf, pos) -> (payloads, pos): the binlog dump stream's packets in `buf` from
+ * `pos` (rowbus.producer.dumpframes), each an event's payload (OK byte first), up to the first
+ * packet that is not whole in `buf`, is continued (2^24-1 bytes), or is not an OK packet:
+ * those the caller frames itself from the returned position. */
+static PyObject *split_packets(PyObject *self, PyObject *args) {
+    PyObject *buf;
+    Py_ssize_t pos;
+    if (!PyArg_ParseTuple(args, "O!n", &PyBytes_Type, &buf, &pos)) return NULL;
+    const uint8_t *data = (const uint8_t *)PyBytes_AS_STRING(buf);
+    Py_ssize_t len = PyBytes_GET_SIZE(buf);
+    if (pos < 0 || pos > len) {
+        PyErr_SetString(PyExc_ValueError, "pos out of range");
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    if (!out) return NULL;
+    while (len - pos >= 4) {
+        Py_ssize_t size = data[pos] | data[pos + 1] << 8 | data[pos + 2] << 16;
+        if (size == 0xFFFFFF || size == 0 || len - pos - 4 < size || data[pos + 4] != 0x00)
+            break;
+        PyObject *payload = PyBytes_FromStringAndSize((const char *)data + pos + 4, size);
+        if (!payload || PyList_Append(out, payload) < 0) {
+            Py_XDECREF(payload);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(payload);
+        pos += 4 + size;
+    }
+    return Py_BuildValue("(Nn)", out, pos);
+}
+
 static PyObject *configure(PyObject *self, PyObject *args) {
     PyObject *decimal, *zero, *crc32 = NULL;
     if (!PyArg_ParseTuple(args, "OO|O", &decimal, &zero, &crc32)) return NULL;
@@ -1032,6 +1064,8 @@ static PyMethodDef methods[] = {
     {"row_record", row_record, METH_VARARGS,
      "row_record(topic, headers, prefix, at, partitions, <row_change's 15 arguments>) -> "
      "(topic, partition, key, value, headers), or None when the row takes another path"},
+    {"split_packets", split_packets, METH_VARARGS,
+     "split_packets(buf, pos) -> (payloads, pos): the whole OK packets of buf from pos"},
     {"murmur2", murmur2, METH_O, "murmur2(key) -> Kafka's murmur2 of key, a signed int"},
     {"configure", configure, METH_VARARGS, "configure(Decimal, ZeroDate[, crc32]): the value classes, the trailer's checksum"},
     {NULL, NULL, 0, NULL},

@@ -360,6 +360,12 @@ def record_builder() -> Callable[..., OutRecord | None] | None:
     return None if _rows is None else _rows.row_record
 
 
+def packet_splitter() -> Callable[[bytes, int], tuple[list[bytes], int]] | None:
+    """The native `split_packets` (`rowbus.producer.dumpframes`), None when not built; framing
+    does not depend on `set_native`, it gives the same payloads either way."""
+    return None if _BUILT is None else _BUILT.split_packets
+
+
 def partition(key: bytes, num_partitions: int) -> int:
     """`rowbus.protocol.partition.java_partition`, natively."""
     h: int = _rows.murmur2(key)
