@@ -834,7 +834,10 @@ class Reader:
         ready = term.batcher.ready()
         if ready - batch.sent < SEND_RECORDS:
             return
-        self._settle(term)  # the previous batch's commit, if it runs on its own thread
+        if term.in_flight is not None:
+            if term.in_flight[0].is_alive():
+                return  # read on while the previous batch commits; these go out after it
+            self._settle(term)
         publisher = term.publisher
         try:
             if not publisher.in_transaction:
