@@ -4,7 +4,11 @@
 fence older producers (``init_transactions``), load the last checkpoint, check the server, and
 tail the binlog from the checkpoint's transaction end. Whole transactions are batched
 (`rowbus.producer.batch`) and each batch is one Kafka transaction holding its events, a `Resolved`
-(or a `Heartbeat` when idle and caught up) to every partition, and the `ReaderCheckpoint`. A
+(or a `Heartbeat` when idle and caught up) to every partition, and the `ReaderCheckpoint`. The
+records go to the open Kafka transaction as the batch fills (`SEND_RECORDS` at a time), and a
+commit due while tailing ends on a thread of its own while the next batch is read (none of which
+is produced before that commit returns): the Kafka client's threads and the broker's round
+trips overlap the reading, on a second core where there is one. A
 delivery error aborts the transaction before the checkpoint moves; leadership lost, a fenced
 producer or a dropped stream end the term, and the next term resumes from the committed
 checkpoint. `stop` (SIGTERM/SIGINT in the CLI) finishes the open batch, commits it with a final
