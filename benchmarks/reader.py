@@ -18,9 +18,12 @@ Debezium: where java and javac are on PATH, W1 and W1u are also read by Debezium
 MySQL connector (../shared/bench/debezium/run.sh, `--no-load` from the same start positions,
 after the reader, never beside it). Its harness counts the rows of `bench.w1`, so the benchmark
 then writes into the database `bench` (it must not exist yet; `--db` names another, which leaves
-Debezium out). `--pin CPU` (default 1) pins every measured process, the baseline, the reader
-and the JVM (run.sh `--cpus`), to that one core, so ratios compare one core with one core;
-`--pin ''` runs all unpinned. Not a test: nothing is asserted.
+Debezium out). Each phase is measured twice (`--cores both`, the default): pinned, every
+measured process (the baseline, the reader, the JVM through run.sh `--cpus`) on the one core
+`--pin CPU` names (default 1), so ratios compare one core with one core; then unpinned, all
+cores, where the reader's Kafka client threads (and Debezium's) run beside its main thread.
+Each reader figure is given with its ratio to the baseline measured the same way in the same
+run. `--cores 1` or `--cores 2` measures one way only. Not a test: nothing is asserted.
 """
 
 from __future__ import annotations
@@ -166,6 +169,7 @@ def write_w2(
 def baseline(
     args: argparse.Namespace, db: str, start: tuple[str, int], end: tuple[str, int], out: Any
 ) -> None:
+    _pin(args)
     host, port = args.mysql.split(":")
     stream = BinLogStreamReader(
         connection_settings={
@@ -300,6 +304,73 @@ def _in_child(target: Any, *a: Any, **kw: Any) -> dict[str, Any]:
     return result
 
 
+def replace_pin(args: argparse.Namespace, pin: str) -> argparse.Namespace:
+    """`args` with every measured process pinned to `pin` ('' for none)."""
+    return argparse.Namespace(**{**vars(args), "pin": pin})
+
+
+def _cores(args: argparse.Namespace) -> str:
+    return f"pinned to CPU {args.pin}" if args.pin else f"unpinned ({os.cpu_count()} CPUs)"
+
+
+def _measure(
+    args: argparse.Namespace,
+    name: str,
+    db: str,
+    start: tuple[str, int],
+    end: tuple[str, int],
+    missing: str | None,
+) -> str:
+    """The phase's binlog range read by the bare parse, the reader(s) and Debezium, with
+    `args.pin`; prints each and returns the phase's summary line."""
+    print(f"  {_cores(args)}:")
+    base = _in_child(baseline, args, db, start, end)
+    base_rate = base["rows"] / base["seconds"]
+    print(
+        f"  mysql-replication alone: {base['rows']} rows in {base['seconds']:.2f}s = "
+        f"{base_rate:,.0f} rows/s, {base['rows'] / base['cpu_s']:,.0f} rows per CPU-s, "
+        f"peak RSS {base['rss_mb']:.0f} MB"
+    )
+    base_cpu_rate = base["rows"] / base["cpu_s"]
+    cores = "1 core" if args.pin else "all cores"
+    line = f"{name} {cores}: parse {base_rate:,.0f} ({base_cpu_rate:,.0f}/CPU-s)"
+    rate_native = 0.0
+    runs = [(True, True)]
+    if args.library_framing:
+        runs.append((True, False))
+    if not args.no_pure:
+        runs.append((False, False))
+    for native, framed in runs:
+        result = _in_child(run_reader, args, db, start, end, native, framed=framed)
+        rate = result["rows"] / result["seconds"] if result["seconds"] > 0 else 0.0
+        cpu_rate = result["rows"] / result["cpu_s"]
+        label = "pure" if not native else "native" if framed else "native+lib-framing"
+        print(
+            f"  reader ({label}) → Kafka committed: {result['rows']} rows in "
+            f"{result['seconds']:.2f}s = {rate:,.0f} rows/s ({rate / base_rate:.2f}x the "
+            f"parser alone), {result['batches']} batches, commit p50 "
+            f"{result['commit_p50_ms']:.1f} ms, {cpu_rate:,.0f} rows per CPU-s "
+            f"(start-up included), start-up "
+            f"{result['total_seconds'] - result['seconds']:.2f}s, peak RSS "
+            f"{result['rss_mb']:.0f} MB, rows events native/fallback "
+            f"{result['native_events']}/{result['fallback_events']}, table maps "
+            f"{result['table_maps']}, {result['framed']} events framed by dumpframes"
+        )
+        if native and framed:
+            rate_native = rate
+        line += (
+            f" | {label} {rate:,.0f} ({rate / base_rate:.2f}x; {cpu_rate:,.0f}/CPU-s, "
+            f"{cpu_rate / base_cpu_rate:.2f}x)"
+        )
+        if "profile" in result:
+            print(result["profile"])
+    if missing is None and name in ("W1", "W1u"):
+        # The rows the bare parse found in the range (an UPDATE that changes nothing
+        # writes no row): Debezium waits for exactly that many.
+        line += _debezium(args, name, start, base["rows"], rate_native)
+    return line
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.reader", description=__doc__.split("\n")[0]
@@ -333,7 +404,13 @@ def _parser() -> argparse.ArgumentParser:
         "--profile", action="store_true", help="print the reader's hottest functions"
     )
     parser.add_argument(
-        "--pin", default="1", help="pin every measured process to these CPUs ('' for none)"
+        "--pin", default="1", help="the CPUs of the pinned runs ('' for unpinned runs only)"
+    )
+    parser.add_argument(
+        "--cores",
+        choices=("1", "2", "both"),
+        default="both",
+        help="measure pinned (1), unpinned (2), or each phase both ways (default)",
     )
     parser.add_argument("--no-debezium", action="store_true", help="leave Debezium out")
     parser.add_argument(
@@ -345,7 +422,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one report, top to bottom
+def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     missing = debezium_missing(args)
@@ -359,7 +436,10 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one report, t
         missing = f"Debezium's harness counts bench.w1, and this run writes {db}"
     with open("/proc/loadavg") as f:
         load = " ".join(f.read().split()[:3])
-    print(f"load average before: {load}; pinned to CPU {args.pin or 'none'}")
+    pins = [args.pin] if args.cores == "1" else [""] if args.cores == "2" else [args.pin, ""]
+    pins = list(dict.fromkeys(pins))  # --pin '' with --cores both: the unpinned runs once
+    ways = " then ".join(_cores(replace_pin(args, p)) for p in pins)
+    print(f"load average before: {load}; each phase {ways}")
     try:
         phases = (
             ("W1", write_w1, args.w1_rows, "rows"),
@@ -376,50 +456,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one report, t
                 f"{name}: wrote {count} {unit} in {time.perf_counter() - began:.1f}s "
                 f"({start[0]}:{start[1]} .. {end[0]}:{end[1]})"
             )
-            base = _in_child(baseline, args, db, start, end)
-            base_rate = base["rows"] / base["seconds"]
-            print(
-                f"  mysql-replication alone: {base['rows']} rows in {base['seconds']:.2f}s = "
-                f"{base_rate:,.0f} rows/s, {base['rows'] / base['cpu_s']:,.0f} rows per CPU-s, "
-                f"peak RSS {base['rss_mb']:.0f} MB"
-            )
-            base_cpu_rate = base["rows"] / base["cpu_s"]
-            line = f"{name}: parse {base_rate:,.0f} ({base_cpu_rate:,.0f}/CPU-s)"
-            rate_native = 0.0
-            runs = [(True, True)]
-            if args.library_framing:
-                runs.append((True, False))
-            if not args.no_pure:
-                runs.append((False, False))
-            for native, framed in runs:
-                result = _in_child(run_reader, args, db, start, end, native, framed=framed)
-                rate = result["rows"] / result["seconds"] if result["seconds"] > 0 else 0.0
-                cpu_rate = result["rows"] / result["cpu_s"]
-                label = "pure" if not native else "native" if framed else "native+lib-framing"
-                print(
-                    f"  reader ({label}) → Kafka committed: {result['rows']} rows in "
-                    f"{result['seconds']:.2f}s = {rate:,.0f} rows/s ({rate / base_rate:.2f}x the "
-                    f"parser alone), {result['batches']} batches, commit p50 "
-                    f"{result['commit_p50_ms']:.1f} ms, {cpu_rate:,.0f} rows per CPU-s "
-                    f"(start-up included), start-up "
-                    f"{result['total_seconds'] - result['seconds']:.2f}s, peak RSS "
-                    f"{result['rss_mb']:.0f} MB, rows events native/fallback "
-                    f"{result['native_events']}/{result['fallback_events']}, table maps "
-                    f"{result['table_maps']}, {result['framed']} events framed by dumpframes"
-                )
-                if native and framed:
-                    rate_native = rate
-                line += (
-                    f" | {label} {rate:,.0f} ({rate / base_rate:.2f}x; {cpu_rate:,.0f}/CPU-s, "
-                    f"{cpu_rate / base_cpu_rate:.2f}x)"
-                )
-                if "profile" in result:
-                    print(result["profile"])
-            if missing is None and name in ("W1", "W1u"):
-                # The rows the bare parse found in the range (an UPDATE that changes nothing
-                # writes no row): Debezium waits for exactly that many.
-                line += _debezium(args, name, start, base["rows"], rate_native)
-            summary.append(line)
+            for pin in pins:
+                summary.append(_measure(replace_pin(args, pin), name, db, start, end, missing))
         print(
             "summary (rows/s committed in Kafka, wall clock and per CPU-second of the process; "
             "ratios to the bare parse of the same binlog):"

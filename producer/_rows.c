@@ -795,6 +795,12 @@ done:
  *            txn_id, index, count, file, offset, gtid, raw=False) -> the Envelope's bytes (no
  * trailer). The images are Columns (rowbus.protocol.codec.image), or with raw=True tuples of
  * values, split here; then None when a value is not one this code vouches for. */
+static PyObject *encode_change(PyObject *source, PyObject *ts, PyObject *op, PyObject *schema,
+                               PyObject *table, PyObject *schema_id, PyObject *pk,
+                               PyObject *before, PyObject *after, PyObject *txn_id,
+                               PyObject *index, PyObject *count, PyObject *file,
+                               PyObject *offset, PyObject *gtid, int raw);
+
 static PyObject *row_change(PyObject *self, PyObject *args) {
     PyObject *source, *ts, *op, *schema, *table, *schema_id, *pk, *before, *after;
     PyObject *txn_id, *index, *count, *file, *offset, *gtid;
@@ -803,6 +809,15 @@ static PyObject *row_change(PyObject *self, PyObject *args) {
                           &schema_id, &PyTuple_Type, &pk, &before, &after, &txn_id, &index,
                           &count, &file, &offset, &gtid, &raw))
         return NULL;
+    return encode_change(source, ts, op, schema, table, schema_id, pk, before, after, txn_id,
+                         index, count, file, offset, gtid, raw);
+}
+
+static PyObject *encode_change(PyObject *source, PyObject *ts, PyObject *op, PyObject *schema,
+                               PyObject *table, PyObject *schema_id, PyObject *pk,
+                               PyObject *before, PyObject *after, PyObject *txn_id,
+                               PyObject *index, PyObject *count, PyObject *file,
+                               PyObject *offset, PyObject *gtid, int raw) {
     Out o = {NULL, 0, 0};
     Py_ssize_t row = open_field(&o, 0x0A);
     if (row < 0) goto error;
@@ -863,11 +878,17 @@ error:
     return NULL;
 }
 
+static uint32_t murmur2_of(const char *data, Py_ssize_t length);
+
 /* Kafka's Utils.murmur2 (as rowbus.protocol.partition.murmur2): a signed 32-bit int. */
 static PyObject *murmur2(PyObject *self, PyObject *arg) {
     char *data;
     Py_ssize_t length;
     if (PyBytes_AsStringAndSize(arg, &data, &length) < 0) return NULL;
+    return PyLong_FromLong((long)(int32_t)murmur2_of(data, length));
+}
+
+static uint32_t murmur2_of(const char *data, Py_ssize_t length) {
     const uint32_t m = 0x5BD1E995;
     const uint8_t *p = (const uint8_t *)data;
     uint32_t h = 0x9747B28C ^ (uint32_t)length;
@@ -892,14 +913,144 @@ static PyObject *murmur2(PyObject *self, PyObject *arg) {
     h ^= h >> 13;
     h *= m;
     h ^= h >> 15;
-    return PyLong_FromLong((long)(int32_t)h);
+    return h;
+}
+
+/* zlib.crc32 (the Envelope's trailer, rowbus.protocol.codec): Python's own, whose zlib is
+ * much faster than a byte-at-a-time table; set by configure. */
+static PyObject *crc32_fn = NULL;
+
+/* row_record(topic, headers, prefix, at, partitions, source, ts, op, schema, table, schema_id,
+ *            primary_key, before, after, txn_id, index, count, file, offset, gtid)
+ * -> (topic, partition, key, value, headers): a row's whole record (rowbus.producer.batch)
+ * in one call, for a table keyed by one integer column (image position `at`): the key is
+ * `prefix` + the integer + "]" (fastrows.int_key), the partition Kafka's murmur2 of it, the
+ * value row_change's bytes with raw images and the Envelope's trailer (0x7D, crc32). None
+ * when the key is not such an integer or a value is not one row_change vouches for. */
+static PyObject *row_record(PyObject *self, PyObject *args) {
+    PyObject *topic, *headers, *prefix;
+    Py_ssize_t at, partitions;
+    PyObject *source, *ts, *op, *schema, *table, *schema_id, *pk, *before, *after;
+    PyObject *txn_id, *index, *count, *file, *offset, *gtid;
+    if (!PyArg_ParseTuple(args, "OOO!nnUOOUUOO!OOUOOUOO", &topic, &headers, &PyBytes_Type,
+                          &prefix, &at, &partitions, &source, &ts, &op, &schema, &table,
+                          &schema_id, &PyTuple_Type, &pk, &before, &after, &txn_id, &index,
+                          &count, &file, &offset, &gtid))
+        return NULL;
+    if (partitions <= 0 || !crc32_fn) {
+        PyErr_SetString(PyExc_ValueError, "partitions must be positive (and configure done)");
+        return NULL;
+    }
+    PyObject *image = after != Py_None ? after : before;
+    if (!PyTuple_Check(image) || at < 0 || at >= PyTuple_GET_SIZE(image)) Py_RETURN_NONE;
+    PyObject *v = PyTuple_GET_ITEM(image, at);
+    if (Py_TYPE(v) != &PyLong_Type) Py_RETURN_NONE;
+    char digits[32];
+    int overflow;
+    long long n = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (overflow == 0) {
+        snprintf(digits, sizeof digits, "%lld", n);
+    } else if (overflow > 0) {
+        unsigned long long u = PyLong_AsUnsignedLongLong(v);
+        if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            Py_RETURN_NONE; /* above UINT64_MAX */
+        }
+        snprintf(digits, sizeof digits, "%llu", u);
+    } else {
+        Py_RETURN_NONE; /* below INT64_MIN */
+    }
+    PyObject *body = encode_change(source, ts, op, schema, table, schema_id, pk, before, after,
+                                   txn_id, index, count, file, offset, gtid, 1);
+    if (!body || body == Py_None) return body;
+    Py_ssize_t plen = PyBytes_GET_SIZE(prefix), dlen = (Py_ssize_t)strlen(digits);
+    PyObject *key = PyBytes_FromStringAndSize(NULL, plen + dlen + 1);
+    Py_ssize_t blen = PyBytes_GET_SIZE(body);
+    PyObject *value = key ? PyBytes_FromStringAndSize(NULL, blen + 5) : NULL;
+    if (!value) {
+        Py_XDECREF(key);
+        Py_DECREF(body);
+        return NULL;
+    }
+    char *k = PyBytes_AS_STRING(key);
+    memcpy(k, PyBytes_AS_STRING(prefix), plen);
+    memcpy(k + plen, digits, dlen);
+    k[plen + dlen] = ']';
+    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(value);
+    memcpy(out, PyBytes_AS_STRING(body), blen);
+    PyObject *sum = PyObject_CallOneArg(crc32_fn, body);
+    Py_DECREF(body);
+    uint32_t crc = sum ? (uint32_t)PyLong_AsUnsignedLong(sum) : 0;
+    Py_XDECREF(sum);
+    if (PyErr_Occurred()) {
+        Py_DECREF(key);
+        Py_DECREF(value);
+        return NULL;
+    }
+    out[blen] = 0x7D;
+    for (int i = 0; i < 4; i++) out[blen + 1 + i] = (uint8_t)(crc >> (8 * i));
+    uint32_t h = murmur2_of(k, plen + dlen + 1);
+    long partition = (long)((h & 0x7FFFFFFFu) % (uint32_t)partitions);
+    PyObject *p = PyLong_FromLong(partition);
+    if (!p) {
+        Py_DECREF(key);
+        Py_DECREF(value);
+        return NULL;
+    }
+    PyObject *record = PyTuple_New(5);
+    if (!record) {
+        Py_DECREF(p);
+        Py_DECREF(key);
+        Py_DECREF(value);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(record, 0, Py_NewRef(topic));
+    PyTuple_SET_ITEM(record, 1, p);
+    PyTuple_SET_ITEM(record, 2, key);
+    PyTuple_SET_ITEM(record, 3, value);
+    PyTuple_SET_ITEM(record, 4, Py_NewRef(headers));
+    return record;
+}
+
+/* split_packets(buf, pos) -> (payloads, pos): the binlog dump stream's packets in `buf` from
+ * `pos` (rowbus.producer.dumpframes), each an event's payload (OK byte first), up to the first
+ * packet that is not whole in `buf`, is continued (2^24-1 bytes), or is not an OK packet:
+ * those the caller frames itself from the returned position. */
+static PyObject *split_packets(PyObject *self, PyObject *args) {
+    PyObject *buf;
+    Py_ssize_t pos;
+    if (!PyArg_ParseTuple(args, "O!n", &PyBytes_Type, &buf, &pos)) return NULL;
+    const uint8_t *data = (const uint8_t *)PyBytes_AS_STRING(buf);
+    Py_ssize_t len = PyBytes_GET_SIZE(buf);
+    if (pos < 0 || pos > len) {
+        PyErr_SetString(PyExc_ValueError, "pos out of range");
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    if (!out) return NULL;
+    while (len - pos >= 4) {
+        Py_ssize_t size = data[pos] | data[pos + 1] << 8 | data[pos + 2] << 16;
+        if (size == 0xFFFFFF || size == 0 || len - pos - 4 < size || data[pos + 4] != 0x00)
+            break;
+        PyObject *payload = PyBytes_FromStringAndSize((const char *)data + pos + 4, size);
+        if (!payload || PyList_Append(out, payload) < 0) {
+            Py_XDECREF(payload);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(payload);
+        pos += 4 + size;
+    }
+    return Py_BuildValue("(Nn)", out, pos);
 }
 
 static PyObject *configure(PyObject *self, PyObject *args) {
-    PyObject *decimal, *zero;
-    if (!PyArg_ParseTuple(args, "OO", &decimal, &zero)) return NULL;
+    PyObject *decimal, *zero, *crc32 = NULL;
+    if (!PyArg_ParseTuple(args, "OO|O", &decimal, &zero, &crc32)) return NULL;
     Py_XSETREF(Decimal, Py_NewRef(decimal));
     Py_XSETREF(ZeroDate, Py_NewRef(zero));
+    if (crc32) Py_XSETREF(crc32_fn, Py_NewRef(crc32));
     Py_RETURN_NONE;
 }
 
@@ -910,8 +1061,13 @@ static PyMethodDef methods[] = {
     {"row_change", row_change, METH_VARARGS,
      "row_change(source, ts, op, schema, table, schema_id, primary_key, before, after, txn_id, "
      "index, count, file, offset, gtid) -> a RowChange Envelope's bytes, without the trailer"},
+    {"row_record", row_record, METH_VARARGS,
+     "row_record(topic, headers, prefix, at, partitions, <row_change's 15 arguments>) -> "
+     "(topic, partition, key, value, headers), or None when the row takes another path"},
+    {"split_packets", split_packets, METH_VARARGS,
+     "split_packets(buf, pos) -> (payloads, pos): the whole OK packets of buf from pos"},
     {"murmur2", murmur2, METH_O, "murmur2(key) -> Kafka's murmur2 of key, a signed int"},
-    {"configure", configure, METH_VARARGS, "configure(Decimal, ZeroDate): the value classes"},
+    {"configure", configure, METH_VARARGS, "configure(Decimal, ZeroDate[, crc32]): the value classes, the trailer's checksum"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -40,8 +40,7 @@ from rowbus.protocol.partition import DispatchRule, Partitioner, encode_key, jav
 from rowbus.protocol.topics import data_topic, schema_key
 from rowbus.protocol.values import Value
 
-OutRecord = tuple[str, int | None, bytes | None, bytes, list[tuple[str, bytes]]]
-"""(topic, partition or None for the client's partitioner, key, value, headers)."""
+OutRecord = fastrows.OutRecord
 
 
 @dataclass
@@ -79,10 +78,36 @@ class Batch:
     end: BinlogPosition | None = None
     started: float | None = None
     last_commit_time: int = 0
+    sent: int = 0
+    """How many of `records` (from the first) the reader has produced already, into the Kafka
+    transaction this batch commits (`Batcher.ready`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Lane:
+    """What every row of one table (one `TableSchema` object) shares on its way to a record:
+    computed at the table's first row, not at each."""
+
+    table: TableSchema
+    topic: str
+    partitioner: Partitioner
+    by_key: bool
+    """Keyed and partitioned by primary key (the default dispatch of a keyed table)."""
+    watched: tuple[int, ...]
+    """The columns whose change moves a row to another key or partition (`_key_changed`)."""
+    key: Callable[[tuple[Value, ...]], bytes | None] | None
+    """`fastrows.int_key` of the table's rows, when they are encoded natively (else None)."""
+    prefix: bytes = b""
+    at: int = -1
+    """The image position of a one-integer-column key (-1: another key): such rows are built
+    by `fastrows.record_builder` in one native call."""
 
 
 DDL_SCHEMA_WAIT_S = 5.0
 """How long an open batch waits for the next row of a table a DDL changed (its after-schema)."""
+_MAX_LANES = 4_096
+INSERT, UPDATE, DELETE = Op.INSERT, Op.UPDATE, Op.DELETE
+"""`_native_row` finds `fastrows.OP_NUMBERS` by identity (an enum's hash is a Python call)."""
 
 
 class Batcher:
@@ -111,7 +136,10 @@ class Batcher:
         self._encoding = encoding
         self._native = encoding is Encoding.PROTOBUF and fastrows.AVAILABLE
         """Rows keyed by primary key are encoded natively (`fastrows.row_value`)."""
+        self._record = fastrows.record_builder() if self._native else None
         self._key_prefixes: dict[tuple[str, str], bytes] = {}
+        self._lanes: dict[int, _Lane] = {}
+        """By `id` of the table schema (the lane holds the object, so the id stays its own)."""
         self.policy = policy or FlushPolicy()
         self.published_schemas: set[int] = set()
         self._topic_cache: dict[tuple[str, str], tuple[str, Partitioner]] = {}
@@ -133,6 +161,31 @@ class Batcher:
             self.topics[name] = n
             found = self._topic_cache[key] = (name, self._partitioner_for(n))
         return found
+
+    def _lane(self, table: TableSchema) -> _Lane:
+        lane = self._lanes.get(id(table))
+        if lane is not None and lane.table is table:
+            return lane
+        topic, partitioner = self.topic_for(table.schema, table.table)
+        dispatch = partitioner.dispatch_for(table.schema, table.table)
+        by_key = bool(table.primary_key) and dispatch.rule is DispatchRule.BY_PRIMARY_KEY
+        watched = set(table.pk_indexes)
+        if dispatch.rule is DispatchRule.BY_COLUMNS:
+            watched.update(table.index_of(c) for c in dispatch.columns if c in table.column_names)
+        key, prefix, at = None, b"", -1
+        if by_key and self._native:
+            names = (table.schema, table.table)
+            prefix = self._key_prefixes.get(names) or fastrows.key_prefix(*names)
+            self._key_prefixes[names] = prefix
+            key = fastrows.key_maker(prefix, table.pk_indexes)
+            if len(table.pk_indexes) == 1 and self._record is not None:
+                at = table.pk_indexes[0]
+        if len(self._lanes) >= _MAX_LANES:
+            self._lanes.clear()  # tables come and go with DDL: bounded, rebuilt when needed
+        lane = self._lanes[id(table)] = _Lane(
+            table, topic, partitioner, by_key, tuple(sorted(watched)), key, prefix, at
+        )
+        return lane
 
     def _emit(self, topic: str, partition: int | None, key: bytes | None, record: Record) -> None:
         value, headers = encode(record, self._encoding)
@@ -164,12 +217,12 @@ class Batcher:
             return
         planned = list(self._plan(txn.changes))
         count = len(planned)
+        txn_id = txn.id
         for index, (item, op, before, after) in enumerate(planned):
-            ref = TxnRef(txn.id, index, count)
             if isinstance(item, DdlItem):
-                self._add_ddl(item, ts, ref)
-            else:
-                self._add_row(item, op, before, after, ts, ref)
+                self._add_ddl(item, ts, TxnRef(txn_id, index, count))
+            elif not self._native_row(item, op, before, after, ts, txn_id, index, count):  # type: ignore[arg-type]
+                self._add_row(item, op, before, after, ts, TxnRef(txn_id, index, count))
         batch.stats.events += count
 
     def stream(self, txn_id: str, gtid: str | None, changes: list[Change], now: float) -> None:
@@ -333,12 +386,7 @@ class Batcher:
         before, after = item.before, item.after
         assert before is not None
         assert after is not None
-        _, partitioner = self.topic_for(table.schema, table.table)
-        dispatch = partitioner.dispatch_for(table.schema, table.table)
-        watched = set(table.pk_indexes)
-        if dispatch.rule is DispatchRule.BY_COLUMNS:
-            watched.update(table.index_of(c) for c in dispatch.columns if c in table.column_names)
-        return any(before[i] != after[i] for i in watched)
+        return any(before[i] != after[i] for i in self._lane(table).watched)
 
     def _row(
         self, item: RowItem, op: Op, before: object, after: object, ts: int, ref: TxnRef
@@ -357,6 +405,66 @@ class Batcher:
             txn=ref,
             position=item.position,
         )
+
+    def _native_row(
+        self,
+        item: RowItem,
+        op: Op,
+        before: tuple[Value, ...] | None,
+        after: tuple[Value, ...] | None,
+        ts: int,
+        txn_id: str,
+        index: int,
+        count: int,
+    ) -> bool:
+        """`_add_row`'s native path for the common row (its table's schema published, no DDL
+        waiting, keyed by primary key): the value from the image, key and partition computed
+        once, nothing built per value. False when it does not apply; `_add_row` then does
+        what it always did."""
+        table = item.table
+        if self._pending or table.schema_id not in self.published_schemas:
+            return False
+        lane = self._lane(table)
+        if lane.key is None:
+            return False
+        position = item.position
+        number = 1 if op is INSERT else 2 if op is UPDATE else 3 if op is DELETE else 0
+        if lane.at >= 0 and number and not position.upstream:
+            assert self._record is not None
+            try:
+                record = self._record(
+                    lane.topic, fastrows.ROW_HEADER_LIST, lane.prefix, lane.at,
+                    lane.partitioner.num_partitions, self.source, ts, number,
+                    table.schema, table.table, table.schema_id, table.primary_key, before,
+                    after, txn_id, index, count, position.file, position.offset, position.gtid,
+                )  # fmt: skip
+            except (ValueError, TypeError, OverflowError):
+                record = None  # the general path says what is wrong
+            if record is not None:
+                batch = self.batch
+                batch.records.append(record)
+                stats = batch.stats
+                stats.bytes += len(record[3])
+                stats.rows += 1
+                return True
+        value = fastrows.change_value(
+            self.source, ts, op, table.schema, table.table, table.schema_id, table.primary_key,
+            before, after, txn_id, index, count, item.position,
+        )  # fmt: skip
+        if value is None:
+            return False
+        image = after if after is not None else before
+        assert image is not None
+        key = lane.key(image) or encode_key(
+            table.schema, table.table, [image[i] for i in table.pk_indexes]
+        )
+        partition = fastrows.partition(key, lane.partitioner.num_partitions)
+        batch = self.batch
+        batch.records.append((lane.topic, partition, key, value, fastrows.ROW_HEADER_LIST))
+        stats = batch.stats
+        stats.bytes += len(value)
+        stats.rows += 1
+        return True
 
     def _add_row(
         self, item: RowItem, op: Op, before: object, after: object, ts: int, ref: TxnRef
@@ -535,6 +643,15 @@ class Batcher:
                 return False
             return full or now - batch.started >= self.policy.interval_s
         return now - batch.started >= self.policy.idle_interval_s
+
+    def ready(self) -> int:
+        """How many records, from the first, are final: all but those from the first slot of a
+        DDL still waiting for its schema (`_fill` writes them later)."""
+        end = len(self.batch.records)
+        if not self._pending:
+            return end
+        firsts = (p.slots[0][0] for waiting in self._pending.values() for p in waiting if p.slots)
+        return min(firsts, default=end)
 
     def take(self) -> Batch:
         """The open batch, replaced by an empty one."""

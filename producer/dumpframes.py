@@ -23,6 +23,8 @@ from typing import Any
 
 import pymysql
 
+from rowbus.producer import fastrows
+
 CHUNK = 1 << 18
 """Bytes asked per read: one read serves hundreds of small events."""
 _MAX_PACKET = 0xFFFFFF
@@ -37,12 +39,20 @@ class Stats:
 _OK, _EOF, _ERR = 0x00, 0xFE, 0xFF
 
 
-def packets(rfile: Any) -> Iterator[bytes]:
-    """Event payloads (OK byte first) from `rfile` (a connection's buffered socket file)."""
+def packets(rfile: Any, native: bool = True) -> Iterator[bytes]:
+    """Event payloads (OK byte first) from `rfile` (a connection's buffered socket file).
+    The whole OK packets of each read are cut natively (`fastrows.packet_splitter`) when built
+    and `native`; this loop frames the others (partial, continued, EOF, error)."""
     buf = b""
     pos = 0
     read1 = rfile.read1
+    split = fastrows.packet_splitter() if native else None
     while True:
+        if split is not None:
+            cut, pos = split(buf, pos)
+            if cut:
+                Stats.packets += len(cut)
+                yield from cut
         have = len(buf) - pos
         if have < 4:
             buf = buf[pos:] + _more(read1, CHUNK)

@@ -43,13 +43,16 @@ from rowbus.protocol.values import INT64_MIN, UINT64_MAX, Value, ZeroDate
 
 log = logging.getLogger(__name__)
 
+OutRecord = tuple[str, int | None, bytes | None, bytes, list[tuple[str, bytes]]]
+"""(topic, partition or None for the client's partitioner, key, value, headers)."""
+
 try:
     from rowbus.producer import _rows  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - an install without a C compiler
     _rows = None
     log.info("rowbus.producer._rows is not built: rows are decoded in pure Python")
 else:
-    _rows.configure(Decimal, ZeroDate)
+    _rows.configure(Decimal, ZeroDate, zlib.crc32)
 
 AVAILABLE = _rows is not None
 """Whether the native decoder is built (and enabled: `set_native`)."""
@@ -220,6 +223,9 @@ ROW_HEADERS = (
     (KIND_HEADER, KIND_NAMES[RowChange].encode()),
 )
 """The headers `rowbus.protocol.codec.encode` sends with a protobuf RowChange."""
+ROW_HEADER_LIST = list(ROW_HEADERS)
+"""`ROW_HEADERS` as the producer takes them: one list shared by every row record (nothing
+changes a record's headers once built)."""
 
 
 def row_value(
@@ -239,6 +245,28 @@ def row_value(
     gives (without building the record or a protobuf message); None when the native encoder is
     not built or cannot vouch for a value (the caller then encodes the record the usual way,
     which also raises the usual errors)."""
+    return change_value(
+        source, ts, op, schema, table, schema_id, primary_key, before, after,
+        txn.id, txn.index, txn.count, position,
+    )  # fmt: skip
+
+
+def change_value(
+    source: str,
+    ts: int,
+    op: Op,
+    schema: str,
+    table: str,
+    schema_id: int,
+    primary_key: tuple[str, ...],
+    before: tuple[Value, ...] | None,
+    after: tuple[Value, ...] | None,
+    txn_id: str,
+    index: int,
+    count: int | None,
+    position: BinlogPosition,
+) -> bytes | None:
+    """`row_value` with the transaction reference in its three parts (no `TxnRef` built)."""
     if _rows is None or position.upstream:
         # The native encoder writes no position.upstream (protocol 1.2, after a switch to
         # another server): the usual encoding does.
@@ -254,9 +282,9 @@ def row_value(
             primary_key,
             before,
             after,
-            txn.id,
-            txn.index,
-            txn.count,
+            txn_id,
+            index,
+            count,
             position.file,
             position.offset,
             position.gtid,
@@ -275,9 +303,9 @@ def row_value(
             primary_key,
             None if before is None else split(before),
             None if after is None else split(after),
-            txn.id,
-            txn.index,
-            txn.count,
+            txn_id,
+            index,
+            count,
             position.file,
             position.offset,
             position.gtid,
@@ -321,6 +349,21 @@ def read_rows(
         )  # fmt: skip
 
     return value
+
+
+OP_NUMBERS = _OP_NUMBERS
+
+
+def record_builder() -> Callable[..., OutRecord | None] | None:
+    """The native `row_record` (a row's whole record in one call: key, partition, value with
+    its trailer), or None when the native module is not built or turned off."""
+    return None if _rows is None else _rows.row_record
+
+
+def packet_splitter() -> Callable[[bytes, int], tuple[list[bytes], int]] | None:
+    """The native `split_packets` (`rowbus.producer.dumpframes`), None when not built; framing
+    does not depend on `set_native`, it gives the same payloads either way."""
+    return None if _BUILT is None else _BUILT.split_packets
 
 
 def partition(key: bytes, num_partitions: int) -> int:

@@ -31,6 +31,8 @@ _SMALL = 100_000
 """Records below this size are never checked against a topic's limit."""
 _RECORD_OVERHEAD = 4_096
 """What a record batch adds to a value: its key, headers and framing."""
+_Record = tuple[str, int | None, bytes | None, bytes, Any]
+"""(topic, partition or None, key, value, headers: a list of (name, bytes))."""
 
 
 def _too_large(what: str, topic: str) -> PublishError:
@@ -198,6 +200,11 @@ class KafkaPublisher:
 
     # ---- transactions -------------------------------------------------------------------------
 
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open (begun, not yet committed or aborted)."""
+        return self._in_txn
+
     def begin(self) -> None:
         self._errors.clear()
         self._offsets.clear()
@@ -216,51 +223,75 @@ class KafkaPublisher:
             return
         key = (msg.topic(), msg.partition())
         offset = msg.offset() + 1
-        if offset > self._offsets.get(key, -1):
-            self._offsets[key] = offset
+        offsets = self._offsets
+        if offset > offsets.get(key, -1):
+            offsets[key] = offset
 
     def produce(
         self,
-        records: Sequence[tuple[str, int | None, bytes | None, bytes, list[tuple[str, bytes]]]],
+        records: Sequence[_Record],
     ) -> None:
-        producer = self.producer
+        send = self.producer.produce
         on_delivery = self._delivered
-        limits = self._limits
-        for topic, partition, key, value, hdrs in records:
-            if len(value) > _SMALL and len(value) + _RECORD_OVERHEAD > limits.get(topic, 1 << 62):
-                raise _too_large(f"a record of {len(value):,} bytes", topic)
-            headers: Any = hdrs
-            for _ in range(1000):
-                try:
-                    if partition is None:
-                        producer.produce(
-                            topic, value, key, headers=headers, on_delivery=on_delivery
-                        )
-                    else:
-                        producer.produce(
-                            topic, value, key, partition, on_delivery=on_delivery, headers=headers
-                        )
-                    break
-                except BufferError:
-                    with self._guard(f"producing to {topic}"):
-                        producer.poll(0.05)
-                except (KafkaException, SystemError) as exc:
-                    cause = kafka_cause(exc)
-                    err = cause.args[0] if cause is not None and cause.args else self._fatal
-                    if isinstance(err, KafkaError) and err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
-                        raise _too_large(f"a record of {len(value):,} bytes", topic) from exc
-                    refused = self._refused_as_too_large()
-                    if refused is not None:
-                        raise refused from exc
-                    raise translate_kafka_error(
-                        err if isinstance(err, KafkaError) else None, f"producing to {topic}"
-                    ) from exc
-            else:
-                raise PublishError(f"the producer queue stayed full while producing to {topic}")
+        for record in records:
+            topic, partition, key, value, headers = record
+            if len(value) > _SMALL:
+                self._check_size(topic, value)
+            try:
+                # One call per record, the cheapest form: this loop runs for every row.
+                if partition is None:
+                    send(topic, value, key, headers=headers, on_delivery=on_delivery)
+                else:
+                    send(topic, value, key, partition, on_delivery=on_delivery, headers=headers)
+            except BufferError:
+                self._produce_when_room(record)
+            except (KafkaException, SystemError) as exc:
+                raise self._produce_error(topic, value, exc) from exc
+        if self._errors:
+            self._raise_delivery_errors()
+        with self._guard("polling delivery reports"):
+            self.producer.poll(0)
+
+    def _check_size(self, topic: str, value: bytes) -> None:
+        if len(value) + _RECORD_OVERHEAD > self._limits.get(topic, 1 << 62):
+            raise _too_large(f"a record of {len(value):,} bytes", topic)
+
+    def _produce_when_room(self, record: _Record) -> None:
+        """`record` once the client's queue has room (it serves delivery reports meanwhile)."""
+        producer = self.producer
+        topic, partition, key, value, headers = record
+        for _ in range(1000):
+            with self._guard(f"producing to {topic}"):
+                producer.poll(0.05)
             if self._errors:
                 self._raise_delivery_errors()
-        with self._guard("polling delivery reports"):
-            producer.poll(0)
+            try:
+                if partition is None:
+                    producer.produce(
+                        topic, value, key, headers=headers, on_delivery=self._delivered
+                    )
+                else:
+                    producer.produce(
+                        topic, value, key, partition, on_delivery=self._delivered, headers=headers
+                    )
+                return
+            except BufferError:
+                continue
+            except (KafkaException, SystemError) as exc:
+                raise self._produce_error(topic, value, exc) from exc
+        raise PublishError(f"the producer queue stayed full while producing to {topic}")
+
+    def _produce_error(self, topic: str, value: bytes, exc: Exception) -> PublishError:
+        cause = kafka_cause(exc)
+        err = cause.args[0] if cause is not None and cause.args else self._fatal
+        if isinstance(err, KafkaError) and err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+            return _too_large(f"a record of {len(value):,} bytes", topic)
+        refused = self._refused_as_too_large()
+        if refused is not None:
+            return refused
+        return translate_kafka_error(
+            err if isinstance(err, KafkaError) else None, f"producing to {topic}"
+        )
 
     def flush(self) -> dict[tuple[str, int], int]:
         """Wait for every record; PublishError if any failed. The next offsets per partition."""

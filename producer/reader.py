@@ -4,7 +4,11 @@
 fence older producers (``init_transactions``), load the last checkpoint, check the server, and
 tail the binlog from the checkpoint's transaction end. Whole transactions are batched
 (`rowbus.producer.batch`) and each batch is one Kafka transaction holding its events, a `Resolved`
-(or a `Heartbeat` when idle and caught up) to every partition, and the `ReaderCheckpoint`. A
+(or a `Heartbeat` when idle and caught up) to every partition, and the `ReaderCheckpoint`. The
+records go to the open Kafka transaction as the batch fills (`SEND_RECORDS` at a time), and a
+commit due while tailing ends on a thread of its own while the next batch is read (none of which
+is produced before that commit returns): the Kafka client's threads and the broker's round
+trips overlap the reading, on a second core where there is one. A
 delivery error aborts the transaction before the checkpoint moves; leadership lost, a fenced
 producer or a dropped stream end the term, and the next term resumes from the committed
 checkpoint. `stop` (SIGTERM/SIGINT in the CLI) finishes the open batch, commits it with a final
@@ -33,7 +37,7 @@ from rowbus.producer.assembler import (
     Transaction,
     TransactionAssembler,
 )
-from rowbus.producer.batch import Batcher, BatchStats, FlushPolicy, OutRecord
+from rowbus.producer.batch import Batch, Batcher, BatchStats, FlushPolicy, OutRecord
 from rowbus.producer.binlog import BinlogStream
 from rowbus.producer.checkpoints import load_checkpoints
 from rowbus.producer.exceptions import (
@@ -84,6 +88,10 @@ log = logging.getLogger(__name__)
 
 MAX_STREAM_RETRIES = 30
 MAX_TERM_FAILURES = 20
+SEND_RECORDS = 1_000
+"""Records of the open batch produced at a time, ahead of its commit (`Reader._send_ready`):
+enough that a produce call's fixed costs do not count, few enough that librdkafka starts
+sending early in a batch."""
 
 
 def _key(position: BinlogPosition) -> PositionKey:
@@ -121,6 +129,8 @@ class _Term:
     """Read views of a snapshot still to read (closed when the term ends)."""
     incremental: Incremental | None = None
     """Incremental snapshots asked by `rowbus snapshot` (with ``reader.signal_topic``)."""
+    in_flight: tuple[threading.Thread, _Ending] | None = None
+    """The commit running on its own thread (`Reader._commit` with ``wait=False``)."""
 
     def __post_init__(self) -> None:
         if self.tracker is None:
@@ -133,6 +143,22 @@ class _Term:
         """The table states stored with the checkpoint this term resumes from."""
         assert self.tracker is not None
         self.tracker.restore(tables)
+
+
+@dataclass
+class _Ending:
+    """A Kafka transaction whose records are produced, to be ended (`Reader._end`)."""
+
+    batch: Batch
+    checkpoint: ReaderCheckpoint
+    """The checkpoint but for its offsets (known once the records are delivered)."""
+    tables: list[OutRecord]
+    fragment: BinlogPosition | None
+    offsets: dict[tuple[str, int], int]
+    """The term's offsets when the transaction was handed over, updated by `_end`."""
+    now: float
+    started: float
+    error: BaseException | None = None
 
 
 def _caught_up(assembler: TransactionAssembler, event: ServerHeartbeat, inc: Incremental) -> bool:
@@ -623,6 +649,7 @@ class Reader:
                 self._commit(term, heartbeat=False)  # the final Resolved of a graceful stop
                 log.info("%s stopped at binlog %s", self.reader_id, term.resume)
         finally:
+            self._settle(term, quiet=True)
             if term.prepared is not None:
                 term.prepared.close()
             if term.incremental is not None:
@@ -688,9 +715,11 @@ class Reader:
             if leadership.lost:
                 raise LeadershipLostError(f"{self.reader_id} lost leadership of {self.source.name}")
             now = wall()
-            if now - xa_checked >= 1.0 and (assembler.prepared or metrics.xa_prepared):
-                xa_watch.check(assembler.held_xa(), now)
+            if now - xa_checked >= 1.0:
+                # Once a second, not at every event (this loop runs for every event).
                 xa_checked = now
+                if assembler.prepared or metrics.xa_prepared:
+                    xa_watch.check(assembler.held_xa(), now)
             idle = not batcher.batch.stats.events and now - term.last_publish >= hb_gap
             if isinstance(event, ServerHeartbeat):
                 if _caught_up(assembler, event, inc) and idle:
@@ -708,6 +737,8 @@ class Reader:
                         term.gtid.add(txn.gtid)
                     inc.before(txn)
                     batcher.add(txn, now)
+                    if len(batcher.batch.records) - batcher.batch.sent >= SEND_RECORDS:
+                        self._send_ready(term)
                     term.resume = txn.end
                     inc.after(term.resume, assembler.in_transaction)
                     metrics.transactions += 1
@@ -718,7 +749,9 @@ class Reader:
                         self._commit(term, heartbeat=True, position=txn.end, lag_ms=metrics.lag_ms)
                         continue
             if batcher.due(now):
-                self._commit(term, heartbeat=False)
+                # Its end overlaps the reading of what follows (the caught-up, heartbeat and
+                # stop paths wait for theirs).
+                self._commit(term, heartbeat=False, wait=False)
             if stop.is_set() and not assembler.in_transaction:
                 return
 
@@ -796,14 +829,49 @@ class Reader:
             out.append((topic, None, key, value, headers))
         return out
 
+    def _send_ready(self, term: _Term) -> None:
+        """Produce the open batch's final records now, into the Kafka transaction its commit
+        ends (begun here if need be), so librdkafka sends them while the next transactions are
+        read rather than all at the commit. Nothing is visible before that commit: exactly once
+        holds as before; a failure aborts the transaction and ends the term, as at a commit."""
+        batch = term.batcher.batch
+        ready = term.batcher.ready()
+        if ready - batch.sent < SEND_RECORDS:
+            return
+        if term.in_flight is not None:
+            if term.in_flight[0].is_alive():
+                return  # read on while the previous batch commits; these go out after it
+            self._settle(term)
+        publisher = term.publisher
+        try:
+            if not publisher.in_transaction:
+                publisher.begin()
+            publisher.produce(batch.records[batch.sent : ready])
+        except FencedError:
+            raise
+        except ReaderError:
+            if publisher.in_transaction:
+                publisher.abort()
+            raise
+        batch.sent = ready
+
     def _commit(
         self,
         term: _Term,
         heartbeat: bool,
         position: BinlogPosition | None = None,
         lag_ms: int = 0,
+        wait: bool = True,
     ) -> None:
-        """One Kafka transaction: the open batch, a watermark to every partition, the checkpoint."""
+        """One Kafka transaction: the open batch, a watermark to every partition, the checkpoint.
+
+        With ``wait=False`` the transaction's end (waiting for the records' delivery, the
+        checkpoint, the commit) runs on a thread of its own while the caller reads on: the
+        next batch is built meanwhile but nothing of it is produced before that commit has
+        returned (`_settle`), so the transactions stay in binlog order, and a failed commit
+        ends the term as it does when waited for (the next term resumes from the last
+        committed checkpoint, reading that batch and what followed again)."""
+        self._settle(term)
         if self.leadership.lost:
             raise LeadershipLostError(f"{self.reader_id} lost leadership of {self.source.name}")
         batcher = term.batcher
@@ -818,31 +886,75 @@ class Reader:
         batch = batcher.take()
         publisher = term.publisher
         started = self._monotonic()
-        publisher.begin()
         try:
-            publisher.produce(batch.records)
-            term.offsets.update(publisher.flush())
-            checkpoint = ReaderCheckpoint(
-                source=self.source.name,
-                position=term.resume,
-                gtid_set=str(term.gtid) or None,
-                ts=batcher.resume_ts,
-                offsets=tuple((t, p, o) for (t, p), o in sorted(term.offsets.items())),
-                reader_id=self.reader_id,
-                epoch=term.epoch,
-                upstream_server=term.identity,
-                snapshot=None if term.snapshot is None else term.snapshot.to_json(),
+            if not publisher.in_transaction:
+                publisher.begin()
+            publisher.produce(batch.records[batch.sent :] if batch.sent else batch.records)
+        except FencedError:
+            raise
+        except ReaderError:
+            if publisher.in_transaction:
+                publisher.abort()
+            raise
+        ending = self._ending(term, batch, now, started)
+        if wait:
+            self._end(term, ending)
+            return
+        thread = threading.Thread(
+            target=self._end_quietly, args=(term, ending), name="rowbus-commit", daemon=True
+        )
+        term.in_flight = (thread, ending)
+        thread.start()
+
+    def _ending(self, term: _Term, batch: Batch, now: float, started: float) -> _Ending:
+        """What the transaction's end needs, taken from the term now: the reader goes on
+        changing the term while a commit runs on its own thread."""
+        batcher = term.batcher
+        checkpoint = ReaderCheckpoint(
+            source=self.source.name,
+            position=term.resume,
+            gtid_set=str(term.gtid) or None,
+            ts=batcher.resume_ts,
+            offsets=(),
+            reader_id=self.reader_id,
+            epoch=term.epoch,
+            upstream_server=term.identity,
+            snapshot=None if term.snapshot is None else term.snapshot.to_json(),
+        )
+        topic = self.settings.checkpoints_topic
+        open_stream = batcher.open_stream
+        fragment = None
+        if open_stream is not None and open_stream.last is not None:
+            fragment = open_stream.last  # where the fragments committed so far end (§9.1)
+        return _Ending(
+            batch,
+            checkpoint,
+            self._table_states(term, topic, checkpoint.ts),
+            fragment,
+            dict(term.offsets),
+            now,
+            started,
+        )
+
+    def _end(self, term: _Term, ending: _Ending) -> None:
+        """Wait for the records, produce the checkpoint (with the offsets they reached) and
+        commit; then the term and the metrics move on."""
+        publisher = term.publisher
+        try:
+            offsets = ending.offsets
+            offsets.update(publisher.flush())
+            checkpoint = replace(
+                ending.checkpoint,
+                offsets=tuple((t, p, o) for (t, p), o in sorted(offsets.items())),
             )
             value, headers = encode(checkpoint, self._encoding)
             topic = self.settings.checkpoints_topic
             records: list[OutRecord] = [
                 (topic, None, checkpoint_key(self.source.name), value, headers)
             ]
-            records.extend(self._table_states(term, topic, checkpoint.ts))
-            open_stream = batcher.open_stream
-            if open_stream is not None and open_stream.last is not None:
-                # Where the fragments committed so far end (PROTOCOL.md §9.1).
-                fragment = replace(checkpoint, position=open_stream.last)
+            records.extend(ending.tables)
+            if ending.fragment is not None:
+                fragment = replace(checkpoint, position=ending.fragment)
                 value, headers = encode(fragment, self._encoding)
                 records.append((topic, None, fragment_key(self.source.name), value, headers))
             publisher.produce(records)
@@ -856,17 +968,36 @@ class Reader:
         except ReaderError:
             publisher.abort()
             raise
-        elapsed_ms = (self._monotonic() - started) * 1000
-        term.last_publish = now
-        self.committed = term.resume
-        self._committed(term, batch.stats, checkpoint.ts, elapsed_ms)
+        elapsed_ms = (self._monotonic() - ending.started) * 1000
+        term.offsets = offsets
+        term.last_publish = ending.now
+        self.committed = checkpoint.position
+        self._committed(term, ending.batch.stats, checkpoint.ts, elapsed_ms)
         log.debug(
             "committed %d transactions, %d events up to binlog %s:%s gtid=%s ts=%d in %.1f ms",
-            batch.stats.transactions,
-            batch.stats.events,
-            term.resume.file,
-            term.resume.offset,
-            term.resume.gtid,
-            batcher.resume_ts,
+            ending.batch.stats.transactions,
+            ending.batch.stats.events,
+            checkpoint.position.file,
+            checkpoint.position.offset,
+            checkpoint.position.gtid,
+            checkpoint.ts,
             elapsed_ms,
         )
+
+    def _end_quietly(self, term: _Term, ending: _Ending) -> None:
+        """`_end` on the commit thread: its error waits for `_settle`."""
+        try:
+            self._end(term, ending)
+        except BaseException as exc:  # noqa: BLE001 - handed to the reader's thread
+            ending.error = exc
+
+    def _settle(self, term: _Term, quiet: bool = False) -> None:
+        """Wait for the commit running on its own thread, if any; raise its error (unless
+        `quiet`: the term is ending anyway)."""
+        if term.in_flight is None:
+            return
+        thread, ending = term.in_flight
+        thread.join()
+        term.in_flight = None
+        if ending.error is not None and not quiet:
+            raise ending.error

@@ -139,3 +139,63 @@ def test_the_one_column_key_maker_is_int_key() -> None:
         make = fastrows.key_maker(prefix, indexes)
         for row in ((1, 2), (-(2**63), 2**64 - 1), (2**64, 0), ("a", 1), (True, 1), (None, 0)):
             assert make(row) == fastrows.int_key(prefix, row, indexes), (indexes, row)
+
+
+@settings(derandomize=True, max_examples=400, deadline=None)
+@given(row=rows(), partitions=st.integers(1, 64), at=st.integers(0, 3))
+def test_a_native_record_is_the_protocol_record(row: RowChange, partitions: int, at: int) -> None:
+    """`record_builder`'s one call gives the key, partition, value and headers the general
+    path gives the row (`encode_key`, `java_partition`, `encode`), or None (the row then takes
+    that path): never a different record."""
+    build = fastrows.record_builder()
+    assert build is not None
+    image = row.after if row.after is not None else row.before
+    assert image is not None
+    prefix = fastrows.key_prefix(row.schema, row.table)
+    record = build(
+        "topic", fastrows.ROW_HEADER_LIST, prefix, at, partitions, row.source, row.ts,
+        fastrows.OP_NUMBERS[row.op], row.schema, row.table, row.schema_id, row.primary_key,
+        row.before, row.after, row.txn.id, row.txn.index, row.txn.count, row.position.file,
+        row.position.offset, row.position.gtid,
+    )  # fmt: skip
+    key_value = image[at] if at < len(image) else None
+    if type(key_value) is not int or not -(2**63) <= key_value < 2**64:
+        assert record is None
+        return
+    if record is None:
+        # Only a value the raw encoder does not vouch for (SET, ZeroDate, ...) leaves the row
+        # to the general path.
+        raw = fastrows._rows.row_change(
+            row.source, row.ts, fastrows.OP_NUMBERS[row.op], row.schema, row.table,
+            row.schema_id, row.primary_key, row.before, row.after, row.txn.id, row.txn.index,
+            row.txn.count, row.position.file, row.position.offset, row.position.gtid, True,
+        )  # fmt: skip
+        assert raw is None
+        return
+    value = _native(row)
+    assert value == encode(row, Encoding.PROTOBUF)[0]
+    key = encode_key(row.schema, row.table, [key_value])
+    assert record == (
+        "topic",
+        java_partition(key, partitions),
+        key,
+        value,
+        list(fastrows.ROW_HEADERS),
+    )
+
+
+def test_a_native_record_of_a_row_keyed_by_large_integers() -> None:
+    build = fastrows.record_builder()
+    assert build is not None
+    prefix = fastrows.key_prefix("d", "t")
+    for v in (0, -1, 2**63 - 1, -(2**63), 2**63, 2**64 - 1):
+        record = build(
+            "t", [], prefix, 0, 7, "s", 1, 1, "d", "t", 5, ("id",), None, (v, "x"), "0-1-2", 0, 1,
+            "binlog.000001", 4, None,
+        )  # fmt: skip
+        key = encode_key("d", "t", [v])
+        assert record is not None
+        assert record[:3] == ("t", java_partition(key, 7), key)
+    for v in (2**64, -(2**63) - 1, True, 1.0):
+        assert build("t", [], prefix, 0, 7, "s", 1, 1, "d", "t", 5, ("id",), None, (v, "x"),
+                     "0-1-2", 0, 1, "binlog.000001", 4, None) is None  # fmt: skip
