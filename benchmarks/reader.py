@@ -56,10 +56,21 @@ from rowbus.workloads import W1, W2
 # process must parse with the library as it is.
 
 
-DEBEZIUM = os.path.join(
-    os.path.dirname(__file__), "..", "..", "..", "shared", "bench", "debezium", "run.sh"
-)
-"""The shared harness, beside the worktrees (override: ROWBUS_DEBEZIUM_RUN)."""
+def _harness() -> str:
+    """The shared harness: ``shared/bench/debezium/run.sh`` in the nearest folder above the
+    checkout that has one (a worktree sits deeper than the main checkout)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for _ in range(6):
+        here = os.path.dirname(here)
+        found = os.path.join(here, "shared", "bench", "debezium", "run.sh")
+        if os.path.exists(found):
+            return found
+    checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.path.join(os.path.dirname(checkout), "shared", "bench", "debezium", "run.sh")
+
+
+DEBEZIUM = _harness()
+"""Where the harness is (override: ROWBUS_DEBEZIUM_RUN or --debezium)."""
 
 
 def _pin(args: argparse.Namespace) -> None:
