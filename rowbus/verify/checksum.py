@@ -61,34 +61,37 @@ class Chunk:
         return (" AND ".join(clauses) or "1=1"), args
 
 
-def primary_key(ref: TableRef) -> list[str]:
+def _names(ref: TableRef, sql: str) -> list[str]:
+    """The names `sql` (a query on `ref`'s schema and table) returns, in its order."""
     with ref.conn.cursor() as cur:
-        cur.execute(
-            "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA=%s "
-            "AND TABLE_NAME=%s AND CONSTRAINT_NAME='PRIMARY' ORDER BY ORDINAL_POSITION",
-            (ref.schema, ref.table),
-        )
+        cur.execute(sql, (ref.schema, ref.table))
         return [str(row[0]) for row in cur.fetchall()]
+
+
+def primary_key(ref: TableRef) -> list[str]:
+    return _names(
+        ref,
+        "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA=%s "
+        "AND TABLE_NAME=%s AND CONSTRAINT_NAME='PRIMARY' ORDER BY ORDINAL_POSITION",
+    )
 
 
 def columns(ref: TableRef) -> list[str]:
-    with ref.conn.cursor() as cur:
-        cur.execute(
-            "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA=%s "
-            "AND TABLE_NAME=%s ORDER BY ORDINAL_POSITION",
-            (ref.schema, ref.table),
-        )
-        return [str(row[0]) for row in cur.fetchall()]
+    return _names(
+        ref,
+        "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA=%s "
+        "AND TABLE_NAME=%s ORDER BY ORDINAL_POSITION",
+    )
 
 
 def _text_columns(ref: TableRef) -> set[str]:
-    with ref.conn.cursor() as cur:
-        cur.execute(
+    return set(
+        _names(
+            ref,
             "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA=%s "
             "AND TABLE_NAME=%s AND CHARACTER_SET_NAME IS NOT NULL",
-            (ref.schema, ref.table),
         )
-        return {str(row[0]) for row in cur.fetchall()}
+    )
 
 
 def boundaries(ref: TableRef, key: Sequence[str], chunk_rows: int) -> list[Chunk]:

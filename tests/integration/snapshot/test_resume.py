@@ -8,12 +8,30 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
+from confluent_kafka import TopicPartition
+
 from rowbus.config import Settings
+from rowbus.waiting import wait_for
 from tests.integration.producer.helpers import TopicReader, start_reader_process
 from tests.integration.snapshot.helpers import Writer, fill, sink_tables, snapshot_state
 from tests.integration.snapshot.test_initial import _drain_until_equal, _setup
 
 ROWS_PER_TABLE = 2_500
+CHUNK_ROWS = 20
+"""Small chunks, so the snapshot takes seconds: with 100-row chunks the reader finished all
+20,000 rows between the checkpoint the test saw and its kill."""
+
+
+def _read_to_end(index: TopicReader) -> bool:
+    """Whether `index` has read every committed record (its position at the last stable
+    offset, which a read_committed consumer's watermarks report) of every partition."""
+    index.poll()
+    for p in index.partitions:
+        tp = TopicPartition(index.topic, p)
+        [at] = index.consumer.position([tp])
+        if at.offset < index.consumer.get_watermark_offsets(tp, timeout=10)[1]:
+            return False
+    return True
 
 
 def test_kill_9_mid_snapshot_resumes_from_the_last_chunk_without_loss_or_duplicate(
@@ -30,7 +48,7 @@ def test_kill_9_mid_snapshot_resumes_from_the_last_chunk_without_loss_or_duplica
     config = setup.write_config(
         tmp_path / "rowbus.yaml",
         snapshot="initial",
-        snapshot_chunk_rows=100,
+        snapshot_chunk_rows=CHUNK_ROWS,
         snapshot_parallelism=2,
         heartbeat_interval_s=0.3,
     )
@@ -49,6 +67,8 @@ def test_kill_9_mid_snapshot_resumes_from_the_last_chunk_without_loss_or_duplica
         )
         first.send_signal(signal.SIGKILL)
         first.wait(30)
+        # What it committed before it died, read to the end (the view above may lag).
+        wait_for(lambda: _read_to_end(index), timeout=60, what="the checkpoints read to their end")
         killed = snapshot_state([r for *_, r in index.records], setup.source)
         assert killed is not None
         assert not killed.done, "the snapshot finished before the kill; make it bigger"
