@@ -161,6 +161,21 @@ class _Ending:
     error: BaseException | None = None
 
 
+def _produce_in_transaction(publisher: KafkaPublisher, records: list[OutRecord]) -> None:
+    """`records` into the open Kafka transaction (begun here if none is); a failure other than
+    fencing aborts it (nothing of it becomes visible) and is raised."""
+    try:
+        if not publisher.in_transaction:
+            publisher.begin()
+        publisher.produce(records)
+    except FencedError:
+        raise
+    except ReaderError:
+        if publisher.in_transaction:
+            publisher.abort()
+        raise
+
+
 def _caught_up(assembler: TransactionAssembler, event: ServerHeartbeat, inc: Incremental) -> bool:
     """Whether the server's heartbeat says the reader read all it has; then an incremental
     snapshot may take its next step."""
@@ -842,17 +857,7 @@ class Reader:
             if term.in_flight[0].is_alive():
                 return  # read on while the previous batch commits; these go out after it
             self._settle(term)
-        publisher = term.publisher
-        try:
-            if not publisher.in_transaction:
-                publisher.begin()
-            publisher.produce(batch.records[batch.sent : ready])
-        except FencedError:
-            raise
-        except ReaderError:
-            if publisher.in_transaction:
-                publisher.abort()
-            raise
+        _produce_in_transaction(term.publisher, batch.records[batch.sent : ready])
         batch.sent = ready
 
     def _commit(
@@ -884,18 +889,9 @@ class Reader:
         else:
             batcher.add_resolved()
         batch = batcher.take()
-        publisher = term.publisher
         started = self._monotonic()
-        try:
-            if not publisher.in_transaction:
-                publisher.begin()
-            publisher.produce(batch.records[batch.sent :] if batch.sent else batch.records)
-        except FencedError:
-            raise
-        except ReaderError:
-            if publisher.in_transaction:
-                publisher.abort()
-            raise
+        records = batch.records[batch.sent :] if batch.sent else batch.records
+        _produce_in_transaction(term.publisher, records)
         ending = self._ending(term, batch, now, started)
         if wait:
             self._end(term, ending)
