@@ -14,6 +14,12 @@ setup(
             sources=["producer/_rows.c"],
             extra_compile_args=["-O2", "-std=c11", "-Wall"],
             optional=True,
-        )
+        ),
+        Extension(
+            "rowbus.producer.snapshot._resultset",
+            sources=["producer/snapshot/_resultset.c"],
+            extra_compile_args=["-O2", "-std=c11", "-Wall"],
+            optional=True,
+        ),
     ]
 )

@@ -309,8 +309,13 @@ class Batcher:
                 self.source, ts, *names, table.schema_id, table.primary_key, txn_id, position
             )
             pk, records, stats = table.pk_indexes, batch.records, batch.stats
+            start = 1
+            if len(pk) == 1 and self._record is not None:
+                start = self._int_keyed_reads(
+                    table, rows, (topic, n, prefix), ts, txn_id, first_index, position
+                )
             int_key = fastrows.key_maker(prefix, pk)
-            for i in range(1, len(rows)):
+            for i in range(start, len(rows)):
                 after = rows[i]
                 value = encode_value(after, first_index + i)
                 if value is None:
@@ -325,6 +330,42 @@ class Batcher:
                 stats.rows += 1
         batch.stats.events += len(rows)
         return ts
+
+    def _int_keyed_reads(
+        self,
+        table: TableSchema,
+        rows: list[tuple[Value, ...]],
+        where: tuple[str, int, bytes],
+        ts: int,
+        txn_id: str,
+        first_index: int,
+        position: BinlogPosition,
+    ) -> int:
+        """Rows 1.. of a chunk of `table` (keyed by one integer column) as whole records, one
+        native call each (`where`: topic, partitions, key prefix), up to the first the
+        builder leaves to the general path; returns where it stopped (len(rows) if it did
+        not)."""
+        assert self._record is not None
+        topic, partitions, prefix = where
+        build, at, read = self._record, table.pk_indexes[0], fastrows.OP_NUMBERS[Op.READ]
+        names, sid, key = (table.schema, table.table), table.schema_id, table.primary_key
+        file, offset, gtid = position.file, position.offset, position.gtid
+        headers, source = fastrows.ROW_HEADER_LIST, self.source
+        append, stats = self.batch.records.append, self.batch.stats
+        for i in range(1, len(rows)):
+            try:
+                record = build(
+                    topic, headers, prefix, at, partitions, source, ts, read, *names, sid, key,
+                    None, rows[i], txn_id, first_index + i, None, file, offset, gtid,
+                )  # fmt: skip
+            except (ValueError, TypeError, OverflowError):
+                record = None
+            if record is None:
+                return i
+            append(record)
+            stats.bytes += len(record[3])
+            stats.rows += 1
+        return len(rows)
 
     def _lean_reads(
         self, table: TableSchema, position: BinlogPosition

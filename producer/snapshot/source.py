@@ -23,7 +23,8 @@ from rowbus.clients.mysql import SYSTEM_SCHEMAS
 from rowbus.clients.settings import SourceConnection
 from rowbus.producer.binlog import translate_mysql_error
 from rowbus.producer.exceptions import ServerMisconfiguredError
-from rowbus.producer.snapshot.values import CONVERSIONS, row_converter, select_expression
+from rowbus.producer.snapshot import resultset
+from rowbus.producer.snapshot.values import CONVERSIONS, post_converters, select_expression
 from rowbus.producer.tables import TableFilter
 from rowbus.protocol.events import BinlogPosition, TableSchema
 from rowbus.protocol.values import Value
@@ -96,16 +97,16 @@ class ReadView:
                 args.extend(after[: i + 1])
             where = " WHERE " + " OR ".join(terms)
         sql = f"SELECT {cols} FROM {name}{where} ORDER BY {', '.join(keys)} LIMIT {int(limit)}"
-        convert = row_converter(table.columns)
-        with self.cursor(f"reading {table.qualified}") as cur:
-            cur.execute(sql, args)
-            return [convert(r) for r in cur.fetchall()]
+        return self._select(table, sql, args)
 
     def _read_all(self, table: TableSchema, cols: str) -> list[tuple[Value, ...]]:
-        convert = row_converter(table.columns)
-        with self.cursor(f"reading {table.qualified}") as cur:
-            cur.execute(f"SELECT {cols} FROM {_name(table)}")
-            return [convert(r) for r in cur.fetchall()]
+        return self._select(table, f"SELECT {cols} FROM {_name(table)}", [])
+
+    def _select(self, table: TableSchema, sql: str, args: list[Value]) -> list[tuple[Value, ...]]:
+        try:
+            return resultset.select(self.conn, sql, args, post_converters(table.columns))
+        except pymysql.MySQLError as exc:
+            raise translate_mysql_error(exc, f"reading {table.qualified} on {self.where}") from exc
 
     def create_statements(self, table: TableSchema) -> list[str]:
         """What creates `table` where it is missing: its database's and its own CREATE, each

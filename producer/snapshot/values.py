@@ -147,12 +147,16 @@ def converter(column: ColumnSchema) -> Convert:
     return _same
 
 
+def post_converters(columns: tuple[ColumnSchema, ...]) -> list[Convert | None]:
+    """Per column its `converter`, None where the value stays as pymysql reads it."""
+    return [None if f is _same else f for f in map(converter, columns)]
+
+
 def row_converter(
     columns: tuple[ColumnSchema, ...],
 ) -> Callable[[tuple[Any, ...]], tuple[Value, ...]]:
     """A whole row's converter."""
-    convs = [converter(c) for c in columns]
-    special = [(i, f) for i, f in enumerate(convs) if f is not _same]
+    special = [(i, f) for i, f in enumerate(post_converters(columns)) if f is not None]
     if not special:
         return tuple
     # Only the columns that need it are touched (a W1 row: 2 of 10), NULL kept as is.

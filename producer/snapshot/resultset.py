@@ -1,0 +1,124 @@
+"""A snapshot chunk's SELECT read in bulk by the native `_resultset` (when built).
+
+pymysql sends the query and reads the column descriptions as usual; the rows that follow are
+read from its socket in large blocks and parsed many per native call, into the tuples pymysql
+would build with the same per-column (encoding, converter), each value then passed through
+the snapshot's converter of its column. Without the native module, or for a connection in a
+character set other than utf8mb4, pymysql reads the rows itself: the same values, slower.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from decimal import Decimal
+from typing import Any
+
+import pymysql
+import pymysql.cursors
+from pymysql import err
+
+from rowbus.protocol.values import Value
+
+log = logging.getLogger(__name__)
+
+try:
+    from rowbus.producer.snapshot import _resultset  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - an install without a C compiler
+    _resultset = None
+    log.info("rowbus.producer.snapshot._resultset is not built: pymysql reads snapshot rows")
+else:
+    _resultset.configure(Decimal)
+
+AVAILABLE = _resultset is not None
+
+BLOCK = 1 << 18
+"""Bytes asked of the socket at a time."""
+
+# The native module's column kinds (enum Kind in _resultset.c).
+_BYTES, _UTF8, _ASCII, _INT, _FLOAT, _DECIMAL, _CALL_BYTES, _CALL_UTF8, _CALL_ASCII = range(9)
+_PLAIN: dict[Any, int] = {int: _INT, float: _FLOAT, Decimal: _DECIMAL}
+
+Post = Callable[[Any], Value] | None
+
+
+def _kind(encoding: str | None, converter: Any) -> tuple[int, Any] | None:
+    """The native kind of a column pymysql reads with (encoding, converter); None when the
+    native module would not read it as pymysql does."""
+    if encoding not in (None, "utf8", "ascii"):
+        return None
+    if converter is None:
+        return {None: _BYTES, "utf8": _UTF8, "ascii": _ASCII}[encoding], None
+    if encoding == "ascii" and converter in _PLAIN:
+        return _PLAIN[converter], None
+    return {None: _CALL_BYTES, "utf8": _CALL_UTF8, "ascii": _CALL_ASCII}[encoding], converter
+
+
+def _columns(result: Any, post: Sequence[Post]) -> tuple[tuple[int, Any, Post], ...] | None:
+    if len(result.converters) != len(post):
+        return None
+    columns = []
+    for (encoding, converter), after in zip(result.converters, post, strict=True):
+        kind = _kind(encoding, converter)
+        if kind is None:
+            return None
+        columns.append((kind[0], kind[1], after))
+    return tuple(columns)
+
+
+def select(conn: Any, sql: str, args: Sequence[Any], post: Sequence[Post]) -> list[tuple[Any, ...]]:
+    """The rows of `sql`, each value of column i passed through post[i] unless NULL or None.
+    pymysql errors are raised as pymysql raises them."""
+    with conn.cursor(pymysql.cursors.SSCursor) as cur:
+        # No arguments must mean none: pymysql would %-format the text (a `%` in a name).
+        cur.execute(sql, list(args) or None)
+        result = conn._result
+        columns = None if _resultset is None else _columns(result, post)
+        if columns is None:
+            return [_converted(row, post) for row in cur.fetchall()]
+        return _read(conn, result, columns)
+
+
+def _converted(row: tuple[Any, ...], post: Sequence[Post]) -> tuple[Any, ...]:
+    return tuple(v if v is None or f is None else f(v) for v, f in zip(row, post, strict=False))
+
+
+def _read(conn: Any, result: Any, columns: tuple[tuple[int, Any, Post], ...]) -> list[Any]:
+    """The rows that follow the descriptions pymysql read, from its socket's buffered file."""
+    assert _resultset is not None
+    rows: list[Any] = []
+    pending = bytearray()
+    pos, seq = 0, conn._next_seq_id
+    parse = _resultset.rows
+    rfile = conn._rfile
+    while True:
+        try:
+            block = rfile.read1(BLOCK)
+        except OSError as exc:
+            conn._force_close()
+            lost = f"Lost connection to server during query ({exc})"
+            raise err.OperationalError(2013, lost) from exc
+        if not block:
+            conn._force_close()
+            raise err.OperationalError(2013, "Lost connection to server during query")
+        pending += block
+        try:
+            pos, seq, status, error = parse(pending, pos, seq, columns, rows)
+        except ConnectionError as exc:
+            conn._force_close()
+            raise err.InternalError(str(exc)) from None
+        if status:
+            break
+        del pending[:pos]
+        pos = 0
+    conn._next_seq_id = seq
+    result.unbuffered_active = False
+    result.connection = None
+    if status == 2:
+        err.raise_mysql_exception(error)
+    if pos != len(pending):
+        # The server sends nothing after a result's end unasked: bytes here mean the stream
+        # and this reading disagree, and the connection cannot be used further.
+        conn._force_close()
+        raise err.InternalError(f"{len(pending) - pos} unexpected bytes after a result set")
+    return rows
