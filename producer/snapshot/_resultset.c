@@ -17,6 +17,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <datetime.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,11 @@ enum Kind {
     K_CALL_BYTES = 6, /* call(bytes) */
     K_CALL_UTF8 = 7,  /* call(utf8 text) */
     K_CALL_ASCII = 8, /* call(ascii text) */
+    /* Temporal text: a valid date/time built here, anything else (zero dates, a day the
+     * month lacks) left to `post`, which then receives the ascii text. */
+    K_DATE = 9,
+    K_DATETIME = 10,
+    K_TIMESTAMP = 11, /* a datetime in UTC (the session's time zone) */
 };
 
 #define MAX_PACKET 0xFFFFFF
@@ -87,6 +93,46 @@ static PyObject *parse_float(const char *s, Py_ssize_t n) {
     return v;
 }
 
+static int digits(const char *s, int n, int *out) {
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return 0;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = v;
+    return 1;
+}
+
+/* "YYYY-MM-DD[ HH:MM:SS[.f{1,6}]]" as a date (kind K_DATE) or a datetime; NULL without an
+ * exception when the text is anything else or not a valid date. */
+static PyObject *temporal(int kind, const char *s, Py_ssize_t n) {
+    int y, mo, d, h = 0, mi = 0, se = 0, us = 0;
+    if (n < 10 || s[4] != '-' || s[7] != '-' || !digits(s, 4, &y) || !digits(s + 5, 2, &mo) ||
+        !digits(s + 8, 2, &d) || y == 0 || mo == 0 || d == 0)
+        return NULL;
+    if (kind == K_DATE) {
+        if (n != 10) return NULL;
+    } else {
+        if (n < 19 || s[10] != ' ' || s[13] != ':' || s[16] != ':' || !digits(s + 11, 2, &h) ||
+            !digits(s + 14, 2, &mi) || !digits(s + 17, 2, &se))
+            return NULL;
+        if (n > 19) {
+            int f = (int)(n - 20);
+            if (s[19] != '.' || f < 1 || f > 6 || !digits(s + 20, f, &us)) return NULL;
+            for (; f < 6; f++) us *= 10;
+        }
+    }
+    PyObject *v;
+    if (kind == K_DATE)
+        v = PyDate_FromDate(y, mo, d);
+    else
+        v = PyDateTimeAPI->DateTime_FromDateAndTime(
+            y, mo, d, h, mi, se, us, kind == K_TIMESTAMP ? PyDateTime_TimeZone_UTC : Py_None,
+            PyDateTimeAPI->DateTimeType);
+    if (!v && PyErr_ExceptionMatches(PyExc_ValueError)) PyErr_Clear();
+    return v;
+}
+
 static PyObject *value(const Col *col, const char *s, Py_ssize_t n) {
     PyObject *v = NULL, *arg = NULL;
     switch (col->kind) {
@@ -104,6 +150,16 @@ static PyObject *value(const Col *col, const char *s, Py_ssize_t n) {
     case K_CALL_BYTES: arg = PyBytes_FromStringAndSize(s, n); break;
     case K_CALL_UTF8: arg = PyUnicode_DecodeUTF8(s, n, "strict"); break;
     case K_CALL_ASCII: arg = PyUnicode_DecodeASCII(s, n, "strict"); break;
+    case K_DATE:
+    case K_DATETIME:
+    case K_TIMESTAMP:
+        v = temporal(col->kind, s, n);
+        if (v || PyErr_Occurred()) return v;
+        arg = PyUnicode_DecodeASCII(s, n, "strict");
+        if (!arg) return NULL;
+        v = PyObject_CallOneArg(col->post, arg);
+        Py_DECREF(arg);
+        return v;
     default:
         PyErr_Format(PyExc_ValueError, "unknown column kind %d", col->kind);
         return NULL;
@@ -131,7 +187,7 @@ static PyObject *row(const Col *cols, Py_ssize_t ncols, const uint8_t *p, const 
             }
             v = value(&cols[got], (const char *)p, (Py_ssize_t)n);
             p += n;
-            if (v && cols[got].post) Py_SETREF(v, PyObject_CallOneArg(cols[got].post, v));
+            if (v && cols[got].post && cols[got].kind < K_DATE) Py_SETREF(v, PyObject_CallOneArg(cols[got].post, v));
             if (!v) goto fail;
         }
         values[got] = v;
@@ -157,8 +213,13 @@ static int read_columns(PyObject *columns, Col *cols, Py_ssize_t ncols) {
         cols[i].call = PyTuple_GET_ITEM(spec, 1);
         PyObject *post = PyTuple_GET_ITEM(spec, 2);
         cols[i].post = post == Py_None ? NULL : post;
-        if (cols[i].kind >= K_CALL_BYTES && !PyCallable_Check(cols[i].call)) {
+        if (cols[i].kind >= K_CALL_BYTES && cols[i].kind <= K_CALL_ASCII &&
+            !PyCallable_Check(cols[i].call)) {
             PyErr_SetString(PyExc_TypeError, "a generic column needs a callable");
+            return -1;
+        }
+        if (cols[i].kind >= K_DATE && !cols[i].post) {
+            PyErr_SetString(PyExc_TypeError, "a temporal column needs its converter");
             return -1;
         }
     }
@@ -270,4 +331,8 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_resultset", NULL, -1, methods,
                                     NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__resultset(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__resultset(void) {
+    PyDateTime_IMPORT;
+    if (!PyDateTimeAPI) return NULL;
+    return PyModule_Create(&module);
+}

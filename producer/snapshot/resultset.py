@@ -18,6 +18,7 @@ import pymysql
 import pymysql.cursors
 from pymysql import err
 
+from rowbus.producer.snapshot import values
 from rowbus.protocol.values import Value
 
 log = logging.getLogger(__name__)
@@ -38,15 +39,19 @@ BLOCK = 1 << 18
 # The native module's column kinds (enum Kind in _resultset.c).
 _BYTES, _UTF8, _ASCII, _INT, _FLOAT, _DECIMAL, _CALL_BYTES, _CALL_UTF8, _CALL_ASCII = range(9)
 _PLAIN: dict[Any, int] = {int: _INT, float: _FLOAT, Decimal: _DECIMAL}
+_TEMPORAL = {values.parse_date: 9, values.parse_datetime: 10, values.parse_timestamp: 11}
+"""Converters the native module also does itself for text in their plain form."""
 
 Post = Callable[[Any], Value] | None
 
 
-def _kind(encoding: str | None, converter: Any) -> tuple[int, Any] | None:
-    """The native kind of a column pymysql reads with (encoding, converter); None when the
-    native module would not read it as pymysql does."""
+def _kind(encoding: str | None, converter: Any, post: Post) -> tuple[int, Any] | None:
+    """The native kind of a column pymysql reads with (encoding, converter) and the snapshot
+    converts with `post`; None when the native module would not read it as pymysql does."""
     if encoding not in (None, "utf8", "ascii"):
         return None
+    if encoding == "ascii" and converter is None and post in _TEMPORAL:
+        return _TEMPORAL[post], None
     if converter is None:
         return {None: _BYTES, "utf8": _UTF8, "ascii": _ASCII}[encoding], None
     if encoding == "ascii" and converter in _PLAIN:
@@ -59,7 +64,7 @@ def _columns(result: Any, post: Sequence[Post]) -> tuple[tuple[int, Any, Post], 
         return None
     columns = []
     for (encoding, converter), after in zip(result.converters, post, strict=True):
-        kind = _kind(encoding, converter)
+        kind = _kind(encoding, converter, after)
         if kind is None:
             return None
         columns.append((kind[0], kind[1], after))

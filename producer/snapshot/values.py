@@ -123,6 +123,9 @@ def _same(raw: Any) -> Value:
     return raw  # type: ignore[no-any-return]
 
 
+parse_date, parse_datetime, parse_timestamp = _date, _datetime, _timestamp
+"""What `_resultset` does natively for their plain text (`resultset`)."""
+
 _BY_TYPE: dict[str, Convert] = {
     "date": _date,
     "datetime": _datetime,

@@ -27,7 +27,7 @@ GENERATED = (
     "CREATE TABLE g (id INT PRIMARY KEY, i BIGINT, u BIGINT UNSIGNED, d DECIMAL(30,10), "
     "f DOUBLE, fl FLOAT, s VARCHAR(100) CHARACTER SET utf8mb4, l VARCHAR(100) CHARACTER SET "
     "latin1, b VARBINARY(100), t DATETIME(6), dt DATE, tm TIME(3), y YEAR, bt BIT(13), "
-    "e ENUM('a','é','x y'), st SET('a','b','ç'), j JSON)"
+    "e ENUM('a','é','x y'), st SET('a','b','ç'), j JSON, ts TIMESTAMP(3) NULL, d2 DATETIME(2))"
 )
 
 
@@ -124,6 +124,8 @@ _ROW = st.tuples(
     st.sampled_from(["a", "é", "x y", ""]),
     st.sets(st.sampled_from(["a", "b", "ç"])).map(lambda s: ",".join(sorted(s))),
     st.sampled_from(['{"a": [1, 2.5, "é"]}', "null", "[]", '"x"']),
+    st.sampled_from(["2024-02-29 23:59:59.999", "1970-01-01 00:00:01", "0000-00-00 00:00:00"]),
+    st.sampled_from(["2024-02-30 10:00:00.5", "9999-12-31 23:59:59.99", "2024-00-10 00:00:00"]),
 )
 
 
@@ -137,12 +139,12 @@ def test_generated_values_read_as_pymysql_reads_them(
     services: Settings, database: str, rows: list[tuple[Any, ...] | None]
 ) -> None:
     with connect(services.sources[0], database) as conn, conn.cursor() as cur:
-        cur.execute("SET SESSION sql_mode = ''")
+        cur.execute("SET SESSION sql_mode = 'ALLOW_INVALID_DATES'")  # 02-30 kept as it is
         cur.execute("DROP TABLE IF EXISTS g")
         cur.execute(GENERATED)
         for i, row in enumerate(rows):
-            values = row if row is not None else (None,) * 16  # None: a row of NULLs
-            cur.execute(f"INSERT INTO g VALUES (%s{', %s' * 16})", (i, *values))
+            values = row if row is not None else (None,) * 18  # None: a row of NULLs
+            cur.execute(f"INSERT INTO g VALUES (%s{', %s' * 18})", (i, *values))
     source = _source(services)
     with SourceServer(source) as server:
         schema = server.table_schema(database, "g")
