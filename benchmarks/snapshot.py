@@ -7,8 +7,11 @@ end to the first streamed change committed.
 
 W1-shaped tables (BIGINT PK, INT, BIGINT, VARCHAR(64), DECIMAL(12,2), DATETIME(6), DOUBLE,
 TINYINT, TEXT, DATE) are filled in bulk; one row per 20 ms is inserted while the snapshot runs,
-so streaming has changes waiting when it ends. The bare stream is measured before and after the
-snapshot (the machine's load moves; the ratio is to their mean). `--spark-jdbc`: Spark reads
+so streaming has changes waiting when it ends. The bare stream (pymysql reading row by row,
+what a Python client gets) is measured before and after the snapshot, each the median of three
+(the machine's load moves; the ratio is to their mean); beside it, the snapshot's own native
+reading of the table without publishing, and the server's C client printing it to /dev/null
+(the server's pace, far above any Python client). `--spark-jdbc`: Spark reads
 the same tables itself with partitioned JDBC reads and copies them into a sink (README,
 "Snapshots", the choice made from these figures). Not a test: nothing is asserted.
 """
@@ -16,9 +19,13 @@ the same tables itself with partitioned JDBC reads and copies them into a sink (
 from __future__ import annotations
 
 import argparse
+import shutil
+import statistics
+import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pymysql.cursors
@@ -28,8 +35,14 @@ from rowbus.clients import kafka, mysql
 from rowbus.clients.settings import SourceConnection
 from rowbus.producer.reader import Reader
 from rowbus.producer.settings import ReaderSettings, Services
+from rowbus.producer.snapshot import resultset
 from rowbus.producer.snapshot.signals import publish
-from rowbus.producer.snapshot.values import CONVERSIONS, row_converter
+from rowbus.producer.snapshot.values import (
+    CONVERSIONS,
+    post_converters,
+    row_converter,
+    select_expression,
+)
 from rowbus.workloads import W1_DDL
 
 
@@ -48,10 +61,9 @@ def fill(args: argparse.Namespace, db: str) -> list[str]:
     return names
 
 
-def bare_select(args: argparse.Namespace, db: str, table: str, convert: bool) -> float:
-    """rows/s of one unbuffered ``SELECT *`` (with the snapshot's value conversion or not)."""
+def _client(args: argparse.Namespace, db: str) -> Any:
     host, port = args.mysql.split(":")
-    conn = mysql.connect(
+    return mysql.connect(
         host=host,
         port=int(port),
         user=args.user,
@@ -60,15 +72,26 @@ def bare_select(args: argparse.Namespace, db: str, table: str, convert: bool) ->
         conv=CONVERSIONS,
         cursorclass=pymysql.cursors.SSCursor,
     )
+
+
+def _schema(args: argparse.Namespace, db: str, table: str) -> Any:
     from rowbus.producer.server import SourceServer
 
+    host, port = args.mysql.split(":")
     src = SourceConnection(
         name="bench", host=host, port=int(port), user=args.user, password=args.password
     )
     with SourceServer(src) as server:
         schema = server.table_schema(db, table)
     assert schema is not None
-    to_values = row_converter(schema.columns)
+    return schema
+
+
+def bare_select(args: argparse.Namespace, db: str, table: str, convert: bool) -> float:
+    """rows/s of one unbuffered ``SELECT *`` read row by row by pymysql (with the snapshot's
+    value conversion or not): what a Python client gets without rowbus."""
+    to_values = row_converter(_schema(args, db, table).columns)
+    conn = _client(args, db)
     began = time.perf_counter()
     n = 0
     with conn.cursor() as cur:
@@ -79,6 +102,42 @@ def bare_select(args: argparse.Namespace, db: str, table: str, convert: bool) ->
             n += 1
     conn.close()
     return n / (time.perf_counter() - began)
+
+
+def bulk_select(args: argparse.Namespace, db: str, table: str) -> float:
+    """rows/s of the snapshot's own reading of the whole table (`resultset.select`, native,
+    values converted) without encoding or publishing anything."""
+    schema = _schema(args, db, table)
+    cols = ", ".join(select_expression(c) for c in schema.columns)
+    conn = _client(args, db)
+    began = time.perf_counter()
+    n = len(
+        resultset.select(conn, f"SELECT {cols} FROM `{table}`", [], post_converters(schema.columns))
+    )
+    took = time.perf_counter() - began
+    conn.close()
+    return n / took
+
+
+def client_select(args: argparse.Namespace, db: str, table: str, rows: int) -> float | None:
+    """rows/s of the server's C client printing ``SELECT *`` to /dev/null (``--quick``: row by
+    row): the server's own pace here; None when no client is installed."""
+    binary = shutil.which("mariadb") or shutil.which("mysql")
+    if binary is None:
+        return None
+    host, port = args.mysql.split(":")
+    command = [
+        binary, f"-h{host}", f"-P{port}", f"-u{args.user}", f"-p{args.password}", "--quick",
+        "-N", "-e", f"SELECT * FROM `{db}`.`{table}`",
+    ]  # fmt: skip
+    began = time.perf_counter()
+    subprocess.run(command, stdout=subprocess.DEVNULL, check=True, timeout=600)
+    return rows / (time.perf_counter() - began)
+
+
+def best_of(runs: int, measure: Callable[[], float]) -> float:
+    """The median of `runs` measurements (a shared machine's load moves between them)."""
+    return statistics.median(measure() for _ in range(runs))
 
 
 def run_snapshot(args: argparse.Namespace, db: str, names: list[str]) -> dict[str, Any]:
@@ -366,23 +425,32 @@ def main(argv: list[str] | None = None) -> int:
         cur.execute(f"CREATE DATABASE {db}")
     try:
         names = fill(args, db)
-        bare = {n: bare_select(args, db, n, convert=False) for n in names}
-        converted = bare_select(args, db, names[0], convert=True)
-        print(
-            "bare SELECT rows/s: "
-            + ", ".join(f"{n} {r:,.0f}" for n, r in bare.items())
-            + f"; {names[0]} with value conversion {converted:,.0f}"
-        )
+
+        def bare() -> float:
+            return best_of(3, lambda: bare_select(args, db, names[0], convert=False))
+
+        before = bare()
+        converted = best_of(3, lambda: bare_select(args, db, names[0], convert=True))
+        bulk = best_of(3, lambda: bulk_select(args, db, names[0]))
+        client = client_select(args, db, names[0], args.rows)
         result = run_snapshot(args, db, names)
         print(f"snapshot: {result}")
         # The load of a shared machine moves: the bare stream again right after, and the
         # ratio taken to the mean of both.
-        after = bare_select(args, db, names[0], convert=False)
-        raw = (bare[names[0]] + after) / 2
+        after = bare()
+        raw = (before + after) / 2
+        rate = result["rows_per_s"]
         print(
-            f"bare SELECT of {names[0]} after the snapshot: {after:,.0f} rows/s; "
-            f"snapshot / bare SELECT (mean of before and after): {result['rows_per_s'] / raw:.0%} "
-            f"(/ converted SELECT: {result['rows_per_s'] / converted:.0%})"
+            f"bare SELECT of {names[0]} (pymysql row by row, median of 3) before / after the "
+            f"snapshot: {before:,.0f} / {after:,.0f} rows/s; with value conversion "
+            f"{converted:,.0f}; the snapshot's own reading alone (native, converted) "
+            f"{bulk:,.0f}; the server's C client to /dev/null "
+            + (f"{client:,.0f}" if client else "(not installed)")
+        )
+        print(
+            f"snapshot / bare SELECT (mean of before and after): {rate / raw:.0%}; "
+            f"/ converted SELECT: {rate / converted:.0%}; / its own reading alone: "
+            f"{rate / bulk:.0%}" + (f"; / the C client: {rate / client:.0%}" if client else "")
         )
         if args.spark_jdbc:
             jdbc = run_spark_jdbc(args, db, names)
