@@ -76,6 +76,12 @@ def _size(w: Words) -> int | None:
     return n
 
 
+def _length(w: Words) -> int:
+    """A CHAR/BINARY length: 1 when not given, and 0 when given as 0 (CHAR(0) is a column)."""
+    n = _size(w)
+    return 1 if n is None else n
+
+
 def _numeric(w: Words, word: str) -> ColType | None:
     if word in _INTS:
         if word in ("BOOL", "BOOLEAN"):
@@ -121,14 +127,14 @@ def _character(w: Words, word: str) -> ColType | None:
     if word in ("CHAR", "CHARACTER"):
         if w.accept("VARYING"):
             return ColType("varchar", length=_size(w))
-        return ColType("char", length=_size(w) or 1)
+        return ColType("char", length=_length(w))
     if word in ("VARCHAR", "VARCHARACTER"):
         n = _size(w)
         if n is None:
             raise DdlApplyError("VARCHAR without a length")
         return ColType("varchar", length=n)
     if word == "BINARY":
-        return ColType("binary", length=_size(w) or 1, binary=True)
+        return ColType("binary", length=_length(w), binary=True)
     if word == "VARBINARY":
         return ColType("varbinary", length=_size(w), binary=True)
     if word in _TEXTS:
@@ -180,7 +186,7 @@ def _parse_national(w: Words, word: str) -> ColType:
         word = "NVARCHAR"
     if word == "NVARCHAR":
         return ColType("varchar", length=_size(w), charset="utf8mb3")
-    return ColType("char", length=_size(w) or 1, charset="utf8mb3")
+    return ColType("char", length=_length(w), charset="utf8mb3")
 
 
 def text_for(n: int) -> str:

@@ -70,6 +70,9 @@ CORPUS = [
     # Members a quote, a comma and a backslash are part of, in latin1 and in utf8mb4.
     "ALTER TABLE u ADD COLUMN e ENUM('it''s','a,b','x\\\\y','é') CHARSET latin1, "
     "ADD COLUMN f SET('q\"q','ü','x\\\\y')",
+    # Zero-length columns: CHAR(0) holds '' or NULL; no length at all means 1.
+    "ALTER TABLE u ADD COLUMN z0 CHAR(0), ADD COLUMN z1 BINARY(0), ADD COLUMN z2 NCHAR(0), "
+    "ADD COLUMN z3 CHAR, ADD COLUMN z4 BINARY",
 ]
 
 
