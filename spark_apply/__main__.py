@@ -2,7 +2,8 @@
 
 The JSON file is a `JobConfig` (``rowbus apply`` writes one from rowbus' configuration).
 Exit status: 0 when an ``available_now`` run has caught up, 2 when an event cannot be applied
-(the message names its position and the reason), 1 on any other failure. Every failure ends
+(the message names its position and the reason), 1 on any other failure (a sink that stayed
+away longer than ``apply.sink_retry_s`` among them). Every failure ends
 with one line; ``-v`` adds the trace and keeps Spark's own (verbose) log profile.
 """
 
@@ -18,7 +19,7 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from rowbus.spark_apply.exceptions import ApplyError
+from rowbus.spark_apply.exceptions import ApplyError, SinkUnavailableError
 from rowbus.spark_apply.settings import JobConfig, launched_by_spark_submit
 
 
@@ -59,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     except JobStopped as exc:
         logging.getLogger("rowbus.spark_apply").warning("apply stopped by signal %d", exc.signum)
         return 128 + exc.signum
+    except SinkUnavailableError as exc:  # not the event's fault: the sink stayed away
+        logging.getLogger("rowbus.spark_apply").error("apply failed: %s", exc)
+        return 1
     except ApplyError as exc:
         logging.getLogger("rowbus.spark_apply").error("apply stopped: %s", exc)
         return 2

@@ -28,9 +28,10 @@ from rowbus.protocol.events import BinlogPosition, DdlChange, Heartbeat, Resolve
 from rowbus.protocol.topics import data_topic
 from rowbus.spark_apply.catalog import SchemaCatalog
 from rowbus.spark_apply.collector import collector_paused
-from rowbus.spark_apply.exceptions import ApplyError
+from rowbus.spark_apply.exceptions import ApplyError, SinkUnavailableError
 from rowbus.spark_apply.metrics import ApplyMetrics
 from rowbus.spark_apply.planner import Envelope, PairKey, plan, stored_gate
+from rowbus.spark_apply.recovery import retryable, wait_for_sink
 from rowbus.spark_apply.settings import JobConfig, launched_by_spark_submit
 from rowbus.spark_apply.shard_ddl import ShardDdlHook
 from rowbus.spark_apply.shard_writes import ShardWrite, write_shard
@@ -357,9 +358,11 @@ def shard_ddl_hook(config: JobConfig) -> ShardDdlHook | None:
 
 
 def run(config: JobConfig) -> None:
-    """Run the job until it fails or (with ``available_now``) until it has caught up."""
+    """Run the job until it fails or (with ``available_now``) until it has caught up. A sink
+    that goes away is waited for up to ``apply.sink_retry_s`` each time, then the query
+    starts again from its checkpoint (`recovery`)."""
     spark = spark_session(config)
-    applier = BatchApplier(config, shard_ddl_hook(config)).start()
+    applier: BatchApplier | None = None
     # What is alive now (interpreter, pyspark, py4j, the clients) lives as long as the job:
     # the collector's full passes need not traverse it again (`collector_paused`).
     gc.freeze()
@@ -368,23 +371,45 @@ def run(config: JobConfig) -> None:
         exporter = Exporter()
         exporter.register(
             "apply",
-            applier.metrics.prometheus,
+            lambda: applier.metrics.prometheus() if applier is not None else {},
             labels={"lane_watermark_ts": "lane", "errors_total": "kind"},
             static={"job": config.apply.job},
         )
         port = exporter.serve(config.apply.metrics_port)
         log.info("metrics of job %s on http://127.0.0.1:%d/metrics", config.apply.job, port)
-    query: Any = None
     try:
-        query = start_query(spark, config, applier)
-        query.awaitTermination()
+        while True:
+            failure = None
+            query: Any = None
+            try:
+                applier = BatchApplier(config, shard_ddl_hook(config)).start()
+                query = start_query(spark, config, applier)
+                query.awaitTermination()
+                return
+            except Exception as exc:
+                failure = retryable(exc)
+                if failure is None or config.apply.sink_retry_s <= 0:
+                    raise
+            finally:
+                # Also on a stop signal: end the query, so the next one (or the session's
+                # end) finds no other running.
+                if query is not None:
+                    with contextlib.suppress(Exception):
+                        query.stop()
+                if applier is not None:
+                    applier.close()
+            log.warning(
+                "%s; the query starts again from its checkpoint once the sink answers "
+                "(waiting up to %.0f s, apply.sink_retry_s)",
+                failure,
+                config.apply.sink_retry_s,
+            )
+            if not wait_for_sink(config.sink, time.monotonic() + config.apply.sink_retry_s):
+                raise SinkUnavailableError(
+                    f"{failure}; the sink did not answer for {config.apply.sink_retry_s:.0f} s "
+                    "(apply.sink_retry_s)"
+                )
     finally:
-        # Also on a stop signal: end the query and the session, so the JVM and the Python
-        # workers go with this process.
-        if query is not None:
-            with contextlib.suppress(Exception):
-                query.stop()
-        applier.close()
         if exporter is not None:
             exporter.close()
         with contextlib.suppress(Exception):

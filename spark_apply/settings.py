@@ -72,6 +72,10 @@ class ApplySettings(StrictModel):
     """The Spark master of ``rowbus apply``; under ``spark-submit --master …`` the job keeps the
     master spark-submit chose."""
     spark_conf: dict[str, str] = Field(default_factory=dict)
+    sink_retry_s: float = Field(300.0, ge=0)
+    """How long the job waits for a sink it lost (unreachable, or a deadlock it kept
+    hitting): the query stops and starts again from its checkpoint once the sink answers. 0:
+    the job stops at once."""
     metrics_port: int | None = Field(None, ge=0, le=65535)
     """Serve Prometheus metrics on 127.0.0.1:<port>/metrics (0: any free port; unset: off)."""
     jdbc_jar: Path | None = None
