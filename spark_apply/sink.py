@@ -381,8 +381,11 @@ class MySQLSink:
                 raise CheckpointConflictError(
                     f"job {self.job}: Spark proposes batch {batch_id} from {topic}[{part}]@"
                     f"{first}, but the sink already applied up to {topic}[{part}]@{held} "
-                    f"(sink head: batch {self._head_text()}); the Spark checkpoint folder is "
-                    "not the one of this sink"
+                    f"(sink head: batch {self._head_text()}): either the Spark checkpoint "
+                    "folder is not the one of this sink (restore it), or the topic lost records "
+                    "or was recreated so its offsets start over (a broker that came back without "
+                    "its data): then apply everything again under a new apply.job, or with the "
+                    "sink's state cleared, once the readers published again"
                 )
 
     def _head_text(self) -> str:
