@@ -45,9 +45,20 @@ def _too_large(what: str, topic: str) -> PublishError:
     )
 
 
+_PRODUCER_STATE_LOST = frozenset(
+    {"OUT_OF_ORDER_SEQUENCE_NUMBER", "UNKNOWN_PRODUCER_ID", "INVALID_PRODUCER_ID_MAPPING"}
+)
+"""Fatal to this producer only: the broker no longer has its idempotence state (a broker
+that came back without its data, a producer id expired). A new producer (the next term)
+resumes from the last committed checkpoint; the open transaction never commits."""
+
+
 def _publish_error(failure: Failure) -> PublishError:
     if failure.fenced:
         return FencedError(f"{failure.text} (another reader took this source over)", failure.name)
+    if failure.name in _PRODUCER_STATE_LOST:
+        text = f"{failure.text} (the broker lost this producer's state: a new one takes over)"
+        return PublishError(text, failure.name, retryable=True)
     return PublishError(failure.text, failure.name, retryable=failure.retryable)
 
 

@@ -278,6 +278,7 @@ class Reader:
         try:
             while not stop.is_set():
                 prepared: tuple[SourceServer, KafkaPublisher] | None = None
+                committed = self.metrics.batches
                 try:
                     prepared = self._prepare()
                     if not self.leadership.acquire(stop):
@@ -301,7 +302,9 @@ class Reader:
                         continue
                     if not exc.retryable:
                         raise
-                    failures += 1
+                    # A term that committed more than its opening commit got somewhere: only
+                    # failures in a row end the reader, not a few over its lifetime.
+                    failures = 1 if self.metrics.batches > committed + 1 else failures + 1
                     if failures > MAX_TERM_FAILURES:
                         raise
                     self.metrics.errors[type(exc).__name__] += 1
