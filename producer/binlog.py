@@ -18,6 +18,7 @@ a new stream from the last transaction end it tracked.
 
 from __future__ import annotations
 
+import codecs
 import logging
 import struct
 from collections.abc import Callable, Iterator
@@ -25,6 +26,7 @@ from functools import partial
 from typing import Any
 
 import pymysql
+from pymysql.charset import charset_by_id
 from pymysql.protocol import MysqlPacket
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import (
@@ -488,8 +490,7 @@ class BinlogStream:
         if kind is QueryEvent:
             schema = event.schema
             schema = schema.decode("utf-8", "replace") if isinstance(schema, bytes) else schema
-            query = event.query
-            statement = query.decode("utf-8", "replace") if isinstance(query, bytes) else query
+            statement = _statement_text(event)
             ddl = None
             sql_mode = None
             micros = None
@@ -670,6 +671,54 @@ _Table = tuple[TableSchema, Converter, fastrows.Plan | None]
 _MODES = {WriteRowsEvent: 0, DeleteRowsEvent: 1, UpdateRowsEvent: 2}
 
 ImagePairs = list[tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]]
+
+
+_QUERY_POST_HEADER = 13
+"""A Query event's fixed part: thread id, time, schema length, error code, status length."""
+
+
+def _statement_text(event: Any) -> str:
+    """A Query event's statement as the server read it: its bytes decoded by the session's
+    character_set_client (mysql-replication decodes them as UTF-8, which turns a latin1 or
+    gbk session's DDL into other characters than the server saw). The bytes are the event's
+    last `query_len`; when they cannot be found as the library found them, its text stands."""
+    text = event.query
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "backslashreplace")
+    codec = _client_codec(getattr(event, "character_set_client", None))
+    if codec is None:
+        return str(text)
+    try:
+        data = event.packet.packet.get_all_data()
+        start = 1 + 19 + _QUERY_POST_HEADER + event.status_vars_length + event.schema_length + 1
+    except (AttributeError, TypeError):
+        return str(text)
+    for end in (len(data), len(data) - 4):  # with and without the event's checksum
+        raw = data[start:end]
+        if raw.decode("utf-8", "backslashreplace") == text:
+            try:
+                return str(raw.decode(codec))
+            except UnicodeDecodeError:
+                return str(text)
+    return str(text)
+
+
+def _client_codec(collation_id: int | None) -> str | None:
+    """The Python codec of a session's character_set_client (a collation id); None for
+    UTF-8, binary or an id pymysql does not know (the library's UTF-8 reading stands)."""
+    if not collation_id:
+        return None
+    try:
+        encoding = str(charset_by_id(collation_id).encoding)
+    except KeyError:
+        return None
+    if encoding in ("utf8", "binary"):
+        return None
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        return None
+    return encoding
 
 
 SEQUENCE_COLUMNS = (

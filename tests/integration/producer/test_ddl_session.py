@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from rowbus.clients import mysql
 from rowbus.config import Settings
 from rowbus.protocol.events import DdlChange
 from rowbus.waiting import wait_for
@@ -55,3 +56,47 @@ def test_a_ddl_carries_its_sessions_sql_mode_and_time(
     assert first.timestamp_us == source_us  # the old row's NOW(6): the statement's moment
     assert second.sql_mode == ""
     assert second.timestamp_us is not None and second.timestamp_us >= source_us
+
+
+def test_a_ddl_is_read_in_its_sessions_client_character_set(
+    services: Settings,
+    make_topic: Callable[..., str],
+    make_database: Callable[..., str],
+    unique: Callable[[str], str],
+) -> None:
+    """A latin1 or gbk client sends its statement's bytes in that character set: the DDL
+    published is the text the server read, not those bytes taken as UTF-8."""
+    server = services.sources[0]
+    setup = ReaderSetup(
+        services=services,
+        server=server,
+        source=unique("src"),
+        database=make_database(server),
+        data_topic=make_topic("data", partitions=1),
+        checkpoints_topic=make_topic("ckpt", partitions=1, **{"cleanup.policy": "compact"}),
+        schemas_topic=make_topic("schemas", partitions=1, **{"cleanup.policy": "compact"}),
+    )
+    statements = {
+        "latin1": "CREATE TABLE l (id INT PRIMARY KEY, v VARCHAR(5) DEFAULT 'é', "
+        "e ENUM('à','ÿ') DEFAULT 'ÿ') COMMENT 'ça'",
+        "gbk": "CREATE TABLE g (id INT PRIMARY KEY, v VARCHAR(5) DEFAULT '中文', "
+        "e ENUM('表','b')) COMMENT '数据'",
+    }
+    with reader_thread(setup, heartbeat_interval_s=0.3) as reader:
+        wait_for(lambda: reader.metrics.heartbeats > 0, timeout=60, what="a first heartbeat")
+        for charset, statement in statements.items():
+            conn = mysql.connect(server, database=setup.database, charset=charset)
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(statement)
+            finally:
+                conn.close()
+        data = TopicReader(services, setup.data_topic)
+        records = data.until(
+            lambda rs: sum(isinstance(r, DdlChange) for r in rs) >= 2,
+            timeout=60,
+            what="both CREATEs",
+        )
+        data.close()
+    published = [r.statement for r in records if isinstance(r, DdlChange)]
+    assert published == list(statements.values())

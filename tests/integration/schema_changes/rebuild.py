@@ -100,6 +100,12 @@ class Rebuild:
         self.tables[name] = (after, new_rows)
 
 
+def _lower_type(text: str) -> str:
+    """A column type in lower case, except its ENUM/SET members (their case is data)."""
+    base, paren, rest = text.partition("(")
+    return base.lower() + paren + (rest if "'" in rest else rest.lower())
+
+
 def describe(cur: Any, schema: str, table: str) -> dict[str, Any]:
     """Columns (name, type with its parameters, nullability, default, collation), the primary
     key and the other indexes of a live table."""
@@ -109,7 +115,7 @@ def describe(cur: Any, schema: str, table: str) -> dict[str, Any]:
         "ORDER BY ORDINAL_POSITION",
         (schema, table),
     )
-    columns = [(n, str(t).lower(), nl == "YES", d, c) for n, t, nl, d, c in cur.fetchall()]
+    columns = [(n, _lower_type(str(t)), nl == "YES", d, c) for n, t, nl, d, c in cur.fetchall()]
     cur.execute(
         "SELECT INDEX_NAME, NON_UNIQUE, COLUMN_NAME FROM information_schema.STATISTICS "
         "WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s ORDER BY INDEX_NAME, SEQ_IN_INDEX",

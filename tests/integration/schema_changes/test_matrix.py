@@ -160,6 +160,18 @@ CASES: dict[str, list[str]] = {
         "INSERT INTO lenient VALUES (3, 'xyzw', 'q', 999)",
         "SET SESSION sql_mode = DEFAULT",
     ],
+    "latin1_session": [
+        # The session says latin1 while this client sends UTF-8 (a common mismatch): the
+        # server reads each byte as a latin1 character, and so must the DDL's replay.
+        "SET NAMES latin1",
+        f"CREATE TABLE l1s (id INT PRIMARY KEY, v VARCHAR(10) DEFAULT 'é', "
+        f"e ENUM('à','b') DEFAULT 'à') COMMENT 'ça'{CS}",
+        "INSERT INTO l1s (id) VALUES (1)",
+        "ALTER TABLE l1s ADD COLUMN w VARCHAR(5) CHARSET latin1 DEFAULT 'ü', "
+        "MODIFY e ENUM('à','b','ç') DEFAULT 'ç'",
+        "INSERT INTO l1s (id) VALUES (2)",
+        "SET NAMES utf8mb4",
+    ],
     "database": [
         "CREATE DATABASE {z}",
         f"CREATE TABLE {{z}}.t (id INT PRIMARY KEY, a INT){CS}",
@@ -192,6 +204,7 @@ TABLES = [
     "gen",
     "after_sq",
     "lenient",
+    "l1s",
 ]
 
 
