@@ -159,6 +159,7 @@ class Merger:
         self._owns_spill = spill is None and memory_limit is not None
         self._spill: Spill | None = SpillStore() if self._owns_spill else spill
         self._in_memory = 0
+        self._buffered = 0
         self.stats = MergerStats()
         for tp in self._next_offsets:
             self._topics.setdefault(tp[0], set()).add(tp[1])
@@ -272,6 +273,7 @@ class Merger:
         run.events.append(event)
         run.count += 1
         pending.size += 1
+        self._buffered += 1
         self._in_memory += 1
         if self._memory_limit is not None and self._in_memory > self._memory_limit:
             self._spill_largest()
@@ -412,6 +414,7 @@ class Merger:
 
     def _finish(self, pending: _Pending, trail: CheckpointTrail) -> Transaction:
         del self._pending[pending.source, pending.id]
+        self._buffered -= pending.size
         runs = list(pending.runs.values())
         self._in_memory -= sum(len(r.events) for r in runs)
         floor = self._floors.get(pending.source, Floor()).raised_to(pending.max_key)
@@ -457,7 +460,7 @@ class Merger:
     @property
     def buffered(self) -> int:
         """Events stashed (in memory or spilled)."""
-        return sum(p.size for p in self._pending.values())
+        return self._buffered
 
     @property
     def in_memory(self) -> int:
@@ -584,6 +587,7 @@ class Merger:
                 r.topic, r.partition, chunks=list(r.chunks), count=r.count, head=r.head
             )
             pending.size += r.count
+            self._buffered += r.count
             heapq.heappush(self._heads.setdefault(tp, []), (r.head, *tkey))
 
     def close(self) -> None:

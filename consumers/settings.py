@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import Field
 
 from rowbus.clients.settings import StrictModel
-from rowbus.consumers.subscriber import DEFAULT_MEMORY_LIMIT
+from rowbus.consumers.subscriber import DEFAULT_MEMORY_LIMIT, DEFAULT_READ_AHEAD
 from rowbus.protocol.topics import CHECKPOINTS_TOPIC, DEFAULT_DATA_TOPIC_TEMPLATE, SCHEMAS_TOPIC
 
 
@@ -25,6 +25,9 @@ class SubscriberSettings(StrictModel):
     memory_limit_events: int = Field(DEFAULT_MEMORY_LIMIT, ge=1)
     """Buffered events kept in memory; beyond it the largest runs spill to disk (a decoded
     row event of a few short columns takes about 1 KB of Python memory)."""
+    read_ahead_events: int = Field(DEFAULT_READ_AHEAD, ge=1)
+    """Buffered events beyond which partitions running ahead of the merge are paused until the
+    merge catches up with them (at most half of `memory_limit_events`)."""
     spill_dir: Path | None = None
     """Where spilled events go (default: the system's temporary folder)."""
     batch_size: int = Field(2000, ge=1)

@@ -9,6 +9,17 @@ PROTOCOL.md §9.5) comes before every streamed change of its row; a handler appl
 upsert by primary key, so a replayed or repeated snapshot is harmless. `commit(txn)` saves the
 transaction's checkpoint. `close()` releases everything.
 
+Flow control: a broker may answer a fetch with a partition's whole backlog (noida-db ignores
+fetch sizes), so a subscriber far behind would get one partition after another and the merge,
+which releases only up to the lowest partition's watermark, would buffer (and spill) all but
+the last before releasing anything. Once `read_ahead` events are buffered, the partitions
+whose watermark is above the merge's are paused; each is resumed as soon as the merge's
+watermark reaches its own. A paused partition has already handed over every event at or
+below its watermark (the protocol puts a watermark after what it covers), so pausing never
+holds back a release, the partitions the merge waits for are never paused, and the buffer
+stays near `read_ahead` events plus one polled batch. Pausing changes nothing the merge
+decides: the same transactions are released in the same order with the same checkpoints.
+
 Guarantee: the store's (`CheckpointStore.guarantee`). After a crash the subscriber resumes
 from the last saved checkpoint: nothing after it is lost, nothing at or before it is
 delivered again; the transactions handled after it are delivered again (at least once) unless
@@ -54,6 +65,9 @@ from rowbus.protocol.topics import (
 
 log = logging.getLogger(__name__)
 
+DEFAULT_READ_AHEAD = 20_000
+"""Buffered events beyond which partitions ahead of the merge are paused (kept below the
+memory limit, so a backlog spread over partitions is merged without spilling)."""
 DEFAULT_MEMORY_LIMIT = 50_000
 """Buffered events kept in memory before the merger spills: about 50 MB of decoded events of a
 few short columns (~1 KB each in Python). It was 200,000 (~215 MB, a quarter of what a 1M-row
@@ -69,6 +83,8 @@ class Subscriber:
     `sources`: sources expected on the topics (each on the topic `topic_template` gives it);
     the readers' checkpoints topic adds the sources it knows. `start` applies when the store
     holds no checkpoint yet. `memory_limit`: buffered events in memory before spilling.
+    `read_ahead`: buffered events beyond which partitions ahead of the merge are paused (at
+    most half the memory limit; None: never pause); see the module docstring.
     """
 
     def __init__(
@@ -84,6 +100,7 @@ class Subscriber:
         schemas_topic: str = SCHEMAS_TOPIC,
         group_id: str = "rowbus-subscriber",
         memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
+        read_ahead: int | None = DEFAULT_READ_AHEAD,
         spill_dir: Path | None = None,
         batch_size: int = 2000,
         stall_report_s: float = 30.0,
@@ -104,6 +121,12 @@ class Subscriber:
         self._checkpoints_topic = checkpoints_topic
         self._schemas_topic = schemas_topic
         self._memory_limit = memory_limit
+        if read_ahead is not None and memory_limit is not None:
+            read_ahead = min(read_ahead, memory_limit // 2)
+        self._read_ahead = None if read_ahead is None else max(1, read_ahead)
+        self._paused: set[TopicPartition] = set()
+        self.pauses = 0
+        """How many times a partition was paused (ahead of the merge)."""
         self._spill_dir = spill_dir
         self._batch = batch_size
         self._stall_report_s = stall_report_s
@@ -129,6 +152,8 @@ class Subscriber:
             "transactions_out_total": stats.released_transactions,
             "rows_out_total": stats.released_events,
             "spilled_events_total": stats.spilled_events,
+            "buffered_events": merger.buffered,
+            "paused_partitions": len(self._paused),
             "watermark_ts": watermark,
             "lag_ms": max(0, int(time.time() * 1000) - physical_ms(watermark)) if watermark else 0,
             "lane_watermark_ts": {
@@ -175,6 +200,7 @@ class Subscriber:
             clock=self._clock,
         )
         reader.assign(offsets)
+        self._paused.clear()
         self._last_progress = self._last_report = self._clock()
 
     def close(self) -> None:
@@ -241,6 +267,7 @@ class Subscriber:
             merger.push(topic, partition, offset, event)
             self.events_read += 1
         released = merger.release()
+        self._pace()
         now = self._clock()
         if released:
             self._last_progress = now
@@ -257,6 +284,42 @@ class Subscriber:
                 "; ".join(str(b) for b in merger.blocked_by()),
             )
         return released
+
+    def _pace(self) -> None:
+        """Pause the partitions ahead of the merge while it buffers `read_ahead` events or more;
+        resume each paused one the merge waits for (see the module docstring)."""
+        if self._read_ahead is None:
+            return
+        assert self._reader is not None
+        merger = self.merger
+        lowest: dict[TopicPartition, int] = {}
+        for (topic, partition, _), wm in merger.lane_watermarks().items():
+            tp = (topic, partition)
+            lowest[tp] = min(wm, lowest.get(tp, wm))
+        mark = min(lowest.values(), default=0)
+        resume = sorted(tp for tp in self._paused if lowest.get(tp, mark) <= mark)
+        pause = []
+        if merger.buffered >= self._read_ahead:
+            pause = sorted(tp for tp, wm in lowest.items() if wm > mark and tp not in self._paused)
+        if resume:
+            self._reader.resume(resume)
+            self._paused.difference_update(resume)
+            log.debug("resumed %s: the merge's watermark reached theirs", resume)
+        if pause:
+            self._reader.pause(pause)
+            self._paused.update(pause)
+            self.pauses += len(pause)
+            log.debug(
+                "paused %s: %d events buffered, their watermarks are above the merge's %s",
+                pause,
+                merger.buffered,
+                mark,
+            )
+
+    @property
+    def paused(self) -> frozenset[TopicPartition]:
+        """The partitions paused because they run ahead of the merge."""
+        return frozenset(self._paused)
 
     def blocked_by(self) -> list[Blocker]:
         """Why the merge waits (see `Merger.blocked_by`)."""

@@ -23,7 +23,14 @@ from dataclasses import dataclass, field, replace
 from rowbus.producer.control import Control, ControlStatement, classify
 from rowbus.producer.exceptions import ServerMisconfiguredError
 from rowbus.producer.tracker import DdlSchema
-from rowbus.protocol.ddl import DdlKind, DdlParseError, ParsedDdl, parse_ddl, written_tables
+from rowbus.protocol.ddl import (
+    DdlKind,
+    DdlParseError,
+    ParsedDdl,
+    TableName,
+    parse_ddl,
+    written_tables,
+)
 from rowbus.protocol.events import BinlogPosition, Op, TableSchema
 from rowbus.protocol.values import Value
 
@@ -417,17 +424,8 @@ class TransactionAssembler:
         if control is not None:
             return self._control(q, control)
         written = written_tables(q.statement, q.schema)
-        if written is not None and self._ddl_wanted(q.schema, ParsedDdl(DdlKind.OTHER, written)):
-            gtid = self._open.gtid if self._open is not None else None
-            where = f"{self.file}:{q.end}" + (f" (gtid {gtid})" if gtid else "")
-            names = ", ".join(map(str, written)) or "its tables"
-            raise ServerMisconfiguredError(
-                f"{where}: a change logged as a statement, not as rows: {q.statement[:120]!r}; "
-                "the writing session ran with binlog_format=STATEMENT or MIXED, and rowbus "
-                "publishes row events only; set binlog_format=ROW globally and for every "
-                f"session, then add {names} to reader.exclude_tables for one restart and take "
-                "them out again: they are snapshotted anew (README: Row images)"
-            )
+        if written is not None:
+            return self._statement_change(q, written)
         try:
             target = parse_ddl(q.statement, q.schema)
         except DdlParseError:
@@ -448,6 +446,26 @@ class TransactionAssembler:
         if wanted:
             pos = self._at(q.end, txn.gtid)
             txn.changes.append(_ddl_item(q, target, pos))
+        return self._close(q.end, q.timestamp)
+
+    def _statement_change(self, q: Query, written: tuple[TableName, ...]) -> Transaction | None:
+        """A data change logged as a statement (INSERT, UPDATE, DELETE, LOAD DATA … under
+        binlog_format STATEMENT or MIXED): no rows event carries its rows. On a table the reader
+        reads it stops the reader; on the others it is nothing to publish (it is no DDL)."""
+        if self._ddl_wanted(q.schema, ParsedDdl(DdlKind.OTHER, written)):
+            gtid = self._open.gtid if self._open is not None else None
+            where = f"{self.file}:{q.end}" + (f" (gtid {gtid})" if gtid else "")
+            names = ", ".join(map(str, written)) or "its tables"
+            raise ServerMisconfiguredError(
+                f"{where}: a change logged as a statement, not as rows: {q.statement[:120]!r}; "
+                "the writing session ran with binlog_format=STATEMENT or MIXED, and rowbus "
+                "publishes row events only; set binlog_format=ROW globally and for every "
+                f"session, then add {names} to reader.exclude_tables for one restart and take "
+                "them out again: they are snapshotted anew (README: Row images)"
+            )
+        if self._open is not None:
+            return None  # the group's commit ends it
+        self._start(q.end - q.size)
         return self._close(q.end, q.timestamp)
 
     def _control(self, q: Query, control: ControlStatement) -> Transaction | None:

@@ -30,6 +30,7 @@ from pymysql.charset import charset_by_id
 from pymysql.protocol import MysqlPacket
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import (
+    ExecuteLoadQueryEvent,
     FormatDescriptionEvent,
     GtidEvent,
     HeartbeatLogEvent,
@@ -121,6 +122,9 @@ FRAMED = True
 """Whether new streams frame the dump stream themselves (`rowbus.producer.dumpframes`) when they
 decode natively; benchmarks turn it off to measure the library's framing."""
 MARIADB_FL_STANDALONE = 0x01
+LOAD_QUERY_POST_HEADER = 26
+"""Execute_load_query's post-header: a query event's 13 bytes, then the file id, the file
+name's start and end in the statement and the duplicate handling (4 + 4 + 4 + 1)."""
 ER_MASTER_FATAL_READING_BINLOG = 1236
 TRANSACTION_EVENTS = [
     RotateEvent,
@@ -151,6 +155,7 @@ _EVENTS = [
     StopEvent,
     # Read only to refuse them: rows a reader cannot reproduce must stop it, never be skipped.
     PartialUpdateRowsEvent,
+    ExecuteLoadQueryEvent,
     NotImplementedEvent,
 ]
 
@@ -192,6 +197,28 @@ def translate_mysql_error(exc: BaseException, where: str) -> ReaderError:
 GRANT_HINT = "grant the reader's user REPLICATION SLAVE, BINLOG MONITOR (MySQL: REPLICATION CLIENT)"
 
 _OPS = {WriteRowsEvent: Op.INSERT, UpdateRowsEvent: Op.UPDATE, DeleteRowsEvent: Op.DELETE}
+
+
+def _load_query(event: Any, end: int) -> Query:
+    """LOAD DATA logged as a statement (binlog_format STATEMENT, or MIXED): the server writes
+    the file's bytes (Begin_load_query, Append_block) and then the statement in an
+    Execute_load_query event, which no rows event follows. The library reads only its
+    post-header; the default schema and the statement follow the status variables, as in a
+    query event. Handed over as a `Query`: the assembler refuses it on a table the reader
+    reads (its rows are not in the binlog) and passes it by on the others."""
+    packet = event.packet
+    packet.advance(event.status_vars_length)
+    schema = packet.read(event.schema_length)
+    packet.advance(1)  # the schema's terminating NUL
+    size = event.event_size - LOAD_QUERY_POST_HEADER - event.status_vars_length
+    statement = packet.read(size - event.schema_length - 1)
+    return Query(
+        statement.decode("utf-8", "replace"),
+        schema.decode("utf-8", "replace"),
+        end,
+        event.event_size,
+        event.timestamp,
+    )
 
 
 class BinlogStream:
@@ -510,6 +537,8 @@ class BinlogStream:
                 sql_mode,
                 micros,
             )
+        if kind is ExecuteLoadQueryEvent:
+            return _load_query(event, end)
         if kind is RotateEvent:
             self.file, self.pos = event.next_binlog, event.position
             return Rotate(event.next_binlog, event.position)

@@ -121,7 +121,14 @@ class ShardDdlHook:
         for shard, ev in sorted(self._pending.items()):
             assert ev.table is not None
             lock = self.coordinator.report(
-                ev.source, ev.schema, ev.table, ev.statement, ev.ts, position=str(ev.position)
+                ev.source,
+                ev.schema,
+                ev.table,
+                ev.statement,
+                ev.ts,
+                position=str(ev.position),
+                sql_mode=ev.sql_mode,
+                timestamp_us=ev.timestamp_us,
             )
             log.debug("%s is at lock %s", shard, lock)
         self._pending.clear()

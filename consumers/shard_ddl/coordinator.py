@@ -89,9 +89,13 @@ class Coordinator:
         ts: int,
         *,
         position: str = "",
+        sql_mode: str | None = None,
+        timestamp_us: int | None = None,
     ) -> str:
-        """Report that shard `source/schema.table` reached its DDL `statement` (upstream `ts`);
-        the lock id. Reporting the same DDL again (same ts) returns the same lock."""
+        """Report that shard `source/schema.table` reached its DDL `statement` (upstream `ts`),
+        run under the source session's `sql_mode` at `timestamp_us` (the DDL event's, PROTOCOL.md
+        §1.3; None: unknown); the lock id. Reporting the same DDL again (same ts) returns the
+        same lock."""
         shard = shard_name(source, schema, table)
         target = self.groups.target_of(source, schema, table)
         if target is None:
@@ -122,6 +126,8 @@ class Coordinator:
             actor=self.actor,
             at_ms=self._now_ms(),
             position=position,
+            sql_mode=sql_mode,
+            timestamp_us=timestamp_us,
         )
         self._publish(record)
         log.info("%s: %s reported %r to lock %s (%s)", self.actor, shard, statement, lock_id, mode)
@@ -155,7 +161,10 @@ class Coordinator:
     def _execute(self, lock: Lock) -> None:
         assert self.executor is not None
         assert lock.statement is not None
-        outcome = self.executor.execute(lock.lock_id, lock.target, lock.statement)
+        sql_mode, timestamp_us = lock.session
+        outcome = self.executor.execute(
+            lock.lock_id, lock.target, lock.statement, sql_mode, timestamp_us
+        )
         self._publish(
             records.action(
                 ControlKind.DONE,

@@ -64,6 +64,10 @@ class Intent:
     actor: str
     at_ms: int
     position: str = ""
+    sql_mode: str | None = None
+    """The source session's sql_mode when the shard ran its DDL (None: unknown)."""
+    timestamp_us: int | None = None
+    """When the shard ran its DDL upstream, µs since the epoch (None: unknown)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +103,17 @@ class Lock:
     done_at_ms: int | None = None
     last_ddl_ts: int = 0
     history: tuple[Entry, ...] = ()
+
+    @property
+    def session(self) -> tuple[str | None, int | None]:
+        """(sql_mode, timestamp_us) the statement runs under downstream: the owner's, i.e. of
+        the intent that opened the lock, whose statement it is (a replica runs a statement
+        under its session's mode and time; shards that ran it at other moments cannot all be
+        matched by one downstream statement). (None, None) for a lock of older writers."""
+        if not self.intents:
+            return None, None
+        first = self.intents[0]
+        return first.sql_mode, first.timestamp_us
 
     @property
     def arrived(self) -> frozenset[str]:
@@ -159,6 +174,8 @@ class Lock:
                     "actor": i.actor,
                     "at_ms": i.at_ms,
                     "position": i.position,
+                    "sql_mode": i.sql_mode,
+                    "timestamp_us": i.timestamp_us,
                 }
                 for i in self.intents
             ],
@@ -258,6 +275,8 @@ def _intent(lock: Lock, record: ControlRecord, detail: dict[str, Any], at_ms: in
     statement = record.statement or ""
     executable = str(detail.get("executable") or statement)
     normalized = str(detail.get("normalized") or normalize(executable))
+    sql_mode = detail.get("sql_mode")
+    timestamp_us = detail.get("timestamp_us")
     mine = Intent(
         shard,
         statement,
@@ -267,6 +286,10 @@ def _intent(lock: Lock, record: ControlRecord, detail: dict[str, Any], at_ms: in
         record.actor,
         at_ms,
         str(detail.get("position", "")),
+        sql_mode if isinstance(sql_mode, str) else None,
+        timestamp_us
+        if isinstance(timestamp_us, int) and not isinstance(timestamp_us, bool)
+        else None,
     )
     known = lock.intent_of(shard)
     if known is not None:

@@ -7,7 +7,10 @@ below). A record whose detail is not JSON is read as ``{"note": detail}``.
 - INTENT: ``statement`` = the shard's own statement, ``ts`` = the DDL's upstream ts; detail
   ``target``, ``seq``, ``group`` (every shard of the target the reporter knows), ``executable``
   (the statement retargeted to the target table), ``normalized``, ``mode``
-  (``pessimistic``/``optimistic``), ``at_ms`` (reporter's clock), ``position`` (binlog).
+  (``pessimistic``/``optimistic``), ``at_ms`` (reporter's clock), ``position`` (binlog), and
+  when the DDL event carries them (protocol 1.4, PROTOCOL.md §1.3) ``sql_mode`` (the source
+  session's) and ``timestamp_us`` (the statement's time, µs since the epoch); a record without
+  them (an older writer) reads as unknown (None): the sink's own mode and time.
 - CONFLICT: detail ``cause``, ``at_ms``.
 - DONE: ``statement`` = what was executed (None if nothing: already applied), detail
   ``at_ms``, ``already`` (the sink had it already: a crash between executing and publishing).
@@ -73,7 +76,14 @@ def intent(
     actor: str,
     at_ms: int,
     position: str = "",
+    sql_mode: str | None = None,
+    timestamp_us: int | None = None,
 ) -> ControlRecord:
+    session: dict[str, Any] = {}
+    if sql_mode is not None:
+        session["sql_mode"] = sql_mode
+    if timestamp_us is not None:
+        session["timestamp_us"] = timestamp_us
     return ControlRecord(
         lock_id=lock_id(target, seq),
         kind=ControlKind.INTENT,
@@ -91,6 +101,7 @@ def intent(
                 "mode": mode,
                 "at_ms": at_ms,
                 "position": position,
+                **session,
             }
         ),
     )

@@ -106,7 +106,14 @@ class ShardedApply:
                 assert isinstance(ev, DdlChange)
                 assert ev.table is not None
                 lock = self.coordinator.report(
-                    ev.source, ev.schema, ev.table, ev.statement, ev.ts, position=str(ev.position)
+                    ev.source,
+                    ev.schema,
+                    ev.table,
+                    ev.statement,
+                    ev.ts,
+                    position=str(ev.position),
+                    sql_mode=ev.sql_mode,
+                    timestamp_us=ev.timestamp_us,
                 )
                 self.gate.block(item.shard, lock)
                 self._barriers[item.shard] = item.item.seq

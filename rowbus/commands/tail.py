@@ -84,6 +84,7 @@ def _tail(args: argparse.Namespace, settings: Settings) -> int:
         schemas_topic=conf.schemas_topic,
         group_id=conf.group_id,
         memory_limit=conf.memory_limit_events,
+        read_ahead=conf.read_ahead_events,
         spill_dir=conf.spill_dir,
         batch_size=conf.batch_size,
         stall_report_s=conf.stall_report_s,

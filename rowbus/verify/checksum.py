@@ -1,7 +1,8 @@
 """Chunked checksums of a table by primary-key range, computed inside the database.
 
 A chunk is a half-open key range ``[lo, hi)`` (either end may be open). Its checksum is the row
-count and the BIT_XOR of a CRC32 over every compared column, NULLs made distinct from any value.
+count and the BIT_XOR of a 64-bit hash (MD5's first half) over every compared column, NULLs made
+distinct from any value.
 XOR is associative, so the checksum of a union of shards is the XOR of the shards' checksums:
 merged shards are compared against their union without moving rows.
 """
@@ -131,11 +132,14 @@ def checksum(
     values = [f"CONVERT({quote(c)} USING utf8mb4)" if c in texts else quote(c) for c in own]
     nulls = "CONCAT(" + ", ".join(f"ISNULL({quote(c)})" for c in own) + ")"
     row_text = "CONCAT_WS('\\x1f', " + ", ".join(values) + f", {nulls})"
+    # 64 bits of MD5, not CRC32: CRC32 is affine over GF(2), so under BIT_XOR the same change
+    # to an even number of rows of one length cancelled out (two rows given the same wrong
+    # value read as equal); MD5's bits have no such structure.
+    row_hash = f"CAST(CONV(LEFT(MD5({row_text}), 16), 16, 10) AS UNSIGNED)"
     where, args = chunk.where(ref.physical(key))
     with ref.conn.cursor() as cur:
         cur.execute(
-            f"SELECT COUNT(*), COALESCE({combine}(CRC32({row_text})), 0) FROM {ref.quoted} "
-            f"WHERE {where}",
+            f"SELECT COUNT(*), COALESCE({combine}({row_hash}), 0) FROM {ref.quoted} WHERE {where}",
             args,
         )
         row = cur.fetchone()

@@ -3,7 +3,7 @@ the sink, each on its own control topic."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rowbus.config import MySQLSettings, Settings
@@ -12,6 +12,9 @@ from rowbus.consumers.shard_ddl.coordinator import Coordinator
 from rowbus.consumers.shard_ddl.election import Election, ZkElection
 from rowbus.consumers.shard_ddl.executor import DdlExecutor
 from rowbus.consumers.shard_ddl.groups import ShardGroups
+from rowbus.consumers.spill import DataEvent
+from rowbus.consumers.subscriber import Subscriber
+from rowbus.protocol.events import Op, RowChange
 from tests.conftest import connect
 
 
@@ -73,3 +76,25 @@ def readers_ready(services: Settings, topics: list[str]) -> None:
             )
     finally:
         consumer.close()
+
+
+class SinkApply:
+    """Upserts / deletes rows into the target by column name (safe to replay)."""
+
+    def __init__(self, services: Settings, target_db: str, sub: Subscriber) -> None:
+        self.conn = connect(services.resolved_sink, target_db)
+        self.sub = sub
+        self.rows = 0
+
+    def __call__(self, events: Sequence[DataEvent]) -> None:
+        with self.conn.cursor() as cur:
+            for ev in events:
+                assert isinstance(ev, RowChange), f"a DDL reached apply: {ev}"
+                table = self.sub.table(ev)
+                if ev.op is Op.DELETE:
+                    cur.execute("DELETE FROM orders WHERE id=%s", (ev.image[0],))
+                    continue
+                names = ", ".join(f"`{c}`" for c in table.column_names)
+                marks = ", ".join(["%s"] * len(table.column_names))
+                cur.execute(f"REPLACE INTO orders ({names}) VALUES ({marks})", ev.after)
+                self.rows += 1

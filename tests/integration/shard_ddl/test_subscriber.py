@@ -3,7 +3,7 @@ restart from the saved safe checkpoint while a lock is half-way."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
@@ -13,38 +13,20 @@ from rowbus.consumers.shard_ddl.coordinator import Coordinator
 from rowbus.consumers.shard_ddl.groups import ShardGroups
 from rowbus.consumers.shard_ddl.locks import LockState
 from rowbus.consumers.shard_ddl.subscriber import ShardedApply
-from rowbus.consumers.spill import DataEvent
 from rowbus.consumers.stores.base import MemoryCheckpointStore
 from rowbus.consumers.subscriber import Subscriber
-from rowbus.protocol.events import Op, RowChange
 from rowbus.testing import shard_routes
 from rowbus.verify import verify
 from rowbus.waiting import wait_for
 from tests.conftest import connect
 from tests.integration.producer.helpers import ReaderSetup, reader_thread
-from tests.integration.shard_ddl.helpers import columns, coordinator, executor, readers_ready
-
-
-class SinkApply:
-    """Upserts / deletes rows into the target by column name (safe to replay)."""
-
-    def __init__(self, services: Settings, target_db: str, sub: Subscriber) -> None:
-        self.conn = connect(services.resolved_sink, target_db)
-        self.sub = sub
-        self.rows = 0
-
-    def __call__(self, events: Sequence[DataEvent]) -> None:
-        with self.conn.cursor() as cur:
-            for ev in events:
-                assert isinstance(ev, RowChange), f"a DDL reached apply: {ev}"
-                table = self.sub.table(ev)
-                if ev.op is Op.DELETE:
-                    cur.execute("DELETE FROM orders WHERE id=%s", (ev.image[0],))
-                    continue
-                names = ", ".join(f"`{c}`" for c in table.column_names)
-                marks = ", ".join(["%s"] * len(table.column_names))
-                cur.execute(f"REPLACE INTO orders ({names}) VALUES ({marks})", ev.after)
-                self.rows += 1
+from tests.integration.shard_ddl.helpers import (
+    SinkApply,
+    columns,
+    coordinator,
+    executor,
+    readers_ready,
+)
 
 
 def test_subscriber_path_holds_a_shard_and_resumes_from_its_safe_checkpoint(

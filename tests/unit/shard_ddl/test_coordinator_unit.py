@@ -49,7 +49,14 @@ class FakeSink:
     def __init__(self) -> None:
         self.executed: list[tuple[str, str]] = []
 
-    def execute(self, lock_id: str, target: str, statement: str) -> Outcome:
+    def execute(
+        self,
+        lock_id: str,
+        target: str,
+        statement: str,
+        sql_mode: str | None = None,
+        timestamp_us: int | None = None,
+    ) -> Outcome:
         first = all(lock != lock_id for lock, _ in self.executed)
         self.executed.append((lock_id, statement))
         return Outcome(executed=first)

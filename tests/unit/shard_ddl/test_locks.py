@@ -302,3 +302,34 @@ def test_a_conflicting_ddl_never_executes_nor_anything_after_it(
     assert lock is not None
     assert lock.state is LockState.CONFLICT
     assert lock.executed == ()
+
+
+def test_the_owners_sql_mode_and_time_travel_in_the_intent_and_old_intents_read_as_unknown() -> (
+    None
+):
+    executable = retarget(ADD, "shop", "orders")
+    owner = records.intent(
+        target=TARGET,
+        seq=1,
+        shard=GROUP[0],
+        statement=ADD,
+        executable=executable,
+        normalized=normalize(executable),
+        ts=1,
+        group=GROUP,
+        mode=PESSIMISTIC,
+        actor="job-s1",
+        at_ms=1000,
+        sql_mode="",
+        timestamp_us=1_700_000_000_123_456,
+    )
+    table = replay([owner, *(intent(s, ADD.replace("o_1", s[-3:])) for s in GROUP[1:])])
+    lock = table.get("shop.orders#1")
+    assert lock is not None and lock.state is LockState.READY
+    # an empty sql_mode (a lenient session) is a mode, not an unknown one
+    assert lock.session == ("", 1_700_000_000_123_456)
+    assert lock.describe()["intents"][0]["timestamp_us"] == 1_700_000_000_123_456
+    # a record of an older writer (no keys) and a later shard's own session leave it unknown
+    assert replay([intent(s, ADD.replace("o_1", s[-3:])) for s in GROUP]).get(
+        "shop.orders#1"
+    ).session == (None, None)  # type: ignore[union-attr]
