@@ -119,17 +119,7 @@ class ShardDdlHook:
     def after_apply(self) -> None:
         """Report the DDLs that reached their barrier in the batch just committed."""
         for shard, ev in sorted(self._pending.items()):
-            assert ev.table is not None
-            lock = self.coordinator.report(
-                ev.source,
-                ev.schema,
-                ev.table,
-                ev.statement,
-                ev.ts,
-                position=str(ev.position),
-                sql_mode=ev.sql_mode,
-                timestamp_us=ev.timestamp_us,
-            )
+            lock = self.coordinator.report_ddl(ev)
             log.debug("%s is at lock %s", shard, lock)
         self._pending.clear()
         self.coordinator.step()

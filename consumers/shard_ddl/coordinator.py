@@ -31,7 +31,7 @@ from rowbus.consumers.shard_ddl.locks import (
     LockTable,
     replay,
 )
-from rowbus.protocol.events import ControlKind, ControlRecord
+from rowbus.protocol.events import ControlKind, ControlRecord, DdlChange
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +79,21 @@ class Coordinator:
         self.control.close()
 
     # --- participant -------------------------------------------------------------------------
+
+    def report_ddl(self, ev: DdlChange) -> str:
+        """`report` of a shard's DDL event, with everything it carries."""
+        if ev.table is None:
+            raise ShardDdlError(f"{ev.position}: a DDL without a table is no shard DDL")
+        return self.report(
+            ev.source,
+            ev.schema,
+            ev.table,
+            ev.statement,
+            ev.ts,
+            position=str(ev.position),
+            sql_mode=ev.sql_mode,
+            timestamp_us=ev.timestamp_us,
+        )
 
     def report(
         self,

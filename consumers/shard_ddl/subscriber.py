@@ -104,17 +104,7 @@ class ShardedApply:
                 self._flush(out)  # every row before the DDL is downstream before it is reported
                 ev = item.item.event
                 assert isinstance(ev, DdlChange)
-                assert ev.table is not None
-                lock = self.coordinator.report(
-                    ev.source,
-                    ev.schema,
-                    ev.table,
-                    ev.statement,
-                    ev.ts,
-                    position=str(ev.position),
-                    sql_mode=ev.sql_mode,
-                    timestamp_us=ev.timestamp_us,
-                )
+                lock = self.coordinator.report_ddl(ev)
                 self.gate.block(item.shard, lock)
                 self._barriers[item.shard] = item.item.seq
             else:

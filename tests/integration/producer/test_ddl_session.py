@@ -15,20 +15,10 @@ from tests.integration.producer.helpers import ReaderSetup, TopicReader, reader_
 
 def test_a_ddl_carries_its_sessions_sql_mode_and_time(
     services: Settings,
-    make_topic: Callable[..., str],
-    make_database: Callable[..., str],
-    unique: Callable[[str], str],
+    make_reader_setup: Callable[..., ReaderSetup],
 ) -> None:
-    server = services.sources[0]
-    setup = ReaderSetup(
-        services=services,
-        server=server,
-        source=unique("src"),
-        database=make_database(server),
-        data_topic=make_topic("data", partitions=1),
-        checkpoints_topic=make_topic("ckpt", partitions=1, **{"cleanup.policy": "compact"}),
-        schemas_topic=make_topic("schemas", partitions=1, **{"cleanup.policy": "compact"}),
-    )
+    setup = make_reader_setup(1)
+    server = setup.server
     with connect(server, setup.database) as conn, conn.cursor() as cur:
         cur.execute("CREATE TABLE t (id INT PRIMARY KEY)")
         cur.execute("INSERT INTO t VALUES (1)")
@@ -60,22 +50,12 @@ def test_a_ddl_carries_its_sessions_sql_mode_and_time(
 
 def test_a_ddl_is_read_in_its_sessions_client_character_set(
     services: Settings,
-    make_topic: Callable[..., str],
-    make_database: Callable[..., str],
-    unique: Callable[[str], str],
+    make_reader_setup: Callable[..., ReaderSetup],
 ) -> None:
     """A latin1 or gbk client sends its statement's bytes in that character set: the DDL
     published is the text the server read, not those bytes taken as UTF-8."""
-    server = services.sources[0]
-    setup = ReaderSetup(
-        services=services,
-        server=server,
-        source=unique("src"),
-        database=make_database(server),
-        data_topic=make_topic("data", partitions=1),
-        checkpoints_topic=make_topic("ckpt", partitions=1, **{"cleanup.policy": "compact"}),
-        schemas_topic=make_topic("schemas", partitions=1, **{"cleanup.policy": "compact"}),
-    )
+    setup = make_reader_setup(1)
+    server = setup.server
     statements = {
         "latin1": "CREATE TABLE l (id INT PRIMARY KEY, v VARCHAR(5) DEFAULT 'é', "
         "e ENUM('à','ÿ') DEFAULT 'ÿ') COMMENT 'ça'",

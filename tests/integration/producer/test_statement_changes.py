@@ -30,21 +30,12 @@ CASES = {
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_change_logged_as_a_statement_stops_the_reader_in_one_line(
     services: Settings,
-    make_topic: Callable[..., str],
+    make_reader_setup: Callable[..., ReaderSetup],
     make_database: Callable[..., str],
-    unique: Callable[[str], str],
     case: str,
 ) -> None:
-    server = services.sources[0]
-    setup = ReaderSetup(
-        services=services,
-        server=server,
-        source=unique("src"),
-        database=make_database(server),
-        data_topic=make_topic("data", partitions=1),
-        checkpoints_topic=make_topic("ckpt", partitions=1, **{"cleanup.policy": "compact"}),
-        schemas_topic=make_topic("schemas", partitions=1, **{"cleanup.policy": "compact"}),
-    )
+    setup = make_reader_setup(1)
+    server = setup.server
     other = make_database(server)  # not read by this reader
     db = setup.database
     with connect(server, db) as conn, conn.cursor() as cur:
@@ -90,23 +81,14 @@ def test_a_change_logged_as_a_statement_stops_the_reader_in_one_line(
 
 def test_load_data_logged_as_a_statement_stops_the_reader_and_passes_on_an_excluded_table(
     services: Settings,
-    make_topic: Callable[..., str],
+    make_reader_setup: Callable[..., ReaderSetup],
     make_database: Callable[..., str],
-    unique: Callable[[str], str],
     tmp_path: Path,
 ) -> None:
     """LOAD DATA logged as a statement is no Query event: the server writes the file's bytes
     (Begin_load_query, Append_block) and then the statement (Execute_load_query)."""
-    server = services.sources[0]
-    setup = ReaderSetup(
-        services=services,
-        server=server,
-        source=unique("src"),
-        database=make_database(server),
-        data_topic=make_topic("data", partitions=1),
-        checkpoints_topic=make_topic("ckpt", partitions=1, **{"cleanup.policy": "compact"}),
-        schemas_topic=make_topic("schemas", partitions=1, **{"cleanup.policy": "compact"}),
-    )
+    setup = make_reader_setup(1)
+    server = setup.server
     other = make_database(server)  # not read by this reader
     db = setup.database
     rows_file = tmp_path / "rows.csv"
