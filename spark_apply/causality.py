@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Sequence
 
 from rowbus.protocol.values import Value
+from rowbus.spark_apply.literals import is_null
 
 Key = tuple[Value, ...]
 
@@ -82,7 +83,7 @@ def conflict_groups(
                 where = positions[columns] = unique_positions(columns, unique_keys)
             for n, pos in enumerate(where):
                 value = tuple(values[p] for p in pos)
-                if any(v is None for v in value):
+                if any(is_null(v) for v in value):
                     continue  # NULLs never conflict in a unique key
                 token = ("uk", n, value)
                 first = owner.setdefault(token, key)

@@ -1,5 +1,9 @@
 """Rows of a step collapsed to the last image per target key, then rendered as SQL.
 
+Collapse works on rendered images (`literals.LitImage`: each value as its SQL literal, as the
+executors render them, `rendered`; a decoded image is rendered here): keys compare by their
+literal text, which for the values of one column is the values' equality (NULL is ``NULL``).
+
 `collapse` turns the released row events of a step into, per target table, the final state of
 each key: an image to upsert, or a deletion. An update that changes the primary key deletes the
 old key and upserts the new one. Deletions run before upserts, so a key that moves onto one just
@@ -23,7 +27,7 @@ from rowbus.protocol.events import Op, RowChange, TableSchema
 from rowbus.protocol.values import Value
 from rowbus.spark_apply.causality import conflict_groups
 from rowbus.spark_apply.exceptions import BadEventError
-from rowbus.spark_apply.literals import chunks, literal, row_literal
+from rowbus.spark_apply.literals import as_literals, chunks, literal, row_literal
 from rowbus.spark_apply.planner import Envelope
 
 SchemaLookup = Callable[[int], TableSchema | None]
@@ -170,28 +174,32 @@ def collapse(
         if proj is None:
             continue
         proj = without_generated(proj)
+        # One form for every row of a step, whether the executors rendered it or it was
+        # decoded (a stashed one read back): keys of both must compare equal.
+        ev_before = as_literals(ev.before) if ev.before is not None else None
+        ev_after = as_literals(ev.after) if ev.after is not None else None
         if proj.keyless:
-            before = proj.values(ev.before) if ev.before is not None else None
-            after = proj.values(ev.after) if ev.after is not None else None
+            before = proj.values(ev_before) if ev_before is not None else None
+            after = proj.values(ev_after) if ev_after is not None else None
             changes(proj).ordered.append(KeylessChange(ev.op, proj.columns, before, after, env))
             continue
         if ev.op is Op.DELETE:
-            assert ev.before is not None
-            key = proj.key(ev.before)
+            assert ev_before is not None
+            key = proj.key(ev_before)
             changes(proj).delete(key, proj.key_columns, env)
-            seen(proj, key, ev.before)
+            seen(proj, key, ev_before)
             continue
-        assert ev.after is not None
-        key = proj.key(ev.after)
-        if ev.op is Op.UPDATE and ev.before is not None:
-            old = proj.key(ev.before)
+        assert ev_after is not None
+        key = proj.key(ev_after)
+        if ev.op is Op.UPDATE and ev_before is not None:
+            old = proj.key(ev_before)
             if old != key:
                 changes(proj).delete(old, proj.key_columns, env)
-                seen(proj, old, ev.before)
+                seen(proj, old, ev_before)
             else:
-                seen(proj, key, ev.before)
-        changes(proj).upsert(key, proj.columns, proj.values(ev.after), env)
-        seen(proj, key, ev.after)
+                seen(proj, key, ev_before)
+        changes(proj).upsert(key, proj.columns, proj.values(ev_after), env)
+        seen(proj, key, ev_after)
     groups = _clear_conflicts(tables, images, uniques)
     return _shard(tables, groups, shard_of)
 

@@ -31,6 +31,7 @@ from rowbus.spark_apply.collector import collector_paused
 from rowbus.spark_apply.exceptions import ApplyError
 from rowbus.spark_apply.metrics import ApplyMetrics
 from rowbus.spark_apply.planner import Envelope, PairKey, plan, stored_gate
+from rowbus.spark_apply.rendered import ROW_COLUMNS, Wire, row_event
 from rowbus.spark_apply.settings import JobConfig, launched_by_spark_submit
 from rowbus.spark_apply.shard_ddl import ShardDdlHook
 from rowbus.spark_apply.shard_writes import ShardWrite, write_shard
@@ -117,7 +118,8 @@ class BatchApplier:
         if previous is None:
             log.info("batch %d is already committed in the sink; skipped", batch_id)
             return
-        envelopes = envelopes_of(arrow)
+        wire: Wire = {}
+        envelopes = envelopes_of(arrow, wire)
         records = len(envelopes)
         del arrow
         decoded = time.perf_counter()
@@ -132,7 +134,7 @@ class BatchApplier:
         stored = self.sink.stored_gates(batch_id) if hook else None
         if stored is not None:
             gate = stored_gate(stored, gate)
-        spill = self.sink.spill_for(batch_id)
+        spill = self.sink.spill_for(batch_id, wire)
         try:
             p = plan(
                 previous,
@@ -206,18 +208,29 @@ def offset_ranges(table: Any) -> dict[tuple[str, int], tuple[int, int]]:
     }
 
 
-def envelopes_of(table: Any) -> list[Envelope]:
-    """Arrow rows of the source schema → envelopes; watermarks are rebuilt without decoding."""
-    cols = {
-        name: table.column(name).to_pylist()
-        for name in ("topic", "partition", "offset", "kind", "source", "ts", "encoding", "value")
-    }
+def envelopes_of(table: Any, wire: Wire | None = None) -> list[Envelope]:
+    """Arrow rows of the source schema → envelopes; watermarks are rebuilt without decoding,
+    and rows the executors rendered (`source.ROW_COLUMNS`) are built from their columns with
+    `literals.LitImage` images (their bytes go into `wire`); other rows are decoded."""
+    names = ["topic", "partition", "offset", "kind", "source", "ts", "encoding", "value"]
+    rendered = "op" in table.column_names and wire is not None
+    if rendered:
+        names += ROW_COLUMNS
+    cols = {name: table.column(name).to_pylist() for name in names}
+    ops = cols["op"] if rendered else [None] * table.num_rows
+    keys: dict[str, tuple[str, ...]] = {}
     out: list[Envelope] = []
+    event: Any
     for i in range(table.num_rows):
         topic, partition, offset = cols["topic"][i], cols["partition"][i], cols["offset"][i]
         kind = cols["kind"][i]
-        if kind == "resolved":
-            event: Any = Resolved(source=cols["source"][i], ts=cols["ts"][i])
+        op = ops[i]
+        if op is not None:
+            assert wire is not None
+            event = row_event(cols, i, keys)
+            wire[id(event)] = (event, cols["value"][i])
+        elif kind == "resolved":
+            event = Resolved(source=cols["source"][i], ts=cols["ts"][i])
         elif kind == "heartbeat":
             event = Heartbeat(
                 source=cols["source"][i],

@@ -21,6 +21,7 @@ import pymysql
 from rowbus.consumers.routing import Target
 from rowbus.protocol.values import Value
 from rowbus.spark_apply.changes import upsert_statements
+from rowbus.spark_apply.literals import literal
 
 ER_DATA_TRUNCATED = 1265
 LENIENT = "SET STATEMENT sql_mode = 'NO_AUTO_VALUE_ON_ZERO' FOR "
@@ -67,7 +68,8 @@ def _enum_error_row(
     sql: str,
     refused: pymysql.err.MySQLError,
 ) -> None:
-    empty = [c for c, v in zip(columns, row, strict=True) if v == ""]
+    # The ENUM error value is the empty string ('' once rendered).
+    empty = [c for c, v in zip(columns, row, strict=True) if literal(v) == "''"]
     if not empty:
         raise refused
     cur.execute(

@@ -59,6 +59,31 @@ def _none(_: None) -> str:
     return "NULL"
 
 
+class Lit(str):
+    """A value already rendered as its SQL literal (by `literal`), rendered as itself.
+
+    The executors render row images (`image_text`); the driver carries them as `LitImage`s of
+    `Lit`s through collapse and statement rendering, which treat them like values: keys compare
+    by their literal text (equal values of one column render equally)."""
+
+    __slots__ = ()
+
+
+class LitImage(tuple[Lit, ...]):
+    """A row image of `Lit`s (`lit_image`, `as_literals`): detected by its type, not per value."""
+
+    __slots__ = ()
+
+
+SEP = "\x00"
+"""Separates the literals of an image in `image_text`: no literal contains it (a NUL in a string
+is escaped as ``\\0``, bytes are hex)."""
+
+
+def _rendered(v: Lit) -> str:
+    return v
+
+
 _FORMATTERS: dict[type, Callable[[Any], str]] = {
     int: int.__repr__,
     float: float.__repr__,
@@ -71,6 +96,7 @@ _FORMATTERS: dict[type, Callable[[Any], str]] = {
     bytes: _bytes,
     frozenset: _set,
     type(None): _none,
+    Lit: _rendered,
 }
 
 
@@ -90,6 +116,38 @@ def row_literal(values: Sequence[Value]) -> str:
     except KeyError:
         bad = next(v for v in values if type(v) not in f)
         raise TypeError(f"{type(bad).__name__} is not a protocol value") from None
+
+
+def image_text(values: Sequence[Value]) -> str:
+    """The literals of `values` joined by `SEP` (what `lit_image` splits)."""
+    f = _FORMATTERS
+    try:
+        return SEP.join([f[type(v)](v) for v in values])
+    except KeyError:
+        bad = next(v for v in values if type(v) not in f)
+        raise TypeError(f"{type(bad).__name__} is not a protocol value") from None
+
+
+def lit_image(text: str) -> LitImage:
+    """An image rendered by `image_text` (of at least one value), as `Lit`s."""
+    return LitImage(map(Lit, text.split(SEP)))
+
+
+def as_literals(image: Sequence[Value]) -> LitImage:
+    """`image` rendered (unchanged when it is one already)."""
+    if type(image) is LitImage:
+        return image
+    f = _FORMATTERS
+    try:
+        return LitImage([Lit(f[type(v)](v)) for v in image])
+    except KeyError:
+        bad = next(v for v in image if type(v) not in f)
+        raise TypeError(f"{type(bad).__name__} is not a protocol value") from None
+
+
+def is_null(value: Value | Lit) -> bool:
+    """Whether `value` is SQL NULL, rendered or not."""
+    return value is None or (type(value) is Lit and value == "NULL")
 
 
 def chunks(head: str, tail: str, items: Iterable[str], max_bytes: int) -> Iterator[str]:

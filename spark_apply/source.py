@@ -31,13 +31,23 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from rowbus.protocol.codec import ENCODING_HEADER, KIND_HEADER, decode, kind_name
+from rowbus.protocol.codec import ENCODING_HEADER, decode, kind_name
+from rowbus.protocol.events import RowChange
 from rowbus.spark_apply.collector import collector_paused
+from rowbus.spark_apply.rendered import (
+    NO_ROW,
+    ROW_COLUMNS,
+    ROW_TYPES,
+    is_protobuf,
+    rendered_row,
+)
 
 SCHEMA = (
     "topic STRING, partition INT, offset BIGINT, kind STRING, source STRING, ts BIGINT, "
-    "encoding STRING, value BINARY"
+    "encoding STRING, value BINARY, "
+    + ", ".join(f"{c} {t}" for c, t in zip(ROW_COLUMNS, ROW_TYPES, strict=True))
 )
+
 _READ_TIMEOUT_S = 120.0
 _CHUNK = 5000
 _POLL_S = 0.01
@@ -228,6 +238,20 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
                 ("ts", pa.int64()),
                 ("encoding", pa.string()),
                 ("value", pa.binary()),
+                ("op", pa.string()),
+                ("db", pa.string()),
+                ("tbl", pa.string()),
+                ("schema_id", pa.int64()),
+                ("pk", pa.string()),
+                ("txn_id", pa.string()),
+                ("txn_index", pa.int64()),
+                ("txn_count", pa.int64()),
+                ("pos_file", pa.string()),
+                ("pos_offset", pa.int64()),
+                ("gtid", pa.string()),
+                ("upstream", pa.int64()),
+                ("before", pa.string()),
+                ("after", pa.string()),
             ]
         )
         for r in partition.ranges:
@@ -285,7 +309,17 @@ def read_range(
         consumer.close()
 
 
-_COLUMNS = ("topic", "partition", "offset", "kind", "source", "ts", "encoding", "value")
+_COLUMNS = (
+    "topic",
+    "partition",
+    "offset",
+    "kind",
+    "source",
+    "ts",
+    "encoding",
+    "value",
+    *ROW_COLUMNS,
+)
 
 
 def _append(cols: dict[str, list[Any]], r: KafkaRange, msg: Any) -> None:
@@ -294,14 +328,14 @@ def _append(cols: dict[str, list[Any]], r: KafkaRange, msg: Any) -> None:
     offset = msg.offset()
     found = dict(headers)
     encoding = (found.get(ENCODING_HEADER) or b"").decode() or None
-    if found.get(KIND_HEADER) == b"row":
-        # The driver decodes rows anyway (and names a malformed one's position): decoding
-        # them here too only doubled the CPU per row. Other kinds are small and few.
-        kind, source, ts = "row", None, None
-    else:
-        event = decode(value, headers, f"{r.topic}[{r.partition}]@{offset}")
-        kind = kind_name(event)
-        source, ts = getattr(event, "source", None), getattr(event, "ts", None)
+    event = decode(value, headers, f"{r.topic}[{r.partition}]@{offset}")
+    kind = kind_name(event)
+    source, ts = getattr(event, "source", None), getattr(event, "ts", None)
+    row = NO_ROW
+    if isinstance(event, RowChange) and is_protobuf(encoding, value):
+        # The driver needs a row's header (to order it) and its literals (to write it), not
+        # its decoded values; a row it must stash is spilled as these very bytes.
+        row = rendered_row(event)
     cols["topic"].append(r.topic)
     cols["partition"].append(r.partition)
     cols["offset"].append(offset)
@@ -310,3 +344,5 @@ def _append(cols: dict[str, list[Any]], r: KafkaRange, msg: Any) -> None:
     cols["ts"].append(ts)
     cols["encoding"].append(encoding)
     cols["value"].append(value)
+    for name, v in zip(ROW_COLUMNS, row, strict=True):
+        cols[name].append(v)
