@@ -228,32 +228,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         import pyarrow as pa
 
         assert isinstance(partition, KafkaRanges)
-        schema = pa.schema(
-            [
-                ("topic", pa.string()),
-                ("partition", pa.int32()),
-                ("offset", pa.int64()),
-                ("kind", pa.string()),
-                ("source", pa.string()),
-                ("ts", pa.int64()),
-                ("encoding", pa.string()),
-                ("value", pa.binary()),
-                ("op", pa.string()),
-                ("db", pa.string()),
-                ("tbl", pa.string()),
-                ("schema_id", pa.int64()),
-                ("pk", pa.string()),
-                ("txn_id", pa.string()),
-                ("txn_index", pa.int64()),
-                ("txn_count", pa.int64()),
-                ("pos_file", pa.string()),
-                ("pos_offset", pa.int64()),
-                ("gtid", pa.string()),
-                ("upstream", pa.int64()),
-                ("before", pa.string()),
-                ("after", pa.string()),
-            ]
-        )
+        schema = arrow_schema()
         for r in partition.ranges:
             for cols in read_range(self.kafka, r):
                 yield pa.RecordBatch.from_pydict(cols, schema=schema)
@@ -265,6 +240,26 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         if self._client is not None:
             self._client.close()
             self._client = None
+
+
+def arrow_schema() -> Any:
+    """`SCHEMA` as pyarrow's."""
+    import pyarrow as pa
+
+    types = {"STRING": pa.string(), "BIGINT": pa.int64()}
+    return pa.schema(
+        [
+            ("topic", pa.string()),
+            ("partition", pa.int32()),
+            ("offset", pa.int64()),
+            ("kind", pa.string()),
+            ("source", pa.string()),
+            ("ts", pa.int64()),
+            ("encoding", pa.string()),
+            ("value", pa.binary()),
+            *((c, types[t]) for c, t in zip(ROW_COLUMNS, ROW_TYPES, strict=True)),
+        ]
+    )
 
 
 def read_range(
