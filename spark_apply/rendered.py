@@ -12,11 +12,12 @@ values): the spill writes the record's own protobuf bytes for it instead (`Wire`
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from rowbus.protocol.codec import construct
 from rowbus.protocol.events import Op, RowChange
-from rowbus.spark_apply.literals import SEP, image_text, lit_image
+from rowbus.spark_apply.literals import image_text, lit_image
 
 ROW_COLUMNS = (
     "op",
@@ -74,7 +75,7 @@ def rendered_row(event: RowChange) -> tuple[Any, ...]:
         event.schema,
         event.table,
         event.schema_id,
-        SEP.join(event.primary_key),
+        json.dumps(event.primary_key),
         t.id,
         t.index,
         t.count,
@@ -95,7 +96,7 @@ def row_event(cols: dict[str, list[Any]], i: int, keys: dict[str, tuple[str, ...
     pk = cols["pk"][i]
     key = keys.get(pk)
     if key is None:
-        key = keys[pk] = tuple(pk.split(SEP)) if pk else ()
+        key = keys[pk] = tuple(json.loads(pk))
     before, after = cols["before"][i], cols["after"][i]
     return construct.row_change(
         cols["source"][i],
