@@ -83,7 +83,7 @@ def conflict_groups(
                 where = positions[columns] = unique_positions(columns, unique_keys)
             for n, pos in enumerate(where):
                 value = tuple(values[p] for p in pos)
-                if any(is_null(v) for v in value):
+                if any(is_null(v) for v in value):  # type: ignore[arg-type]
                     continue  # NULLs never conflict in a unique key
                 token = ("uk", n, value)
                 first = owner.setdefault(token, key)

@@ -21,7 +21,6 @@ import pymysql
 from rowbus.consumers.routing import Target
 from rowbus.protocol.values import Value
 from rowbus.spark_apply.changes import upsert_statements
-from rowbus.spark_apply.literals import literal
 
 ER_DATA_TRUNCATED = 1265
 LENIENT = "SET STATEMENT sql_mode = 'NO_AUTO_VALUE_ON_ZERO' FOR "
@@ -40,8 +39,9 @@ def upsert(
     rows: Sequence[Sequence[Value]],
     max_bytes: int,
 ) -> None:
-    """The upserts of `rows`, with the ENUM error value written as the source has it."""
-    for sql in upsert_statements(target, columns, key_columns, rows, max_bytes):
+    """The upserts of `rows` (literals, as collapse leaves them), with the ENUM error value
+    written as the source has it."""
+    for sql in upsert_statements(target, columns, key_columns, rows, max_bytes, rendered=True):
         try:
             cur.execute(sql)
         except pymysql.err.MySQLError as exc:
@@ -51,7 +51,7 @@ def upsert(
     else:
         return
     for row in rows:
-        for sql in upsert_statements(target, columns, key_columns, [row], max_bytes):
+        for sql in upsert_statements(target, columns, key_columns, [row], max_bytes, rendered=True):
             try:
                 cur.execute(sql)
             except pymysql.err.MySQLError as exc:
@@ -69,7 +69,7 @@ def _enum_error_row(
     refused: pymysql.err.MySQLError,
 ) -> None:
     # The ENUM error value is the empty string ('' once rendered).
-    empty = [c for c, v in zip(columns, row, strict=True) if literal(v) == "''"]
+    empty = [c for c, v in zip(columns, row, strict=True) if v == "''"]
     if not empty:
         raise refused
     cur.execute(

@@ -59,18 +59,10 @@ def _none(_: None) -> str:
     return "NULL"
 
 
-class Lit(str):
-    """A value already rendered as its SQL literal (by `literal`), rendered as itself.
-
-    The executors render row images (`image_text`); the driver carries them as `LitImage`s of
-    `Lit`s through collapse and statement rendering, which treat them like values: keys compare
-    by their literal text (equal values of one column render equally)."""
-
-    __slots__ = ()
-
-
-class LitImage(tuple[Lit, ...]):
-    """A row image of `Lit`s (`lit_image`, `as_literals`): detected by its type, not per value."""
+class LitImage(tuple[str, ...]):
+    """A row image whose items are SQL literals (`literal`), not values: `lit_image`,
+    `as_literals`. The type marks the whole image, so nothing is wrapped per value; whatever
+    takes values out of it (collapse's keys and rows) holds literal text from then on."""
 
     __slots__ = ()
 
@@ -78,10 +70,6 @@ class LitImage(tuple[Lit, ...]):
 SEP = "\x00"
 """Separates the literals of an image in `image_text`: no literal contains it (a NUL in a string
 is escaped as ``\\0``, bytes are hex)."""
-
-
-def _rendered(v: Lit) -> str:
-    return v
 
 
 _FORMATTERS: dict[type, Callable[[Any], str]] = {
@@ -96,7 +84,6 @@ _FORMATTERS: dict[type, Callable[[Any], str]] = {
     bytes: _bytes,
     frozenset: _set,
     type(None): _none,
-    Lit: _rendered,
 }
 
 
@@ -129,8 +116,8 @@ def image_text(values: Sequence[Value]) -> str:
 
 
 def lit_image(text: str) -> LitImage:
-    """An image rendered by `image_text` (of at least one value), as `Lit`s."""
-    return LitImage(map(Lit, text.split(SEP)))
+    """An image rendered by `image_text` (of at least one value)."""
+    return LitImage(text.split(SEP))
 
 
 def as_literals(image: Sequence[Value]) -> LitImage:
@@ -139,15 +126,20 @@ def as_literals(image: Sequence[Value]) -> LitImage:
         return image
     f = _FORMATTERS
     try:
-        return LitImage([Lit(f[type(v)](v)) for v in image])
+        return LitImage([f[type(v)](v) for v in image])
     except KeyError:
         bad = next(v for v in image if type(v) not in f)
         raise TypeError(f"{type(bad).__name__} is not a protocol value") from None
 
 
-def is_null(value: Value | Lit) -> bool:
-    """Whether `value` is SQL NULL, rendered or not."""
-    return value is None or (type(value) is Lit and value == "NULL")
+def is_null(literal_text: str) -> bool:
+    """Whether a literal is SQL NULL (a string value renders quoted, never as ``NULL``)."""
+    return literal_text == "NULL"
+
+
+def row_of_literals(literals: Sequence[Any]) -> str:
+    """``(l1,l2,…)`` of literals (what `row_literal` makes of values)."""
+    return "(" + ",".join(literals) + ")"
 
 
 def chunks(head: str, tail: str, items: Iterable[str], max_bytes: int) -> Iterator[str]:

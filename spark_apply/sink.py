@@ -817,14 +817,14 @@ def write_table(cur: Any, tc: TableChanges, max_bytes: int = STATEMENT_BYTES) ->
     for key, (cols, _env) in (tc.deletes | tc.clear).items():
         by_cols.setdefault(cols, []).append(key)
     for cols, keys in by_cols.items():
-        for sql in delete_statements(tc.target, cols, keys, max_bytes):
+        for sql in delete_statements(tc.target, cols, keys, max_bytes, rendered=True):
             cur.execute(sql)
     groups: dict[tuple[str, ...], list[tuple[Value, ...]]] = {}
     for _key, (cols, values, _env) in tc.upserts.items():
         groups.setdefault(cols, []).append(values)
     for cols, rows in groups.items():
         lenient.upsert(cur, tc.target, cols, tc.key_columns, rows, max_bytes)
-    for sql in keyless_statements(tc.target, tc.ordered):
+    for sql in keyless_statements(tc.target, tc.ordered, rendered=True):
         if cur.execute(sql) == 0:
             # The sink does not hold the row the source changed: it drifted (or was edited).
             log.warning("%s: no row matched: %s", tc.target, sql[:300])

@@ -17,7 +17,14 @@ from rowbus.protocol.events import Op, RowChange
 from rowbus.protocol.values import Value
 from rowbus.spark_apply.changes import collapse
 from rowbus.spark_apply.job import envelopes_of
-from rowbus.spark_apply.literals import SEP, LitImage, as_literals, literal, row_literal
+from rowbus.spark_apply.literals import (
+    SEP,
+    LitImage,
+    as_literals,
+    literal,
+    row_literal,
+    row_of_literals,
+)
 from rowbus.spark_apply.pieces import PieceSpill
 from rowbus.spark_apply.planner import Envelope
 from rowbus.spark_apply.rendered import ROW_COLUMNS, Wire, rendered_row, row_event
@@ -33,7 +40,7 @@ def test_an_image_renders_to_the_literals_of_its_values(image: tuple[Value, ...]
     assert type(rendered) is LitImage
     assert list(rendered) == [literal(v) for v in image]
     assert all(SEP not in lit for lit in rendered)
-    assert row_literal(rendered) == row_literal(image)
+    assert row_of_literals(rendered) == row_literal(image)
     assert as_literals(rendered) is rendered
 
 
