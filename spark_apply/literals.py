@@ -107,6 +107,8 @@ def row_literal(values: Sequence[Value]) -> str:
 
 def image_text(values: Sequence[Value]) -> str:
     """The literals of `values` joined by `SEP` (what `lit_image` splits)."""
+    if type(values) is LitImage:
+        return SEP.join(values)
     f = _FORMATTERS
     try:
         return SEP.join([f[type(v)](v) for v in values])

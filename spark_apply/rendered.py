@@ -13,11 +13,17 @@ values): the spill writes the record's own protobuf bytes for it instead (`Wire`
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
-from rowbus.protocol.codec import construct
-from rowbus.protocol.events import Op, RowChange
-from rowbus.spark_apply.literals import image_text, lit_image
+from rowbus.protocol.codec import construct, decode, fastpath
+from rowbus.protocol.events import Op, Record, RowChange
+from rowbus.spark_apply.literals import LitImage, as_literals, image_text, lit_image
+
+try:
+    from rowbus.spark_apply import _literals as _native  # type: ignore[attr-defined]
+except ImportError:  # built without a C compiler: the same text, in Python
+    _native = None
 
 ROW_COLUMNS = (
     "op",
@@ -59,6 +65,29 @@ Wire = dict[int, tuple[Any, bytes]]
 what the spill writes for them. The entry holds the event, so its id is not reused."""
 
 
+def render_image(
+    kinds: bytes,
+    ints: Sequence[int],
+    uints: Sequence[int],
+    doubles: Sequence[float],
+    strings: Sequence[str],
+    blobs: Sequence[bytes],
+) -> LitImage:
+    """An image's literals from its wire columns (`codec.decode(image=…)`): natively where
+    `_literals.render` covers the image, else decoded and rendered in Python (which raises
+    what decoding raises)."""
+    if _native is not None:
+        text = _native.render(kinds, ints, uints, doubles, strings, blobs)
+        if text is not None:
+            return lit_image(text)
+    return as_literals(fastpath.join(kinds, ints, uints, doubles, strings, blobs))
+
+
+def read_row(value: bytes, headers: Any, position: str) -> Record:
+    """The record in a Kafka value, a protobuf row's images rendered (`render_image`)."""
+    return decode(value, headers, position, image=render_image)
+
+
 def is_protobuf(encoding: str | None, value: bytes) -> bool:
     """Whether `value` is protobuf (as `codec.decode` sniffs it): the spill's own encoding."""
     return encoding == "protobuf" or (encoding is None and value[:1] != b"{")
@@ -75,7 +104,7 @@ def rendered_row(event: RowChange) -> tuple[Any, ...]:
         event.schema,
         event.table,
         event.schema_id,
-        json.dumps(event.primary_key),
+        _key_text(event.primary_key),
         t.id,
         t.index,
         t.count,
@@ -89,6 +118,16 @@ def rendered_row(event: RowChange) -> tuple[Any, ...]:
 
 
 _OPS = {op.value: op for op in Op}
+_KEY_TEXTS: dict[tuple[str, ...], str] = {}
+
+
+def _key_text(key: tuple[str, ...]) -> str:
+    text = _KEY_TEXTS.get(key)
+    if text is None:
+        if len(_KEY_TEXTS) > 4096:  # bounded: a worker may see many tables over its life
+            _KEY_TEXTS.clear()
+        text = _KEY_TEXTS[key] = json.dumps(key)
+    return text
 
 
 def row_event(cols: dict[str, list[Any]], i: int, keys: dict[str, tuple[str, ...]]) -> RowChange:

@@ -39,6 +39,7 @@ from rowbus.spark_apply.rendered import (
     ROW_COLUMNS,
     ROW_TYPES,
     is_protobuf,
+    read_row,
     rendered_row,
 )
 
@@ -323,11 +324,13 @@ def _append(cols: dict[str, list[Any]], r: KafkaRange, msg: Any) -> None:
     offset = msg.offset()
     found = dict(headers)
     encoding = (found.get(ENCODING_HEADER) or b"").decode() or None
-    event = decode(value, headers, f"{r.topic}[{r.partition}]@{offset}")
+    where = f"{r.topic}[{r.partition}]@{offset}"
+    rendered = is_protobuf(encoding, value)
+    event = read_row(value, headers, where) if rendered else decode(value, headers, where)
     kind = kind_name(event)
     source, ts = getattr(event, "source", None), getattr(event, "ts", None)
     row = NO_ROW
-    if isinstance(event, RowChange) and is_protobuf(encoding, value):
+    if rendered and isinstance(event, RowChange):
         # The driver needs a row's header (to order it) and its literals (to write it), not
         # its decoded values; a row it must stash is spilled as these very bytes.
         row = rendered_row(event)

@@ -4,6 +4,8 @@ whether a row was rendered or decoded, and a rendered row is spilled as its reco
 
 from __future__ import annotations
 
+import datetime as dt
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -13,21 +15,31 @@ from hypothesis import strategies as st
 
 from rowbus.consumers.routing import Router
 from rowbus.protocol.codec import ENCODING_HEADER, KIND_HEADER, decode, encode
+from rowbus.protocol.codec.fastpath import join, split
+from rowbus.protocol.errors import ProtocolError
 from rowbus.protocol.events import Op, RowChange
-from rowbus.protocol.values import Value
+from rowbus.protocol.values import Value, ZeroDate
 from rowbus.spark_apply.changes import collapse
 from rowbus.spark_apply.job import envelopes_of
 from rowbus.spark_apply.literals import (
     SEP,
     LitImage,
     as_literals,
+    image_text,
     literal,
     row_literal,
     row_of_literals,
 )
 from rowbus.spark_apply.pieces import PieceSpill
 from rowbus.spark_apply.planner import Envelope
-from rowbus.spark_apply.rendered import ROW_COLUMNS, Wire, rendered_row, row_event
+from rowbus.spark_apply.rendered import (
+    ROW_COLUMNS,
+    Wire,
+    _native,
+    render_image,
+    rendered_row,
+    row_event,
+)
 from rowbus.spark_apply.sink import write_table
 from rowbus.spark_apply.source import _append, arrow_schema
 from tests.unit.protocol.protocol_strategies import images, rows, values
@@ -194,3 +206,88 @@ def _sql(envs: list[Envelope]) -> list[str]:
     for tc in collapse(envs, Router([]), lambda _sid: TBL).get(0, {}).values():
         write_table(cur, tc)
     return cur.sql
+
+
+def test_the_native_renderer_is_built() -> None:
+    """`make setup` builds it (setup.py); without it rendering falls back to Python."""
+    assert _native is not None
+
+
+_edges = st.sampled_from(
+    [
+        -0.0,
+        5e-324,
+        1.7976931348623157e308,
+        1e16,
+        1e-7,
+        0.1,
+        Decimal("-0.00"),
+        Decimal("0"),
+        Decimal("1E+3"),
+        Decimal("00.5"),
+        Decimal("-12.50"),
+        "",
+        "\x00\\'\"\n\r\x1a",
+        "žluť 🐍",
+        b"",
+        b"\x00\xff",
+        ZeroDate("0000-00-00 00:00:00.000"),
+        dt.date(1, 1, 1),
+        dt.date(9999, 12, 31),
+        dt.datetime(1, 1, 1),
+        dt.datetime(9999, 12, 31, 23, 59, 59, 999999),
+        dt.datetime(1969, 12, 31, 23, 59, 59, 1),
+        dt.datetime(1970, 1, 1, tzinfo=dt.UTC),
+        -dt.timedelta(microseconds=1),
+        dt.timedelta(hours=838, minutes=59, seconds=59, microseconds=999999),
+        frozenset({"b", "a"}),
+        2**63,
+        2**64 - 1,
+        -(2**63),
+        None,
+    ]
+)
+
+
+@given(st.lists(st.one_of(values, _edges), min_size=1, max_size=12))
+@settings(max_examples=500)
+def test_the_native_renderer_writes_what_the_python_renderer_writes(image: list[Value]) -> None:
+    """Byte for byte, for every value kind (protocol_strategies' values and edge values): where
+    it answers, the native text is `image_text` of the decoded values; where it does not
+    (None), `render_image` still renders them (in Python)."""
+    cols = split(image)
+    decoded = join(*cols)
+    expected = image_text(decoded)
+    text = _native.render(*cols)
+    if text is not None:
+        assert text == expected
+    assert SEP.join(render_image(*cols)) == expected
+
+
+def test_the_native_renderer_covers_w1_and_the_common_kinds() -> None:
+    image = (
+        1,
+        -5,
+        2**64 - 1,
+        "it's",
+        Decimal("235273930.92"),
+        dt.datetime(2022, 11, 27, 9, 17, 55, 14753),
+        dt.datetime(2022, 1, 1, tzinfo=dt.UTC),
+        379615.2233237278,
+        None,
+        b"\x01",
+        dt.date(2021, 11, 19),
+        dt.timedelta(hours=-1, seconds=3),
+        ZeroDate("2024-00-15"),
+    )
+    assert _native.render(*split(image)) == image_text(image)
+
+
+def test_a_malformed_image_is_left_to_the_python_decoder() -> None:
+    """Arrays that do not match the kinds: the native renderer answers None and the Python path
+    raises what decoding raises."""
+    kinds, ints, uints, doubles, strings, blobs = split((1, "a"))
+    assert _native.render(kinds, [*ints, 2], uints, doubles, strings, blobs) is None
+    assert _native.render(kinds + b"\x01", ints, uints, doubles, strings, blobs) is None
+    with pytest.raises(ProtocolError):
+        render_image(kinds, [*ints, 2], uints, doubles, strings, blobs)
