@@ -61,15 +61,13 @@ def arrow_batch(topic: str, records: list[tuple[int, bytes | None, Any]]) -> Any
     rendered, as the executors do)."""
     import pyarrow as pa
 
-    from rowbus.spark_apply.rendered import NO_ROW, ROW_COLUMNS, rendered_row
+    from rowbus.spark_apply.rendered import ROW_COLUMN, rendered_row
     from rowbus.spark_apply.source import arrow_schema
 
     offsets: dict[int, int] = {}
     cols: dict[str, list[Any]] = {f.name: [] for f in arrow_schema()}
     for partition, _key, record in records:
-        row = rendered_row(record) if kind_name(record) == "row" else NO_ROW
-        for name, v in zip(ROW_COLUMNS, row, strict=True):
-            cols[name].append(v)
+        cols[ROW_COLUMN].append(rendered_row(record) if kind_name(record) == "row" else None)
         value, _headers = encode(record)
         offset = offsets.get(partition, 0)
         offsets[partition] = offset + 1

@@ -31,7 +31,7 @@ from rowbus.spark_apply.collector import collector_paused
 from rowbus.spark_apply.exceptions import ApplyError
 from rowbus.spark_apply.metrics import ApplyMetrics
 from rowbus.spark_apply.planner import Envelope, PairKey, plan, stored_gate
-from rowbus.spark_apply.rendered import ROW_COLUMNS, Wire, row_event
+from rowbus.spark_apply.rendered import ROW_COLUMN, Wire, row_event
 from rowbus.spark_apply.settings import JobConfig, launched_by_spark_submit
 from rowbus.spark_apply.shard_ddl import ShardDdlHook
 from rowbus.spark_apply.shard_writes import ShardWrite, write_shard
@@ -210,24 +210,22 @@ def offset_ranges(table: Any) -> dict[tuple[str, int], tuple[int, int]]:
 
 def envelopes_of(table: Any, wire: Wire | None = None) -> list[Envelope]:
     """Arrow rows of the source schema → envelopes; watermarks are rebuilt without decoding,
-    and rows the executors rendered (`source.ROW_COLUMNS`) are built from their columns with
+    and rows the executors rendered (`rendered.ROW_COLUMN`) are built from their text with
     `literals.LitImage` images (their bytes go into `wire`); other rows are decoded."""
     names = ["topic", "partition", "offset", "kind", "source", "ts", "encoding", "value"]
-    rendered = "op" in table.column_names and wire is not None
-    if rendered:
-        names += ROW_COLUMNS
+    rendered = ROW_COLUMN in table.column_names and wire is not None
     cols = {name: table.column(name).to_pylist() for name in names}
-    ops = cols["op"] if rendered else [None] * table.num_rows
+    texts = table.column(ROW_COLUMN).to_pylist() if rendered else [None] * table.num_rows
     keys: dict[str, tuple[str, ...]] = {}
     out: list[Envelope] = []
     event: Any
     for i in range(table.num_rows):
         topic, partition, offset = cols["topic"][i], cols["partition"][i], cols["offset"][i]
         kind = cols["kind"][i]
-        op = ops[i]
-        if op is not None:
+        text = texts[i]
+        if text is not None:
             assert wire is not None
-            event = row_event(cols, i, keys)
+            event = row_event(text, cols["source"][i], cols["ts"][i], keys)
             wire[id(event)] = (event, cols["value"][i])
         elif kind == "resolved":
             event = Resolved(source=cols["source"][i], ts=cols["ts"][i])

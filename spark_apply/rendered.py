@@ -1,8 +1,9 @@
 """Row records rendered on the executors: their header fields and their images as SQL literals.
 
-The source's read (`source.read_range`, on the executors) decodes each protobuf row record
-and adds `ROW_COLUMNS` to it (`rendered_row`): what the merger orders by (source, ts, txn,
-binlog position, table) and the row's images rendered by `literals.image_text`. The driver
+The source's read (`source.read_range`, on the executors) decodes each protobuf row record,
+its images rendered natively from their wire columns (`render_image`, `_literals.c`), and
+adds one text column to it (`rendered_row`): what the merger orders by (op, table, txn,
+binlog position; source and ts are columns of every record) and the row's literals. The driver
 builds from those columns a `RowChange` whose images are `literals.LitImage`s (`row_event`),
 never decoding a value: the planner orders it like any row, collapse keys it by its literals
 and the statements join them. Such an event must never be encoded (its images are not
@@ -18,48 +19,19 @@ from typing import Any
 
 from rowbus.protocol.codec import construct, decode, fastpath
 from rowbus.protocol.events import Op, Record, RowChange
-from rowbus.spark_apply.literals import LitImage, as_literals, image_text, lit_image
+from rowbus.spark_apply.literals import SEP, LitImage, as_literals, image_text, lit_image
 
 try:
     from rowbus.spark_apply import _literals as _native  # type: ignore[attr-defined]
 except ImportError:  # built without a C compiler: the same text, in Python
     _native = None
 
-ROW_COLUMNS = (
-    "op",
-    "db",
-    "tbl",
-    "schema_id",
-    "pk",
-    "txn_id",
-    "txn_index",
-    "txn_count",
-    "pos_file",
-    "pos_offset",
-    "gtid",
-    "upstream",
-    "before",
-    "after",
-)
-"""Null for every record but a rendered row."""
-ROW_TYPES = (
-    "STRING",
-    "STRING",
-    "STRING",
-    "BIGINT",
-    "STRING",
-    "STRING",
-    "BIGINT",
-    "BIGINT",
-    "STRING",
-    "BIGINT",
-    "STRING",
-    "BIGINT",
-    "STRING",
-    "STRING",
-)
-NO_ROW: tuple[None, ...] = (None,) * len(ROW_COLUMNS)
+ROW_COLUMN = "row"
+"""The source's column of a rendered row's text (`rendered_row`); null for other records.
 
+One string column, not one per field: the batch crosses the JVM twice (the Python worker's
+Arrow into Spark's rows, then `toArrow` to the driver), and each column costs per record."""
+_HEADER_FIELDS = 14
 Wire = dict[int, tuple[Any, bytes]]
 """id(event) → (event, the protobuf bytes of its record), for the events `row_event` built:
 what the spill writes for them. The entry holds the event, so its id is not reused."""
@@ -93,31 +65,38 @@ def is_protobuf(encoding: str | None, value: bytes) -> bool:
     return encoding == "protobuf" or (encoding is None and value[:1] != b"{")
 
 
-def rendered_row(event: RowChange) -> tuple[Any, ...]:
-    """The `ROW_COLUMNS` of a row event (`NO_ROW` for an image of no value: it is decoded)."""
+def rendered_row(event: RowChange) -> str | None:
+    """A row event's header fields and literals as one `SEP`-joined text (None: an image of
+    no value, or a header field holding `SEP`, which no real one does: it is decoded)."""
     p, t = event.position, event.txn
     before, after = event.before, event.after
     if (before is not None and not before) or (after is not None and not after):
-        return NO_ROW
-    return (
+        return None
+    head = (
         event.op.value,
         event.schema,
         event.table,
-        event.schema_id,
+        str(event.schema_id),
         _key_text(event.primary_key),
         t.id,
-        t.index,
-        t.count,
+        str(t.index),
+        "" if t.count is None else str(t.count),
         p.file,
-        p.offset,
-        p.gtid,
-        p.upstream,
-        image_text(before) if before is not None else None,
-        image_text(after) if after is not None else None,
+        str(p.offset),
+        "" if p.gtid is None else "=" + p.gtid,
+        str(p.upstream),
+        "-1" if before is None else str(len(before)),
+        "",  # reserved
     )
+    text = SEP.join(head)
+    if text.count(SEP) != _HEADER_FIELDS - 1:
+        return None
+    images = [image_text(i) for i in (before, after) if i is not None]
+    return SEP.join([text, *images])
 
 
 _OPS = {op.value: op for op in Op}
+_DELETE = Op.DELETE
 _KEY_TEXTS: dict[tuple[str, ...], str] = {}
 
 
@@ -130,25 +109,32 @@ def _key_text(key: tuple[str, ...]) -> str:
     return text
 
 
-def row_event(cols: dict[str, list[Any]], i: int, keys: dict[str, tuple[str, ...]]) -> RowChange:
-    """The event of row `i` of rendered columns (`keys`: a cache of primary-key tuples)."""
-    pk = cols["pk"][i]
+def row_event(text: str, source: str, ts: int, keys: dict[str, tuple[str, ...]]) -> RowChange:
+    """The event of a rendered row's text (`keys`: a cache of primary-key tuples)."""
+    parts = text.split(SEP)
+    (op_name, db, tbl, schema_id, pk, txn_id, index, count, file, offset, gtid, upstream,
+     nb, _) = parts[:_HEADER_FIELDS]  # fmt: skip
     key = keys.get(pk)
     if key is None:
         key = keys[pk] = tuple(json.loads(pk))
-    before, after = cols["before"][i], cols["after"][i]
+    op = _OPS[op_name]
+    n = int(nb)
+    start = _HEADER_FIELDS
+    before = None
+    if n >= 0:
+        before = LitImage(parts[start : start + n])
+        start += n
+    after = LitImage(parts[start:]) if op is not _DELETE else None
     return construct.row_change(
-        cols["source"][i],
-        cols["ts"][i],
-        _OPS[cols["op"][i]],
-        cols["db"][i],
-        cols["tbl"][i],
-        cols["schema_id"][i],
+        source,
+        ts,
+        op,
+        db,
+        tbl,
+        int(schema_id),
         key,
-        lit_image(before) if before is not None else None,
-        lit_image(after) if after is not None else None,
-        construct.txn_ref(cols["txn_id"][i], cols["txn_index"][i], cols["txn_count"][i]),
-        construct.binlog_position(
-            cols["pos_file"][i], cols["pos_offset"][i], cols["gtid"][i], cols["upstream"][i]
-        ),
+        before,
+        after,
+        construct.txn_ref(txn_id, int(index), int(count) if count else None),
+        construct.binlog_position(file, int(offset), gtid[1:] if gtid else None, int(upstream)),
     )

@@ -35,9 +35,7 @@ from rowbus.protocol.codec import ENCODING_HEADER, decode, kind_name
 from rowbus.protocol.events import RowChange
 from rowbus.spark_apply.collector import collector_paused
 from rowbus.spark_apply.rendered import (
-    NO_ROW,
-    ROW_COLUMNS,
-    ROW_TYPES,
+    ROW_COLUMN,
     is_protobuf,
     read_row,
     rendered_row,
@@ -45,8 +43,7 @@ from rowbus.spark_apply.rendered import (
 
 SCHEMA = (
     "topic STRING, partition INT, offset BIGINT, kind STRING, source STRING, ts BIGINT, "
-    "encoding STRING, value BINARY, "
-    + ", ".join(f"{c} {t}" for c, t in zip(ROW_COLUMNS, ROW_TYPES, strict=True))
+    f"encoding STRING, value BINARY, {ROW_COLUMN} STRING"
 )
 
 _READ_TIMEOUT_S = 120.0
@@ -247,7 +244,6 @@ def arrow_schema() -> Any:
     """`SCHEMA` as pyarrow's."""
     import pyarrow as pa
 
-    types = {"STRING": pa.string(), "BIGINT": pa.int64()}
     return pa.schema(
         [
             ("topic", pa.string()),
@@ -258,7 +254,7 @@ def arrow_schema() -> Any:
             ("ts", pa.int64()),
             ("encoding", pa.string()),
             ("value", pa.binary()),
-            *((c, types[t]) for c, t in zip(ROW_COLUMNS, ROW_TYPES, strict=True)),
+            (ROW_COLUMN, pa.string()),
         ]
     )
 
@@ -314,7 +310,7 @@ _COLUMNS = (
     "ts",
     "encoding",
     "value",
-    *ROW_COLUMNS,
+    ROW_COLUMN,
 )
 
 
@@ -329,7 +325,7 @@ def _append(cols: dict[str, list[Any]], r: KafkaRange, msg: Any) -> None:
     event = read_row(value, headers, where) if rendered else decode(value, headers, where)
     kind = kind_name(event)
     source, ts = getattr(event, "source", None), getattr(event, "ts", None)
-    row = NO_ROW
+    row = None
     if rendered and isinstance(event, RowChange):
         # The driver needs a row's header (to order it) and its literals (to write it), not
         # its decoded values; a row it must stash is spilled as these very bytes.
@@ -342,5 +338,4 @@ def _append(cols: dict[str, list[Any]], r: KafkaRange, msg: Any) -> None:
     cols["ts"].append(ts)
     cols["encoding"].append(encoding)
     cols["value"].append(value)
-    for name, v in zip(ROW_COLUMNS, row, strict=True):
-        cols[name].append(v)
+    cols[ROW_COLUMN].append(row)

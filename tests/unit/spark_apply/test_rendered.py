@@ -10,7 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from rowbus.consumers.routing import Router
@@ -33,7 +33,7 @@ from rowbus.spark_apply.literals import (
 from rowbus.spark_apply.pieces import PieceSpill
 from rowbus.spark_apply.planner import Envelope
 from rowbus.spark_apply.rendered import (
-    ROW_COLUMNS,
+    ROW_COLUMN,
     Wire,
     _native,
     render_image,
@@ -56,17 +56,30 @@ def test_an_image_renders_to_the_literals_of_its_values(image: tuple[Value, ...]
     assert as_literals(rendered) is rendered
 
 
-def _columns(event: RowChange) -> dict[str, list[Any]]:
-    return {
-        "source": [event.source],
-        "ts": [event.ts],
-        **{c: [v] for c, v in zip(ROW_COLUMNS, rendered_row(event), strict=True)},
-    }
+def _event(event: RowChange) -> RowChange:
+    """What the driver builds from the text the executors render of `event` (generated names
+    may hold NUL, which no real one does: such a row is decoded on the driver)."""
+    text = rendered_row(event)
+    if text is None:
+        assert any(
+            SEP in str(f)
+            for f in (
+                event.source,
+                event.schema,
+                event.table,
+                event.txn.id,
+                event.position.file,
+                event.position.gtid or "",
+            )
+        )
+    assume(text is not None)
+    assert text is not None
+    return row_event(text, event.source, event.ts, {})
 
 
 @given(rows())
 def test_the_driver_builds_the_records_event_with_rendered_images(event: RowChange) -> None:
-    built = row_event(_columns(event), 0, {})
+    built = _event(event)
     for name in ("source", "ts", "op", "schema", "table", "schema_id", "primary_key"):
         assert getattr(built, name) == getattr(event, name)
     assert built.txn == event.txn
@@ -81,7 +94,7 @@ def test_the_driver_builds_the_records_event_with_rendered_images(event: RowChan
 @given(rows())
 @settings(max_examples=50)
 def test_a_rendered_row_is_spilled_as_its_records_bytes(event: RowChange) -> None:
-    built = row_event(_columns(event), 0, {})
+    built = _event(event)
     value, _ = encode(event)
     wire: Wire = {id(built): (built, value)}
     spill = PieceSpill(7, None, wire)
@@ -93,7 +106,8 @@ def test_a_rendered_row_is_spilled_as_its_records_bytes(event: RowChange) -> Non
 
 
 def test_a_rendered_row_without_its_bytes_is_never_encoded() -> None:
-    built = row_event(_columns(row(1, after=(1, "a"))), 0, {})
+    event = row(1, after=(1, "a"))
+    built = row_event(rendered_row(event) or "", event.source, event.ts, {})
     spill = PieceSpill(7)
     try:
         with pytest.raises(AssertionError, match="no record bytes"):
@@ -154,7 +168,7 @@ def test_a_row_in_another_encoding_is_decoded_on_the_driver() -> None:
     msg._value, msg._headers = encode(event, Encoding.JSON)
     cols: dict[str, list[Any]] = {f.name: [] for f in arrow_schema()}
     _append(cols, _Range(), msg)  # type: ignore[arg-type]
-    assert cols["op"] == [None]
+    assert cols[ROW_COLUMN] == [None]
     assert cols["kind"] == ["row"] and cols["encoding"] == ["json"]
     assert dict(msg._headers)[KIND_HEADER] == b"row" and ENCODING_HEADER in dict(msg._headers)
     batch = pa.Table.from_batches([pa.RecordBatch.from_pydict(cols, schema=arrow_schema())])
@@ -196,7 +210,7 @@ def test_statements_are_the_same_whether_rows_were_rendered_or_decoded(
         after = None if op is Op.DELETE else (new, v2)
         event = row(i + 1, op, before, after, tbl=TBL)
         decoded.append(Envelope("t", 0, i, event))
-        shown = row_event(_columns(event), 0, {}) if render else event
+        shown = _event(event) if render else event
         mixed.append(Envelope("t", 0, i, shown))
     assert _sql(mixed) == _sql(decoded)
 
