@@ -1,8 +1,9 @@
 """The apply job: a Structured Streaming query whose foreachBatch plans and applies on the
 driver.
 
-Spark moves the bytes (the Kafka source, decoding in the workers); each micro-batch is
-collected to the driver as Arrow, turned into `Envelope`s, planned over the state the sink
+Spark reads on the executors (the Kafka source decodes every record there and renders each
+row's SQL literals, `rendered`); each micro-batch is collected to the driver as Arrow, turned
+into `Envelope`s (rows with literal images, no value decoded), planned over the state the sink
 holds for the previous batch, and applied with the checkpoint in the same transaction(s). A
 batch Spark re-runs after a crash has the same id and offsets, so it plans the same thing and
 is skipped or resumed by the sink.

@@ -5,9 +5,10 @@ at most that many, each reading several); each range is read exactly as ``[start
 ``isolation.level=read_committed`` (records of aborted transactions and transaction markers
 inside the range are skipped, never waited for). Offsets live in Spark's checkpoint (the offset
 log), so a restarted query re-reads exactly the ranges of the batch it re-runs. `read()` decodes
-every record but rows (a malformed one fails the query with its position) and yields Arrow
-batches of ``topic, partition, offset, kind, source, ts, encoding, value`` (``source`` and
-``ts`` only for watermarks: rows are decoded on the driver).
+every record (a malformed one fails the query with its position) and yields Arrow batches of
+``topic, partition, offset, kind, source, ts, encoding, value, row``: ``row`` is a protobuf
+row's header and SQL literals as one text (`rendered.rendered_row`), which the driver orders
+and writes without decoding a value.
 
 Options (keys are case-insensitive): ``topics`` (comma-separated), ``kafka`` (JSON of librdkafka
 settings), ``startingOffsets`` (``earliest`` or JSON ``{"topic": {"0": 12}}``),
