@@ -67,7 +67,7 @@ def is_protobuf(encoding: str | None, value: bytes) -> bool:
 
 def rendered_row(event: RowChange) -> str | None:
     """A row event's header fields and literals as one `SEP`-joined text (None: an image of
-    no value, or a header field holding `SEP`, which no real one does: it is decoded)."""
+    no value, or a field or literal holding `SEP`, which no real one does: it is decoded)."""
     p, t = event.position, event.txn
     before, after = event.before, event.after
     if (before is not None and not before) or (after is not None and not after):
@@ -88,11 +88,11 @@ def rendered_row(event: RowChange) -> str | None:
         "-1" if before is None else str(len(before)),
         "",  # reserved
     )
-    text = SEP.join(head)
-    if text.count(SEP) != _HEADER_FIELDS - 1:
-        return None
-    images = [image_text(i) for i in (before, after) if i is not None]
-    return SEP.join([text, *images])
+    images = [i for i in (before, after) if i is not None]
+    text = SEP.join([*head, *map(image_text, images)])
+    if text.count(SEP) != _HEADER_FIELDS - 1 + sum(map(len, images)):
+        return None  # a field or a literal holds SEP (a zero date's text could, in theory)
+    return text
 
 
 _OPS = {op.value: op for op in Op}

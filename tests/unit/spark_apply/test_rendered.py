@@ -305,3 +305,8 @@ def test_a_malformed_image_is_left_to_the_python_decoder() -> None:
     assert _native.render(kinds + b"\x01", ints, uints, doubles, strings, blobs) is None
     with pytest.raises(ProtocolError):
         render_image(kinds, [*ints, 2], uints, doubles, strings, blobs)
+
+
+def test_a_row_whose_text_would_not_split_back_is_decoded_on_the_driver() -> None:
+    assert rendered_row(row(1, after=(1, "a"), tbl=table(name="t\x00"))) is None
+    assert rendered_row(row(1, after=(1, "a\x00"))) is not None  # escaped: \\0
