@@ -67,7 +67,8 @@ def conflict_groups(
     """Groups of more than one primary key whose images share a unique key value.
 
     `images`: per primary key, in first-touch order, every (columns, values) image the step
-    has of it (before and after images). Groups come out in first-touch order of their first
+    has of it (before and after images), values as SQL literals (`changes.collapse` renders
+    them: NULL is ``NULL``). Groups come out in first-touch order of their first
     member, members in first-touch order.
     """
     if not unique_keys or len(images) < 2:
