@@ -10,7 +10,8 @@ EXTRAS ?= test,local,tansu,spark
 
 .PHONY: setup lint unit test demo up down status clean proto
 
-$(STAMP): pyproject.toml setup.py producer/_rows.c producer/snapshot/_resultset.c
+$(STAMP): pyproject.toml setup.py producer/_rows.c producer/snapshot/_resultset.c \
+	spark_apply/_literals.c
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(EXTRAS)]'

@@ -1,8 +1,12 @@
-"""The native part of rowbus: the reader's fast row decoder (`rowbus.producer._rows`).
+"""The native parts of rowbus: the reader's fast row decoder (`rowbus.producer._rows`), the
+snapshot's result-set reader (`rowbus.producer.snapshot._resultset`) and the apply job's SQL
+literal renderer (`rowbus.spark_apply._literals`).
 
-Everything else is in pyproject.toml. The extension is optional at build time: without a C
-compiler the install still succeeds and the reader decodes rows in pure Python (the same
-records, slower); `tests/integration/producer/test_fastpath.py` fails then, so CI notices.
+Everything else is in pyproject.toml. The extensions are optional at build time: without a C
+compiler the install still succeeds and the reader decodes rows, the snapshot reads results,
+the apply job renders literals, in pure Python (the same records and text, slower);
+`tests/integration/producer/test_fastpath.py`, `tests/integration/snapshot/test_resultset.py`
+and `tests/unit/spark_apply/test_rendered.py` fail then, so CI notices.
 """
 
 from setuptools import Extension, setup
@@ -18,6 +22,12 @@ setup(
         Extension(
             "rowbus.producer.snapshot._resultset",
             sources=["producer/snapshot/_resultset.c"],
+            extra_compile_args=["-O2", "-std=c11", "-Wall"],
+            optional=True,
+        ),
+        Extension(
+            "rowbus.spark_apply._literals",
+            sources=["spark_apply/_literals.c"],
             extra_compile_args=["-O2", "-std=c11", "-Wall"],
             optional=True,
         ),

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Sequence
 
 from rowbus.protocol.values import Value
+from rowbus.spark_apply.literals import is_null
 
 Key = tuple[Value, ...]
 
@@ -66,7 +67,8 @@ def conflict_groups(
     """Groups of more than one primary key whose images share a unique key value.
 
     `images`: per primary key, in first-touch order, every (columns, values) image the step
-    has of it (before and after images). Groups come out in first-touch order of their first
+    has of it (before and after images), values as SQL literals (`changes.collapse` renders
+    them: NULL is ``NULL``). Groups come out in first-touch order of their first
     member, members in first-touch order.
     """
     if not unique_keys or len(images) < 2:
@@ -82,7 +84,7 @@ def conflict_groups(
                 where = positions[columns] = unique_positions(columns, unique_keys)
             for n, pos in enumerate(where):
                 value = tuple(values[p] for p in pos)
-                if any(v is None for v in value):
+                if any(is_null(v) for v in value):  # type: ignore[arg-type]
                     continue  # NULLs never conflict in a unique key
                 token = ("uk", n, value)
                 first = owner.setdefault(token, key)

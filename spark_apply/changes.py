@@ -1,5 +1,11 @@
 """Rows of a step collapsed to the last image per target key, then rendered as SQL.
 
+Collapse works on rendered images (`literals.LitImage`: each value as its SQL literal, as the
+executors render them, `rendered`; a decoded image is rendered here): keys, rows and keyless
+images in `TableChanges` are literal text (keys compare by it, which for the values of one
+column is the values' equality; NULL is ``NULL``), and statements join them
+(``rendered=True``).
+
 `collapse` turns the released row events of a step into, per target table, the final state of
 each key: an image to upsert, or a deletion. An update that changes the primary key deletes the
 old key and upserts the new one. Deletions run before upserts, so a key that moves onto one just
@@ -23,7 +29,13 @@ from rowbus.protocol.events import Op, RowChange, TableSchema
 from rowbus.protocol.values import Value
 from rowbus.spark_apply.causality import conflict_groups
 from rowbus.spark_apply.exceptions import BadEventError
-from rowbus.spark_apply.literals import chunks, literal, row_literal
+from rowbus.spark_apply.literals import (
+    as_literals,
+    chunks,
+    literal,
+    row_literal,
+    row_of_literals,
+)
 from rowbus.spark_apply.planner import Envelope
 
 SchemaLookup = Callable[[int], TableSchema | None]
@@ -170,28 +182,32 @@ def collapse(
         if proj is None:
             continue
         proj = without_generated(proj)
+        # One form for every row of a step, whether the executors rendered it or it was
+        # decoded (a stashed one read back): keys of both must compare equal.
+        ev_before = as_literals(ev.before) if ev.before is not None else None
+        ev_after = as_literals(ev.after) if ev.after is not None else None
         if proj.keyless:
-            before = proj.values(ev.before) if ev.before is not None else None
-            after = proj.values(ev.after) if ev.after is not None else None
+            before = proj.values(ev_before) if ev_before is not None else None
+            after = proj.values(ev_after) if ev_after is not None else None
             changes(proj).ordered.append(KeylessChange(ev.op, proj.columns, before, after, env))
             continue
         if ev.op is Op.DELETE:
-            assert ev.before is not None
-            key = proj.key(ev.before)
+            assert ev_before is not None
+            key = proj.key(ev_before)
             changes(proj).delete(key, proj.key_columns, env)
-            seen(proj, key, ev.before)
+            seen(proj, key, ev_before)
             continue
-        assert ev.after is not None
-        key = proj.key(ev.after)
-        if ev.op is Op.UPDATE and ev.before is not None:
-            old = proj.key(ev.before)
+        assert ev_after is not None
+        key = proj.key(ev_after)
+        if ev.op is Op.UPDATE and ev_before is not None:
+            old = proj.key(ev_before)
             if old != key:
                 changes(proj).delete(old, proj.key_columns, env)
-                seen(proj, old, ev.before)
+                seen(proj, old, ev_before)
             else:
-                seen(proj, key, ev.before)
-        changes(proj).upsert(key, proj.columns, proj.values(ev.after), env)
-        seen(proj, key, ev.after)
+                seen(proj, key, ev_before)
+        changes(proj).upsert(key, proj.columns, proj.values(ev_after), env)
+        seen(proj, key, ev_after)
     groups = _clear_conflicts(tables, images, uniques)
     return _shard(tables, groups, shard_of)
 
@@ -280,14 +296,18 @@ def upsert_statements(
     key_columns: Sequence[str],
     rows: Iterable[Sequence[Value]],
     max_bytes: int = STATEMENT_BYTES,
+    *,
+    rendered: bool = False,
 ) -> Iterator[str]:
-    """Multi-row ``INSERT … VALUES (…),(…) ON DUPLICATE KEY UPDATE`` statements (pre-escaped)."""
+    """Multi-row ``INSERT … VALUES (…),(…) ON DUPLICATE KEY UPDATE`` statements (pre-escaped).
+    `rendered`: the rows hold literals (collapse's), not values."""
     cols = ", ".join(quote(c) for c in columns)
     rest = [c for c in columns if c not in key_columns] or list(key_columns[:1])
     update = ", ".join(f"{quote(c)} = VALUES({quote(c)})" for c in rest)
     head = f"INSERT INTO {target.quoted} ({cols}) VALUES "
     tail = f" ON DUPLICATE KEY UPDATE {update}"
-    return chunks(head, tail, map(row_literal, rows), max_bytes)
+    render = row_of_literals if rendered else row_literal
+    return chunks(head, tail, map(render, rows), max_bytes)
 
 
 def delete_statements(
@@ -295,30 +315,44 @@ def delete_statements(
     key_columns: Sequence[str],
     keys: Iterable[Sequence[Value]],
     max_bytes: int = STATEMENT_BYTES,
+    *,
+    rendered: bool = False,
 ) -> Iterator[str]:
-    """``DELETE … WHERE key IN (…)`` statements (pre-escaped)."""
+    """``DELETE … WHERE key IN (…)`` statements (pre-escaped; `rendered`: keys of literals)."""
     if len(key_columns) == 1:
         head = f"DELETE FROM {target.quoted} WHERE {quote(key_columns[0])} IN ("
-        items: Iterable[str] = (literal(k[0]) for k in keys)
+        one = _same if rendered else literal
+        items: Iterable[str] = (one(k[0]) for k in keys)
     else:
         cols = "(" + ", ".join(quote(c) for c in key_columns) + ")"
         head = f"DELETE FROM {target.quoted} WHERE {cols} IN ("
-        items = map(row_literal, keys)
+        items = map(row_of_literals if rendered else row_literal, keys)
     return chunks(head, ")", items, max_bytes)
 
 
-def _matches(columns: Sequence[str], values: Sequence[Value]) -> str:
+def _same(literal_text: Value) -> str:
+    assert isinstance(literal_text, str)
+    return literal_text
+
+
+def _matches(columns: Sequence[str], values: Sequence[Value], one: Callable[[Value], str]) -> str:
     # NULL-safe: a keyless row is found by every column, NULLs included.
     pairs = zip(columns, values, strict=True)
-    return " AND ".join(f"{quote(c)} <=> {literal(v)}" for c, v in pairs)
+    return " AND ".join(f"{quote(c)} <=> {one(v)}" for c, v in pairs)
 
 
 def keyless_statements(
-    target: Target, changes: Sequence[KeylessChange], max_bytes: int = STATEMENT_BYTES
+    target: Target,
+    changes: Sequence[KeylessChange],
+    max_bytes: int = STATEMENT_BYTES,
+    *,
+    rendered: bool = False,
 ) -> Iterator[str]:
     """The statements of a keyless table's changes, in order: runs of inserts as multi-row
     ``INSERT``, each delete and update on one row matching every column (``LIMIT 1``: of
-    several equal rows, one)."""
+    several equal rows, one). `rendered`: the images hold literals, not values."""
+    one = _same if rendered else literal
+    row = row_of_literals if rendered else row_literal
     run: list[str] = []
     run_cols: tuple[str, ...] = ()
     for change in changes:
@@ -328,7 +362,7 @@ def keyless_statements(
                 yield from _inserts(target, run_cols, run, max_bytes)
                 run = []
             run_cols = change.columns
-            run.append(row_literal(change.after))
+            run.append(row(change.after))
             continue
         if change.op is Op.UPDATE and change.before == change.after:
             continue  # the route filters out every column that changed
@@ -336,14 +370,13 @@ def keyless_statements(
             yield from _inserts(target, run_cols, run, max_bytes)
             run = []
         assert change.before is not None
-        where = _matches(change.columns, change.before)
+        where = _matches(change.columns, change.before, one)
         if change.op is Op.DELETE:
             yield f"DELETE FROM {target.quoted} WHERE {where} LIMIT 1"
         else:
             assert change.after is not None
             sets = ", ".join(
-                f"{quote(c)} = {literal(v)}"
-                for c, v in zip(change.columns, change.after, strict=True)
+                f"{quote(c)} = {one(v)}" for c, v in zip(change.columns, change.after, strict=True)
             )
             yield f"UPDATE {target.quoted} SET {sets} WHERE {where} LIMIT 1"
     if run:

@@ -1,8 +1,9 @@
 """The apply job: a Structured Streaming query whose foreachBatch plans and applies on the
 driver.
 
-Spark moves the bytes (the Kafka source, decoding in the workers); each micro-batch is
-collected to the driver as Arrow, turned into `Envelope`s, planned over the state the sink
+Spark reads on the executors (the Kafka source decodes every record there and renders each
+row's SQL literals, `rendered`); each micro-batch is collected to the driver as Arrow, turned
+into `Envelope`s (rows with literal images, no value decoded), planned over the state the sink
 holds for the previous batch, and applied with the checkpoint in the same transaction(s). A
 batch Spark re-runs after a crash has the same id and offsets, so it plans the same thing and
 is skipped or resumed by the sink.
@@ -32,6 +33,7 @@ from rowbus.spark_apply.exceptions import ApplyError, SinkUnavailableError
 from rowbus.spark_apply.metrics import ApplyMetrics
 from rowbus.spark_apply.planner import Envelope, PairKey, plan, stored_gate
 from rowbus.spark_apply.recovery import retryable, wait_for_sink
+from rowbus.spark_apply.rendered import ROW_COLUMN, Wire, row_event
 from rowbus.spark_apply.settings import JobConfig, launched_by_spark_submit
 from rowbus.spark_apply.shard_ddl import ShardDdlHook
 from rowbus.spark_apply.shard_writes import ShardWrite, write_shard
@@ -118,7 +120,8 @@ class BatchApplier:
         if previous is None:
             log.info("batch %d is already committed in the sink; skipped", batch_id)
             return
-        envelopes = envelopes_of(arrow)
+        wire: Wire = {}
+        envelopes = envelopes_of(arrow, wire)
         records = len(envelopes)
         del arrow
         decoded = time.perf_counter()
@@ -133,7 +136,7 @@ class BatchApplier:
         stored = self.sink.stored_gates(batch_id) if hook else None
         if stored is not None:
             gate = stored_gate(stored, gate)
-        spill = self.sink.spill_for(batch_id)
+        spill = self.sink.spill_for(batch_id, wire)
         try:
             p = plan(
                 previous,
@@ -207,18 +210,27 @@ def offset_ranges(table: Any) -> dict[tuple[str, int], tuple[int, int]]:
     }
 
 
-def envelopes_of(table: Any) -> list[Envelope]:
-    """Arrow rows of the source schema → envelopes; watermarks are rebuilt without decoding."""
-    cols = {
-        name: table.column(name).to_pylist()
-        for name in ("topic", "partition", "offset", "kind", "source", "ts", "encoding", "value")
-    }
+def envelopes_of(table: Any, wire: Wire | None = None) -> list[Envelope]:
+    """Arrow rows of the source schema → envelopes; watermarks are rebuilt without decoding,
+    and rows the executors rendered (`rendered.ROW_COLUMN`) are built from their text with
+    `literals.LitImage` images (their bytes go into `wire`); other rows are decoded."""
+    names = ["topic", "partition", "offset", "kind", "source", "ts", "encoding", "value"]
+    rendered = ROW_COLUMN in table.column_names and wire is not None
+    cols = {name: table.column(name).to_pylist() for name in names}
+    texts = table.column(ROW_COLUMN).to_pylist() if rendered else [None] * table.num_rows
+    keys: dict[str, tuple[str, ...]] = {}
     out: list[Envelope] = []
+    event: Any
     for i in range(table.num_rows):
         topic, partition, offset = cols["topic"][i], cols["partition"][i], cols["offset"][i]
         kind = cols["kind"][i]
-        if kind == "resolved":
-            event: Any = Resolved(source=cols["source"][i], ts=cols["ts"][i])
+        text = texts[i]
+        if text is not None:
+            assert wire is not None
+            event = row_event(text, cols["source"][i], cols["ts"][i], keys)
+            wire[id(event)] = (event, cols["value"][i])
+        elif kind == "resolved":
+            event = Resolved(source=cols["source"][i], ts=cols["ts"][i])
         elif kind == "heartbeat":
             event = Heartbeat(
                 source=cols["source"][i],

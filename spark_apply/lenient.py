@@ -39,8 +39,9 @@ def upsert(
     rows: Sequence[Sequence[Value]],
     max_bytes: int,
 ) -> None:
-    """The upserts of `rows`, with the ENUM error value written as the source has it."""
-    for sql in upsert_statements(target, columns, key_columns, rows, max_bytes):
+    """The upserts of `rows` (literals, as collapse leaves them), with the ENUM error value
+    written as the source has it."""
+    for sql in upsert_statements(target, columns, key_columns, rows, max_bytes, rendered=True):
         try:
             cur.execute(sql)
         except pymysql.err.MySQLError as exc:
@@ -50,7 +51,7 @@ def upsert(
     else:
         return
     for row in rows:
-        for sql in upsert_statements(target, columns, key_columns, [row], max_bytes):
+        for sql in upsert_statements(target, columns, key_columns, [row], max_bytes, rendered=True):
             try:
                 cur.execute(sql)
             except pymysql.err.MySQLError as exc:
@@ -67,7 +68,8 @@ def _enum_error_row(
     sql: str,
     refused: pymysql.err.MySQLError,
 ) -> None:
-    empty = [c for c, v in zip(columns, row, strict=True) if v == ""]
+    # The ENUM error value is the empty string ('' once rendered).
+    empty = [c for c, v in zip(columns, row, strict=True) if v == "''"]
     if not empty:
         raise refused
     cur.execute(

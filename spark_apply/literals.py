@@ -59,6 +59,19 @@ def _none(_: None) -> str:
     return "NULL"
 
 
+class LitImage(tuple[str, ...]):
+    """A row image whose items are SQL literals (`literal`), not values: `lit_image`,
+    `as_literals`. The type marks the whole image, so nothing is wrapped per value; whatever
+    takes values out of it (collapse's keys and rows) holds literal text from then on."""
+
+    __slots__ = ()
+
+
+SEP = "\x00"
+"""Separates the literals of an image in `image_text`: no literal contains it (a NUL in a string
+is escaped as ``\\0``, bytes are hex)."""
+
+
 _FORMATTERS: dict[type, Callable[[Any], str]] = {
     int: int.__repr__,
     float: float.__repr__,
@@ -90,6 +103,45 @@ def row_literal(values: Sequence[Value]) -> str:
     except KeyError:
         bad = next(v for v in values if type(v) not in f)
         raise TypeError(f"{type(bad).__name__} is not a protocol value") from None
+
+
+def image_text(values: Sequence[Value]) -> str:
+    """The literals of `values` joined by `SEP` (what `lit_image` splits)."""
+    if type(values) is LitImage:
+        return SEP.join(values)
+    f = _FORMATTERS
+    try:
+        return SEP.join([f[type(v)](v) for v in values])
+    except KeyError:
+        bad = next(v for v in values if type(v) not in f)
+        raise TypeError(f"{type(bad).__name__} is not a protocol value") from None
+
+
+def lit_image(text: str) -> LitImage:
+    """An image rendered by `image_text` (of at least one value)."""
+    return LitImage(text.split(SEP))
+
+
+def as_literals(image: Sequence[Value]) -> LitImage:
+    """`image` rendered (unchanged when it is one already)."""
+    if type(image) is LitImage:
+        return image
+    f = _FORMATTERS
+    try:
+        return LitImage([f[type(v)](v) for v in image])
+    except KeyError:
+        bad = next(v for v in image if type(v) not in f)
+        raise TypeError(f"{type(bad).__name__} is not a protocol value") from None
+
+
+def is_null(literal_text: str) -> bool:
+    """Whether a literal is SQL NULL (a string value renders quoted, never as ``NULL``)."""
+    return literal_text == "NULL"
+
+
+def row_of_literals(literals: Sequence[Any]) -> str:
+    """``(l1,l2,…)`` of literals (what `row_literal` makes of values)."""
+    return "(" + ",".join(literals) + ")"
 
 
 def chunks(head: str, tail: str, items: Iterable[str], max_bytes: int) -> Iterator[str]:

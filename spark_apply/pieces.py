@@ -11,8 +11,10 @@ only if that state still refers to it. Chunks of older segments are read back fr
 pieces, one piece per statement, through `fetch`.
 
 The bytes are the local spill's records (`>qI` Kafka offset and length, then the event
-encoded with the protocol's codec), so what is spilled is the same however it was planned: a
-replayed batch (same stored state, same records) spills the same bytes at the same places.
+encoded with the protocol's codec; for a row built from rendered columns, `rendered.Wire`, its
+record's own protobuf bytes, which decode to the same event), so what is spilled is the same
+however it was planned: a replayed batch (same stored state, same records) spills the same
+bytes at the same places.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from typing import BinaryIO
 from rowbus.consumers.spill import Chunk, DataEvent
 from rowbus.protocol.codec import decode, encode
 from rowbus.protocol.events import DdlChange, RowChange
+from rowbus.spark_apply.literals import LitImage
+from rowbus.spark_apply.rendered import Wire
 
 _HEADER = struct.Struct(">qI")
 _WRITE_BYTES = 1 << 20
@@ -40,9 +44,11 @@ class PieceSpill:
     kept state refers to it (`StateStore.save`).
     """
 
-    def __init__(self, segment: int, fetch: Fetch | None = None) -> None:
+    def __init__(self, segment: int, fetch: Fetch | None = None, wire: Wire | None = None) -> None:
         self.segment = segment
         self._fetch = fetch
+        self._wire = wire or {}
+        """The record bytes of events built from rendered columns (`rendered.Wire`)."""
         self._file: BinaryIO | None = None
         self._size = 0
         self._cached: tuple[int, int, bytes] | None = None
@@ -63,8 +69,10 @@ class PieceSpill:
         start = self._size
         buf = bytearray()
         count = 0
+        wire = self._wire
         for offset, event in items:
-            value, _ = encode(event)
+            found = wire.get(id(event))
+            value = found[1] if found is not None and found[0] is event else _encoded(event)
             buf += _HEADER.pack(offset, len(value))
             buf += value
             count += 1
@@ -135,6 +143,15 @@ class PieceSpill:
             self._file.close()
             self._file = None
         self._cached = None
+
+
+def _encoded(event: DataEvent) -> bytes:
+    if isinstance(event, RowChange) and (
+        type(event.after) is LitImage or type(event.before) is LitImage
+    ):
+        # Its images are literals, not values: encoding it would store strings.
+        raise AssertionError(f"a rendered row at {event.position} has no record bytes to spill")
+    return encode(event)[0]
 
 
 def _records(parts: Iterator[bytes], count: int) -> Iterator[tuple[int, DataEvent]]:

@@ -72,6 +72,7 @@ from rowbus.spark_apply.exceptions import (
 )
 from rowbus.spark_apply.pieces import PieceSpill
 from rowbus.spark_apply.planner import Envelope, Plan, PlannerState, Step
+from rowbus.spark_apply.rendered import Wire
 from rowbus.spark_apply.settings import SinkConnection
 from rowbus.spark_apply.shard_writes import ShardWrite, shipped
 from rowbus.spark_apply.state_store import StateStore, piece_size
@@ -320,9 +321,10 @@ class MySQLSink:
                 )
         self._commit(conn)
 
-    def spill_for(self, batch_id: int) -> PieceSpill:
+    def spill_for(self, batch_id: int, wire: Wire | None = None) -> PieceSpill:
         """The spill store to plan batch `batch_id` with (`planner.plan(spill=…)`): chunks of
-        earlier batches are read from this sink's pieces; the caller closes it."""
+        earlier batches are read from this sink's pieces; the caller closes it. `wire`: the
+        record bytes of the batch's rendered rows (`rendered.Wire`)."""
         cur = self._conns[0].cursor()
 
         def fetch(segment: int, pos: int) -> tuple[int, bytes] | None:
@@ -331,7 +333,7 @@ class MySQLSink:
             with self._conn_lock, db_errors("reading stashed events"):
                 return self.state_store.fetcher(cur)(segment, pos)
 
-        return PieceSpill(batch_id, fetch)
+        return PieceSpill(batch_id, fetch, wire)
 
     def committed_offsets(self, batch_id: int) -> dict[tuple[str, int], int] | None:
         """The next offset per partition the sink committed for `batch_id` (None: no row)."""
@@ -818,14 +820,14 @@ def write_table(cur: Any, tc: TableChanges, max_bytes: int = STATEMENT_BYTES) ->
     for key, (cols, _env) in (tc.deletes | tc.clear).items():
         by_cols.setdefault(cols, []).append(key)
     for cols, keys in by_cols.items():
-        for sql in delete_statements(tc.target, cols, keys, max_bytes):
+        for sql in delete_statements(tc.target, cols, keys, max_bytes, rendered=True):
             cur.execute(sql)
     groups: dict[tuple[str, ...], list[tuple[Value, ...]]] = {}
     for _key, (cols, values, _env) in tc.upserts.items():
         groups.setdefault(cols, []).append(values)
     for cols, rows in groups.items():
         lenient.upsert(cur, tc.target, cols, tc.key_columns, rows, max_bytes)
-    for sql in keyless_statements(tc.target, tc.ordered):
+    for sql in keyless_statements(tc.target, tc.ordered, rendered=True):
         if cur.execute(sql) == 0:
             # The sink does not hold the row the source changed: it drifted (or was edited).
             log.warning("%s: no row matched: %s", tc.target, sql[:300])

@@ -5,9 +5,10 @@ at most that many, each reading several); each range is read exactly as ``[start
 ``isolation.level=read_committed`` (records of aborted transactions and transaction markers
 inside the range are skipped, never waited for). Offsets live in Spark's checkpoint (the offset
 log), so a restarted query re-reads exactly the ranges of the batch it re-runs. `read()` decodes
-every record but rows (a malformed one fails the query with its position) and yields Arrow
-batches of ``topic, partition, offset, kind, source, ts, encoding, value`` (``source`` and
-``ts`` only for watermarks: rows are decoded on the driver).
+every record (a malformed one fails the query with its position) and yields Arrow batches of
+``topic, partition, offset, kind, source, ts, encoding, value, row``: ``row`` is a protobuf
+row's header and SQL literals as one text (`rendered.rendered_row`), which the driver orders
+and writes without decoding a value.
 
 Options (keys are case-insensitive): ``topics`` (comma-separated), ``kafka`` (JSON of librdkafka
 settings), ``startingOffsets`` (``earliest`` or JSON ``{"topic": {"0": 12}}``),
@@ -31,13 +32,21 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from rowbus.protocol.codec import ENCODING_HEADER, KIND_HEADER, decode, kind_name
+from rowbus.protocol.codec import ENCODING_HEADER, decode, kind_name
+from rowbus.protocol.events import RowChange
 from rowbus.spark_apply.collector import collector_paused
+from rowbus.spark_apply.rendered import (
+    ROW_COLUMN,
+    is_protobuf,
+    read_row,
+    rendered_row,
+)
 
 SCHEMA = (
     "topic STRING, partition INT, offset BIGINT, kind STRING, source STRING, ts BIGINT, "
-    "encoding STRING, value BINARY"
+    f"encoding STRING, value BINARY, {ROW_COLUMN} STRING"
 )
+
 _READ_TIMEOUT_S = 120.0
 _CHUNK = 5000
 _POLL_S = 0.01
@@ -218,18 +227,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         import pyarrow as pa
 
         assert isinstance(partition, KafkaRanges)
-        schema = pa.schema(
-            [
-                ("topic", pa.string()),
-                ("partition", pa.int32()),
-                ("offset", pa.int64()),
-                ("kind", pa.string()),
-                ("source", pa.string()),
-                ("ts", pa.int64()),
-                ("encoding", pa.string()),
-                ("value", pa.binary()),
-            ]
-        )
+        schema = arrow_schema()
         for r in partition.ranges:
             for cols in read_range(self.kafka, r):
                 yield pa.RecordBatch.from_pydict(cols, schema=schema)
@@ -241,6 +239,25 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         if self._client is not None:
             self._client.close()
             self._client = None
+
+
+def arrow_schema() -> Any:
+    """`SCHEMA` as pyarrow's."""
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("topic", pa.string()),
+            ("partition", pa.int32()),
+            ("offset", pa.int64()),
+            ("kind", pa.string()),
+            ("source", pa.string()),
+            ("ts", pa.int64()),
+            ("encoding", pa.string()),
+            ("value", pa.binary()),
+            (ROW_COLUMN, pa.string()),
+        ]
+    )
 
 
 def read_range(
@@ -285,7 +302,17 @@ def read_range(
         consumer.close()
 
 
-_COLUMNS = ("topic", "partition", "offset", "kind", "source", "ts", "encoding", "value")
+_COLUMNS = (
+    "topic",
+    "partition",
+    "offset",
+    "kind",
+    "source",
+    "ts",
+    "encoding",
+    "value",
+    ROW_COLUMN,
+)
 
 
 def _append(cols: dict[str, list[Any]], r: KafkaRange, msg: Any) -> None:
@@ -294,14 +321,16 @@ def _append(cols: dict[str, list[Any]], r: KafkaRange, msg: Any) -> None:
     offset = msg.offset()
     found = dict(headers)
     encoding = (found.get(ENCODING_HEADER) or b"").decode() or None
-    if found.get(KIND_HEADER) == b"row":
-        # The driver decodes rows anyway (and names a malformed one's position): decoding
-        # them here too only doubled the CPU per row. Other kinds are small and few.
-        kind, source, ts = "row", None, None
-    else:
-        event = decode(value, headers, f"{r.topic}[{r.partition}]@{offset}")
-        kind = kind_name(event)
-        source, ts = getattr(event, "source", None), getattr(event, "ts", None)
+    where = f"{r.topic}[{r.partition}]@{offset}"
+    rendered = is_protobuf(encoding, value)
+    event = read_row(value, headers, where) if rendered else decode(value, headers, where)
+    kind = kind_name(event)
+    source, ts = getattr(event, "source", None), getattr(event, "ts", None)
+    row = None
+    if rendered and isinstance(event, RowChange):
+        # The driver needs a row's header (to order it) and its literals (to write it), not
+        # its decoded values; a row it must stash is spilled as these very bytes.
+        row = rendered_row(event)
     cols["topic"].append(r.topic)
     cols["partition"].append(r.partition)
     cols["offset"].append(offset)
@@ -310,3 +339,4 @@ def _append(cols: dict[str, list[Any]], r: KafkaRange, msg: Any) -> None:
     cols["ts"].append(ts)
     cols["encoding"].append(encoding)
     cols["value"].append(value)
+    cols[ROW_COLUMN].append(row)

@@ -102,18 +102,30 @@ def encode(
     return _ENCODERS[enc](record), list(headers)
 
 
-def decode(value: bytes | None, headers: Headers | None, position: str | None = None) -> Record:
+def decode(
+    value: bytes | None,
+    headers: Headers | None,
+    position: str | None = None,
+    *,
+    image: pb.ImageBuilder | None = None,
+) -> Record:
     """The record in a Kafka value; ProtocolError naming `position` if it is not a valid one.
 
     Without a ``rowbus-encoding`` header the encoding is sniffed: JSON if the value starts with
     ``{``, protobuf otherwise (Avro always needs the header). Without a ``rowbus-version`` header
-    the value is read as this major version.
+    the value is read as this major version. `image`: how a protobuf row's images are built
+    from their wire columns (`pb.decode`; other encodings decode values).
     """
     try:
         if value is None:
             raise ProtocolError("the record has no value (a tombstone is not a rowbus event)")
         encoding, kind, old_avro = _encoding_of(value, headers)
-        record = avro.decode(value, old_avro) if old_avro else _DECODERS[encoding._value_](value)
+        if old_avro:
+            record = avro.decode(value, old_avro)
+        elif image is not None and encoding is Encoding.PROTOBUF:
+            record = pb.decode(value, image)
+        else:
+            record = _DECODERS[encoding._value_](value)
         if kind is not None and KIND_NAMES[type(record)] != kind:
             raise ProtocolError(
                 f"header {KIND_HEADER}={kind} but the value holds a {KIND_NAMES[type(record)]}"

@@ -49,6 +49,8 @@ _from_string = pb.Envelope.FromString
 _split = fastpath.split
 _join = fastpath.join
 _R = TypeVar("_R")
+ImageBuilder = Callable[..., tuple[Any, ...]]
+"""(kinds, ints, uints, doubles, strings, blobs) → an image (`fastpath.join`: the values)."""
 _Envelope = pb.Envelope
 
 
@@ -63,8 +65,11 @@ def encode(record: Record) -> bytes:
     return body + _trailer(0x7D, _crc32(body))
 
 
-def decode(data: bytes) -> Record:
-    """The record in `data`; ProtocolError if it is truncated, corrupt or of an unknown kind."""
+def decode(data: bytes, image: ImageBuilder | None = None) -> Record:
+    """The record in `data`; ProtocolError if it is truncated, corrupt or of an unknown kind.
+
+    `image`: builds a row's images from their wire columns instead of the values (a consumer
+    that only renders them; it must raise what the values' decoding raises, or decode them)."""
     end = len(data) - 5
     if end < 0 or data[end] != 0x7D:
         raise ProtocolError("protobuf value is truncated (no CRC trailer)")
@@ -79,7 +84,7 @@ def decode(data: bytes) -> Record:
     try:
         match kind:
             case "row":
-                return _row_from(env.row)
+                return _row_from(env.row, image or _join)
             case "ddl":
                 return _ddl_from(env.ddl)
             case "resolved":
@@ -266,7 +271,7 @@ def _table_to(t: TableSchema, m: Any) -> None:
 # --- decoding ---------------------------------------------------------------------------------
 
 
-def _row_from(m: Any) -> RowChange:
+def _row_from(m: Any, image: ImageBuilder) -> RowChange:
     op = _OP_FROM_PB.get(m.op)
     if op is None:
         raise ProtocolError(f"unknown row op {m.op}")
@@ -280,8 +285,8 @@ def _row_from(m: Any) -> RowChange:
         m.table,
         m.schema_id,
         tuple(m.primary_key),
-        _image_from(m.before) if m.HasField("before") else None,
-        _image_from(m.after) if m.HasField("after") else None,
+        _image_from(m.before, image) if m.HasField("before") else None,
+        _image_from(m.after, image) if m.HasField("after") else None,
         construct.txn_ref(t.id, t.index, t.count if t.HasField("count") else None),
         construct.binlog_position(
             p.file, p.offset, p.gtid if p.HasField("gtid") else None, p.upstream
@@ -289,8 +294,8 @@ def _row_from(m: Any) -> RowChange:
     )
 
 
-def _image_from(m: Any) -> tuple[Value, ...]:
-    return _join(m.kinds, m.ints, m.uints, m.doubles, m.strings, m.blobs)
+def _image_from(m: Any, image: ImageBuilder = _join) -> tuple[Value, ...]:
+    return image(m.kinds, m.ints, m.uints, m.doubles, m.strings, m.blobs)
 
 
 def _txn_from(m: Any) -> TxnRef:

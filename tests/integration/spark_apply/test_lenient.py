@@ -11,6 +11,7 @@ import pytest
 from rowbus.config import Settings
 from rowbus.consumers.routing import Target
 from rowbus.spark_apply.lenient import upsert
+from rowbus.spark_apply.literals import as_literals
 from tests.conftest import connect
 
 
@@ -27,7 +28,7 @@ def strict_cursor(services: Settings, make_database: Any) -> Any:
 def test_the_enum_error_value_is_written_as_index_0(strict_cursor: Any) -> None:
     db, cur = strict_cursor
     rows = [(1, "a", "x"), (2, "", "y"), (3, "b", None)]
-    upsert(cur, Target(db, "t"), ("id", "e", "s"), ("id",), rows, 1 << 20)
+    upsert(cur, Target(db, "t"), ("id", "e", "s"), ("id",), list(map(as_literals, rows)), 1 << 20)
     cur.execute("SELECT id, e, e + 0, s FROM t ORDER BY id")
     assert cur.fetchall() == ((1, "a", 1, "x"), (2, "", 0, "y"), (3, "b", 2, None))
 
@@ -42,6 +43,6 @@ def test_the_enum_error_value_is_written_as_index_0(strict_cursor: Any) -> None:
 def test_other_truncations_are_still_refused(strict_cursor: Any, row: tuple[Any, ...]) -> None:
     db, cur = strict_cursor
     with pytest.raises(pymysql.err.MySQLError):
-        upsert(cur, Target(db, "t"), ("id", "e", "s"), ("id",), [row], 1 << 20)
+        upsert(cur, Target(db, "t"), ("id", "e", "s"), ("id",), [as_literals(row)], 1 << 20)
     cur.execute("SELECT COUNT(*) FROM t")
     assert cur.fetchone() == (0,)

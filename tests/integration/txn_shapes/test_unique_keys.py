@@ -18,6 +18,7 @@ from rowbus.config import Settings
 from rowbus.consumers.routing import Router, RouteSettings
 from rowbus.protocol.events import BinlogPosition, ColumnSchema, Op, RowChange, TableSchema, TxnRef
 from rowbus.spark_apply.causality import conflict_groups
+from rowbus.spark_apply.literals import as_literals
 from rowbus.spark_apply.planner import Envelope, PlannerState, plan
 from rowbus.spark_apply.settings import SinkConnection
 from rowbus.spark_apply.sink import MySQLSink
@@ -176,7 +177,9 @@ def test_conflict_groups_join_rows_that_share_a_unique_value() -> None:
         (4,): [(cols, (4, None, 1, 1))],
         (5,): [(cols, (5, None, None, 1))],
     }
-    groups = conflict_groups(images, (("u1",), ("u2", "v")))
+    # As collapse hands them over: images of SQL literals (NULL is ``NULL``).
+    rendered = {k: [(c, as_literals(v)) for c, v in seen] for k, seen in images.items()}
+    groups = conflict_groups(rendered, (("u1",), ("u2", "v")))
     assert groups == [[(1,), (2,)], [(3,), (4,)]]
 
 

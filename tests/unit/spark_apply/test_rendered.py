@@ -1,0 +1,312 @@
+"""Rows rendered on the executors (`rowbus.spark_apply.rendered`): the literals are the
+renderer's own, the driver's event is the record's, collapse and statements are the same
+whether a row was rendered or decoded, and a rendered row is spilled as its record's bytes."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from rowbus.consumers.routing import Router
+from rowbus.protocol.codec import ENCODING_HEADER, KIND_HEADER, decode, encode
+from rowbus.protocol.codec.fastpath import join, split
+from rowbus.protocol.errors import ProtocolError
+from rowbus.protocol.events import Op, RowChange
+from rowbus.protocol.values import Value, ZeroDate
+from rowbus.spark_apply.changes import collapse
+from rowbus.spark_apply.job import envelopes_of
+from rowbus.spark_apply.literals import (
+    SEP,
+    LitImage,
+    as_literals,
+    image_text,
+    literal,
+    row_literal,
+    row_of_literals,
+)
+from rowbus.spark_apply.pieces import PieceSpill
+from rowbus.spark_apply.planner import Envelope
+from rowbus.spark_apply.rendered import (
+    ROW_COLUMN,
+    Wire,
+    _native,
+    render_image,
+    rendered_row,
+    row_event,
+)
+from rowbus.spark_apply.sink import write_table
+from rowbus.spark_apply.source import _append, arrow_schema
+from tests.unit.protocol.protocol_strategies import images, rows, values
+from tests.unit.spark_apply.events import row, table
+
+
+@given(images)
+def test_an_image_renders_to_the_literals_of_its_values(image: tuple[Value, ...]) -> None:
+    rendered = as_literals(image)
+    assert type(rendered) is LitImage
+    assert list(rendered) == [literal(v) for v in image]
+    assert all(SEP not in lit for lit in rendered)
+    assert row_of_literals(rendered) == row_literal(image)
+    assert as_literals(rendered) is rendered
+
+
+def _event(event: RowChange) -> RowChange:
+    """What the driver builds from the text the executors render of `event` (generated names
+    may hold NUL, which no real one does: such a row is decoded on the driver)."""
+    text = rendered_row(event)
+    if text is None:
+        assert any(
+            SEP in str(f)
+            for f in (
+                event.source,
+                event.schema,
+                event.table,
+                event.txn.id,
+                event.position.file,
+                event.position.gtid or "",
+            )
+        )
+    assume(text is not None)
+    assert text is not None
+    return row_event(text, event.source, event.ts, {})
+
+
+@given(rows())
+def test_the_driver_builds_the_records_event_with_rendered_images(event: RowChange) -> None:
+    built = _event(event)
+    for name in ("source", "ts", "op", "schema", "table", "schema_id", "primary_key"):
+        assert getattr(built, name) == getattr(event, name)
+    assert built.txn == event.txn
+    assert built.position == event.position
+    for mine, theirs in ((built.before, event.before), (built.after, event.after)):
+        assert (mine is None) == (theirs is None)
+        if theirs is not None:
+            assert type(mine) is LitImage
+            assert mine == as_literals(theirs)
+
+
+@given(rows())
+@settings(max_examples=50)
+def test_a_rendered_row_is_spilled_as_its_records_bytes(event: RowChange) -> None:
+    built = _event(event)
+    value, _ = encode(event)
+    wire: Wire = {id(built): (built, value)}
+    spill = PieceSpill(7, None, wire)
+    try:
+        chunk = spill.write([(3, built)])
+        assert list(spill.read(chunk)) == [(3, event)]
+    finally:
+        spill.close()
+
+
+def test_a_rendered_row_without_its_bytes_is_never_encoded() -> None:
+    event = row(1, after=(1, "a"))
+    built = row_event(rendered_row(event) or "", event.source, event.ts, {})
+    spill = PieceSpill(7)
+    try:
+        with pytest.raises(AssertionError, match="no record bytes"):
+            spill.write([(0, built)])
+    finally:
+        spill.close()
+
+
+class _Msg:
+    def __init__(self, event: Any, offset: int) -> None:
+        self._value, self._headers = encode(event)
+        self._offset = offset
+
+    def value(self) -> bytes:
+        return self._value
+
+    def headers(self) -> list[tuple[str, bytes]]:
+        return self._headers
+
+    def offset(self) -> int:
+        return self._offset
+
+
+class _Range:
+    topic, partition = "t", 0
+
+
+def _batch(events: list[Any]) -> Any:
+    cols: dict[str, list[Any]] = {f.name: [] for f in arrow_schema()}
+    for offset, event in enumerate(events):
+        _append(cols, _Range(), _Msg(event, offset))  # type: ignore[arg-type]
+    return pa.Table.from_batches([pa.RecordBatch.from_pydict(cols, schema=arrow_schema())])
+
+
+def test_the_read_renders_protobuf_rows_and_the_driver_never_decodes_them() -> None:
+    events = [
+        row(1, after=(1, "a")),
+        row(2, Op.UPDATE, (1, "a"), (1, None)),
+        row(3, Op.DELETE, (1, None)),
+    ]
+    wire: Wire = {}
+    envs = envelopes_of(_batch(events), wire)
+    assert [e.offset for e in envs] == [0, 1, 2]
+    assert len(wire) == 3
+    for env, event in zip(envs, events, strict=True):
+        assert isinstance(env.event, RowChange)
+        assert env.event.after == (as_literals(event.after) if event.after else None)
+        assert decode(wire[id(env.event)][1], None) == event
+    # Without a wire to record the bytes in, rows are decoded as before.
+    assert [e.event for e in envelopes_of(_batch(events))] == events
+
+
+def test_a_row_in_another_encoding_is_decoded_on_the_driver() -> None:
+    from rowbus.protocol.codec import Encoding
+
+    event = row(1, after=(1, "a"))
+    msg = _Msg(event, 0)
+    msg._value, msg._headers = encode(event, Encoding.JSON)
+    cols: dict[str, list[Any]] = {f.name: [] for f in arrow_schema()}
+    _append(cols, _Range(), msg)  # type: ignore[arg-type]
+    assert cols[ROW_COLUMN] == [None]
+    assert cols["kind"] == ["row"] and cols["encoding"] == ["json"]
+    assert dict(msg._headers)[KIND_HEADER] == b"row" and ENCODING_HEADER in dict(msg._headers)
+    batch = pa.Table.from_batches([pa.RecordBatch.from_pydict(cols, schema=arrow_schema())])
+    assert [e.event for e in envelopes_of(batch, {})] == [event]
+
+
+class _Cursor:
+    def __init__(self) -> None:
+        self.sql: list[str] = []
+
+    def execute(self, sql: str) -> int:
+        self.sql.append(sql)
+        return 1
+
+
+TBL = table(columns=("id", "v"))
+_ops = st.tuples(
+    st.sampled_from([Op.INSERT, Op.UPDATE, Op.DELETE, Op.READ]),
+    st.integers(1, 3),
+    st.integers(1, 3),
+    values,
+    values,
+    st.booleans(),
+)
+
+
+@given(st.lists(_ops, max_size=25))
+@settings(suppress_health_check=[HealthCheck.too_slow])
+def test_statements_are_the_same_whether_rows_were_rendered_or_decoded(
+    script: list[tuple[Op, int, int, Value, Value, bool]],
+) -> None:
+    """A step mixes rows the executors rendered with decoded ones (a stashed transaction read
+    back): a key must be the same key in both forms, or a deletion and an upsert of one key
+    were both written (deletions first: the row came back)."""
+    decoded: list[Envelope] = []
+    mixed: list[Envelope] = []
+    for i, (op, old, new, v1, v2, render) in enumerate(script):
+        before = None if op in (Op.INSERT, Op.READ) else (old, v1)
+        after = None if op is Op.DELETE else (new, v2)
+        event = row(i + 1, op, before, after, tbl=TBL)
+        decoded.append(Envelope("t", 0, i, event))
+        shown = _event(event) if render else event
+        mixed.append(Envelope("t", 0, i, shown))
+    assert _sql(mixed) == _sql(decoded)
+
+
+def _sql(envs: list[Envelope]) -> list[str]:
+    cur = _Cursor()
+    for tc in collapse(envs, Router([]), lambda _sid: TBL).get(0, {}).values():
+        write_table(cur, tc)
+    return cur.sql
+
+
+def test_the_native_renderer_is_built() -> None:
+    """`make setup` builds it (setup.py); without it rendering falls back to Python."""
+    assert _native is not None
+
+
+_edges = st.sampled_from(
+    [
+        -0.0,
+        5e-324,
+        1.7976931348623157e308,
+        1e16,
+        1e-7,
+        0.1,
+        Decimal("-0.00"),
+        Decimal("0"),
+        Decimal("1E+3"),
+        Decimal("00.5"),
+        Decimal("-12.50"),
+        "",
+        "\x00\\'\"\n\r\x1a",
+        "žluť 🐍",
+        b"",
+        b"\x00\xff",
+        ZeroDate("0000-00-00 00:00:00.000"),
+        dt.date(1, 1, 1),
+        dt.date(9999, 12, 31),
+        dt.datetime(1, 1, 1),
+        dt.datetime(9999, 12, 31, 23, 59, 59, 999999),
+        dt.datetime(1969, 12, 31, 23, 59, 59, 1),
+        dt.datetime(1970, 1, 1, tzinfo=dt.UTC),
+        -dt.timedelta(microseconds=1),
+        dt.timedelta(hours=838, minutes=59, seconds=59, microseconds=999999),
+        frozenset({"b", "a"}),
+        2**63,
+        2**64 - 1,
+        -(2**63),
+        None,
+    ]
+)
+
+
+@given(st.lists(st.one_of(values, _edges), min_size=1, max_size=12))
+@settings(max_examples=500)
+def test_the_native_renderer_writes_what_the_python_renderer_writes(image: list[Value]) -> None:
+    """Byte for byte, for every value kind (protocol_strategies' values and edge values): where
+    it answers, the native text is `image_text` of the decoded values; where it does not
+    (None), `render_image` still renders them (in Python)."""
+    cols = split(image)
+    decoded = join(*cols)
+    expected = image_text(decoded)
+    text = _native.render(*cols)
+    if text is not None:
+        assert text == expected
+    assert SEP.join(render_image(*cols)) == expected
+
+
+def test_the_native_renderer_covers_w1_and_the_common_kinds() -> None:
+    image = (
+        1,
+        -5,
+        2**64 - 1,
+        "it's",
+        Decimal("235273930.92"),
+        dt.datetime(2022, 11, 27, 9, 17, 55, 14753),
+        dt.datetime(2022, 1, 1, tzinfo=dt.UTC),
+        379615.2233237278,
+        None,
+        b"\x01",
+        dt.date(2021, 11, 19),
+        dt.timedelta(hours=-1, seconds=3),
+        ZeroDate("2024-00-15"),
+    )
+    assert _native.render(*split(image)) == image_text(image)
+
+
+def test_a_malformed_image_is_left_to_the_python_decoder() -> None:
+    """Arrays that do not match the kinds: the native renderer answers None and the Python path
+    raises what decoding raises."""
+    kinds, ints, uints, doubles, strings, blobs = split((1, "a"))
+    assert _native.render(kinds, [*ints, 2], uints, doubles, strings, blobs) is None
+    assert _native.render(kinds + b"\x01", ints, uints, doubles, strings, blobs) is None
+    with pytest.raises(ProtocolError):
+        render_image(kinds, [*ints, 2], uints, doubles, strings, blobs)
+
+
+def test_a_row_whose_text_would_not_split_back_is_decoded_on_the_driver() -> None:
+    assert rendered_row(row(1, after=(1, "a"), tbl=table(name="t\x00"))) is None
+    assert rendered_row(row(1, after=(1, "a\x00"))) is not None  # escaped: \\0
