@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from tests.integration.producer.conftest import reader_setup
+from tests.integration.producer.conftest import make_reader_setup, reader_setup
 
-__all__ = ["reader_setup"]
+__all__ = ["make_reader_setup", "reader_setup"]
