@@ -109,9 +109,14 @@ def _read(conn: Any, result: Any, columns: tuple[tuple[int, Any, Post], ...]) ->
         pending += block
         try:
             pos, seq, status, error = parse(pending, pos, seq, columns, rows)
-        except ConnectionError as exc:
+        except BaseException as exc:
+            # The rest of the result is unread: the connection is of no further use (pymysql
+            # would read on from the middle of a packet).
+            result.unbuffered_active = False
             conn._force_close()
-            raise err.InternalError(str(exc)) from None
+            if isinstance(exc, ConnectionError):
+                raise err.InternalError(str(exc)) from None
+            raise
         if status:
             break
         del pending[:pos]

@@ -190,3 +190,21 @@ def test_an_error_in_the_middle_of_a_result_is_raised_and_the_connection_stays_u
         assert resultset.select(conn, "SELECT 'still', 1", [], [None, None]) == [("still", 1)]
     finally:
         conn.close()
+
+
+def test_a_value_that_fails_to_convert_raises_its_own_error_and_closes_the_connection(
+    services: Settings, database: str
+) -> None:
+    def fussy(v: object) -> object:
+        if v == 50_000:
+            raise ValueError("not this one")
+        return v
+
+    conn = mysql.connect(_source(services), autocommit=False, conv=CONVERSIONS)
+    try:
+        with pytest.raises(ValueError, match="not this one"):
+            resultset.select(conn, f"SELECT seq FROM `{database}`.seq_1_to_100000", [], [fussy])
+        assert not conn.open  # the rest of the result is unread: never used again
+    finally:
+        if conn.open:
+            conn.close()
