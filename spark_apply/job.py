@@ -393,6 +393,7 @@ def run(config: JobConfig) -> None:
         while True:
             failure = None
             query: Any = None
+            applier = None  # the last one is closed: a failed start must not close it again
             try:
                 applier = BatchApplier(config, shard_ddl_hook(config)).start()
                 query = start_query(spark, config, applier)
