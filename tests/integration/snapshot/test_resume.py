@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from confluent_kafka import TopicPartition
@@ -41,7 +42,14 @@ def test_kill_9_mid_snapshot_resumes_from_the_last_chunk_without_loss_or_duplica
     unique: Callable[[str], str],
     tmp_path: Path,
 ) -> None:
-    setup = _setup(services, make_topic, make_database, unique)
+    # One data partition: after a kill -9 mid-transaction, noida-db at times leaves a
+    # partition's last stable offset behind the killed reader's transaction with several
+    # partitions in it, and no read_committed consumer gets past it (ENVIRONMENT.md); the
+    # resume is what this test is about.
+    setup = replace(
+        _setup(services, make_topic, make_database, unique),
+        data_topic=make_topic("data1", partitions=1),
+    )
     w2 = fill(setup.server, setup.database, ROWS_PER_TABLE)
     sink_db = make_database(services.resolved_sink)
     sink_tables(services.resolved_sink, sink_db, w2)
