@@ -14,6 +14,7 @@ import re
 import threading
 import time
 
+from rowbus.clients import mysql
 from rowbus.spark_apply.exceptions import SinkUnavailableError, TransactionConflictError
 from rowbus.spark_apply.settings import SinkConnection
 
@@ -21,6 +22,9 @@ _RETRYABLE = (SinkUnavailableError, TransactionConflictError)
 _NAMED = re.compile(
     rf"^(?:[\w.]+\.)?({'|'.join(e.__name__ for e in _RETRYABLE)}): (.*)$", re.MULTILINE
 )
+_DRIVER = re.compile(r"^(?:pymysql\.err\.)?(InterfaceError|OperationalError): (\((\d+).*)$", re.M)
+"""A sink connection's own failure that reached Spark untranslated (a connection the server
+dropped, used again: pymysql's ``InterfaceError (0, '')``)."""
 
 
 def retryable(exc: BaseException) -> str | None:
@@ -29,10 +33,20 @@ def retryable(exc: BaseException) -> str | None:
     of ours decides (a traceback's source lines do not start with the name)."""
     if isinstance(exc, _RETRYABLE):
         return f"{type(exc).__name__}: {exc}"
-    found = [m for m in _NAMED.finditer(str(exc)) if m.group(1)]
-    if not found:
-        return None
-    return f"{found[-1].group(1)}: {found[-1].group(2).strip()}"[:500]
+    if mysql.classify(exc) is mysql.Kind.UNAVAILABLE and mysql.error_code(exc) is not None:
+        return f"sink unavailable: {type(exc).__name__}: {exc}"
+    text = str(exc)
+    found = [m for m in _NAMED.finditer(text) if m.group(1)]
+    if found:
+        return f"{found[-1].group(1)}: {found[-1].group(2).strip()}"[:500]
+    dropped = [
+        m
+        for m in _DRIVER.finditer(text)
+        if m.group(1) == "InterfaceError" or 2000 <= int(m.group(3)) < 3000
+    ]
+    if dropped:
+        return f"sink unavailable: {dropped[-1].group(1)}: {dropped[-1].group(2).strip()}"[:500]
+    return None
 
 
 def wait_for_sink(
