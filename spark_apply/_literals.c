@@ -10,6 +10,14 @@
  * not match the kinds, an unknown kind) makes it return None: the caller then decodes and
  * renders that image in Python, which also raises what decoding raises. So the two paths can
  * only differ where both return text (tests/unit/spark_apply/test_rendered.py compares them).
+ *
+ * `row_text(value)` does the whole of a protobuf row record's reading on the executors: it
+ * checks the CRC, parses the Envelope's RowChange and its images from the wire and writes
+ * `rendered.rendered_row`'s text, returning (source, ts, text) — no Python object per field
+ * or value. Any record it does not take whole (another kind, a field it does not know or a
+ * repeated message field, names json.dumps would escape, a value `render` leaves, text that is
+ * not UTF-8, a corrupt value) makes it return None: the caller decodes it in Python, which
+ * raises what decoding raises.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -44,6 +52,7 @@ static int grow(Buf *b, Py_ssize_t n) {
 }
 
 static int put(Buf *b, const char *s, Py_ssize_t n) {
+    if (n == 0) return 0;
     if (grow(b, n) < 0) return -1;
     memcpy(b->p + b->len, s, (size_t)n);
     b->len += n;
@@ -146,66 +155,84 @@ static int put_escaped(Buf *b, const char *s, Py_ssize_t n) {
     return 0;
 }
 
+/* An image's columns as C arrays: from Python lists (`render`) or straight from the protobuf
+ * wire bytes (`row_text`). Both fill the one `Cols` and share `render_into`. */
 typedef struct {
-    PyObject *seq; /* a list (PySequence_Fast) */
-    Py_ssize_t i, n;
-} Arr;
+    const char *p;
+    Py_ssize_t n;
+} Span;
 
-static int arr_init(Arr *a, PyObject *obj) {
-    a->seq = PySequence_Fast(obj, "render: an image array must be a sequence");
-    if (a->seq == NULL) return -1;
-    a->i = 0;
-    a->n = PySequence_Fast_GET_SIZE(a->seq);
+typedef struct {
+    void *p;
+    Py_ssize_t n, cap;
+} Vec;
+
+typedef struct {
+    Span kinds;
+    Vec ints, uints, doubles, strings, blobs; /* long long, unsigned long long, double, Span */
+    Py_ssize_t at[5];                         /* next unread element of each */
+} Cols;
+
+static int vec_push(Vec *v, const void *item, size_t size) {
+    if (v->n == v->cap) {
+        Py_ssize_t cap = v->cap ? 2 * v->cap : 64;
+        void *p = PyMem_Realloc(v->p, (size_t)cap * size);
+        if (p == NULL) { PyErr_NoMemory(); return -1; }
+        v->p = p;
+        v->cap = cap;
+    }
+    memcpy((char *)v->p + (size_t)v->n * size, item, size);
+    v->n++;
     return 0;
 }
 
-static PyObject *arr_next(Arr *a) {
-    return a->i < a->n ? PySequence_Fast_GET_ITEM(a->seq, a->i++) : NULL;
+static void cols_reset(Cols *c) {
+    c->kinds.p = "";
+    c->kinds.n = 0;
+    c->ints.n = c->uints.n = c->doubles.n = c->strings.n = c->blobs.n = 0;
+    memset(c->at, 0, sizeof c->at);
 }
 
-static int next_ll(Arr *a, long long *out) {
-    PyObject *o = arr_next(a);
-    if (o == NULL || !PyLong_CheckExact(o)) return 0;
-    int overflow = 0;
-    *out = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow || (*out == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
-    return 1;
-}
+/* Reused by every call (the GIL is held throughout and nothing here calls back into Python
+ * code that could re-enter), so a record costs no allocation once the arrays have grown. */
+static Cols COLS;
+
+#define NEXT(c, i, vec, T, out)                                            \
+    do {                                                                   \
+        if ((c)->at[i] >= (c)->vec.n) return 0;                            \
+        *(out) = ((T *)(c)->vec.p)[(c)->at[i]++];                          \
+    } while (0)
 
 static const char HEX[] = "0123456789abcdef";
 
 /* 1: the whole image written; 0: not covered; -1: error. */
-static int render_into(Buf *b, const unsigned char *kinds, Py_ssize_t nk, Arr *ints, Arr *uints,
-                       Arr *doubles, Arr *strings, Arr *blobs) {
-    for (Py_ssize_t k = 0; k < nk; k++) {
+static int render_into(Buf *b, Cols *c) {
+    const unsigned char *kinds = (const unsigned char *)c->kinds.p;
+    for (Py_ssize_t k = 0; k < c->kinds.n; k++) {
         if (k && put(b, "\0", 1) < 0) return -1;
         long long v;
         int r;
-        PyObject *o;
         switch (kinds[k]) {
             case K_NULL:
                 if (put(b, "NULL", 4) < 0) return -1;
                 break;
             case K_INT: {
-                if (!next_ll(ints, &v)) return 0;
+                NEXT(c, 0, ints, long long, &v);
                 char s[24];
                 if (put(b, s, snprintf(s, sizeof s, "%lld", v)) < 0) return -1;
                 break;
             }
             case K_UINT: {
-                o = arr_next(uints);
-                if (o == NULL || !PyLong_CheckExact(o)) return 0;
-                unsigned long long u = PyLong_AsUnsignedLongLong(o);
-                if (PyErr_Occurred()) { PyErr_Clear(); return 0; }
+                unsigned long long u;
+                NEXT(c, 1, uints, unsigned long long, &u);
                 if (u <= (unsigned long long)INT64_MAX) return 0;
                 char s[24];
                 if (put(b, s, snprintf(s, sizeof s, "%llu", u)) < 0) return -1;
                 break;
             }
             case K_DOUBLE: {
-                o = arr_next(doubles);
-                if (o == NULL || !PyFloat_CheckExact(o)) return 0;
-                double d = PyFloat_AS_DOUBLE(o);
+                double d;
+                NEXT(c, 2, doubles, double, &d);
                 if (!isfinite(d)) return 0;
                 char *s = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
                 if (s == NULL) return -1;
@@ -217,54 +244,51 @@ static int render_into(Buf *b, const unsigned char *kinds, Py_ssize_t nk, Arr *i
             case K_DECIMAL:
             case K_STRING:
             case K_ZERO_DATE: {
-                o = arr_next(strings);
-                if (o == NULL || !PyUnicode_CheckExact(o)) return 0;
-                Py_ssize_t n;
-                const char *s = PyUnicode_AsUTF8AndSize(o, &n);
-                if (s == NULL) { PyErr_Clear(); return 0; }
+                Span s;
+                NEXT(c, 3, strings, Span, &s);
                 if (kinds[k] == K_STRING) {
-                    if (put_escaped(b, s, n) < 0) return -1;
+                    if (put_escaped(b, s.p, s.n) < 0) return -1;
                 } else if (kinds[k] == K_DECIMAL) {
-                    if (!canonical_decimal(s, n)) return 0;
-                    if (put(b, s, n) < 0) return -1;
+                    if (!canonical_decimal(s.p, s.n)) return 0;
+                    if (put(b, s.p, s.n) < 0) return -1;
                 } else {
-                    if (memchr(s, '\0', (size_t)n) != NULL) return 0;
-                    if (put(b, "'", 1) < 0 || put(b, s, n) < 0 || put(b, "'", 1) < 0) return -1;
+                    if (memchr(s.p, '\0', (size_t)s.n) != NULL) return 0;
+                    if (put(b, "'", 1) < 0 || put(b, s.p, s.n) < 0 || put(b, "'", 1) < 0)
+                        return -1;
                 }
                 break;
             }
             case K_BYTES: {
-                o = arr_next(blobs);
-                if (o == NULL || !PyBytes_CheckExact(o)) return 0;
-                Py_ssize_t n = PyBytes_GET_SIZE(o);
-                const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(o);
-                if (n == 0) {
+                Span s;
+                NEXT(c, 4, blobs, Span, &s);
+                if (s.n == 0) {
                     if (put(b, "''", 2) < 0) return -1;
                     break;
                 }
-                if (grow(b, 2 * n + 3) < 0) return -1;
+                if (grow(b, 2 * s.n + 3) < 0) return -1;
                 char *w = b->p + b->len;
                 *w++ = 'X';
                 *w++ = '\'';
-                for (Py_ssize_t i = 0; i < n; i++) {
-                    *w++ = HEX[s[i] >> 4];
-                    *w++ = HEX[s[i] & 15];
+                for (Py_ssize_t i = 0; i < s.n; i++) {
+                    unsigned char ch = (unsigned char)s.p[i];
+                    *w++ = HEX[ch >> 4];
+                    *w++ = HEX[ch & 15];
                 }
                 *w++ = '\'';
                 b->len = w - b->p;
                 break;
             }
             case K_DATE:
-                if (!next_ll(ints, &v)) return 0;
+                NEXT(c, 0, ints, long long, &v);
                 if ((r = put_date(b, v, 1)) <= 0) return r;
                 break;
             case K_DATETIME:
             case K_TIMESTAMP: /* rendered as UTC wall clock, like a naive DATETIME */
-                if (!next_ll(ints, &v)) return 0;
+                NEXT(c, 0, ints, long long, &v);
                 if ((r = put_datetime(b, v)) <= 0) return r;
                 break;
             case K_TIME:
-                if (!next_ll(ints, &v)) return 0;
+                NEXT(c, 0, ints, long long, &v);
                 if ((r = put_time(b, v)) <= 0) return r;
                 break;
             default: /* K_SET (sorted members: left to Python) and unknown kinds */
@@ -272,10 +296,60 @@ static int render_into(Buf *b, const unsigned char *kinds, Py_ssize_t nk, Arr *i
         }
     }
     /* Every array consumed exactly, as decoding requires. */
-    if (ints->i != ints->n || uints->i != uints->n || doubles->i != doubles->n ||
-        strings->i != strings->n || blobs->i != blobs->n)
+    if (c->at[0] != c->ints.n || c->at[1] != c->uints.n || c->at[2] != c->doubles.n ||
+        c->at[3] != c->strings.n || c->at[4] != c->blobs.n)
         return 0;
     return 1;
+}
+
+/* --- render(kinds, ints, uints, doubles, strings, blobs) ------------------------------------ */
+
+/* 1: every element of `obj` converted into `c`'s array `i`; 0: one is not of its exact type or
+ * out of range (the image is not covered); -1: error. The Spans point into the objects of
+ * `*seq` (a new list when `obj` is not one, e.g. upb's repeated field), which the caller
+ * releases only after rendering. */
+static int from_list(Cols *c, int i, PyObject *obj, PyObject **seq_out) {
+    PyObject *seq = *seq_out = PySequence_Fast(obj, "render: an image array must be a sequence");
+    if (seq == NULL) return -1;
+    int ok = 1;
+    for (Py_ssize_t j = 0; ok == 1 && j < PySequence_Fast_GET_SIZE(seq); j++) {
+        PyObject *o = PySequence_Fast_GET_ITEM(seq, j);
+        if (i == 0) {
+            int overflow = 0;
+            long long v = PyLong_CheckExact(o) ? PyLong_AsLongLongAndOverflow(o, &overflow) : 0;
+            if (!PyLong_CheckExact(o) || overflow || (v == -1 && PyErr_Occurred()))
+                ok = 0;
+            else
+                ok = vec_push(&c->ints, &v, sizeof v) < 0 ? -1 : 1;
+        } else if (i == 1) {
+            unsigned long long u = PyLong_CheckExact(o) ? PyLong_AsUnsignedLongLong(o) : 0;
+            if (!PyLong_CheckExact(o) || PyErr_Occurred())
+                ok = 0;
+            else
+                ok = vec_push(&c->uints, &u, sizeof u) < 0 ? -1 : 1;
+        } else if (i == 2) {
+            if (!PyFloat_CheckExact(o))
+                ok = 0;
+            else {
+                double d = PyFloat_AS_DOUBLE(o);
+                ok = vec_push(&c->doubles, &d, sizeof d) < 0 ? -1 : 1;
+            }
+        } else {
+            Span s = {NULL, 0};
+            if (i == 3 && PyUnicode_CheckExact(o))
+                s.p = PyUnicode_AsUTF8AndSize(o, &s.n);
+            else if (i == 4 && PyBytes_CheckExact(o)) {
+                s.p = PyBytes_AS_STRING(o);
+                s.n = PyBytes_GET_SIZE(o);
+            }
+            if (s.p == NULL)
+                ok = 0;
+            else
+                ok = vec_push(i == 3 ? &c->strings : &c->blobs, &s, sizeof s) < 0 ? -1 : 1;
+        }
+        if (ok == 0) PyErr_Clear();
+    }
+    return ok;
 }
 
 static PyObject *render(PyObject *self, PyObject *args) {
@@ -285,21 +359,356 @@ static PyObject *render(PyObject *self, PyObject *args) {
         return NULL;
     Py_buffer kinds;
     if (PyObject_GetBuffer(kinds_obj, &kinds, PyBUF_SIMPLE) < 0) return NULL;
-    Arr arrs[5] = {{0}};
     PyObject *result = NULL;
     Buf b = {NULL, 0, 0};
-    int i, r = -1;
-    for (i = 0; i < 5; i++)
-        if (arr_init(&arrs[i], objs[i]) < 0) goto done;
-    r = render_into(&b, (const unsigned char *)kinds.buf, kinds.len, &arrs[0], &arrs[1],
-                    &arrs[2], &arrs[3], &arrs[4]);
+    Cols *c = &COLS;
+    cols_reset(c);
+    PyObject *seqs[5] = {NULL};
+    int r = 1;
+    for (int i = 0; r == 1 && i < 5; i++) r = from_list(c, i, objs[i], &seqs[i]);
+    if (r == 1) {
+        c->kinds.p = (const char *)kinds.buf;
+        c->kinds.n = kinds.len;
+        r = render_into(&b, c);
+    }
     if (r == 1)
         result = PyUnicode_DecodeUTF8(b.p ? b.p : "", b.len, "strict");
     else if (r == 0)
         result = Py_NewRef(Py_None);
-done:
-    for (i = 0; i < 5; i++) Py_XDECREF(arrs[i].seq);
+    for (int i = 0; i < 5; i++) Py_XDECREF(seqs[i]);
     PyBuffer_Release(&kinds);
+    PyMem_Free(b.p);
+    return result;
+}
+
+/* --- row_text(value): a protobuf row record straight to its rendered text ----------------- */
+
+static uint32_t CRC_TABLE[256];
+
+static void crc_init(void) {
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        CRC_TABLE[n] = c;
+    }
+}
+
+static uint32_t crc32_of(const unsigned char *p, Py_ssize_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    for (Py_ssize_t i = 0; i < n; i++) c = CRC_TABLE[(c ^ p[i]) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+typedef struct {
+    const unsigned char *p, *end;
+} Rd;
+
+static int rd_varint(Rd *r, uint64_t *out) {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 70 && r->p < r->end; shift += 7) {
+        unsigned char ch = *r->p++;
+        v |= (uint64_t)(ch & 0x7F) << shift;
+        if (!(ch & 0x80)) { *out = v; return 1; }
+    }
+    return 0;
+}
+
+static int rd_fixed64(Rd *r, uint64_t *out) {
+    if (r->end - r->p < 8) return 0;
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | r->p[i];
+    r->p += 8;
+    *out = v;
+    return 1;
+}
+
+static int rd_len(Rd *r, Span *out) {
+    uint64_t n;
+    if (!rd_varint(r, &n) || n > (uint64_t)(r->end - r->p)) return 0;
+    out->p = (const char *)r->p;
+    out->n = (Py_ssize_t)n;
+    r->p += n;
+    return 1;
+}
+
+/* A tag: field number and wire type. 0 at a malformed one. */
+static int rd_tag(Rd *r, uint32_t *field, uint32_t *wire) {
+    uint64_t t;
+    if (!rd_varint(r, &t) || (t >> 3) == 0 || (t >> 3) > 0x1FFFFFFF) return 0;
+    *field = (uint32_t)(t >> 3);
+    *wire = (uint32_t)(t & 7);
+    return 1;
+}
+
+/* One value (or a packed run) of a numeric repeated field into its array. */
+static int rd_numbers(Rd *r, uint32_t wire, int i, Cols *c) {
+    Rd run = *r;
+    Span s;
+    int packed = wire == 2;
+    if (packed) {
+        if (!rd_len(r, &s)) return 0;
+        run.p = (const unsigned char *)s.p;
+        run.end = run.p + s.n;
+    } else if (wire != (i == 2 ? 1u : 0u)) {
+        return 0;
+    }
+    do {
+        uint64_t v;
+        if (i == 2 ? !rd_fixed64(&run, &v) : !rd_varint(&run, &v)) return 0;
+        int pushed;
+        if (i == 0) {
+            long long z = (long long)(v >> 1) ^ -(long long)(v & 1); /* zigzag */
+            pushed = vec_push(&c->ints, &z, sizeof z);
+        } else if (i == 1) {
+            unsigned long long u = v;
+            pushed = vec_push(&c->uints, &u, sizeof u);
+        } else {
+            double d;
+            memcpy(&d, &v, sizeof d);
+            pushed = vec_push(&c->doubles, &d, sizeof d);
+        }
+        if (pushed < 0) return -1;
+    } while (packed && run.p < run.end);
+    if (!packed) *r = run;
+    return 1;
+}
+
+/* An Image message into `c`: 1, 0 (not one this parser takes: Python decodes it), -1. */
+static int rd_image(Span msg, Cols *c) {
+    Rd r = {(const unsigned char *)msg.p, (const unsigned char *)msg.p + msg.n};
+    cols_reset(c);
+    while (r.p < r.end) {
+        uint32_t field, wire;
+        Span s;
+        if (!rd_tag(&r, &field, &wire)) return 0;
+        int got;
+        switch (field) {
+            case 1:
+                if (wire != 2 || !rd_len(&r, &c->kinds)) return 0;
+                break;
+            case 2: case 3: case 4:
+                if ((got = rd_numbers(&r, wire, (int)field - 2, c)) <= 0) return got;
+                break;
+            case 5: case 6:
+                if (wire != 2 || !rd_len(&r, &s)) return 0;
+                if (vec_push(field == 5 ? &c->strings : &c->blobs, &s, sizeof s) < 0) return -1;
+                break;
+            default:
+                return 0;
+        }
+    }
+    return 1;
+}
+
+typedef struct {
+    Span source, schema, table, txn_id, file, gtid, before, after;
+    uint64_t ts, op, schema_id, index, count, offset, upstream;
+    int has_count, has_gtid, has_before, has_after, has_txn, has_position;
+    Span pk[64];
+    int npk;
+} Row;
+
+static int rd_txn(Span msg, Row *row) {
+    Rd r = {(const unsigned char *)msg.p, (const unsigned char *)msg.p + msg.n};
+    while (r.p < r.end) {
+        uint32_t field, wire;
+        if (!rd_tag(&r, &field, &wire)) return 0;
+        if (field == 1 && wire == 2) {
+            if (!rd_len(&r, &row->txn_id)) return 0;
+        } else if ((field == 2 || field == 3) && wire == 0) {
+            uint64_t v;
+            if (!rd_varint(&r, &v) || v > 0xFFFFFFFFu) return 0;
+            if (field == 2) row->index = v;
+            else { row->count = v; row->has_count = 1; }
+        } else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int rd_position(Span msg, Row *row) {
+    Rd r = {(const unsigned char *)msg.p, (const unsigned char *)msg.p + msg.n};
+    while (r.p < r.end) {
+        uint32_t field, wire;
+        if (!rd_tag(&r, &field, &wire)) return 0;
+        if (field == 1 && wire == 2) {
+            if (!rd_len(&r, &row->file)) return 0;
+        } else if (field == 3 && wire == 2) {
+            if (!rd_len(&r, &row->gtid)) return 0;
+            row->has_gtid = 1;
+        } else if ((field == 2 || field == 4) && wire == 0) {
+            if (!rd_varint(&r, field == 2 ? &row->offset : &row->upstream)) return 0;
+        } else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The Envelope body of a row record into `row`: 1, or 0 when it is anything else, uses a
+ * field this parser does not take, or repeats a message field (Python decodes it then). */
+static int rd_row(Span body, Row *row) {
+    Rd env = {(const unsigned char *)body.p, (const unsigned char *)body.p + body.n};
+    uint32_t field, wire;
+    Span msg, s;
+    if (!rd_tag(&env, &field, &wire) || field != 1 || wire != 2 || !rd_len(&env, &msg) ||
+        env.p != env.end)
+        return 0;
+    memset(row, 0, sizeof *row);
+    row->source.p = row->schema.p = row->table.p = row->txn_id.p = row->file.p = "";
+    Rd r = {(const unsigned char *)msg.p, (const unsigned char *)msg.p + msg.n};
+    while (r.p < r.end) {
+        if (!rd_tag(&r, &field, &wire)) return 0;
+        int ok;
+        switch (field) {
+            case 2: case 6:
+                ok = wire == 1 && rd_fixed64(&r, field == 2 ? &row->ts : &row->schema_id);
+                break;
+            case 3:
+                ok = wire == 0 && rd_varint(&r, &row->op);
+                break;
+            case 1: case 4: case 5:
+                ok = wire == 2 &&
+                     rd_len(&r, field == 1 ? &row->source : field == 4 ? &row->schema : &row->table);
+                break;
+            case 7:
+                ok = wire == 2 && row->npk < 64 && rd_len(&r, &row->pk[row->npk++]);
+                break;
+            case 8: case 9: case 10: case 11: {
+                int *has = field == 8 ? &row->has_before : field == 9 ? &row->has_after
+                         : field == 10 ? &row->has_txn : &row->has_position;
+                ok = wire == 2 && !*has && rd_len(&r, &s);
+                if (ok) {
+                    *has = 1;
+                    if (field == 8) row->before = s;
+                    else if (field == 9) row->after = s;
+                    else if (field == 10) ok = rd_txn(s, row);
+                    else ok = rd_position(s, row);
+                }
+                break;
+            }
+            default:
+                ok = 0;
+        }
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
+static const char *const OPS[] = {NULL, "insert", "update", "delete", "read"};
+
+static int put_u64(Buf *b, unsigned long long v) {
+    char s[24];
+    return put(b, s, snprintf(s, sizeof s, "%llu", v));
+}
+
+/* A header text field: no NUL (the separator) in it. 1, 0 (not covered), -1. */
+static int put_field(Buf *b, Span s) {
+    if (s.n == 0) return 1;
+    if (memchr(s.p, '\0', (size_t)s.n) != NULL) return 0;
+    return put(b, s.p, s.n) < 0 ? -1 : 1;
+}
+
+/* The primary key as json.dumps of its tuple, for names json.dumps keeps as they are. */
+static int put_key(Buf *b, const Row *row) {
+    if (put(b, "[", 1) < 0) return -1;
+    for (int i = 0; i < row->npk; i++) {
+        const Span *s = &row->pk[i];
+        for (Py_ssize_t j = 0; j < s->n; j++) {
+            unsigned char ch = (unsigned char)s->p[j];
+            if (ch < 0x20 || ch > 0x7E || ch == '"' || ch == '\\') return 0;
+        }
+        if ((i && put(b, ", ", 2) < 0) || put(b, "\"", 1) < 0 || put(b, s->p, s->n) < 0 ||
+            put(b, "\"", 1) < 0)
+            return -1;
+    }
+    return put(b, "]", 1) < 0 ? -1 : 1;
+}
+
+/* put()'s 0 / -1 as this file's 1 / -1; TRY returns a 0 or -1 from the function. */
+#define OK(x) ((x) < 0 ? -1 : 1)
+#define TRY(x)                   \
+    do {                         \
+        int r_ = (x);            \
+        if (r_ <= 0) return r_;  \
+    } while (0)
+
+/* `rendered.rendered_row` of the decoded record, written from the wire. 1, 0, -1. */
+static int put_row(Buf *b, const Row *row) {
+    int nb = -1;
+    int after_only = row->op == 1 || row->op == 4;
+    if (row->op < 1 || row->op > 4 || row->has_before == after_only ||
+        row->has_after == (row->op == 3))
+        return 0; /* Python raises: an insert has only after, a delete only before */
+    Cols *c = &COLS;
+    if (row->has_before) {
+        TRY(rd_image(row->before, c));
+        nb = (int)c->kinds.n;
+        if (nb == 0) return 0;
+    }
+    char s[96];
+    TRY(OK(put(b, OPS[row->op], (Py_ssize_t)strlen(OPS[row->op]) + 1))); /* with its NUL */
+    TRY(put_field(b, row->schema));
+    TRY(OK(put(b, "\0", 1)));
+    TRY(put_field(b, row->table));
+    TRY(OK(put(b, s, snprintf(s, sizeof s, "%c%llu%c", 0, (unsigned long long)row->schema_id, 0))));
+    TRY(put_key(b, row));
+    TRY(OK(put(b, "\0", 1)));
+    TRY(put_field(b, row->txn_id));
+    TRY(OK(put(b, s, snprintf(s, sizeof s, "%c%llu%c", 0, (unsigned long long)row->index, 0))));
+    if (row->has_count) TRY(OK(put_u64(b, row->count)));
+    TRY(OK(put(b, "\0", 1)));
+    TRY(put_field(b, row->file));
+    TRY(OK(put(b, s, snprintf(s, sizeof s, "%c%llu%c", 0, (unsigned long long)row->offset, 0))));
+    if (row->has_gtid) {
+        TRY(OK(put(b, "=", 1)));
+        TRY(put_field(b, row->gtid));
+    }
+    TRY(OK(put(b, s, snprintf(s, sizeof s, "%c%llu%c%d%c", 0, (unsigned long long)row->upstream,
+                               0, nb, 0))));
+    if (row->has_before) {
+        TRY(OK(put(b, "\0", 1)));
+        TRY(render_into(b, c));
+    }
+    if (row->has_after) {
+        TRY(rd_image(row->after, c));
+        if (c->kinds.n == 0 || (nb >= 0 && c->kinds.n != nb)) return 0;
+        TRY(OK(put(b, "\0", 1)));
+        TRY(render_into(b, c));
+    }
+    return 1;
+}
+
+static PyObject *row_text(PyObject *self, PyObject *arg) {
+    Py_buffer v;
+    if (PyObject_GetBuffer(arg, &v, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *p = (const unsigned char *)v.buf;
+    Py_ssize_t end = v.len - 5;
+    PyObject *result = NULL;
+    Buf b = {NULL, 0, 0};
+    Row row;
+    int r = 0;
+    if (end >= 0 && p[end] == 0x7D &&
+        crc32_of(p, end) == ((uint32_t)p[end + 1] | (uint32_t)p[end + 2] << 8 |
+                             (uint32_t)p[end + 3] << 16 | (uint32_t)p[end + 4] << 24)) {
+        Span body = {(const char *)p, end};
+        r = rd_row(body, &row);
+        if (r == 1) r = put_row(&b, &row);
+    }
+    if (r == 1) {
+        PyObject *source = PyUnicode_DecodeUTF8(row.source.p, row.source.n, "strict");
+        PyObject *text = source ? PyUnicode_DecodeUTF8(b.p, b.len, "strict") : NULL;
+        if (text != NULL)
+            result = Py_BuildValue("(NKN)", source, (unsigned long long)row.ts, text);
+        else {
+            Py_XDECREF(source);
+            PyErr_Clear(); /* not UTF-8: Python's decoding raises what it must */
+            r = 0;
+        }
+    }
+    if (r == 0) result = Py_NewRef(Py_None);
+    PyBuffer_Release(&v);
     PyMem_Free(b.p);
     return result;
 }
@@ -308,6 +717,10 @@ static PyMethodDef methods[] = {
     {"render", render, METH_VARARGS,
      "render(kinds, ints, uints, doubles, strings, blobs) -> the image's SQL literals joined by "
      "NUL, or None when the Python renderer must do it."},
+    {"row_text", row_text, METH_O,
+     "row_text(value) -> (source, ts, rendered_row text) of a protobuf row record, or None when "
+     "Python must decode it (any other record, a field or value this parser leaves to Python, "
+     "a corrupt value)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -316,4 +729,7 @@ static struct PyModuleDef module = {
     "SQL literals from a row image's wire columns (see _literals.c).", -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__literals(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__literals(void) {
+    crc_init();
+    return PyModule_Create(&module);
+}

@@ -17,7 +17,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from rowbus.protocol.codec import construct, decode, fastpath
+from rowbus.protocol.codec import construct, decode, fastpath, protobuf_row_headers
 from rowbus.protocol.events import Op, Record, RowChange
 from rowbus.spark_apply.literals import SEP, LitImage, as_literals, image_text, lit_image
 
@@ -53,6 +53,17 @@ def render_image(
         if text is not None:
             return lit_image(text)
     return as_literals(fastpath.join(kinds, ints, uints, doubles, strings, blobs))
+
+
+def native_row(value: bytes, headers: Any) -> tuple[str, int, str] | None:
+    """(source, ts, `rendered_row` text) of a protobuf row record, read natively from its bytes
+    (`_literals.row_text`: no Python object per field or value), or None: the caller decodes
+    it (`read_row`), as it does every record the native reader leaves (another kind, a field or
+    value it does not take, a corrupt value: the decoding raises with the position)."""
+    if _native is None or not protobuf_row_headers(value, headers):
+        return None
+    got: tuple[str, int, str] | None = _native.row_text(value)
+    return got
 
 
 def read_row(value: bytes, headers: Any, position: str) -> Record:

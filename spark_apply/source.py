@@ -38,6 +38,7 @@ from rowbus.spark_apply.collector import collector_paused
 from rowbus.spark_apply.rendered import (
     ROW_COLUMN,
     is_protobuf,
+    native_row,
     read_row,
     rendered_row,
 )
@@ -321,16 +322,22 @@ def _append(cols: dict[str, list[Any]], r: KafkaRange, msg: Any) -> None:
     offset = msg.offset()
     found = dict(headers)
     encoding = (found.get(ENCODING_HEADER) or b"").decode() or None
-    where = f"{r.topic}[{r.partition}]@{offset}"
-    rendered = is_protobuf(encoding, value)
-    event = read_row(value, headers, where) if rendered else decode(value, headers, where)
-    kind = kind_name(event)
-    source, ts = getattr(event, "source", None), getattr(event, "ts", None)
-    row = None
-    if rendered and isinstance(event, RowChange):
-        # The driver needs a row's header (to order it) and its literals (to write it), not
-        # its decoded values; a row it must stash is spilled as these very bytes.
-        row = rendered_row(event)
+    rendered = value is not None and is_protobuf(encoding, value)
+    # The driver needs a row's header (to order it) and its literals (to write it), not its
+    # decoded values; a row it must stash is spilled as these very bytes.
+    native = native_row(value, headers) if rendered else None
+    source: str | None
+    ts: int | None
+    row: str | None
+    if native is not None:
+        kind = "row"
+        source, ts, row = native
+    else:
+        where = f"{r.topic}[{r.partition}]@{offset}"
+        event = read_row(value, headers, where) if rendered else decode(value, headers, where)
+        kind = kind_name(event)
+        source, ts = getattr(event, "source", None), getattr(event, "ts", None)
+        row = rendered_row(event) if rendered and isinstance(event, RowChange) else None
     cols["topic"].append(r.topic)
     cols["partition"].append(r.partition)
     cols["offset"].append(offset)

@@ -135,6 +135,17 @@ def decode(
     return record
 
 
+def protobuf_row_headers(value: bytes, headers: Headers | None) -> bool:
+    """Whether `decode` reads `value` as protobuf and its headers allow a row: what a native
+    reader of protobuf row values may take whole, leaving any other record (and any header
+    `decode` refuses) to `decode`."""
+    try:
+        encoding, kind, old_avro = _encoding_of(value, headers)
+    except ProtocolError:
+        return False
+    return encoding is Encoding.PROTOBUF and old_avro is None and kind in (None, "row")
+
+
 def _encoding_of(value: bytes, headers: Headers | None) -> tuple[Encoding, str | None, str | None]:
     found: tuple[Encoding | None, str | None, str | None]
     if headers:
