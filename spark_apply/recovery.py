@@ -36,9 +36,9 @@ def retryable(exc: BaseException) -> str | None:
     if mysql.classify(exc) is mysql.Kind.UNAVAILABLE and mysql.error_code(exc) is not None:
         return f"sink unavailable: {type(exc).__name__}: {exc}"
     text = str(exc)
-    found = [m for m in _NAMED.finditer(text) if m.group(1)]
-    if found:
-        return f"{found[-1].group(1)}: {found[-1].group(2).strip()}"[:500]
+    named = list(_NAMED.finditer(text))
+    if named:
+        return f"{named[-1].group(1)}: {named[-1].group(2).strip()}"[:500]
     dropped = [
         m
         for m in _DRIVER.finditer(text)

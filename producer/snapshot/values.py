@@ -66,7 +66,8 @@ def _zero(s: str) -> bool:
     return s.startswith("0000") or "-00" in s[:10]
 
 
-def _date(text: Any) -> Value:
+def parse_date(text: Any) -> Value:
+    """A DATE as the server prints it (`_resultset` parses the plain form natively)."""
     s = text.decode() if isinstance(text, bytes) else str(text)
     if _zero(s):
         return ZeroDate(s)
@@ -76,7 +77,8 @@ def _date(text: Any) -> Value:
         return ZeroDate(s) if _is_zero(s) else _reraise(s)
 
 
-def _datetime(text: Any) -> Value:
+def parse_datetime(text: Any) -> Value:
+    """A DATETIME as the server prints it (`_resultset` parses the plain form natively)."""
     s = text.decode() if isinstance(text, bytes) else str(text)
     if _zero(s):
         return ZeroDate(s)
@@ -86,7 +88,8 @@ def _datetime(text: Any) -> Value:
         return ZeroDate(s) if _is_zero(s[:10]) else _reraise(s)
 
 
-def _timestamp(text: Any) -> Value:
+def parse_timestamp(text: Any) -> Value:
+    """A TIMESTAMP as the server prints it, in UTC (`_resultset` parses the plain form natively)."""
     s = text.decode() if isinstance(text, bytes) else str(text)
     if _zero(s):
         return ZeroDate(s)
@@ -123,13 +126,10 @@ def _same(raw: Any) -> Value:
     return raw  # type: ignore[no-any-return]
 
 
-parse_date, parse_datetime, parse_timestamp = _date, _datetime, _timestamp
-"""What `_resultset` does natively for their plain text (`resultset`)."""
-
 _BY_TYPE: dict[str, Convert] = {
-    "date": _date,
-    "datetime": _datetime,
-    "timestamp": _timestamp,
+    "date": parse_date,
+    "datetime": parse_datetime,
+    "timestamp": parse_timestamp,
     "time": _time,
     "bit": _bit,
     "set": _set,
