@@ -680,37 +680,199 @@ static int put_row(Buf *b, const Row *row) {
     return 1;
 }
 
+/* A protobuf record read whole: a row (Envelope field 1) or a Resolved (field 3), as `kinds`
+ * allows (bit n: Envelope field n). 1 with *kind, *source, *ts and *text set (new references;
+ * text None for a Resolved), 0 (not one this parser takes whole), -1 (error set). */
+static int read_record(const unsigned char *p, Py_ssize_t len, unsigned kinds, int *kind,
+                       PyObject **source, unsigned long long *ts, PyObject **text) {
+    Py_ssize_t end = len - 5;
+    if (end < 0 || p[end] != 0x7D ||
+        crc32_of(p, end) != ((uint32_t)p[end + 1] | (uint32_t)p[end + 2] << 8 |
+                             (uint32_t)p[end + 3] << 16 | (uint32_t)p[end + 4] << 24))
+        return 0;
+    Rd env = {p, p + end};
+    uint32_t field, wire;
+    Span msg;
+    if (!rd_tag(&env, &field, &wire) || wire != 2 || !rd_len(&env, &msg) || env.p != env.end ||
+        !(kinds & (1u << field)))
+        return 0;
+    if (field == 1) {
+        Row row;
+        Buf b = {NULL, 0, 0};
+        Span body = {(const char *)p, end};
+        int r = rd_row(body, &row);
+        if (r == 1) r = put_row(&b, &row);
+        if (r == 1) {
+            *source = PyUnicode_DecodeUTF8(row.source.p, row.source.n, "strict");
+            *text = *source ? PyUnicode_DecodeUTF8(b.p, b.len, "strict") : NULL;
+            if (*text == NULL) {
+                Py_CLEAR(*source);
+                PyErr_Clear(); /* not UTF-8: Python's decoding raises what it must */
+                r = 0;
+            } else {
+                *ts = row.ts;
+                *kind = 1;
+            }
+        }
+        PyMem_Free(b.p);
+        return r;
+    }
+    if (field == 3) {
+        Rd r = {(const unsigned char *)msg.p, (const unsigned char *)msg.p + msg.n};
+        Span src = {"", 0};
+        uint64_t t = 0;
+        while (r.p < r.end) {
+            if (!rd_tag(&r, &field, &wire)) return 0;
+            if (field == 1 && wire == 2) {
+                if (!rd_len(&r, &src)) return 0;
+            } else if (field == 2 && wire == 1) {
+                if (!rd_fixed64(&r, &t)) return 0;
+            } else {
+                return 0;
+            }
+        }
+        *source = PyUnicode_DecodeUTF8(src.p, src.n, "strict");
+        if (*source == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        *ts = t;
+        *text = Py_NewRef(Py_None);
+        *kind = 3;
+        return 1;
+    }
+    return 0;
+}
+
 static PyObject *row_text(PyObject *self, PyObject *arg) {
     Py_buffer v;
     if (PyObject_GetBuffer(arg, &v, PyBUF_SIMPLE) < 0) return NULL;
-    const unsigned char *p = (const unsigned char *)v.buf;
-    Py_ssize_t end = v.len - 5;
-    PyObject *result = NULL;
-    Buf b = {NULL, 0, 0};
-    Row row;
-    int r = 0;
-    if (end >= 0 && p[end] == 0x7D &&
-        crc32_of(p, end) == ((uint32_t)p[end + 1] | (uint32_t)p[end + 2] << 8 |
-                             (uint32_t)p[end + 3] << 16 | (uint32_t)p[end + 4] << 24)) {
-        Span body = {(const char *)p, end};
-        r = rd_row(body, &row);
-        if (r == 1) r = put_row(&b, &row);
+    PyObject *source = NULL, *text = NULL, *result = NULL;
+    unsigned long long ts;
+    int kind;
+    int r = read_record((const unsigned char *)v.buf, v.len, 1u << 1, &kind, &source, &ts, &text);
+    if (r == 1)
+        result = Py_BuildValue("(NKN)", source, ts, text);
+    else if (r == 0)
+        result = Py_NewRef(Py_None);
+    PyBuffer_Release(&v);
+    return result;
+}
+
+static PyObject *S_ERROR, *S_OFFSET, *S_VALUE, *S_HEADERS, *K_ROW_NAME, *K_RESOLVED_NAME;
+
+/* The kinds `classify`'s kind header allows: "" any of ours, "row", "resolved"; else none. */
+static unsigned kinds_of(PyObject *kind) {
+    if (!PyUnicode_Check(kind)) return 0;
+    if (PyUnicode_GET_LENGTH(kind) == 0) return 1u << 1 | 1u << 3;
+    if (PyUnicode_Compare(kind, K_ROW_NAME) == 0) return 1u << 1;
+    if (PyUnicode_Compare(kind, K_RESOLVED_NAME) == 0) return 1u << 3;
+    return 0;
+}
+
+static PyObject *call0(PyObject *obj, PyObject *name) {
+    return PyObject_CallMethodNoArgs(obj, name);
+}
+
+/* Appends one row of the nine columns; steals nothing. 0 or -1. */
+static int append_row(PyObject **lists, PyObject **items) {
+    for (int k = 0; k < 9; k++)
+        if (PyList_Append(lists[k], items[k]) < 0) return -1;
+    return 0;
+}
+
+static PyObject *append_records(PyObject *self, PyObject *args) {
+    PyObject *msgs, *cols, *topic, *partition, *classify;
+    Py_ssize_t i;
+    long long end;
+    if (!PyArg_ParseTuple(args, "O!nLO!OOO:append_records", &PyList_Type, &msgs, &i, &end,
+                          &PyTuple_Type, &cols, &topic, &partition, &classify))
+        return NULL;
+    if (PyTuple_GET_SIZE(cols) != 9) {
+        PyErr_SetString(PyExc_ValueError, "append_records: nine column lists");
+        return NULL;
     }
-    if (r == 1) {
-        PyObject *source = PyUnicode_DecodeUTF8(row.source.p, row.source.n, "strict");
-        PyObject *text = source ? PyUnicode_DecodeUTF8(b.p, b.len, "strict") : NULL;
-        if (text != NULL)
-            result = Py_BuildValue("(NKN)", source, (unsigned long long)row.ts, text);
-        else {
-            Py_XDECREF(source);
-            PyErr_Clear(); /* not UTF-8: Python's decoding raises what it must */
-            r = 0;
+    PyObject *lists[9];
+    for (int k = 0; k < 9; k++) {
+        lists[k] = PyTuple_GET_ITEM(cols, k);
+        if (!PyList_Check(lists[k])) {
+            PyErr_SetString(PyExc_TypeError, "append_records: the columns must be lists");
+            return NULL;
         }
     }
-    if (r == 0) result = Py_NewRef(Py_None);
-    PyBuffer_Release(&v);
-    PyMem_Free(b.p);
-    return result;
+    PyObject *seen = NULL, *encoding = NULL; /* the last headers classified, and their answer */
+    unsigned kinds = 0;
+    Py_ssize_t n = PyList_GET_SIZE(msgs);
+    for (; i < n; i++) {
+        PyObject *msg = PyList_GET_ITEM(msgs, i);
+        PyObject *err = call0(msg, S_ERROR);
+        if (err == NULL) goto fail;
+        int failed = err != Py_None;
+        Py_DECREF(err);
+        if (failed) break;
+        PyObject *offset = call0(msg, S_OFFSET);
+        if (offset == NULL) goto fail;
+        long long o = PyLong_AsLongLong(offset);
+        if (o == -1 && PyErr_Occurred()) {
+            Py_DECREF(offset);
+            goto fail;
+        }
+        if (o >= end) {
+            Py_DECREF(offset);
+            break;
+        }
+        PyObject *value = call0(msg, S_VALUE);
+        PyObject *headers = value ? call0(msg, S_HEADERS) : NULL;
+        int r = headers ? 1 : -1;
+        if (r == 1 && (seen == NULL || (r = PyObject_RichCompareBool(headers, seen, Py_EQ)) == 0)) {
+            PyObject *got = PyObject_CallOneArg(classify, headers);
+            r = -1;
+            if (got != NULL && PyTuple_Check(got) && PyTuple_GET_SIZE(got) == 2) {
+                Py_XSETREF(seen, Py_NewRef(headers));
+                Py_XSETREF(encoding, Py_NewRef(PyTuple_GET_ITEM(got, 0)));
+                kinds = kinds_of(PyTuple_GET_ITEM(got, 1));
+                r = 1;
+            } else if (got != NULL) {
+                PyErr_SetString(PyExc_TypeError, "append_records: classify must return a pair");
+            }
+            Py_XDECREF(got);
+        }
+        int kind = 0;
+        PyObject *source = NULL, *text = NULL;
+        unsigned long long ts = 0;
+        if (r == 1) {
+            r = 0;
+            if (kinds && PyBytes_Check(value)) {
+                const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(value);
+                Py_ssize_t len = PyBytes_GET_SIZE(value);
+                /* No encoding header: decode sniffs, JSON when the value starts with "{". */
+                if (!(encoding == Py_None && len > 0 && p[0] == '{'))
+                    r = read_record(p, len, kinds, &kind, &source, &ts, &text);
+            }
+        }
+        if (r == 1) {
+            PyObject *ts_obj = PyLong_FromUnsignedLongLong(ts);
+            PyObject *items[9] = {topic, partition, offset, kind == 1 ? K_ROW_NAME : K_RESOLVED_NAME,
+                                  source, ts_obj, encoding, value, text};
+            r = ts_obj == NULL ? -1 : append_row(lists, items);
+            Py_XDECREF(ts_obj);
+            if (r == 0) r = 1;
+        }
+        Py_XDECREF(source);
+        Py_XDECREF(text);
+        Py_DECREF(offset);
+        Py_XDECREF(value);
+        Py_XDECREF(headers);
+        if (r < 0) goto fail;
+        if (r == 0) break; /* the caller reads this one itself */
+    }
+    Py_XDECREF(seen);
+    Py_XDECREF(encoding);
+    return PyLong_FromSsize_t(i);
+fail:
+    Py_XDECREF(seen);
+    Py_XDECREF(encoding);
+    return NULL;
 }
 
 static PyMethodDef methods[] = {
@@ -721,6 +883,13 @@ static PyMethodDef methods[] = {
      "row_text(value) -> (source, ts, rendered_row text) of a protobuf row record, or None when "
      "Python must decode it (any other record, a field or value this parser leaves to Python, "
      "a corrupt value)."},
+    {"append_records", append_records, METH_VARARGS,
+     "append_records(msgs, i, end, cols, topic, partition, classify) -> the index of the first "
+     "message from msgs[i] on that it did not append to the nine column lists `cols` (one with an "
+     "error, at or past offset `end`, or one the caller must read: not a protobuf row or "
+     "Resolved this parser takes whole); len(msgs) when it appended them all. "
+     "classify(headers) -> (encoding column, kind header: '' none, None the caller reads it), "
+     "asked once per distinct headers."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -731,5 +900,13 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__literals(void) {
     crc_init();
+    S_ERROR = PyUnicode_InternFromString("error");
+    S_OFFSET = PyUnicode_InternFromString("offset");
+    S_VALUE = PyUnicode_InternFromString("value");
+    S_HEADERS = PyUnicode_InternFromString("headers");
+    K_ROW_NAME = PyUnicode_InternFromString("row");
+    K_RESOLVED_NAME = PyUnicode_InternFromString("resolved");
+    if (!S_ERROR || !S_OFFSET || !S_VALUE || !S_HEADERS || !K_ROW_NAME || !K_RESOLVED_NAME)
+        return NULL;
     return PyModule_Create(&module);
 }

@@ -17,7 +17,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from rowbus.protocol.codec import construct, decode, fastpath, protobuf_row_headers
+from rowbus.protocol.codec import ENCODING_HEADER, construct, decode, fastpath, protobuf_kind
 from rowbus.protocol.events import Op, Record, RowChange
 from rowbus.spark_apply.literals import SEP, LitImage, as_literals, image_text, lit_image
 
@@ -55,14 +55,37 @@ def render_image(
     return as_literals(fastpath.join(kinds, ints, uints, doubles, strings, blobs))
 
 
+def classify(headers: Any) -> tuple[str | None, str | None]:
+    """(the `encoding` column, `protobuf_kind`) of a record's headers: what the native reader
+    (`_literals.append_records`, `native_row`) asks once per distinct headers."""
+    headers = headers or []
+    encoding = (dict(headers).get(ENCODING_HEADER) or b"").decode() or None
+    return encoding, protobuf_kind(headers)
+
+
 def native_row(value: bytes, headers: Any) -> tuple[str, int, str] | None:
     """(source, ts, `rendered_row` text) of a protobuf row record, read natively from its bytes
     (`_literals.row_text`: no Python object per field or value), or None: the caller decodes
     it (`read_row`), as it does every record the native reader leaves (another kind, a field or
-    value it does not take, a corrupt value: the decoding raises with the position)."""
-    if _native is None or not protobuf_row_headers(value, headers):
+    value it does not take, a corrupt value: the decoding raises with the position). The
+    executors read whole lists of messages the same way (`_literals.append_records`)."""
+    encoding, kind = classify(headers)
+    if _native is None or kind not in ("", "row") or (encoding is None and value[:1] == b"{"):
         return None
     got: tuple[str, int, str] | None = _native.row_text(value)
+    return got
+
+
+def append_natively(
+    msgs: list[Any], start: int, end: int, cols: tuple[list[Any], ...], topic: str, partition: int
+) -> int:
+    """Appends to the source's columns (`cols`, in `source.SCHEMA`'s order) the messages from
+    ``msgs[start]`` on that the native reader takes whole (protobuf rows and Resolved records
+    below offset `end`), and returns the index of the first it did not take (`start` without
+    the extension): the caller reads that one itself, then calls again after it."""
+    if _native is None:
+        return start
+    got: int = _native.append_records(msgs, start, end, cols, topic, partition, classify)
     return got
 
 

@@ -37,8 +37,8 @@ from rowbus.protocol.events import RowChange
 from rowbus.spark_apply.collector import collector_paused
 from rowbus.spark_apply.rendered import (
     ROW_COLUMN,
+    append_natively,
     is_protobuf,
-    native_row,
     read_row,
     rendered_row,
 )
@@ -241,9 +241,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
 
         assert isinstance(partition, KafkaRanges)
         schema = arrow_schema()
-        for r in partition.ranges:
-            for cols in read_range(self.kafka, r):
-                yield pa.RecordBatch.from_pydict(cols, schema=schema)
+        # A chunk's records live until it is yielded; they make no cycles, so one collection
+        # at the task's end is enough (one per chunk cost ~9 ms each, 5% of a 25k-record task).
+        with collector_paused():
+            for r in partition.ranges:
+                for cols in read_range(self.kafka, r):
+                    yield pa.RecordBatch.from_pydict(cols, schema=schema)
 
     def commit(self, end: Offsets) -> None:
         pass
@@ -292,17 +295,8 @@ def read_range(
                     f"{r.topic}[{r.partition}]: read stalled at {position} of "
                     f"[{r.start}, {r.end}) for {timeout_s:.0f}s"
                 )
-            with collector_paused():  # a chunk's records live until it is yielded
-                msgs = consumer.consume(_CHUNK, _POLL_S)
-                for msg in msgs:
-                    if msg.error() is not None:
-                        raise RuntimeError(f"{r.topic}[{r.partition}]: {msg.error()}")
-                    offset = msg.offset()
-                    if offset >= r.end:
-                        position = r.end
-                        break
-                    _append(cols, r, msg)
-                    position = offset + 1
+            msgs = consumer.consume(_CHUNK, _POLL_S)
+            position = append_messages(cols, r, msgs, position)
             if position < r.end:
                 # Markers and aborted records occupy offsets no message is delivered for.
                 (now,) = consumer.position([TopicPartition(r.topic, r.partition)])
@@ -313,6 +307,32 @@ def read_range(
                 cols = {k: [] for k in _COLUMNS}
     finally:
         consumer.close()
+
+
+def append_messages(
+    cols: dict[str, list[Any]], r: KafkaRange, msgs: list[Any], position: int
+) -> int:
+    """Appends one consume's messages of `r` to `cols`: protobuf rows and watermarks natively
+    (`rendered.append_natively`), the rest by `_append`; returns the next offset to read
+    (`r.end` once a message at or past it arrives). A message with an error raises."""
+    lists = tuple(cols[k] for k in _COLUMNS)
+    i = 0
+    while i < len(msgs):
+        j = append_natively(msgs, i, r.end, lists, r.topic, r.partition)
+        if j > i:
+            position = msgs[j - 1].offset() + 1
+        if j == len(msgs):
+            break
+        msg = msgs[j]
+        if msg.error() is not None:
+            raise RuntimeError(f"{r.topic}[{r.partition}]: {msg.error()}")
+        offset = msg.offset()
+        if offset >= r.end:
+            return r.end
+        _append(cols, r, msg)
+        position = offset + 1
+        i = j + 1
+    return position
 
 
 _COLUMNS = (
@@ -335,21 +355,13 @@ def _append(cols: dict[str, list[Any]], r: KafkaRange, msg: Any) -> None:
     found = dict(headers)
     encoding = (found.get(ENCODING_HEADER) or b"").decode() or None
     rendered = value is not None and is_protobuf(encoding, value)
+    where = f"{r.topic}[{r.partition}]@{offset}"
+    event = read_row(value, headers, where) if rendered else decode(value, headers, where)
+    kind = kind_name(event)
+    source, ts = getattr(event, "source", None), getattr(event, "ts", None)
     # The driver needs a row's header (to order it) and its literals (to write it), not its
     # decoded values; a row it must stash is spilled as these very bytes.
-    native = native_row(value, headers) if rendered else None
-    source: str | None
-    ts: int | None
-    row: str | None
-    if native is not None:
-        kind = "row"
-        source, ts, row = native
-    else:
-        where = f"{r.topic}[{r.partition}]@{offset}"
-        event = read_row(value, headers, where) if rendered else decode(value, headers, where)
-        kind = kind_name(event)
-        source, ts = getattr(event, "source", None), getattr(event, "ts", None)
-        row = rendered_row(event) if rendered and isinstance(event, RowChange) else None
+    row = rendered_row(event) if rendered and isinstance(event, RowChange) else None
     cols["topic"].append(r.topic)
     cols["partition"].append(r.partition)
     cols["offset"].append(offset)

@@ -135,15 +135,18 @@ def decode(
     return record
 
 
-def protobuf_row_headers(value: bytes, headers: Headers | None) -> bool:
-    """Whether `decode` reads `value` as protobuf and its headers allow a row: what a native
-    reader of protobuf row values may take whole, leaving any other record (and any header
-    `decode` refuses) to `decode`."""
+def protobuf_kind(headers: Headers | None) -> str | None:
+    """For a native reader of protobuf values: the kind header ("" when there is none) when
+    `decode` reads a value under `headers` as protobuf (by its encoding header, or, without
+    one, by sniffing a value that does not start with ``{``); None when it reads such values
+    otherwise or refuses the headers (then `decode` must read them, and raises what it must)."""
     try:
-        encoding, kind, old_avro = _encoding_of(value, headers)
+        encoding, kind, old_avro = _encoding_of(b"\n", headers)
     except ProtocolError:
-        return False
-    return encoding is Encoding.PROTOBUF and old_avro is None and kind in (None, "row")
+        return None
+    if encoding is not Encoding.PROTOBUF or old_avro is not None:
+        return None
+    return kind or ""
 
 
 def _encoding_of(value: bytes, headers: Headers | None) -> tuple[Encoding, str | None, str | None]:

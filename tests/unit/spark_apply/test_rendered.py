@@ -14,7 +14,14 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from rowbus.consumers.routing import Router
-from rowbus.protocol.codec import ENCODING_HEADER, KIND_HEADER, decode, encode
+from rowbus.protocol.codec import (
+    ENCODING_HEADER,
+    KIND_HEADER,
+    VERSION_HEADER,
+    Encoding,
+    decode,
+    encode,
+)
 from rowbus.protocol.codec.fastpath import join, split
 from rowbus.protocol.errors import ProtocolError
 from rowbus.protocol.events import Op, RowChange
@@ -43,9 +50,9 @@ from rowbus.spark_apply.rendered import (
     row_event,
 )
 from rowbus.spark_apply.sink import write_table
-from rowbus.spark_apply.source import _append, arrow_schema
+from rowbus.spark_apply.source import KafkaRange, _append, append_messages, arrow_schema
 from tests.unit.protocol.protocol_strategies import images, rows, values
-from tests.unit.spark_apply.events import row, table
+from tests.unit.spark_apply.events import ddl, resolved, row, table
 
 
 @given(images)
@@ -131,6 +138,9 @@ class _Msg:
 
     def offset(self) -> int:
         return self._offset
+
+    def error(self) -> Any:
+        return None
 
 
 class _Range:
@@ -386,3 +396,93 @@ def test_the_native_read_covers_w1_rows_and_leaves_the_rest_to_python() -> None:
     assert native_row(*encode(events[0], Encoding.JSON)) is None
     wrong_kind = [(k, b"ddl" if k == KIND_HEADER else v) for k, v in headers]
     assert native_row(value, wrong_kind) is None
+
+
+class _Failed(_Msg):
+    def error(self) -> str:
+        return "broker says no"
+
+
+def _message(event: Any, offset: int, how: str) -> _Msg:
+    msg = _Msg(event, offset)
+    if how in ("json", "bare json"):
+        msg._value, msg._headers = encode(event, Encoding.JSON)
+        if how == "bare json":
+            msg._headers = None  # type: ignore[assignment]  # sniffed: JSON
+    elif how == "bare":
+        msg._headers = None  # type: ignore[assignment]  # sniffed
+    elif how == "corrupt":
+        msg._value = msg._value[:-1] + bytes([msg._value[-1] ^ 1])
+    elif how == "version2":
+        msg._headers = [(k, b"2.0" if k == VERSION_HEADER else v) for k, v in msg._headers]
+    return msg
+
+
+_plain_rows = st.builds(
+    lambda ts, op, v: row(
+        ts,
+        op,
+        None if op in (Op.INSERT, Op.READ) else (ts, "a"),
+        None if op is Op.DELETE else (ts, v),
+    ),
+    st.integers(1, 2**62),
+    st.sampled_from(list(Op)),
+    st.one_of(values, _edges),
+)
+_records = st.one_of(
+    rows(),
+    _plain_rows,
+    _plain_rows,
+    st.builds(resolved, st.integers(1, 2**62)),
+    st.builds(ddl, st.integers(1, 2**62), st.just("CREATE TABLE t (id INT)")),
+)
+_hows = st.sampled_from(
+    ["headers", "headers", "headers", "bare", "json", "bare json", "corrupt", "version2"]
+)
+
+
+@given(st.lists(st.tuples(_records, _hows), max_size=30), st.integers(0, 35))
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+def test_a_consumed_list_is_read_as_the_python_reader_reads_it(
+    stream: list[tuple[Any, str]], end: int
+) -> None:
+    """`source.append_messages` (rows and watermarks natively, the rest in Python) gives the
+    columns `_append` gives message by message, stops at `end`, and raises where the Python
+    reader raises (a corrupt or unreadable record: at that record, with its position)."""
+    try:
+        msgs = [_message(e, offset, how) for offset, (e, how) in enumerate(stream)]
+    except ProtocolError:  # a generated value no record can hold
+        assume(False)
+    expected: dict[str, list[Any]] = {f.name: [] for f in arrow_schema()}
+    failure: str | None = None
+    want_position = 0
+    for m in msgs:
+        if m.offset() >= end:
+            want_position = end
+            break
+        try:
+            _append(expected, _Range(), m)  # type: ignore[arg-type]
+        except ProtocolError as exc:
+            failure = str(exc)
+            break
+        want_position = m.offset() + 1
+    got: dict[str, list[Any]] = {f.name: [] for f in arrow_schema()}
+    r = KafkaRange("t", 0, 0, end)
+    if failure is not None:
+        with pytest.raises(ProtocolError) as raised:
+            append_messages(got, r, msgs, 0)
+        assert str(raised.value) == failure
+    else:
+        assert append_messages(got, r, msgs, 0) == want_position
+    assert got == expected
+
+
+def test_a_message_with_an_error_raises_after_those_before_it() -> None:
+    events = [row(1, after=(1, "a")), resolved(5), row(2, after=(2, "b"))]
+    msgs = [_Msg(events[0], 0), _Msg(events[1], 1), _Failed(events[2], 2)]
+    cols: dict[str, list[Any]] = {f.name: [] for f in arrow_schema()}
+    with pytest.raises(RuntimeError, match=r"t\[0\]: broker says no"):
+        append_messages(cols, KafkaRange("t", 0, 0, 10), msgs, 0)
+    assert cols["offset"] == [0, 1]
+    assert cols["kind"] == ["row", "resolved"]
+    assert cols[ROW_COLUMN][1] is None and cols[ROW_COLUMN][0] is not None
