@@ -56,36 +56,20 @@ def w1_records(
     return out
 
 
-class _Message:
-    """What the source's read takes of a consumed Kafka message."""
-
-    def __init__(self, value: bytes, headers: list[tuple[str, bytes]], offset: int) -> None:
-        self._value, self._headers, self._offset = value, headers, offset
-
-    def value(self) -> bytes:
-        return self._value
-
-    def headers(self) -> list[tuple[str, bytes]]:
-        return self._headers
-
-    def offset(self) -> int:
-        return self._offset
-
-
 def arrow_batch(topic: str, records: list[tuple[int, bytes | None, Any]]) -> Any:
     """The records as the source's `read()` yields them: encoded as a reader publishes them,
     then read by the executors' own code (`source._append`: natively rendered rows)."""
     import pyarrow as pa
 
     from rowbus.spark_apply.source import KafkaRange, _append, arrow_schema
+    from rowbus.testing.messages import Message
 
     offsets: dict[int, int] = {}
     cols: dict[str, list[Any]] = {f.name: [] for f in arrow_schema()}
     for partition, _key, record in records:
-        value, headers = encode(record)
         offset = offsets.get(partition, 0)
         offsets[partition] = offset + 1
-        _append(cols, KafkaRange(topic, partition, 0, 0), _Message(value, headers, offset))
+        _append(cols, KafkaRange(topic, partition, 0, 0), Message.of(record, offset))
     return pa.Table.from_batches([pa.RecordBatch.from_pydict(cols, schema=arrow_schema())])
 
 

@@ -51,6 +51,7 @@ from rowbus.spark_apply.rendered import (
 )
 from rowbus.spark_apply.sink import write_table
 from rowbus.spark_apply.source import KafkaRange, _append, append_messages, arrow_schema
+from rowbus.testing.messages import Message
 from tests.unit.protocol.protocol_strategies import images, rows, values
 from tests.unit.spark_apply.events import ddl, resolved, row, table
 
@@ -125,24 +126,6 @@ def test_a_rendered_row_without_its_bytes_is_never_encoded() -> None:
         spill.close()
 
 
-class _Msg:
-    def __init__(self, event: Any, offset: int) -> None:
-        self._value, self._headers = encode(event)
-        self._offset = offset
-
-    def value(self) -> bytes:
-        return self._value
-
-    def headers(self) -> list[tuple[str, bytes]]:
-        return self._headers
-
-    def offset(self) -> int:
-        return self._offset
-
-    def error(self) -> Any:
-        return None
-
-
 class _Range:
     topic, partition = "t", 0
 
@@ -150,7 +133,7 @@ class _Range:
 def _batch(events: list[Any]) -> Any:
     cols: dict[str, list[Any]] = {f.name: [] for f in arrow_schema()}
     for offset, event in enumerate(events):
-        _append(cols, _Range(), _Msg(event, offset))  # type: ignore[arg-type]
+        _append(cols, _Range(), Message.of(event, offset))  # type: ignore[arg-type]
     return pa.Table.from_batches([pa.RecordBatch.from_pydict(cols, schema=arrow_schema())])
 
 
@@ -176,13 +159,13 @@ def test_a_row_in_another_encoding_is_decoded_on_the_driver() -> None:
     from rowbus.protocol.codec import Encoding
 
     event = row(1, after=(1, "a"))
-    msg = _Msg(event, 0)
-    msg._value, msg._headers = encode(event, Encoding.JSON)
+    msg = Message.of(event, 0, Encoding.JSON)
     cols: dict[str, list[Any]] = {f.name: [] for f in arrow_schema()}
     _append(cols, _Range(), msg)  # type: ignore[arg-type]
     assert cols[ROW_COLUMN] == [None]
     assert cols["kind"] == ["row"] and cols["encoding"] == ["json"]
-    assert dict(msg._headers)[KIND_HEADER] == b"row" and ENCODING_HEADER in dict(msg._headers)
+    headers = dict(msg.header_list or [])
+    assert headers[KIND_HEADER] == b"row" and ENCODING_HEADER in headers
     batch = pa.Table.from_batches([pa.RecordBatch.from_pydict(cols, schema=arrow_schema())])
     assert [e.event for e in envelopes_of(batch, {})] == [event]
 
@@ -398,23 +381,19 @@ def test_the_native_read_covers_w1_rows_and_leaves_the_rest_to_python() -> None:
     assert native_row(value, wrong_kind) is None
 
 
-class _Failed(_Msg):
-    def error(self) -> str:
-        return "broker says no"
-
-
-def _message(event: Any, offset: int, how: str) -> _Msg:
-    msg = _Msg(event, offset)
-    if how in ("json", "bare json"):
-        msg._value, msg._headers = encode(event, Encoding.JSON)
-        if how == "bare json":
-            msg._headers = None  # type: ignore[assignment]  # sniffed: JSON
-    elif how == "bare":
-        msg._headers = None  # type: ignore[assignment]  # sniffed
+def _message(event: Any, offset: int, how: str) -> Message:
+    msg = Message.of(
+        event, offset, Encoding.JSON if how in ("json", "bare json") else Encoding.PROTOBUF
+    )
+    if how in ("bare", "bare json"):
+        msg.header_list = None  # sniffed
     elif how == "corrupt":
-        msg._value = msg._value[:-1] + bytes([msg._value[-1] ^ 1])
+        assert msg.data is not None
+        msg.data = msg.data[:-1] + bytes([msg.data[-1] ^ 1])
     elif how == "version2":
-        msg._headers = [(k, b"2.0" if k == VERSION_HEADER else v) for k, v in msg._headers]
+        msg.header_list = [
+            (k, b"2.0" if k == VERSION_HEADER else v) for k, v in msg.header_list or []
+        ]
     return msg
 
 
@@ -479,7 +458,8 @@ def test_a_consumed_list_is_read_as_the_python_reader_reads_it(
 
 def test_a_message_with_an_error_raises_after_those_before_it() -> None:
     events = [row(1, after=(1, "a")), resolved(5), row(2, after=(2, "b"))]
-    msgs = [_Msg(events[0], 0), _Msg(events[1], 1), _Failed(events[2], 2)]
+    msgs = [Message.of(e, offset) for offset, e in enumerate(events)]
+    msgs[2].failure = "broker says no"
     cols: dict[str, list[Any]] = {f.name: [] for f in arrow_schema()}
     with pytest.raises(RuntimeError, match=r"t\[0\]: broker says no"):
         append_messages(cols, KafkaRange("t", 0, 0, 10), msgs, 0)
