@@ -58,18 +58,19 @@ def w1_records(
 
 def arrow_batch(topic: str, records: list[tuple[int, bytes | None, Any]]) -> Any:
     """The records as the source's `read()` yields them: encoded as a reader publishes them,
-    then read by the executors' own code (`source._append`: natively rendered rows)."""
+    then read by the executors' own code (`source.append_messages`), partition by partition."""
     import pyarrow as pa
 
-    from rowbus.spark_apply.source import KafkaRange, _append, arrow_schema
+    from rowbus.spark_apply.source import KafkaRange, append_messages, arrow_schema
     from rowbus.testing.messages import Message
 
-    offsets: dict[int, int] = {}
-    cols: dict[str, list[Any]] = {f.name: [] for f in arrow_schema()}
+    by_partition: dict[int, list[Message]] = {}
     for partition, _key, record in records:
-        offset = offsets.get(partition, 0)
-        offsets[partition] = offset + 1
-        _append(cols, KafkaRange(topic, partition, 0, 0), Message.of(record, offset))
+        msgs = by_partition.setdefault(partition, [])
+        msgs.append(Message.of(record, len(msgs)))
+    cols: dict[str, list[Any]] = {f.name: [] for f in arrow_schema()}
+    for partition, msgs in sorted(by_partition.items()):
+        append_messages(cols, KafkaRange(topic, partition, 0, len(msgs)), msgs, 0)
     return pa.Table.from_batches([pa.RecordBatch.from_pydict(cols, schema=arrow_schema())])
 
 
