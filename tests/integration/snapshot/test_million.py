@@ -41,15 +41,18 @@ from tests.integration.snapshot.test_initial import _setup
 TABLES = 8
 ROWS_PER_TABLE = 125_000
 KILLS = 2
+STALL_S = 15.0
+"""No record read and nothing released for this long, while behind the partition's end: the
+Subscriber is stalled (a clean-clone run spent 4 minutes in 30 s waits); it is replaced."""
 
 
 class Applier(threading.Thread):
     """A Subscriber applying everything to the sink in bulk until `rowbus verify` finds the sink
     equal (checked when the merge holds nothing back). The checkpoint is saved after each
     applied batch in a store that outlives the Subscriber: when it reads nothing and releases
-    nothing for 30 s a fresh Subscriber resumes after the last applied batch, and one that stalls at
-    the same place again starts over from the beginning (the sink's statements replay to the
-    same state)."""
+    nothing for `STALL_S` a fresh Subscriber resumes after the last applied batch, and one that
+    stalls at the same place again starts over from the beginning (the sink's statements replay
+    to the same state)."""
 
     def __init__(self, services: Settings, setup: ReaderSetup, sink_db: str) -> None:
         super().__init__(name="bulk-apply", daemon=True)
@@ -124,7 +127,7 @@ class Applier(threading.Thread):
                     if len(diffs) == TABLES and all(d.equal for d in diffs):
                         self.equal.set()
                         return None
-                if now - progress > 30:
+                if now - progress > STALL_S:
                     progress = now
                     reader = sub._reader  # its consumer: how far it read, where the ends are
                     assert reader is not None
