@@ -55,12 +55,15 @@ def render_image(
     return as_literals(fastpath.join(kinds, ints, uints, doubles, strings, blobs))
 
 
+def encoding_of(headers: Any) -> str | None:
+    """The source's `encoding` column: a record's ``rowbus-encoding`` header, None without."""
+    return (dict(headers or []).get(ENCODING_HEADER) or b"").decode() or None
+
+
 def classify(headers: Any) -> tuple[str | None, str | None]:
     """(the `encoding` column, `protobuf_kind`) of a record's headers: what the native reader
     (`_literals.append_records`, `native_row`) asks once per distinct headers."""
-    headers = headers or []
-    encoding = (dict(headers).get(ENCODING_HEADER) or b"").decode() or None
-    return encoding, protobuf_kind(headers)
+    return encoding_of(headers), protobuf_kind(headers or [])
 
 
 def native_row(value: bytes, headers: Any) -> tuple[str, int, str] | None:
@@ -70,7 +73,7 @@ def native_row(value: bytes, headers: Any) -> tuple[str, int, str] | None:
     value it does not take, a corrupt value: the decoding raises with the position). The
     executors read whole lists of messages the same way (`_literals.append_records`)."""
     encoding, kind = classify(headers)
-    if _native is None or kind not in ("", "row") or (encoding is None and value[:1] == b"{"):
+    if _native is None or kind not in ("", "row") or not is_protobuf(encoding, value):
         return None
     got: tuple[str, int, str] | None = _native.row_text(value)
     return got

@@ -32,12 +32,13 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from rowbus.protocol.codec import ENCODING_HEADER, decode, kind_name
+from rowbus.protocol.codec import decode, kind_name
 from rowbus.protocol.events import RowChange
 from rowbus.spark_apply.collector import collector_paused
 from rowbus.spark_apply.rendered import (
     ROW_COLUMN,
     append_natively,
+    encoding_of,
     is_protobuf,
     read_row,
     rendered_row,
@@ -352,8 +353,7 @@ def _append(cols: dict[str, list[Any]], r: KafkaRange, msg: Any) -> None:
     value: bytes = msg.value()
     headers = msg.headers() or []
     offset = msg.offset()
-    found = dict(headers)
-    encoding = (found.get(ENCODING_HEADER) or b"").decode() or None
+    encoding = encoding_of(headers)
     rendered = value is not None and is_protobuf(encoding, value)
     where = f"{r.topic}[{r.partition}]@{offset}"
     event = read_row(value, headers, where) if rendered else decode(value, headers, where)
