@@ -94,6 +94,8 @@ class Bench:
         self.mode = "snapshot"
         self.parallelism = 2
         self.executor_writes = True
+        self.overlap = True
+        """The job writes a batch while it reads the next (`apply.overlap_batches`)."""
         self.profile: Any = None
         """A cProfile.Profile that the job's foreachBatch calls run under (--profile)."""
         self.databases: list[tuple[Any, str]] = []
@@ -158,6 +160,7 @@ class Bench:
                 mode=self.mode,
                 parallelism=self.parallelism,
                 executor_writes=self.executor_writes,
+                overlap_batches=self.overlap,
                 checkpoint_location=checkpoint,
                 state_database=f"{sink}_state",
                 max_offsets_per_trigger=self.max_per_trigger,
@@ -317,7 +320,7 @@ def bench_path(bench: Bench, rows: int, profile: bool) -> None:
 
 def bench_apply(bench: Bench, rows: int, workdir: str, baseline: float | None = None) -> None:
     """Pre-published W1, then the Spark job alone (available_now)."""
-    from rowbus.spark_apply.job import spark_session, start_query
+    from rowbus.spark_apply.job import await_query, spark_session, start_query
 
     source = bench.topic(unique("bench.w1"), bench.partitions)
     schemas = bench.topic(unique("bench.schemas"), 1)
@@ -346,7 +349,7 @@ def bench_apply(bench: Bench, rows: int, workdir: str, baseline: float | None = 
     applier = make_applier(bench, config)
     try:
         query = start_query(spark, config, applier)
-        query.awaitTermination()
+        await_query(query, applier)
         progress = list(query.recentProgress)
     finally:
         applier.close()
@@ -354,6 +357,7 @@ def bench_apply(bench: Bench, rows: int, workdir: str, baseline: float | None = 
     n, seconds, rate = checkpoint_rate(bench, f"{sink_db}_state")
     ratio = f", {rate / baseline:.2f}x the baseline" if baseline else ""
     how = "" if bench.mode == "snapshot" or bench.executor_writes else ", driver writes"
+    how += "" if bench.overlap else ", batches not overlapped"
     print(
         f"apply [{master}, {bench.mode}{how}]: {rows} rows in {done - started:.1f}s wall "
         f"({rows / (done - started):,.0f} rows/s with a {ready - started:.1f}s session start and "
@@ -789,6 +793,13 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - argument wiri
     parser.add_argument(
         "--driver-writes", action="store_true", help="parallel mode: shards on driver threads"
     )
+    parser.add_argument(
+        "--overlap",
+        choices=["on", "off", "both"],
+        default="on",
+        help="apply part: write a batch while the next is read (apply.overlap_batches); "
+        "both: off, then on, in one run",
+    )
     parser.add_argument("--rows", type=int, default=200_000, help="W1 rows for path and apply")
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--max-per-trigger", type=int, default=50_000)
@@ -846,9 +857,11 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - argument wiri
                 bench_path(bench, min(args.rows, 100_000), args.profile)
             baseline = bench_baseline(bench, args.rows) if "baseline" in parts else None
             if "apply" in parts:
-                for master in masters:
+                overlaps = {"on": [True], "off": [False], "both": [False, True]}[args.overlap]
+                for master, overlap in [(m, o) for m in masters for o in overlaps]:
                     if not args.cluster:
                         bench.master = master
+                    bench.overlap = overlap
                     bench_apply(bench, args.rows, tmp, baseline)
                     if len(masters) > 1:  # the next master needs a session of its own
                         from pyspark.sql import SparkSession

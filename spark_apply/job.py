@@ -31,6 +31,7 @@ from rowbus.spark_apply.catalog import SchemaCatalog
 from rowbus.spark_apply.collector import collector_paused
 from rowbus.spark_apply.exceptions import ApplyError, SinkUnavailableError
 from rowbus.spark_apply.metrics import ApplyMetrics
+from rowbus.spark_apply.overlap import BatchWriter, rewind
 from rowbus.spark_apply.planner import Envelope, PairKey, plan, stored_gate
 from rowbus.spark_apply.recovery import retryable, wait_for_sink
 from rowbus.spark_apply.rendered import ROW_COLUMN, Wire, row_event
@@ -80,6 +81,8 @@ class BatchApplier:
         )
         self._partitions: dict[str, int] = {}
         self.metrics = ApplyMetrics()
+        self.writer = BatchWriter()
+        """Writes a planned batch while Spark reads the next (`overlap`)."""
 
     def start(self) -> BatchApplier:
         self.sink.start()
@@ -87,7 +90,19 @@ class BatchApplier:
             self.shard_ddl.start()
         return self
 
+    def drain(self) -> None:
+        """Until the last batch handed over is written; raises its failure."""
+        self.writer.wait()
+
+    def sink_done(self) -> int:
+        """The last batch the sink holds whole (-1: none)."""
+        head = self.sink.head()
+        if head is None:
+            return -1
+        return head.batch_id if head.complete else head.batch_id - 1
+
     def close(self) -> None:
+        self.writer.close()
         self.sink.close()
         self.catalog.close()
         if self.shard_ddl is not None:
@@ -112,19 +127,19 @@ class BatchApplier:
         a = self.config.apply
         if self.sink.remote is None and a.mode == "parallel" and a.executor_writes:
             self.sink.remote = executor_runner(df.sparkSession.sparkContext)
-        arrow = df.toArrow()
-        collected = time.perf_counter()
+        # Read and decode while the batch before is still being written (`overlap`): neither
+        # touches the sink or the catalog.
+        ranges, wire, envelopes, collected = _read(df)
+        records = len(envelopes)
+        decoded = time.perf_counter()
+        self.drain()
+        waited = time.perf_counter()
         previous = self.sink.previous_state(batch_id)
         # Before skipping or applying: Spark's offsets for this batch must fit the sink's.
-        self.sink.check_offsets(batch_id, offset_ranges(arrow), previous)
+        self.sink.check_offsets(batch_id, ranges, previous)
         if previous is None:
             log.info("batch %d is already committed in the sink; skipped", batch_id)
             return
-        wire: Wire = {}
-        envelopes = envelopes_of(arrow, wire)
-        records = len(envelopes)
-        del arrow
-        decoded = time.perf_counter()
         for env in envelopes:
             if isinstance(env.event, DdlChange) and env.event.table_schema is not None:
                 self.catalog.add(env.event.table_schema)
@@ -146,29 +161,39 @@ class BatchApplier:
                 spill=spill,
                 memory_limit=_memory_limit(records),
             )
-            del envelopes[:]  # the batch's decoded events: the plan holds what it needs
-            planned = time.perf_counter()
-            applied = self.sink.apply(batch_id, p)
-            done = time.perf_counter()
-        finally:
+        except BaseException:
             spill.close()
-        if hook is not None:
-            hook.after_apply()
-        self._observe(records, p, applied, done - planned)
-        log.info(
-            "batch %d: %d records, %d rows applied in %d step(s), watermark %d, stash %d; "
-            "collect %.3fs decode %.3fs plan %.3fs apply %.3fs",
-            batch_id,
-            records,
-            applied,
-            len(p.steps),
-            p.bound,
-            p.state.stash_events,
-            collected - started,
-            decoded - collected,
-            planned - decoded,
-            done - planned,
-        )
+            raise
+        del envelopes[:]  # the batch's decoded events: the plan holds what it needs
+        planned = time.perf_counter()
+        timings = (collected - started, decoded - collected, waited - decoded, planned - waited)
+
+        def write() -> None:
+            try:
+                began = time.perf_counter()
+                applied = self.sink.apply(batch_id, p)
+                seconds = time.perf_counter() - began
+            finally:
+                spill.close()
+            if hook is not None:
+                hook.after_apply()
+            self._observe(records, p, applied, seconds)
+            log.info(
+                "batch %d: %d records, %d rows applied in %d step(s), watermark %d, stash %d; "
+                "collect %.3fs decode %.3fs wait %.3fs plan %.3fs apply %.3fs",
+                batch_id,
+                records,
+                applied,
+                len(p.steps),
+                p.bound,
+                p.state.stash_events,
+                *timings,
+                seconds,
+            )
+
+        self.writer.submit(write)
+        if not a.overlap_batches:
+            self.drain()
 
     def _observe(self, records: int, p: Any, applied: int, seconds: float) -> None:
         m = self.metrics
@@ -179,6 +204,14 @@ class BatchApplier:
         m.stash_events = p.state.stash_events
         m.lanes = {f"{t}[{part}]/{src}": ts for (t, part, src), ts in p.state.watermarks.items()}
         m.apply_latency.observe(seconds)
+
+
+def _read(df: Any) -> tuple[dict[tuple[str, int], tuple[int, int]], Wire, list[Envelope], float]:
+    """A micro-batch's offset ranges, record bytes and envelopes, and when it was collected."""
+    arrow = df.toArrow()
+    collected = time.perf_counter()
+    wire: Wire = {}
+    return offset_ranges(arrow), wire, envelopes_of(arrow, wire), collected
 
 
 def executor_runner(sc: Any) -> Callable[[list[ShardWrite]], list[int]]:
@@ -280,8 +313,11 @@ def spark_session(config: JobConfig) -> Any:
 
 
 def start_query(spark: Any, config: JobConfig, applier: BatchApplier) -> Any:
-    """Start the streaming query (the applier must be started); returns the StreamingQuery."""
+    """Start the streaming query (the applier must be started); returns the StreamingQuery.
+    Spark's checkpoint is first brought back to the sink's head when a batch was still being
+    written as the last run stopped (`overlap.rewind`)."""
     a = config.apply
+    rewind(a.checkpoint_location, applier.sink_done())
     topics = ",".join(applier.topics)
     if a.kafka_format == "spark":
         reader = (
@@ -320,6 +356,21 @@ def start_query(spark: Any, config: JobConfig, applier: BatchApplier) -> Any:
     elif a.trigger_interval_s:
         writer = writer.trigger(processingTime=f"{a.trigger_interval_s} seconds")
     return writer.start()
+
+
+def await_query(query: Any, applier: BatchApplier) -> None:
+    """Until the query ends and its last batch is written. A write that fails while no batch
+    follows it ends the query with that failure at once, instead of at the next batch."""
+    while not query.awaitTermination(_WRITE_CHECK_S):
+        failure = applier.writer.failure()
+        if failure is not None:
+            query.stop()
+            break
+    applier.drain()
+
+
+_WRITE_CHECK_S = 0.5
+"""How often a running query's in-flight write is checked for a failure."""
 
 
 def _from_spark_kafka(df: Any) -> Any:
@@ -397,7 +448,7 @@ def run(config: JobConfig) -> None:
             try:
                 applier = BatchApplier(config, shard_ddl_hook(config)).start()
                 query = start_query(spark, config, applier)
-                query.awaitTermination()
+                await_query(query, applier)
                 return
             except Exception as exc:
                 failure = retryable(exc)

@@ -62,6 +62,11 @@ class ApplySettings(StrictModel):
     memory (measured, `benchmarks.bounded --only big`: driver peak 616 MB at 200k, 278 MB at
     50k); at ~0.3 s fixed cost per batch, 50k costs a few percent of throughput."""
     trigger_interval_s: float = Field(0.0, ge=0)
+    overlap_batches: bool = True
+    """Write a batch while Spark reads and decodes the next (one batch in flight; Spark's
+    commit log may then be one batch ahead of the sink, which the next start mends:
+    spark_apply README "Overlapping batches"). False: each batch is written before Spark
+    commits it."""
     available_now: bool = False
     """Apply what is in the topics now, then stop."""
     routes: tuple[RouteSettings, ...] = ()

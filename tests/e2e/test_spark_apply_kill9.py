@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from rowbus.config import Settings
@@ -27,13 +28,40 @@ def checkpoints(services: Settings, job: str) -> int:
         return int(cur.fetchone()[0])
 
 
-def test_kill_9_mid_batch_five_times(
+@dataclass
+class DriverJob:
+    """A job over a published model, run as ``python -m rowbus.spark_apply`` subprocesses."""
+
+    services: Settings
+    job: str
+    sink: str
+    model: Model
+    cmd: list[str]
+    env: dict[str, str]
+    checkpoint: Path
+
+    def sink_equals_model(self) -> None:
+        for name in self.model.rows:
+            assert sink_rows(self.services, self.sink, name) == self.model.rows[name]
+        with connect(self.services.resolved_sink) as conn, conn.cursor() as cur:
+            cur.execute(
+                f"SELECT COUNT(*), COUNT(DISTINCT batch_id, step, shard) "
+                f"FROM `state_{self.job}`.apply_checkpoint"
+            )
+            total, distinct = cur.fetchone()
+        assert total == distinct > 5
+
+
+def published_job(
     services: Settings,
     make_topic: Callable[..., str],
     make_database: Callable[..., str],
     unique: Callable[[str], str],
     tmp_path: Path,
-) -> None:
+    txns: int = TXNS,
+) -> DriverJob:
+    """`txns` model transactions published on three partitions, the sink's tables made, and
+    an available-now job over them in batches of 120 records."""
     topic, schemas_topic = make_topic("src", PARTITIONS), make_topic("schemas", 1)
     upstream, sink = unique("up"), make_database(services.resolved_sink)
     model = Model(upstream, seed=7)
@@ -42,7 +70,7 @@ def test_kill_9_mid_batch_five_times(
     with connect(services.resolved_sink) as conn, conn.cursor() as cur:
         for name in model.table_schemas:
             cur.execute(SINK_DDL.format(db=sink, table=name))
-    for _ in range(TXNS):
+    for _ in range(txns):
         pub.txn([model.step()])
     pub.txn([])
     pub.close()
@@ -69,6 +97,18 @@ def test_kill_9_mid_batch_five_times(
         "--log-level",
         "WARNING",
     ]
+    return DriverJob(services, job, sink, model, cmd, env, tmp_path / "cp")
+
+
+def test_kill_9_mid_batch_five_times(
+    services: Settings,
+    make_topic: Callable[..., str],
+    make_database: Callable[..., str],
+    unique: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    d = published_job(services, make_topic, make_database, unique, tmp_path)
+    job, cmd, env = d.job, d.cmd, d.env
     log = (tmp_path / "driver.log").open("w")
     for _run in range(5):
         before = checkpoints(services, job) if _run else 0
@@ -85,12 +125,4 @@ def test_kill_9_mid_batch_five_times(
             proc.wait(30)
     proc = subprocess.run(cmd, env=env, stdout=log, stderr=log, timeout=300, check=False)
     assert proc.returncode == 0, (tmp_path / "driver.log").read_text()[-3000:]
-    for name in model.rows:
-        assert sink_rows(services, sink, name) == model.rows[name]
-    with connect(services.resolved_sink) as conn, conn.cursor() as cur:
-        cur.execute(
-            f"SELECT COUNT(*), COUNT(DISTINCT batch_id, step, shard) "
-            f"FROM `state_{job}`.apply_checkpoint"
-        )
-        total, distinct = cur.fetchone()
-    assert total == distinct > 5
+    d.sink_equals_model()

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from rowbus.consumers.shard_ddl.election import ZkElection
-from rowbus.spark_apply.job import BatchApplier, spark_session, start_query
+from rowbus.spark_apply.job import BatchApplier, await_query, spark_session, start_query
 from rowbus.spark_apply.settings import JobConfig
 from rowbus.spark_apply.shard_ddl import ShardDdlHook
 
@@ -39,7 +39,7 @@ def main(path: str) -> int:
     spark = spark_session(config)
     applier = BatchApplier(config, hook).start()
     try:
-        start_query(spark, config, applier).awaitTermination()
+        await_query(start_query(spark, config, applier), applier)
     finally:
         applier.close()
     return 0

@@ -1,0 +1,195 @@
+"""Overlapping batches: the writer's order and failures, and mending Spark's checkpoint when
+its commit log is ahead of the sink (`spark_apply.overlap`). The checkpoint folders here are
+laid out as Spark writes them (a file per batch, a hidden checksum beside it); the e2e test
+`tests/e2e/test_spark_apply_overlap.py` runs the real thing."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rowbus.spark_apply.overlap import BatchWriter, rewind
+
+
+def checkpoint(root: Path, offsets: range, commits: range) -> Path:
+    for sub, batches in (("offsets", offsets), ("commits", commits)):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+        for b in batches:
+            (root / sub / str(b)).write_text("v1\n{}")
+            (root / sub / f".{b}.crc").write_bytes(b"crc")
+    (root / "metadata").write_text("{}")
+    return root
+
+
+def listing(root: Path, sub: str) -> list[str]:
+    return sorted(p.name for p in (root / sub).iterdir())
+
+
+def batches(root: Path, sub: str) -> list[int]:
+    return sorted(int(p.name) for p in (root / sub).iterdir() if p.name.isdigit())
+
+
+def test_one_batch_ahead_is_rerun(tmp_path: Path) -> None:
+    # Batch 5 was planned and handed to the writer, Spark committed it and logged 6; the sink
+    # holds 4.
+    cp = checkpoint(tmp_path, range(7), range(6))
+    assert rewind(cp, 4) == 5
+    assert batches(cp, "offsets") == [0, 1, 2, 3, 4, 5]
+    assert batches(cp, "commits") == [0, 1, 2, 3, 4]
+    assert not (cp / "commits" / ".5.crc").exists()
+    assert not (cp / "offsets" / ".6.crc").exists()
+    assert (cp / "offsets" / ".5.crc").exists()
+    assert rewind(cp, 4) is None  # done: a second start changes nothing
+
+
+def test_the_first_batch_in_flight(tmp_path: Path) -> None:
+    cp = checkpoint(tmp_path, range(2), range(1))
+    assert rewind(cp, -1) == 0
+    assert batches(cp, "offsets") == [0]
+    assert batches(cp, "commits") == []
+
+
+def test_a_crash_while_rewinding_is_mended_by_the_next_start(tmp_path: Path) -> None:
+    # The offsets past the batch went, the commit did not.
+    cp = checkpoint(tmp_path, range(6), range(6))
+    assert rewind(cp, 4) == 5
+    assert batches(cp, "offsets") == [0, 1, 2, 3, 4, 5]
+    assert batches(cp, "commits") == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize(
+    ("offsets", "commits", "sink_done"),
+    [
+        (range(6), range(5), 4),  # in step: batch 5 is logged, runs next anyway
+        (range(5), range(5), 4),  # in step, nothing logged ahead
+        (range(6), range(6), 5),  # the sink holds what Spark committed
+        (range(6), range(6), 6),  # the sink is ahead (a replay the sink skips)
+        (range(8), range(7), 4),  # two ahead: not a batch in flight; the sink's checks refuse
+        (range(0), range(0), 3),  # a lost checkpoint: the sink's checks refuse
+        (range(0), range(0), -1),  # a new job
+    ],
+)
+def test_anything_else_is_left_alone(
+    tmp_path: Path, offsets: range, commits: range, sink_done: int
+) -> None:
+    cp = checkpoint(tmp_path, offsets, commits)
+    before = (listing(cp, "offsets"), listing(cp, "commits"))
+    assert rewind(cp, sink_done) is None
+    assert (listing(cp, "offsets"), listing(cp, "commits")) == before
+
+
+def test_no_checkpoint_folder_yet(tmp_path: Path) -> None:
+    assert rewind(tmp_path / "absent", -1) is None
+    assert not (tmp_path / "absent").exists()
+
+
+def next_batch(root: Path) -> int:
+    """The batch Spark runs next: the latest logged one if not committed, else a new one."""
+    offsets, commits = batches(root, "offsets"), batches(root, "commits")
+    assert offsets == list(range(len(offsets))) and commits == list(range(len(commits)))
+    assert len(commits) <= len(offsets) <= len(commits) + 1  # a state Spark can start from
+    return len(commits)
+
+
+@given(data=st.data(), committed=st.integers(0, 12), logged_next=st.booleans())
+def test_spark_resumes_at_the_sink_s_next_batch(
+    data: st.DataObject, committed: int, logged_next: bool
+) -> None:
+    """Every state a job with one batch in flight can stop in: Spark logged `committed`
+    batches as done and maybe the next one's offsets; the sink holds at most one batch less
+    than Spark committed and nothing Spark did not log. After `rewind`, Spark runs next
+    exactly the sink's next batch, or a batch the sink already holds (a replay it skips)."""
+    import tempfile
+
+    logged = committed + int(logged_next)
+    sink_done = data.draw(st.integers(max(-1, committed - 2), logged - 1), label="sink_done")
+    with tempfile.TemporaryDirectory() as tmp:
+        cp = checkpoint(Path(tmp), range(logged), range(committed))
+        before = next_batch(cp)
+        rewind(cp, sink_done)
+        assert next_batch(cp) == min(before, sink_done + 1)
+
+
+def test_the_writer_writes_in_order_one_at_a_time() -> None:
+    writer = BatchWriter()
+    order: list[int] = []
+    running = threading.Lock()
+    try:
+        for i in range(20):
+
+            def write(i: int = i) -> None:
+                assert running.acquire(blocking=False), "two writes at once"
+                order.append(i)
+                running.release()
+
+            writer.submit(write)
+        writer.wait()
+    finally:
+        writer.close()
+    assert order == list(range(20))
+
+
+def test_a_failed_write_raises_at_the_next_batch_once() -> None:
+    writer = BatchWriter()
+    release = threading.Event()
+
+    def fail() -> None:
+        release.wait(30)
+        raise RuntimeError("sink went away")
+
+    try:
+        writer.submit(fail)
+        assert writer.failure() is None  # still running: not waited for
+        release.set()
+        with pytest.raises(RuntimeError, match="sink went away"):
+            writer.submit(lambda: None)
+        writer.submit(lambda: None)  # raised once; the writer goes on
+        writer.wait()
+    finally:
+        writer.close()
+
+
+def test_failure_is_seen_without_waiting_once_done() -> None:
+    writer = BatchWriter()
+    done = threading.Event()
+
+    def fail() -> None:
+        try:
+            raise ValueError("bad event")
+        finally:
+            done.set()
+
+    writer.submit(fail)
+    assert done.wait(30)
+    try:
+        failure = None
+        for _ in range(10_000):  # the future is marked done just after `fail` returns
+            failure = writer.failure()
+            if failure is not None:
+                break
+            threading.Event().wait(0.001)
+        assert isinstance(failure, ValueError)
+    finally:
+        writer.close()
+
+
+def test_close_waits_and_logs_a_failure_nobody_waited_for(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    writer = BatchWriter()
+    wrote = threading.Event()
+
+    def fail() -> None:
+        wrote.set()
+        raise RuntimeError("lost at shutdown")
+
+    writer.submit(fail)
+    with caplog.at_level(logging.WARNING, logger="rowbus.spark_apply.overlap"):
+        writer.close()
+    assert wrote.is_set()
+    assert "lost at shutdown" in caplog.text and "applies it again" in caplog.text
