@@ -246,8 +246,11 @@ def checkpoint_rate(bench: Bench, state_db: str) -> tuple[int, float, float]:
 def make_applier(bench: Bench, config: Any) -> Any:
     """The job's BatchApplier, started; under `bench.profile` when profiling: every
     micro-batch's driver work (foreachBatch) adds to that profile."""
+    import gc
+
     from rowbus.spark_apply.job import BatchApplier
 
+    gc.freeze()  # as the job's `run` does once its session is up
     profile = bench.profile
     if profile is None:
         return BatchApplier(config).start()

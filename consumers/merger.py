@@ -437,6 +437,7 @@ class Merger:
             events=TransactionEvents(runs, self._spill),
             first=pending.first,
             last=pending.last,
+            is_ddl=pending.is_ddl,
             resume=partial(trail.at, step),
         )
 

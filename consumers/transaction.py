@@ -125,6 +125,9 @@ class Transaction:
     events: TransactionEvents
     first: KafkaPosition
     last: KafkaPosition
+    is_ddl: bool
+    """Whether this "transaction" is one DDL statement: known without reading the event back
+    (a stashed one may be on disk)."""
     resume: Callable[[], Checkpoint] = field(repr=False)
 
     @property
@@ -135,7 +138,7 @@ class Transaction:
     @property
     def ddl(self) -> DdlChange | None:
         """The DDL, when this "transaction" is one DDL statement."""
-        if len(self.events) != 1:
+        if not self.is_ddl:
             return None
         event = next(iter(self.events))
         return event if isinstance(event, DdlChange) else None

@@ -171,7 +171,8 @@ class BatchApplier:
         def write() -> None:
             try:
                 began = time.perf_counter()
-                applied = self.sink.apply(batch_id, p)
+                with collector_paused():
+                    applied = self.sink.apply(batch_id, p)
                 seconds = time.perf_counter() - began
             finally:
                 spill.close()

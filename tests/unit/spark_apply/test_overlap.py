@@ -193,3 +193,39 @@ def test_close_waits_and_logs_a_failure_nobody_waited_for(
         writer.close()
     assert wrote.is_set()
     assert "lost at shutdown" in caplog.text and "applies it again" in caplog.text
+
+
+def test_the_collector_stays_paused_while_a_write_overlaps_the_next_read() -> None:
+    import gc
+
+    from rowbus.spark_apply.collector import collector_paused
+
+    assert gc.isenabled()
+    read_may_end, write_may_end = threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def write() -> None:
+        with collector_paused():
+            read_may_end.set()
+            assert write_may_end.wait(30)
+            seen.append(gc.isenabled())
+
+    writer = threading.Thread(target=write)
+    with collector_paused():  # the next batch's read, begun before the write
+        writer.start()
+        assert read_may_end.wait(30)
+    seen.append(gc.isenabled())  # the read ended; the write goes on
+    write_may_end.set()
+    writer.join(30)
+    assert seen == [False, False]
+    assert gc.isenabled()
+    with collector_paused(), collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()  # a collector the caller had off stays off
+    finally:
+        gc.enable()
