@@ -8,7 +8,7 @@ position, a start timestamp, or a start GTID.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from rowbus.protocol.events import BinlogPosition, DdlChange, RowChange, order_key
@@ -76,4 +76,5 @@ class Floor:
         """This floor with its position raised to `key` (never lowered)."""
         if self.position is not None and key <= self.position:
             return self
-        return replace(self, position=key)
+        # Once per released transaction: a direct build, not `dataclasses.replace` (~4 µs).
+        return Floor(key, self.ts, self.gtid)
