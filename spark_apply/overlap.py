@@ -24,11 +24,16 @@ log = logging.getLogger(__name__)
 
 
 class BatchWriter:
-    """One thread writing batches in order, one at a time. Lifecycle: `close()`."""
+    """One thread writing batches in order, one at a time. Lifecycle: `close()`.
+
+    A failed write fails the writer: every later `submit` and `wait` raises that failure, so
+    no batch is planned on a sink whose state this job no longer knows, and whoever waits last
+    (the next batch, or `job.await_query` when none comes) sees it."""
 
     def __init__(self) -> None:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="batch-writer")
         self._inflight: Future[None] | None = None
+        self._failed: BaseException | None = None
 
     def submit(self, write: Callable[[], None]) -> None:
         """Start `write` once the write before it is done (its failure raises here)."""
@@ -36,25 +41,30 @@ class BatchWriter:
         self._inflight = self._pool.submit(write)
 
     def wait(self) -> None:
-        """Until the write in flight is done; raises its failure (once)."""
+        """Until the write in flight is done; raises the writer's failure."""
+        if self._failed is not None:
+            raise self._failed
         inflight, self._inflight = self._inflight, None
         if inflight is not None:
-            inflight.result()
+            failure = inflight.exception()
+            if failure is not None:
+                self._failed = failure
+                raise failure
 
     def failure(self) -> BaseException | None:
-        """The in-flight write's failure, if it has already failed (without waiting)."""
+        """The writer's failure, if a write has failed by now (without waiting)."""
         inflight = self._inflight
-        if inflight is None or not inflight.done():
-            return None
-        return inflight.exception()
+        if self._failed is None and inflight is not None and inflight.done():
+            self._failed = inflight.exception()
+        return self._failed
 
     def close(self) -> None:
-        """Waits for the write in flight; a failure nobody waited for is logged, not raised
+        """Waits for the write in flight; a failure nobody has seen is logged, not raised
         (the job is ending already: the next start re-runs that batch)."""
         inflight, self._inflight = self._inflight, None
         self._pool.shutdown()
         failure = inflight.exception() if inflight is not None else None
-        if failure is not None:
+        if failure is not None and failure is not self._failed:
             log.warning(
                 "the last batch's write failed (%s); the next start applies it again", failure
             )

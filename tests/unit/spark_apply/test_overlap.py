@@ -134,9 +134,12 @@ def test_the_writer_writes_in_order_one_at_a_time() -> None:
     assert order == list(range(20))
 
 
-def test_a_failed_write_raises_at_the_next_batch_once() -> None:
+def test_a_failed_write_fails_the_writer() -> None:
+    """The next batch sees the failure, and so does whoever waits after it (the query's
+    watcher, when that batch's own failure went elsewhere); no further write runs."""
     writer = BatchWriter()
     release = threading.Event()
+    ran: list[str] = []
 
     def fail() -> None:
         release.wait(30)
@@ -147,11 +150,15 @@ def test_a_failed_write_raises_at_the_next_batch_once() -> None:
         assert writer.failure() is None  # still running: not waited for
         release.set()
         with pytest.raises(RuntimeError, match="sink went away"):
-            writer.submit(lambda: None)
-        writer.submit(lambda: None)  # raised once; the writer goes on
-        writer.wait()
+            writer.submit(lambda: ran.append("next"))
+        with pytest.raises(RuntimeError, match="sink went away"):
+            writer.wait()
+        with pytest.raises(RuntimeError, match="sink went away"):
+            writer.submit(lambda: ran.append("later"))
+        assert isinstance(writer.failure(), RuntimeError)
     finally:
         writer.close()
+    assert ran == []
 
 
 def test_failure_is_seen_without_waiting_once_done() -> None:
