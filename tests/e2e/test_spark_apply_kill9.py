@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rowbus.config import Settings
 from rowbus.consumers.routing import RouteSettings
@@ -59,9 +60,12 @@ def published_job(
     unique: Callable[[str], str],
     tmp_path: Path,
     txns: int = TXNS,
+    sink_ddl: str = SINK_DDL,
+    **apply: Any,
 ) -> DriverJob:
-    """`txns` model transactions published on three partitions, the sink's tables made, and
-    an available-now job over them in batches of 120 records."""
+    """`txns` model transactions published on three partitions, the sink's tables made (by
+    `sink_ddl`), and a job over them: available-now in batches of 120 records unless `apply`
+    says otherwise."""
     topic, schemas_topic = make_topic("src", PARTITIONS), make_topic("schemas", 1)
     upstream, sink = unique("up"), make_database(services.resolved_sink)
     model = Model(upstream, seed=7)
@@ -69,7 +73,7 @@ def published_job(
     pub.schemas(list(model.table_schemas.values()))
     with connect(services.resolved_sink) as conn, conn.cursor() as cur:
         for name in model.table_schemas:
-            cur.execute(SINK_DDL.format(db=sink, table=name))
+            cur.execute(sink_ddl.format(db=sink, table=name))
     for _ in range(txns):
         pub.txn([model.step()])
     pub.txn([])
@@ -82,8 +86,7 @@ def published_job(
         schemas_topic,
         [RouteSettings(match=f"{upstream}.*", target=f"{sink}.{{table}}")],
         tmp_path / "cp",
-        max_offsets_per_trigger=120,
-        available_now=True,
+        **{"max_offsets_per_trigger": 120, "available_now": True, **apply},
     )
     path = tmp_path / "job.json"
     path.write_text(config.dump())

@@ -85,3 +85,40 @@ def test_kill_9_with_a_committed_batch_still_being_written(
         log_path.read_text()
     )
     d.sink_equals_model()
+
+
+def test_a_write_failing_with_no_batch_after_it_ends_the_job(
+    services: Settings,
+    make_topic: Callable[..., str],
+    make_database: Callable[..., str],
+    unique: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    """One batch holds everything and its write is refused (the sink's table lacks a
+    column). No later batch comes to see the failure, so the query's watcher must: the running
+    job ends with the refused event's line and exit 2, instead of running on with a batch
+    unapplied."""
+    d = published_job(
+        services,
+        make_topic,
+        make_database,
+        unique,
+        tmp_path,
+        txns=20,
+        sink_ddl="CREATE TABLE `{db}`.`{table}` (id BIGINT PRIMARY KEY)",
+        max_offsets_per_trigger=50_000,
+        available_now=False,
+    )
+    log_path = tmp_path / "driver.log"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(d.cmd, env=d.env, stdout=log, stderr=log, start_new_session=True)
+        try:
+            proc.wait(240)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(30)
+    text = log_path.read_text()
+    assert proc.returncode == 2, text[-3000:]
+    assert "apply stopped: " in text and "target has no such column" in text, text[-3000:]
+    assert sink_done(services, d.job) == -1  # nothing of the refused batch is in the sink
