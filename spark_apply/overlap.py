@@ -87,11 +87,11 @@ def rewind(checkpoint: Path, sink_done: int) -> int | None:
     log is exactly one batch ahead of the sink (`sink_done`: the last batch the sink holds
     whole, -1 for none); returns that batch, or None when nothing had to change.
 
-    Idempotent, so a crash midway is mended by the next start: offsets past the batch to re-run
-    go first, then commits from it on. Any other gap is left for the sink's own checks to
-    refuse (`MySQLSink.previous_state`, `check_offsets`): a lost, reset or foreign checkpoint
-    is not one batch ahead by accident, except by chance, and then those checks still see
-    offsets that do not fit."""
+    Idempotent, so a crash midway is mended by the next start: the offsets logged past the
+    batch to re-run go first, then its commit. Any other gap is left for the sink's own checks
+    to refuse (`MySQLSink.previous_state`, `check_offsets`); a lost, reset or foreign checkpoint
+    that happens to be exactly one batch ahead is re-run here and then refused by those same
+    checks, whose offsets do not fit."""
     commits, offsets = checkpoint / "commits", checkpoint / "offsets"
     rerun = sink_done + 1
     logged = _entries(offsets)
