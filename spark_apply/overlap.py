@@ -89,9 +89,9 @@ def rewind(checkpoint: Path, sink_done: int) -> int | None:
 
     Idempotent, so a crash midway is mended by the next start: the offsets logged past the
     batch to re-run go first, then its commit. Any other gap is left for the sink's own checks
-    to refuse (`MySQLSink.previous_state`, `check_offsets`); a lost, reset or foreign checkpoint
-    that happens to be exactly one batch ahead is re-run here and then refused by those same
-    checks, whose offsets do not fit."""
+    to refuse (`MySQLSink.previous_state`, `check_offsets`). A foreign checkpoint that happens
+    to be exactly one batch ahead loses its last commit here, and its re-run batch then meets
+    the same checks as any other (offsets before the sink's are refused)."""
     commits, offsets = checkpoint / "commits", checkpoint / "offsets"
     rerun = sink_done + 1
     logged = _entries(offsets)
