@@ -53,6 +53,13 @@ class DriverJob:
         assert total == distinct > 5
 
 
+def kill_driver(proc: subprocess.Popen[bytes]) -> None:
+    """kill -9 of a driver started in its own session, with its JVM and workers, if it runs."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+
+
 def published_job(
     services: Settings,
     make_topic: Callable[..., str],
@@ -123,9 +130,7 @@ def test_kill_9_mid_batch_five_times(
                 what="the driver to commit a batch",
             )
         finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)  # the driver and its JVM, mid-stream
-            proc.wait(30)
+            kill_driver(proc)  # mid-stream
     proc = subprocess.run(cmd, env=env, stdout=log, stderr=log, timeout=300, check=False)
     assert proc.returncode == 0, (tmp_path / "driver.log").read_text()[-3000:]
     d.sink_equals_model()

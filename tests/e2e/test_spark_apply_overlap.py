@@ -7,8 +7,6 @@ waits at its head update while Spark logs the batch as done and reads the next."
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +14,7 @@ from pathlib import Path
 from rowbus.config import Settings
 from rowbus.waiting import wait_for
 from tests.conftest import connect
-from tests.e2e.test_spark_apply_kill9 import checkpoints, published_job
+from tests.e2e.test_spark_apply_kill9 import checkpoints, kill_driver, published_job
 
 
 def sink_done(services: Settings, job: str) -> int:
@@ -70,12 +68,9 @@ def test_kill_9_with_a_committed_batch_still_being_written(
         assert proc.poll() is None, log_path.read_text()[-3000:]
         assert spark_committed(d.checkpoint) == held + 1
         assert sink_done(services, d.job) == held
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(30)
+        kill_driver(proc)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(30)
+        kill_driver(proc)
         lock.rollback()
         lock.close()
     assert sink_done(services, d.job) == held  # the held batch never reached the sink
@@ -115,9 +110,7 @@ def test_a_write_failing_with_no_batch_after_it_ends_the_job(
         try:
             proc.wait(240)
         finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(30)
+            kill_driver(proc)
     text = log_path.read_text()
     assert proc.returncode == 2, text[-3000:]
     assert "apply stopped: " in text and "target has no such column" in text, text[-3000:]
