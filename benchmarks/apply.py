@@ -136,7 +136,7 @@ class Bench:
         available_now: bool,
         routes: bool = True,
     ) -> Any:
-        from rowbus.consumers.routing import RouteSettings
+        from rowbus.routing.routes import RouteSettings
         from rowbus.spark_apply.settings import (
             ApplySettings,
             JobConfig,
@@ -279,7 +279,7 @@ def bench_path(bench: Bench, rows: int, profile: bool) -> None:
     import cProfile
     import pstats
 
-    from rowbus.consumers.routing import Router, RouteSettings
+    from rowbus.routing.routes import Router, RouteSettings
     from rowbus.spark_apply.collector import collector_paused
     from rowbus.spark_apply.job import envelopes_of
     from rowbus.spark_apply.planner import PlannerState, plan

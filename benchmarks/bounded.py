@@ -248,7 +248,7 @@ def spark_child(
     out: Any,
 ) -> None:
     """The Spark apply job until `stop` is set; then its driver's and JVM's peak RSS."""
-    from rowbus.consumers.routing import RouteSettings
+    from rowbus.routing.routes import RouteSettings
     from rowbus.spark_apply.job import BatchApplier, spark_session, start_query
     from rowbus.spark_apply.settings import (
         ApplySettings,

@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 
 from benchmarks.workloads import w1_table
-from rowbus.consumers.merger import Merger
+from rowbus.merge.merger import Merger
 from rowbus.protocol.events import BinlogPosition, Event, Op, Resolved, RowChange, TxnRef
 from rowbus.workloads import w1_row as w1_values
 

@@ -21,9 +21,9 @@ from typing import Any
 
 from benchmarks.merger import w1_stream
 from rowbus.clients import kafka
-from rowbus.consumers.merger import Merger
 from rowbus.consumers.stores.base import MemoryCheckpointStore
 from rowbus.consumers.subscriber import Subscriber
+from rowbus.merge.merger import Merger
 from rowbus.protocol.codec import encode
 from rowbus.protocol.events import Event
 

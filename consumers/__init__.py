@@ -1,7 +1,17 @@
-"""rowbus subscribers: the watermark merger, transaction restore, checkpoint stores and the
-`Subscriber` API (``from rowbus.consumers import Subscriber``)."""
+"""The Subscriber SDK: subscribe to rowbus topics and receive whole transactions in commit order.
 
-from rowbus.consumers.merger import Merger
+``from rowbus.consumers import Subscriber`` is the entry point; the merge engine under it lives in
+`rowbus.merge` (``Merger`` is re-exported here for code written against earlier versions).
+
+- `subscriber`: `Subscriber` — read, merge, hand out transactions, commit checkpoints;
+- `sharded`: sharded consumption (ZooKeeper membership, partition ownership);
+- `sharded_apply`: a subscriber that applies shard groups' DDL through `rowbus.shard_ddl`;
+- `stores`: checkpoint stores (file, Kafka, SQL, ZooKeeper);
+- `settings`: the ``subscriber`` section of the configuration;
+- `exceptions`: the SDK's errors (re-exporting the engine's).
+"""
+
 from rowbus.consumers.subscriber import Subscriber
+from rowbus.merge.merger import Merger
 
 __all__ = ["Merger", "Subscriber"]

@@ -1,16 +1,13 @@
-"""Errors of the subscriber side.
+"""Errors of the Subscriber SDK.
+
+The subscriber side's root, `SubscriberError`, and the engine's errors live with the merge engine
+(`rowbus.merge.exceptions`, which draws the whole tree); they are re-exported here so a user
+catches every subscriber error from one module. Only sharded consumption adds its own:
 
 ::
 
-    RowbusError                      (rowbus.protocol.errors)
-    └── SubscriberError              the subscriber cannot go on
-        ├── CheckpointError          a checkpoint cannot be loaded or saved, or would move backwards
-        ├── StartPositionError       a start position (timestamp, GTID, binlog position) cannot
-        │                            be resolved
-        ├── MergeError               the input breaks the protocol's ordering rules (e.g. a
-        │                            transaction still incomplete after the watermark passed it)
-        ├── RoutingError             a route cannot be applied to a table
-        └── ShardingError            sharded consumption: ZooKeeper failed, the shard count
+    SubscriberError                  (rowbus.merge.exceptions)
+    └── ShardingError                sharded consumption: ZooKeeper failed, the shard count
                                      disagrees, or a shard's handler failed
 
 Foreign errors are translated by the client seams (`rowbus.clients`): a Kafka failure arrives as
@@ -20,7 +17,13 @@ Foreign errors are translated by the client seams (`rowbus.clients`): a Kafka fa
 from __future__ import annotations
 
 from rowbus.clients.errors import KafkaClientError
-from rowbus.protocol.errors import RowbusError
+from rowbus.merge.exceptions import (
+    CheckpointError,
+    MergeError,
+    StartPositionError,
+    SubscriberError,
+)
+from rowbus.routing.exceptions import RoutingError
 
 __all__ = [
     "CheckpointError",
@@ -31,27 +34,6 @@ __all__ = [
     "StartPositionError",
     "SubscriberError",
 ]
-
-
-class SubscriberError(RowbusError):
-    """The subscriber cannot go on."""
-
-
-class CheckpointError(SubscriberError):
-    """A checkpoint store failed, or a checkpoint would move backwards."""
-
-
-class StartPositionError(SubscriberError):
-    """A requested start position cannot be resolved to Kafka offsets."""
-
-
-class MergeError(SubscriberError):
-    """The events break the ordering rules the merge relies on."""
-
-
-class RoutingError(SubscriberError):
-    """A routing rule that cannot be applied to a table (no match under ``unrouted: error``, a
-    key column filtered out, a rename onto an existing name); the caller adds the position."""
 
 
 class ShardingError(SubscriberError):

@@ -37,13 +37,13 @@ from typing import Any, Self
 
 from rowbus.clients.kafka import KafkaReader, read_to_end, records_of
 from rowbus.clients.prometheus import Snapshot
-from rowbus.consumers.checkpoint import Lane, TopicPartition
 from rowbus.consumers.exceptions import SubscriberError
-from rowbus.consumers.merger import Blocker, Merger
-from rowbus.consumers.spill import SpillStore
-from rowbus.consumers.start import StartFrom, resolve
 from rowbus.consumers.stores.base import CheckpointStore, Guarantee, MemoryCheckpointStore
-from rowbus.consumers.transaction import Transaction
+from rowbus.merge.checkpoint import Lane, TopicPartition
+from rowbus.merge.merger import Blocker, Merger
+from rowbus.merge.spill import SpillStore
+from rowbus.merge.start import StartFrom, resolve
+from rowbus.merge.transaction import Transaction
 from rowbus.protocol.codec import decode
 from rowbus.protocol.errors import ProtocolError
 from rowbus.protocol.events import (

@@ -4,18 +4,35 @@ The data path, one module per step (each testable without services where it can 
 
     binlog.py      mysql-replication in file/position mode → small event values (the one seam
                    around the library, with its reconnect guard)
-    assembler.py   events → whole transactions with resume positions (pure)
+    dumpframes.py  the dump stream cut into event packets from large reads
+    tablemaps.py   table maps parsed once per table id and layout
+    fastrows.py    rows events decoded by the native `_rows` extension (`_rows.c`)
+    values.py      binlog column bytes to protocol values where the library gets them wrong
+    jsonb.py       MySQL 8's binary JSON to text
     tables.py      table maps → TableSchema, library values → protocol values, filters (pure)
-    ddl.py         which table a DDL statement touches (pure)
+    tracker.py     the shadow schema at the reader's position, carried through DDL
+    ddl/           the MySQL DDL interpreter the tracker uses (CREATE / ALTER on a table
+                   definition)
+    control.py     transaction-control statements of a binlog, classified (pure)
+    assembler.py   events → whole transactions with resume positions (pure)
     batch.py       transactions → records of one Kafka transaction, flush policy (pure)
-    publisher.py   the transactional confluent-kafka producer (the one place KafkaError is
-                   translated)
+    fragments.py   huge transactions published in fragments (PROTOCOL.md §9.1)
+    publisher.py   the transactional confluent-kafka producer
     checkpoints.py the last ReaderCheckpoint of a source, from the compacted checkpoints topic
+    positions.py   the reader's configured start position
     server.py      SQL against the source: start-up checks, binlog files, start positions
+    history.py     whether the source still holds the history up to a checkpoint
     leader.py      ZooKeeper leadership (kazoo)
+    stall.py       committed records a read_committed consumer cannot read (a stuck LSO)
+    xa_watch.py    prepared XA transactions that stay prepared
+    metrics.py     the reader's counters
+    settings.py    the ``reader`` section of the configuration
+    exceptions.py  `ReaderError` and its kinds
     reader.py      the loop tying them together; `Reader.run(stop)`
+    snapshot/      initial and incremental snapshots (chunked, resumable, `_resultset.c`)
     cluster/       reader cluster nodes: ZooKeeper membership, an elected coordinator, replication
                    sets with two-phase moves, many `Reader` tasks per node (`rowbus reader node`)
 
-`rowbus reader run --source NAME` runs a `Reader` (rowbus/commands/reader.py).
+`rowbus reader run --source NAME` runs a `Reader` (rowbus/commands/reader.py). This package
+imports `rowbus.protocol` and `rowbus.clients` only.
 """

@@ -23,6 +23,7 @@ from rowbus.producer.binlog import (
     BinlogStream,
     translate_mysql_error,
 )
+from rowbus.producer.ddl.apply import Charsets
 from rowbus.producer.exceptions import (
     BadStartPositionError,
     PositionPurgedError,
@@ -31,7 +32,6 @@ from rowbus.producer.exceptions import (
 from rowbus.producer.positions import GtidState, StartPosition, is_mariadb_gtid
 from rowbus.producer.tables import CHAR_TYPES, TableFilter
 from rowbus.producer.tracker import Extras
-from rowbus.protocol.ddl_apply import Charsets
 from rowbus.protocol.events import BinlogPosition, ColumnSchema, IndexSchema, TableSchema
 from rowbus.protocol.positions import parse_gtid_set
 

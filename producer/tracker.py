@@ -4,7 +4,7 @@ The binlog's table map (FULL row metadata) gives a table's columns, types, lengt
 nullability, collations and primary key exactly as they were when each row was written; it
 does not give column DEFAULTs nor secondary indexes, and it shows nothing between two DDLs of a
 table with no row in between. So, as DM's schema tracker does, `SchemaTracker` keeps its own
-copy of each table and applies every DDL it reads to it (`rowbus.protocol.ddl_apply`, the body
+copy of each table and applies every DDL it reads to it (`rowbus.producer.ddl.apply`, the body
 of the one DDL parser): each DDL's after-schema is exact when it is read, however far behind
 the live server the reader is, and even when another DDL follows before any row.
 
@@ -30,8 +30,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from rowbus.protocol.ddl import DdlKind, ParsedDdl, TableName
-from rowbus.protocol.ddl_apply import (
+from rowbus.producer.ddl.apply import (
     Charsets,
     DdlApplyError,
     TableDef,
@@ -41,7 +40,8 @@ from rowbus.protocol.ddl_apply import (
     drop_index,
     layout,
 )
-from rowbus.protocol.ddl_words import MARIADB_CHARSETS
+from rowbus.producer.ddl.words import MARIADB_CHARSETS
+from rowbus.protocol.ddl import DdlKind, ParsedDdl, TableName
 from rowbus.protocol.events import IndexSchema, TableSchema
 
 log = logging.getLogger(__name__)

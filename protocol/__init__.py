@@ -5,6 +5,18 @@ This package imports no I/O library; PROTOCOL.md in this folder is the specifica
     from rowbus.protocol import RowChange, encode, decode, Encoding
     value, headers = encode(row)                     # protobuf by default
     event = decode(value, headers, "rowbus.db1[3]@42")
+
+- `events`: the event model (frozen dataclasses for every record on Kafka);
+- `values`: the Python value domain, one type per wire kind;
+- `codec`: the encodings (protobuf, Avro, JSON), headers and their decoding;
+- `partition`: message keys and the Java-compatible partitioner;
+- `topics`: topic names, system-topic keys and recommended configs;
+- `hlc`: the per-source hybrid logical clock;
+- `positions`: GTIDs, GTID sets and the one start-position grammar;
+- `ddl`: the one DDL parser (classify a statement, the tables it touches, retarget it);
+- `errors`: `RowbusError`, the root of every rowbus exception, and `ProtocolError`;
+- `golden`: the golden vectors of `testdata/`;
+- `regenerate`: rebuilds `_generated/` from `rowbus.proto`.
 """
 
 from rowbus.protocol.codec import (

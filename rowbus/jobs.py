@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from rowbus.clients import mysql
 from rowbus.clients.mysql import SYSTEM_SCHEMAS, quote
 from rowbus.config import Settings
-from rowbus.consumers.routing import Router
 from rowbus.exceptions import ConfigError
+from rowbus.routing.routes import Router
 
 if TYPE_CHECKING:
     from rowbus.spark_apply.settings import JobConfig

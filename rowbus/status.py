@@ -114,8 +114,8 @@ def apply_status(settings: Settings) -> list[ApplyStatus]:
 def open_locks(settings: Settings) -> list[dict[str, object]]:
     """The unresolved shard-DDL locks on the configured control topic."""
     from rowbus.clients import kafka
-    from rowbus.consumers.shard_ddl.control import ControlLog
-    from rowbus.consumers.shard_ddl.locks import replay
+    from rowbus.shard_ddl.control import ControlLog
+    from rowbus.shard_ddl.locks import replay
 
     topic = settings.apply.shard_ddl.control_topic
     admin = kafka.admin(settings.kafka.client_config())

@@ -2,9 +2,24 @@
 
 Data path: `source` (a Python streaming data source on confluent-kafka, or Spark's own `kafka`
 format) → `job` (foreachBatch on the driver) → `planner` (stash + watermarks + release, cut at
-DDL; pure Python) → `routing` (upstream tables → target tables, column filters) → `sink`
-(collapse per key, upserts/deletes, the checkpoint and the next stash in the same transaction).
+DDL, over the merge engine `rowbus.merge`; pure Python) → `rowbus.routing` (upstream tables →
+target tables, column filters) → `sink` (collapse per key, upserts/deletes, the checkpoint and
+the next stash in the same transaction); `shard_ddl` hooks `rowbus.shard_ddl` into the planner.
 
-This package imports only `protocol` and `consumers` of ours; pyspark is imported lazily where
-it is needed, so the planner, routing and sink work (and are tested) without it.
+Modules, by role:
+
+- `job`: the query and its foreachBatch;
+- `source`, `rendered`: Kafka read on the executors, records rendered there;
+- `planner`, `pieces`, `state_store`, `collector`: the batch plan over the merge engine, its
+  stash and state in the sink, the paused garbage collector;
+- `sink`, `changes`, `causality`, `literals`, `lenient`, `shard_writes`: the writes (collapse,
+  key conflicts, SQL literals, parallel shards);
+- `ddl`, `catalog`, `shard_ddl`: DDL barriers, schemas by id, shard-DDL coordination;
+- `overlap`, `recovery`: a batch's write overlapping the next read, riding out a sink outage;
+- `settings`, `metrics`, `progress`, `exceptions`: configuration, counters, the progress API
+  for tools, errors.
+
+This package imports `protocol`, `clients`, `merge`, `routing` and `shard_ddl` of ours, never
+the Subscriber SDK (`consumers`); pyspark is imported lazily where it is needed, so the planner,
+routing and sink work (and are tested) without it.
 """

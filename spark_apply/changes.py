@@ -23,10 +23,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from rowbus.clients.mysql import quote
-from rowbus.consumers.exceptions import RoutingError
-from rowbus.consumers.routing import Projection, Router, Target
 from rowbus.protocol.events import Op, RowChange, TableSchema
 from rowbus.protocol.values import Value
+from rowbus.routing.exceptions import RoutingError
+from rowbus.routing.routes import Projection, Router, Target
 from rowbus.spark_apply.causality import conflict_groups
 from rowbus.spark_apply.exceptions import BadEventError
 from rowbus.spark_apply.literals import (

@@ -1,7 +1,7 @@
 """An upstream DDL, retargeted by the router and executed in the sink exactly once.
 
 Exactly once without comparing columns: every DDL goes through the shard-DDL executor's marker
-(`rowbus.consumers.shard_ddl.executor.DdlExecutor`) under an id made of the job and the DDL's
+(`rowbus.shard_ddl.executor.DdlExecutor`) under an id made of the job and the DDL's
 order key (source, binlog file, offset, index). MySQL commits DDL implicitly, so the marker
 cannot be committed with it; the executor writes an *intent* row holding ``SHOW CREATE TABLE``
 of every target the statement touches (a missing table reads as empty), runs the statement, then
@@ -33,10 +33,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from rowbus.consumers.exceptions import RoutingError
-from rowbus.consumers.routing import Router
-from rowbus.consumers.shard_ddl.exceptions import DownstreamDdlError
-from rowbus.consumers.shard_ddl.executor import DdlExecutor
 from rowbus.protocol.ddl import (
     DdlKind,
     DdlParseError,
@@ -48,6 +44,10 @@ from rowbus.protocol.ddl import (
     retarget_database,
 )
 from rowbus.protocol.events import DdlChange, order_key
+from rowbus.routing.exceptions import RoutingError
+from rowbus.routing.routes import Router
+from rowbus.shard_ddl.exceptions import DownstreamDdlError
+from rowbus.shard_ddl.executor import DdlExecutor
 from rowbus.spark_apply.exceptions import BadEventError
 
 log = logging.getLogger(__name__)

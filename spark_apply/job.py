@@ -23,10 +23,10 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from rowbus.clients.prometheus import Exporter
-from rowbus.consumers.routing import Router
 from rowbus.protocol.codec import ENCODING_HEADER, decode
 from rowbus.protocol.events import BinlogPosition, DdlChange, Heartbeat, Resolved
 from rowbus.protocol.topics import data_topic
+from rowbus.routing.routes import Router
 from rowbus.spark_apply.catalog import SchemaCatalog
 from rowbus.spark_apply.collector import collector_paused
 from rowbus.spark_apply.exceptions import ApplyError, SinkUnavailableError
@@ -402,7 +402,7 @@ def shard_ddl_hook(config: JobConfig) -> ShardDdlHook | None:
             "a route is sharded but apply.shard_ddl.tables is empty: list the upstream tables "
             "of each shard group as source/schema.table (rowbus apply fills it in from the sources)"
         )
-    from rowbus.consumers.shard_ddl.election import ZkElection
+    from rowbus.shard_ddl.election import ZkElection
 
     actor = f"{config.apply.job}@{socket.gethostname()}:{os.getpid()}"
     election = None

@@ -18,8 +18,8 @@ from typing import Any
 
 import pymysql
 
-from rowbus.consumers.routing import Target
 from rowbus.protocol.values import Value
+from rowbus.routing.routes import Target
 from rowbus.spark_apply.changes import upsert_statements
 
 ER_DATA_TRUNCATED = 1265

@@ -24,7 +24,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO
 
-from rowbus.consumers.spill import Chunk, DataEvent
+from rowbus.merge.spill import Chunk, DataEvent
 from rowbus.protocol.codec import decode, encode
 from rowbus.protocol.events import DdlChange, RowChange
 from rowbus.spark_apply.literals import LitImage

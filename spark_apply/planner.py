@@ -1,4 +1,4 @@
-"""The micro-batch planner: a batch adapter over `rowbus.consumers.Merger`, cut at DDL.
+"""The micro-batch planner: a batch adapter over `rowbus.merge.Merger`, cut at DDL.
 
 Pure Python over decoded events, no I/O, no Spark: `plan(previous_state, batch, expected)` is a
 function of the stored state and the batch's records, so a replayed batch (same previous state,
@@ -36,12 +36,12 @@ import struct
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from rowbus.consumers.checkpoint import Lane, TopicPartition
-from rowbus.consumers.merger import Merger
-from rowbus.consumers.positions import Floor, PosKey
-from rowbus.consumers.snapshot import MergerSnapshot, SpilledTxn
-from rowbus.consumers.spill import DataEvent, Spill
-from rowbus.consumers.transaction import KafkaPosition, TransactionEvents
+from rowbus.merge.checkpoint import Lane, TopicPartition
+from rowbus.merge.merger import Merger
+from rowbus.merge.positions import Floor, PosKey
+from rowbus.merge.spill import DataEvent, Spill
+from rowbus.merge.state import MergerSnapshot, SpilledTxn
+from rowbus.merge.transaction import KafkaPosition, TransactionEvents
 from rowbus.protocol.codec import decode, encode
 from rowbus.protocol.events import DdlChange, Event, RowChange
 

@@ -15,12 +15,12 @@ from typing import Literal
 from pydantic import Field
 
 from rowbus.clients.settings import MySQLConnection, StrictModel
-from rowbus.consumers.routing import RouteSettings
 from rowbus.protocol.topics import CONTROL_TOPIC, DEFAULT_DATA_TOPIC_TEMPLATE, SCHEMAS_TOPIC
+from rowbus.routing.routes import RouteSettings
 
 
 class ShardDdlSettings(StrictModel):
-    """Coordination of DDL on sharded routes (see consumers/shard_ddl/README.md)."""
+    """Coordination of DDL on sharded routes (see shard_ddl/README.md)."""
 
     tables: tuple[str, ...] = ()
     """Upstream tables of the shard groups as ``source/schema.table``; empty: `rowbus apply`

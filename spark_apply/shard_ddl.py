@@ -1,4 +1,4 @@
-"""The apply job's end of shard-DDL coordination (consumers.shard_ddl), hooked into the planner.
+"""The apply job's end of shard-DDL coordination (`rowbus.shard_ddl`), hooked into the planner.
 
 Per batch, `BatchApplier` calls `before_plan()` (follow the control topic; on the elected
 coordinator, execute ready DDL downstream), plans with `ddl_ready` as the planner's DDL gate,
@@ -27,16 +27,16 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from rowbus.clients import mysql
-from rowbus.consumers.routing import Router
-from rowbus.consumers.shard_ddl.control import ControlLog
-from rowbus.consumers.shard_ddl.coordinator import Coordinator
-from rowbus.consumers.shard_ddl.ddl import coordinated
-from rowbus.consumers.shard_ddl.election import Election
-from rowbus.consumers.shard_ddl.executor import DdlExecutor
-from rowbus.consumers.shard_ddl.groups import ShardGroups, shard_name
-from rowbus.consumers.shard_ddl.records import lock_id
 from rowbus.protocol.events import DdlChange
 from rowbus.protocol.topics import CONTROL_TOPIC
+from rowbus.routing.routes import Router
+from rowbus.shard_ddl.control import ControlLog
+from rowbus.shard_ddl.coordinator import Coordinator
+from rowbus.shard_ddl.ddl import coordinated
+from rowbus.shard_ddl.election import Election
+from rowbus.shard_ddl.executor import DdlExecutor
+from rowbus.shard_ddl.groups import ShardGroups, shard_name
+from rowbus.shard_ddl.records import lock_id
 from rowbus.spark_apply.planner import Envelope
 from rowbus.spark_apply.settings import JobConfig
 

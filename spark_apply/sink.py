@@ -50,9 +50,9 @@ from pymysql.connections import Connection
 
 from rowbus.clients import mysql
 from rowbus.clients.mysql import quote
-from rowbus.consumers.routing import Router, Target
 from rowbus.protocol.events import DdlChange
 from rowbus.protocol.values import Value
+from rowbus.routing.routes import Router, Target
 from rowbus.spark_apply import lenient
 from rowbus.spark_apply.changes import (
     STATEMENT_BYTES,

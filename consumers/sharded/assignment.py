@@ -10,8 +10,8 @@ import fnmatch
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from rowbus.consumers.checkpoint import Checkpoint, Lane, TopicPartition
-from rowbus.consumers.positions import Floor
+from rowbus.merge.checkpoint import Checkpoint, Lane, TopicPartition
+from rowbus.merge.positions import Floor
 from rowbus.protocol.events import DdlChange, Op, RowChange, TableSchema, order_key
 from rowbus.protocol.partition import encode_key, java_partition
 from rowbus.protocol.values import Value

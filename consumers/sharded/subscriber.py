@@ -36,15 +36,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Self
 
-from rowbus.consumers.checkpoint import Checkpoint
 from rowbus.consumers.exceptions import CheckpointError, ShardingError
 from rowbus.consumers.sharded.assignment import ShardKey, already_handled, combine, rebalance
 from rowbus.consumers.sharded.membership import Membership
-from rowbus.consumers.spill import DataEvent
 from rowbus.consumers.stores.base import MemoryCheckpointStore
 from rowbus.consumers.stores.zookeeper import ZooKeeperStore
 from rowbus.consumers.subscriber import Subscriber
-from rowbus.consumers.transaction import Transaction
+from rowbus.merge.checkpoint import Checkpoint
+from rowbus.merge.spill import DataEvent
+from rowbus.merge.transaction import Transaction
 from rowbus.protocol.events import DdlChange
 
 log = logging.getLogger(__name__)

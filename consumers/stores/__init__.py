@@ -13,6 +13,9 @@ backend                where                                 guarantee
                        written in the user's transaction     `save_in` inside that transaction
 =====================  ====================================  ============================
 
+- `base`: the `CheckpointStore` boundary;
+- `file`, `kafka`, `zookeeper`, `sql`: the four backends above.
+
 Backends with foreign clients import them lazily, so ``import rowbus.consumers.stores`` needs
 neither kazoo nor pymysql.
 """

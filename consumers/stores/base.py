@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from enum import Enum
 from typing import ClassVar, Self
 
-from rowbus.consumers.checkpoint import Checkpoint
+from rowbus.merge.checkpoint import Checkpoint
 
 
 class Guarantee(Enum):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rowbus.consumers.checkpoint import Checkpoint
-from rowbus.consumers.exceptions import CheckpointError
 from rowbus.consumers.stores.base import CheckpointStore
+from rowbus.merge.checkpoint import Checkpoint
+from rowbus.merge.exceptions import CheckpointError
 
 
 class FileCheckpointStore(CheckpointStore):

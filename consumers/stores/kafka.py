@@ -7,9 +7,9 @@ import zlib
 from collections.abc import Mapping
 from typing import Any
 
-from rowbus.consumers.checkpoint import Checkpoint
-from rowbus.consumers.exceptions import CheckpointError
 from rowbus.consumers.stores.base import CheckpointStore
+from rowbus.merge.checkpoint import Checkpoint
+from rowbus.merge.exceptions import CheckpointError
 
 METADATA_LIMIT = 4096
 """Kafka's default ``offset.metadata.max.bytes``."""

@@ -6,9 +6,9 @@ import re
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from rowbus.consumers.checkpoint import Checkpoint
-from rowbus.consumers.exceptions import CheckpointError
 from rowbus.consumers.stores.base import CheckpointStore, Guarantee
+from rowbus.merge.checkpoint import Checkpoint
+from rowbus.merge.exceptions import CheckpointError
 
 _NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rowbus.consumers.checkpoint import Checkpoint
-from rowbus.consumers.exceptions import CheckpointError
 from rowbus.consumers.stores.base import CheckpointStore
+from rowbus.merge.checkpoint import Checkpoint
+from rowbus.merge.exceptions import CheckpointError
 
 
 class ZooKeeperStore(CheckpointStore):

@@ -3,6 +3,11 @@
 ``encode(record, encoding)`` returns the value bytes and the headers ``rowbus-version``,
 ``rowbus-encoding`` and ``rowbus-kind``; ``decode(value, headers, position)`` returns the record
 or raises `ProtocolError` located at `position` (``topic[partition]@offset``).
+
+- `pb`, `avro`, `jsonc`: the three encodings;
+- `image`: row images as columns of kinds, shared by protobuf and Avro;
+- `fastpath`: image split/join functions generated per row shape;
+- `construct`: fast constructors of the hot records, for decoders.
 """
 
 from __future__ import annotations

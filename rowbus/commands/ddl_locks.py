@@ -14,12 +14,12 @@ import socket
 import time
 
 from rowbus.config import Settings
-from rowbus.consumers.shard_ddl import records
-from rowbus.consumers.shard_ddl.control import ControlLog
-from rowbus.consumers.shard_ddl.exceptions import LockStateError
-from rowbus.consumers.shard_ddl.locks import Lock, LockState, LockTable, replay
 from rowbus.protocol.events import ControlKind
 from rowbus.protocol.topics import CONTROL_TOPIC
+from rowbus.shard_ddl import records
+from rowbus.shard_ddl.control import ControlLog
+from rowbus.shard_ddl.exceptions import LockStateError
+from rowbus.shard_ddl.locks import Lock, LockState, LockTable, replay
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

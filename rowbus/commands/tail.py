@@ -68,9 +68,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _tail(args: argparse.Namespace, settings: Settings) -> int:
-    from rowbus.consumers.start import StartFrom
     from rowbus.consumers.stores import FileCheckpointStore
     from rowbus.consumers.subscriber import Subscriber
+    from rowbus.merge.start import StartFrom
 
     conf = settings.subscriber
     subscriber = Subscriber(

@@ -7,8 +7,8 @@ import json
 from dataclasses import asdict
 
 from rowbus.config import Settings
-from rowbus.consumers.routing import RouteSettings
 from rowbus.exceptions import ConfigError
+from rowbus.routing.routes import RouteSettings
 from rowbus.verify import TableDiff, parse_route, verify
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rowbus.consumers.routing import Router, RouteSettings
-from rowbus.consumers.shard_ddl.groups import RouteFn
+from rowbus.routing.routes import Router, RouteSettings
+from rowbus.shard_ddl.groups import RouteFn
 
 
 def shard_routes(rules: Sequence[tuple[str, str]]) -> RouteFn:

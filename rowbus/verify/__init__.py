@@ -18,9 +18,9 @@ import pymysql
 from rowbus.clients import mysql
 from rowbus.clients.mysql import SYSTEM_SCHEMAS
 from rowbus.config import MySQLSettings, Settings
-from rowbus.consumers.exceptions import RoutingError
-from rowbus.consumers.routing import Router, RouteSettings
 from rowbus.exceptions import ConfigError, VerifyError
+from rowbus.routing.exceptions import RoutingError
+from rowbus.routing.routes import Router, RouteSettings
 from rowbus.verify.checksum import TableRef
 from rowbus.verify.compare import TableDiff, compare_table
 
@@ -47,7 +47,7 @@ def verify(
 ) -> list[TableDiff]:
     """Compare every routed target table with its shards; one `TableDiff` per target.
 
-    Routing is the apply job's own (`rowbus.consumers.routing.Router`): without explicit
+    Routing is the apply job's own (`rowbus.routing.routes.Router`): without explicit
     `routes` the job's routes and its ``unrouted`` policy are used, so verify checks what the
     job was told to build, renamed and filtered columns included.
     """

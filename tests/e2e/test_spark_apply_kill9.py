@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rowbus.config import Settings
-from rowbus.consumers.routing import RouteSettings
+from rowbus.routing.routes import RouteSettings
 from rowbus.waiting import wait_for
 from tests.conftest import connect
 from tests.integration.spark_apply.harness import SINK_DDL, Model, Publisher

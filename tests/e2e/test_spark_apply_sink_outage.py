@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rowbus.config import Settings
-from rowbus.consumers.routing import RouteSettings
+from rowbus.routing.routes import RouteSettings
 from rowbus.spark_apply.settings import JobConfig, SinkConnection
 from rowbus.waiting import wait_for
 from tests.conftest import connect

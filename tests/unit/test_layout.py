@@ -1,9 +1,22 @@
-"""The import directions of DESIGN.md's layout table, checked on the source (no imports run).
+"""The import directions of the layout, checked on the source (no imports run).
 
-A component imports only the components it depends on, plus the client seams (`rowbus.clients`,
-which sit below every component and import only `rowbus.protocol`); nothing anywhere imports the
-root folders as top-level modules (they install only under the `rowbus` namespace); foreign
-clients are built only in their seam.
+The layout, from the bottom up (each folder at the repository root is one package, installed as
+`rowbus.<folder>` through a link in `rowbus/`; README.md's "Layout" section draws it)::
+
+    protocol      the wire: events, codecs, partitioner, topics        imports nothing of ours
+    clients       the seams around foreign clients                     protocol
+    merge         the merge engine (merger, positions, checkpoints,    protocol
+                  transactions, spill, its state)
+    routing       upstream tables to targets, column filters           protocol, clients, merge
+    shard_ddl     shard-DDL coordination over the control topic        protocol, clients, merge
+    producer      the binlog reader (and its DDL interpreter)          protocol, clients
+    consumers     the Subscriber SDK                                   + merge, routing, shard_ddl
+    spark_apply   the Spark apply job                                  + merge, routing, shard_ddl
+    rowbus/       the application shell (CLI, config, local stack)     everything
+
+A component imports only the components below it that it depends on; nothing anywhere imports
+the root folders as top-level modules (they install only under the `rowbus` namespace); foreign
+clients are built only in their seam; every package's `__init__` map names exactly its modules.
 """
 
 from __future__ import annotations
@@ -15,13 +28,27 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-COMPONENTS = ("protocol", "producer", "consumers", "spark_apply")
+COMPONENTS = (
+    "protocol",
+    "clients",
+    "merge",
+    "routing",
+    "shard_ddl",
+    "producer",
+    "consumers",
+    "spark_apply",
+)
 # component -> the rowbus.* subpackages it may import (besides itself)
+ENGINE = {"protocol", "clients", "merge", "routing", "shard_ddl"}
 ALLOWED = {
     "protocol": set(),
+    "clients": {"protocol"},
+    "merge": {"protocol"},
+    "routing": {"protocol", "clients", "merge"},
+    "shard_ddl": {"protocol", "clients", "merge"},
     "producer": {"protocol", "clients"},
-    "consumers": {"protocol", "clients"},
-    "spark_apply": {"protocol", "consumers", "clients"},
+    "consumers": ENGINE,
+    "spark_apply": ENGINE,
 }
 TOP_LEVEL = set(COMPONENTS)
 
@@ -48,7 +75,7 @@ def _target(module: str) -> str | None:
     parts = module.split(".")
     if parts[0] != "rowbus":
         return None
-    if len(parts) > 1 and parts[1] in (*COMPONENTS, "clients"):
+    if len(parts) > 1 and parts[1] in COMPONENTS:
         return parts[1]
     return "shell"
 
@@ -87,11 +114,11 @@ def test_the_namespace_links_point_at_the_root_folders() -> None:
 
 
 SEAMS = {
-    "Consumer(": "rowbus/clients/kafka.py",
-    "Producer(": "rowbus/clients/kafka.py",
-    "AdminClient(": "rowbus/clients/kafka.py",
-    "pymysql.connect(": "rowbus/clients/mysql.py",
-    "KazooClient(": "rowbus/clients/zookeeper.py",
+    "Consumer(": "clients/kafka.py",
+    "Producer(": "clients/kafka.py",
+    "AdminClient(": "clients/kafka.py",
+    "pymysql.connect(": "clients/mysql.py",
+    "KazooClient(": "clients/zookeeper.py",
 }
 
 
@@ -118,11 +145,74 @@ def test_foreign_clients_are_built_only_in_their_seam(call: str) -> None:
     assert not bad, f"{call} outside {SEAMS[call]}:\n" + "\n".join(bad)
 
 
-def test_the_client_seams_import_no_component() -> None:
-    bad = [
-        f"{path.relative_to(ROOT)}:{line} imports {module}"
-        for path in sorted((ROOT / "rowbus" / "clients").glob("*.py"))
-        for line, module in _imports(path)
-        if _target(module) not in (None, "protocol") and not module.startswith("rowbus.clients")
-    ]
-    assert not bad, "\n".join(bad)
+_TABLE_ENTRY = re.compile(r"^ {4}([A-Za-z_][\w]*)(\.py|\.c|/)\s")
+_BULLET = re.compile(r"^- (.*?):\s")
+_NAME = re.compile(r"`([\w.]+)`")
+
+
+def _packages() -> list[Path]:
+    return sorted(
+        init.parent
+        for folder in COMPONENTS
+        for init in (ROOT / folder).rglob("__init__.py")
+        if "_generated" not in init.parts
+    )
+
+
+def _members(package: Path) -> set[str]:
+    """Modules and subpackages a map must name (private `_x` ones and `__main__` aside)."""
+    out = set()
+    for child in package.iterdir():
+        if child.name.startswith("_"):
+            continue
+        if child.suffix == ".py" or (child / "__init__.py").exists():
+            out.add(child.stem)
+    return out
+
+
+def _map_entries(package: Path) -> set[str]:
+    """The names a package's ``__init__`` docstring lists as its map: lines of an indented
+    table (``    name.py  what``, ``    name/  what``) or bullets (``- `name`, `other`: what``,
+    dotted names by their last part)."""
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+    names: set[str] = set()
+    for line in doc.splitlines():
+        entry = _TABLE_ENTRY.match(line)
+        if entry:
+            if entry.group(2) != ".c":
+                names.add(entry.group(1))
+            continue
+        bullet = _BULLET.match(line)
+        if bullet:
+            names.update(n.rsplit(".", 1)[-1] for n in _NAME.findall(bullet.group(1)))
+    return names
+
+
+@pytest.mark.parametrize("package", _packages(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_package_map_is_true_and_complete(package: Path) -> None:
+    entries = _map_entries(package)
+    members = _members(package)
+    assert not members - entries, f"{package.relative_to(ROOT)}/__init__.py leaves out " + str(
+        sorted(members - entries)
+    )
+    assert not entries - members, (
+        f"{package.relative_to(ROOT)}/__init__.py names "
+        + str(sorted(entries - members))
+        + ", which do not exist"
+    )
+
+
+@pytest.mark.parametrize("package", _packages(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_package_declares_all(package: Path) -> None:
+    tree = ast.parse((package / "__init__.py").read_text())
+    has_code = any(isinstance(n, ast.ImportFrom | ast.Import) for n in tree.body)
+    names = {
+        t.id
+        for n in tree.body
+        if isinstance(n, ast.Assign)
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+    assert not has_code or "__all__" in names, (
+        f"{package.relative_to(ROOT)} re-exports without __all__"
+    )

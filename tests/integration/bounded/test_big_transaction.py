@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 from rowbus.consumers.subscriber import Subscriber
-from rowbus.consumers.transaction import Transaction
+from rowbus.merge.transaction import Transaction
 from rowbus.protocol.events import Heartbeat, ReaderCheckpoint, Resolved, RowChange
 from rowbus.protocol.topics import checkpoint_key, fragment_key
 from rowbus.waiting import wait_for

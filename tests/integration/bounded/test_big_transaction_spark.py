@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from rowbus.config import Settings
-from rowbus.consumers.routing import RouteSettings
+from rowbus.routing.routes import RouteSettings
 from rowbus.spark_apply.job import BatchApplier, start_query
 from rowbus.spark_apply.settings import ApplySettings, JobConfig, SinkConnection
 from rowbus.waiting import wait_for

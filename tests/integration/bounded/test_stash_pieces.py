@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from rowbus.config import Settings
-from rowbus.consumers.routing import Router, RouteSettings
 from rowbus.protocol.events import Op, Resolved
+from rowbus.routing.routes import Router, RouteSettings
 from rowbus.spark_apply.planner import Envelope, plan
 from rowbus.spark_apply.sink import MySQLSink
 from tests.conftest import connect

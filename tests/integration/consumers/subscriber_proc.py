@@ -23,7 +23,7 @@ from rowbus.consumers.stores import (
     ZooKeeperStore,
 )
 from rowbus.consumers.subscriber import Subscriber
-from rowbus.consumers.transaction import Transaction
+from rowbus.merge.transaction import Transaction
 from rowbus.protocol.events import RowChange
 
 

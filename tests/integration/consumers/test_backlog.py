@@ -21,13 +21,13 @@ from collections.abc import Callable
 from benchmarks.workloads import w1_table, w1_transactions
 from rowbus.clients import kafka
 from rowbus.config import Settings
-from rowbus.consumers.checkpoint import Checkpoint
-from rowbus.consumers.routing import RouteSettings
 from rowbus.consumers.stores.base import MemoryCheckpointStore
 from rowbus.consumers.subscriber import Subscriber
+from rowbus.merge.checkpoint import Checkpoint
 from rowbus.protocol.codec import encode
 from rowbus.protocol.events import Resolved, SchemaRecord, TableSchema
 from rowbus.protocol.partition import encode_key, java_partition
+from rowbus.routing.routes import RouteSettings
 from rowbus.verify import verify
 from rowbus.workloads import W1_DDL, w1_row
 from tests.conftest import connect

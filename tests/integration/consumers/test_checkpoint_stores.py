@@ -9,9 +9,7 @@ from pathlib import Path
 import pytest
 
 from rowbus.config import Settings
-from rowbus.consumers.checkpoint import Checkpoint
 from rowbus.consumers.exceptions import CheckpointError
-from rowbus.consumers.positions import Floor
 from rowbus.consumers.stores import (
     CheckpointStore,
     FileCheckpointStore,
@@ -20,6 +18,8 @@ from rowbus.consumers.stores import (
     SqlCheckpointStore,
     ZooKeeperStore,
 )
+from rowbus.merge.checkpoint import Checkpoint
+from rowbus.merge.positions import Floor
 from tests.conftest import connect
 
 BACKENDS = ["file", "kafka", "zookeeper", "sql"]

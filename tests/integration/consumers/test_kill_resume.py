@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from rowbus.config import Settings
-from rowbus.consumers.checkpoint import Checkpoint
 from rowbus.consumers.stores import (
     CheckpointStore,
     Guarantee,
@@ -26,6 +25,7 @@ from rowbus.consumers.stores import (
     SqlCheckpointStore,
     ZooKeeperStore,
 )
+from rowbus.merge.checkpoint import Checkpoint
 from rowbus.waiting import wait_for
 from tests.conftest import connect
 from tests.integration.consumers.publisher import publish_in_background

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from contextlib import ExitStack
 
 from rowbus.config import MySQLSettings, Settings
-from rowbus.consumers.positions import parse_gtid
 from rowbus.consumers.subscriber import Subscriber
-from rowbus.consumers.transaction import Transaction
+from rowbus.merge.positions import parse_gtid
+from rowbus.merge.transaction import Transaction
 from rowbus.protocol.events import ReaderCheckpoint, RowChange
 from tests.conftest import connect
 from tests.integration.producer.helpers import ReaderSetup, TopicReader, reader_thread

@@ -13,10 +13,10 @@ from pathlib import Path
 import yaml
 
 from rowbus.config import Settings
-from rowbus.consumers.checkpoint import Checkpoint
 from rowbus.consumers.stores import FileCheckpointStore
 from rowbus.consumers.subscriber import Subscriber
-from rowbus.consumers.transaction import Transaction
+from rowbus.merge.checkpoint import Checkpoint
+from rowbus.merge.transaction import Transaction
 from rowbus.waiting import wait_for
 from tests.integration.consumers.publisher import TestPublisher, publish_in_background, txn_events
 

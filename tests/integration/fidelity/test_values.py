@@ -169,7 +169,7 @@ def test_spark_apply_writes_every_value_as_the_source_has_it(
 
     setup = matrix.setup
     job = f"fid_{uuid.uuid4().hex[:8]}"
-    from rowbus.consumers.routing import RouteSettings
+    from rowbus.routing.routes import RouteSettings
 
     # Every case, the ENUM error value included (a STRICT sink writes it in a statement of its
     # own under a lenient sql_mode: rowbus.spark_apply.lenient).

@@ -6,7 +6,7 @@ import pytest
 
 from rowbus.cli import main
 from rowbus.config import Settings
-from rowbus.consumers.routing import RouteSettings
+from rowbus.routing.routes import RouteSettings
 from rowbus.verify import verify
 from tests.conftest import connect
 

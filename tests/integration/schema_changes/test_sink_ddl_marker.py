@@ -12,10 +12,10 @@ import pymysql
 import pytest
 
 from rowbus.config import Settings
-from rowbus.consumers.routing import Router
-from rowbus.consumers.shard_ddl.executor import DdlExecutor
 from rowbus.protocol.ddl import parse_ddl
 from rowbus.protocol.events import BinlogPosition, DdlChange
+from rowbus.routing.routes import Router
+from rowbus.shard_ddl.executor import DdlExecutor
 from rowbus.spark_apply.ddl import SinkDdl
 from rowbus.spark_apply.exceptions import BadEventError
 from tests.conftest import connect

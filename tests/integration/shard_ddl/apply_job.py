@@ -12,7 +12,7 @@ import logging
 import sys
 from pathlib import Path
 
-from rowbus.consumers.shard_ddl.election import ZkElection
+from rowbus.shard_ddl.election import ZkElection
 from rowbus.spark_apply.job import BatchApplier, await_query, spark_session, start_query
 from rowbus.spark_apply.settings import JobConfig
 from rowbus.spark_apply.shard_ddl import ShardDdlHook

@@ -7,14 +7,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rowbus.config import MySQLSettings, Settings
-from rowbus.consumers.shard_ddl.control import ControlLog
-from rowbus.consumers.shard_ddl.coordinator import Coordinator
-from rowbus.consumers.shard_ddl.election import Election, ZkElection
-from rowbus.consumers.shard_ddl.executor import DdlExecutor
-from rowbus.consumers.shard_ddl.groups import ShardGroups
-from rowbus.consumers.spill import DataEvent
 from rowbus.consumers.subscriber import Subscriber
+from rowbus.merge.spill import DataEvent
 from rowbus.protocol.events import Op, RowChange
+from rowbus.shard_ddl.control import ControlLog
+from rowbus.shard_ddl.coordinator import Coordinator
+from rowbus.shard_ddl.election import Election, ZkElection
+from rowbus.shard_ddl.executor import DdlExecutor
+from rowbus.shard_ddl.groups import ShardGroups
 from tests.conftest import connect
 
 

@@ -6,8 +6,8 @@ import json
 
 from rowbus.cli import main
 from rowbus.config import Settings
-from rowbus.consumers.shard_ddl.groups import ShardGroups
-from rowbus.consumers.shard_ddl.locks import LockState
+from rowbus.shard_ddl.groups import ShardGroups
+from rowbus.shard_ddl.locks import LockState
 from rowbus.testing import shard_routes
 from tests.conftest import connect
 from tests.integration.shard_ddl.helpers import columns, coordinator, election, executor

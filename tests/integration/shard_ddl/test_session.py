@@ -20,13 +20,13 @@ from typing import Any
 import pytest
 
 from rowbus.config import Settings
-from rowbus.consumers.routing import RouteSettings
-from rowbus.consumers.shard_ddl.groups import ShardGroups
-from rowbus.consumers.shard_ddl.locks import LockState
-from rowbus.consumers.shard_ddl.subscriber import ShardedApply
+from rowbus.consumers.sharded_apply import ShardedApply
 from rowbus.consumers.stores.base import MemoryCheckpointStore
 from rowbus.consumers.subscriber import Subscriber
 from rowbus.protocol.events import DdlChange
+from rowbus.routing.routes import RouteSettings
+from rowbus.shard_ddl.groups import ShardGroups
+from rowbus.shard_ddl.locks import LockState
 from rowbus.spark_apply.planner import Envelope
 from rowbus.spark_apply.settings import ApplySettings, JobConfig, SinkConnection
 from rowbus.spark_apply.shard_ddl import ShardDdlHook

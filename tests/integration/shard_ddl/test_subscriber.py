@@ -8,13 +8,13 @@ from contextlib import ExitStack
 from typing import Any
 
 from rowbus.config import Settings
-from rowbus.consumers.routing import RouteSettings
-from rowbus.consumers.shard_ddl.coordinator import Coordinator
-from rowbus.consumers.shard_ddl.groups import ShardGroups
-from rowbus.consumers.shard_ddl.locks import LockState
-from rowbus.consumers.shard_ddl.subscriber import ShardedApply
+from rowbus.consumers.sharded_apply import ShardedApply
 from rowbus.consumers.stores.base import MemoryCheckpointStore
 from rowbus.consumers.subscriber import Subscriber
+from rowbus.routing.routes import RouteSettings
+from rowbus.shard_ddl.coordinator import Coordinator
+from rowbus.shard_ddl.groups import ShardGroups
+from rowbus.shard_ddl.locks import LockState
 from rowbus.testing import shard_routes
 from rowbus.verify import verify
 from rowbus.waiting import wait_for

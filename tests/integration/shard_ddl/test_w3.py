@@ -27,10 +27,10 @@ from typing import Any
 
 from rowbus.cli import main as rowbus_main
 from rowbus.config import MySQLSettings, Settings
-from rowbus.consumers.routing import RouteSettings
-from rowbus.consumers.shard_ddl.control import ControlLog
-from rowbus.consumers.shard_ddl.locks import LockState, LockTable
 from rowbus.protocol.events import ControlKind, ControlRecord
+from rowbus.routing.routes import RouteSettings
+from rowbus.shard_ddl.control import ControlLog
+from rowbus.shard_ddl.locks import LockState, LockTable
 from rowbus.spark_apply.settings import ApplySettings, JobConfig, SinkConnection
 from rowbus.verify import verify
 from rowbus.waiting import wait_for

@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from rowbus.config import MySQLSettings, Settings
-from rowbus.consumers.routing import Target
-from rowbus.consumers.spill import DataEvent
 from rowbus.consumers.subscriber import Subscriber
-from rowbus.consumers.transaction import Transaction
+from rowbus.merge.spill import DataEvent
+from rowbus.merge.transaction import Transaction
 from rowbus.producer.snapshot.state import SnapshotState
 from rowbus.protocol.events import Op, ReaderCheckpoint, RowChange
+from rowbus.routing.routes import Target
 from rowbus.spark_apply.changes import delete_statements, upsert_statements
 from rowbus.workloads import W2, W2_DDL
 from tests.conftest import connect

@@ -9,8 +9,8 @@ import uuid
 from collections.abc import Callable
 
 from rowbus.config import Settings
-from rowbus.consumers.routing import RouteSettings
 from rowbus.consumers.subscriber import Subscriber
+from rowbus.routing.routes import RouteSettings
 from rowbus.verify import verify
 from rowbus.waiting import wait_for
 from tests.integration.producer.helpers import ReaderSetup, TopicReader, reader_thread

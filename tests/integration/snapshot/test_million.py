@@ -27,11 +27,11 @@ from pathlib import Path
 import pytest
 
 from rowbus.config import Settings
-from rowbus.consumers.routing import RouteSettings
 from rowbus.consumers.stores.base import MemoryCheckpointStore
 from rowbus.consumers.subscriber import Subscriber
 from rowbus.producer.snapshot.state import SnapshotState
 from rowbus.protocol.events import ReaderCheckpoint, Record
+from rowbus.routing.routes import RouteSettings
 from rowbus.verify import verify
 from tests.conftest import connect
 from tests.integration.producer.helpers import ReaderSetup, TopicReader, start_reader_process

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rowbus.config import Settings
-from rowbus.consumers.routing import RouteSettings
+from rowbus.routing.routes import RouteSettings
 from rowbus.verify import verify
 from rowbus.waiting import wait_for
 from tests.conftest import connect

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from rowbus.config import Settings
-from rowbus.consumers.routing import Router, RouteSettings
+from rowbus.routing.routes import Router, RouteSettings
 from rowbus.spark_apply.exceptions import CheckpointConflictError
 from rowbus.spark_apply.planner import PlannerState
 from rowbus.spark_apply.sink import MySQLSink

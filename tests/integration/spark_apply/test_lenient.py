@@ -9,7 +9,7 @@ import pymysql
 import pytest
 
 from rowbus.config import Settings
-from rowbus.consumers.routing import Target
+from rowbus.routing.routes import Target
 from rowbus.spark_apply.lenient import upsert
 from rowbus.spark_apply.literals import as_literals
 from tests.conftest import connect

@@ -11,8 +11,8 @@ import pymysql
 import pytest
 
 from rowbus.config import Settings
-from rowbus.consumers.routing import Router, RouteSettings
 from rowbus.protocol.events import Op, TableSchema
+from rowbus.routing.routes import Router, RouteSettings
 from rowbus.spark_apply.exceptions import BadEventError
 from rowbus.spark_apply.planner import Envelope, PlannerState, plan
 from rowbus.spark_apply.settings import SinkConnection

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from rowbus.config import Settings
-from rowbus.consumers.routing import RouteSettings
 from rowbus.protocol.events import Op, TableSchema
+from rowbus.routing.routes import RouteSettings
 from rowbus.spark_apply.job import BatchApplier, spark_session, start_query
 from rowbus.spark_apply.settings import ApplySettings, JobConfig, SinkConnection
 from rowbus.waiting import wait_for

@@ -20,7 +20,7 @@ import yaml
 
 from rowbus.config import Settings
 from rowbus.consumers.subscriber import Subscriber
-from rowbus.consumers.transaction import Transaction
+from rowbus.merge.transaction import Transaction
 from rowbus.protocol.events import Op, ReaderCheckpoint, RowChange
 from rowbus.spark_apply.job import BatchApplier, start_query
 from rowbus.waiting import wait_for

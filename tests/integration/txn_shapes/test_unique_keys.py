@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rowbus.config import Settings
-from rowbus.consumers.routing import Router, RouteSettings
 from rowbus.protocol.events import BinlogPosition, ColumnSchema, Op, RowChange, TableSchema, TxnRef
+from rowbus.routing.routes import Router, RouteSettings
 from rowbus.spark_apply.causality import conflict_groups
 from rowbus.spark_apply.literals import as_literals
 from rowbus.spark_apply.planner import Envelope, PlannerState, plan

@@ -12,7 +12,7 @@ import pymysql
 
 from rowbus.config import Settings
 from rowbus.consumers.subscriber import Subscriber
-from rowbus.consumers.transaction import Transaction
+from rowbus.merge.transaction import Transaction
 from rowbus.protocol.events import ReaderCheckpoint, RowChange
 from tests.conftest import connect
 from tests.integration.producer.helpers import ReaderSetup, TopicReader, reader_thread

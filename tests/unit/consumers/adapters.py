@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from rowbus.consumers.checkpoint import Lane
-from rowbus.consumers.merger import Merger, ddl_txn_id
-from rowbus.consumers.snapshot import MergerSnapshot
-from rowbus.consumers.spill import DataEvent
+from rowbus.merge.checkpoint import Lane
+from rowbus.merge.merger import Merger, ddl_txn_id
+from rowbus.merge.spill import DataEvent
+from rowbus.merge.state import MergerSnapshot
 from rowbus.protocol.events import DdlChange, Event
 from rowbus.spark_apply.planner import Envelope, PlannerState, plan
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 
-from rowbus.consumers.merger import ddl_txn_id
+from rowbus.merge.merger import ddl_txn_id
 from rowbus.protocol.events import (
     BinlogPosition,
     ColumnSchema,

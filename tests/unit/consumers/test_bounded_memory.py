@@ -6,9 +6,9 @@ from __future__ import annotations
 import tracemalloc
 from collections.abc import Iterator
 
-from rowbus.consumers.merger import Merger
 from rowbus.consumers.settings import SubscriberSettings
-from rowbus.consumers.spill import DataEvent, SpillStore
+from rowbus.merge.merger import Merger
+from rowbus.merge.spill import DataEvent, SpillStore
 from rowbus.protocol.events import BinlogPosition, Op, Resolved
 from rowbus.testing.events import row, table
 

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rowbus.consumers.checkpoint import Checkpoint
-from rowbus.consumers.merger import Merger
-from rowbus.consumers.snapshot import MergerSnapshot
-from rowbus.consumers.transaction import KafkaPosition, Transaction
+from rowbus.merge.checkpoint import Checkpoint
+from rowbus.merge.merger import Merger
+from rowbus.merge.state import MergerSnapshot
+from rowbus.merge.transaction import KafkaPosition, Transaction
 from rowbus.protocol.events import DdlChange, Resolved, TableSchema
 from tests.unit.consumers.adapters import ADAPTERS, Adapter, Released
 from tests.unit.consumers.scenario import BASE_TS, TABLE, Scenario, ddl, row, scenarios

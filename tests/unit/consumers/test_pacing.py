@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from rowbus.consumers.merger import Merger
 from rowbus.consumers.subscriber import Subscriber
+from rowbus.merge.merger import Merger
 from rowbus.protocol.codec import encode
 from rowbus.protocol.events import Event
 from rowbus.testing.events import resolved, row

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from rowbus.consumers.exceptions import RoutingError
-from rowbus.consumers.routing import Router, RouteSettings, Target
+from rowbus.routing.routes import Router, RouteSettings, Target
 from tests.unit.spark_apply.events import table
 
 

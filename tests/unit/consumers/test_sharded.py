@@ -6,8 +6,6 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rowbus.consumers.checkpoint import Checkpoint
-from rowbus.consumers.positions import Floor
 from rowbus.consumers.sharded.assignment import (
     ShardKey,
     already_handled,
@@ -15,6 +13,8 @@ from rowbus.consumers.sharded.assignment import (
     combine,
     rebalance,
 )
+from rowbus.merge.checkpoint import Checkpoint
+from rowbus.merge.positions import Floor
 from rowbus.protocol.events import ColumnSchema, Op, TableSchema
 from rowbus.protocol.partition import encode_key, java_partition
 from tests.unit.consumers.scenario import BASE_TS, row

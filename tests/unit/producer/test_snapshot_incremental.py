@@ -70,7 +70,7 @@ def test_an_idle_stream_at_the_high_watermark_publishes_the_chunk() -> None:
 
 
 def test_a_signal_names_its_source_and_tables_and_is_no_shard_ddl_lock() -> None:
-    from rowbus.consumers.shard_ddl.locks import replay
+    from rowbus.shard_ddl.locks import replay
 
     record = signal("src", ["d.t", "d.u"])
     assert tables_asked(record, "src") == ["d.t", "d.u"]

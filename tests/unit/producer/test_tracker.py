@@ -3,9 +3,9 @@ stored as of a checkpoint and restored by a new term (no server: a fake `fetch`)
 
 from __future__ import annotations
 
+from rowbus.producer.ddl.apply import TableDef
 from rowbus.producer.tracker import UNKNOWN, Extras, SchemaTracker
 from rowbus.protocol.ddl import TableName, parse_ddl
-from rowbus.protocol.ddl_apply import TableDef
 from rowbus.protocol.events import ColumnSchema, TableSchema
 
 T = TableName("d", "t")

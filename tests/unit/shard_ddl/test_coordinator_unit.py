@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from rowbus.consumers.shard_ddl.coordinator import Coordinator
-from rowbus.consumers.shard_ddl.exceptions import ControlTopicError, ShardDdlError
-from rowbus.consumers.shard_ddl.executor import Outcome
-from rowbus.consumers.shard_ddl.groups import ShardGroups
-from rowbus.consumers.shard_ddl.locks import LockState
 from rowbus.protocol.events import ControlKind, ControlRecord
+from rowbus.shard_ddl.coordinator import Coordinator
+from rowbus.shard_ddl.exceptions import ControlTopicError, ShardDdlError
+from rowbus.shard_ddl.executor import Outcome
+from rowbus.shard_ddl.groups import ShardGroups
+from rowbus.shard_ddl.locks import LockState
 from rowbus.testing import shard_routes
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rowbus.consumers.shard_ddl.ddl import compatible, coordinated, normalize, retarget, widens
-from rowbus.consumers.shard_ddl.exceptions import DdlTextError
+from rowbus.shard_ddl.ddl import compatible, coordinated, normalize, retarget, widens
+from rowbus.shard_ddl.exceptions import DdlTextError
 
 
 @pytest.mark.parametrize(

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from rowbus.consumers.shard_ddl import records
-from rowbus.consumers.shard_ddl.gate import Barrier, ShardGate
-from rowbus.consumers.shard_ddl.groups import ShardGroups
-from rowbus.consumers.shard_ddl.locks import LockTable
 from rowbus.protocol.events import ControlKind
+from rowbus.shard_ddl import records
+from rowbus.shard_ddl.gate import Barrier, ShardGate
+from rowbus.shard_ddl.groups import ShardGroups
+from rowbus.shard_ddl.locks import LockTable
 from rowbus.testing import shard_routes
 
 

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rowbus.consumers.shard_ddl import records
-from rowbus.consumers.shard_ddl.ddl import normalize, retarget
-from rowbus.consumers.shard_ddl.locks import OPTIMISTIC, PESSIMISTIC, LockState, LockTable, replay
 from rowbus.protocol.events import ControlKind, ControlRecord
+from rowbus.shard_ddl import records
+from rowbus.shard_ddl.ddl import normalize, retarget
+from rowbus.shard_ddl.locks import OPTIMISTIC, PESSIMISTIC, LockState, LockTable, replay
 
 TARGET = "shop.orders"
 GROUP = ("s1/db.o_1", "s1/db.o_2", "s2/db.o_1", "s2/db.o_2")

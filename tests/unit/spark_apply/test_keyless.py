@@ -3,8 +3,8 @@ every column NULL-safely."""
 
 from __future__ import annotations
 
-from rowbus.consumers.routing import Target
 from rowbus.protocol.events import Op
+from rowbus.routing.routes import Target
 from rowbus.spark_apply.changes import KeylessChange, keyless_statements
 from rowbus.spark_apply.planner import Envelope
 from tests.unit.spark_apply.events import resolved

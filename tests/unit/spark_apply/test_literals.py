@@ -7,8 +7,8 @@ from decimal import Decimal
 
 import pytest
 
-from rowbus.consumers.routing import Target
 from rowbus.protocol.values import ZeroDate
+from rowbus.routing.routes import Target
 from rowbus.spark_apply.changes import delete_statements, upsert_statements
 from rowbus.spark_apply.literals import literal, row_literal
 

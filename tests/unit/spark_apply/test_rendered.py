@@ -13,7 +13,6 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from rowbus.consumers.routing import Router
 from rowbus.protocol.codec import (
     ENCODING_HEADER,
     KIND_HEADER,
@@ -26,6 +25,7 @@ from rowbus.protocol.codec.fastpath import join, split
 from rowbus.protocol.errors import ProtocolError
 from rowbus.protocol.events import Op, RowChange
 from rowbus.protocol.values import Value, ZeroDate
+from rowbus.routing.routes import Router
 from rowbus.spark_apply.changes import collapse
 from rowbus.spark_apply.job import envelopes_of
 from rowbus.spark_apply.literals import (

@@ -1,0 +1,21 @@
+"""The merge engine: Kafka partitions in, whole transactions out, in commit order (pure).
+
+Used alike by the Subscriber SDK (`rowbus.consumers`) and the Spark apply job
+(`rowbus.spark_apply`); it imports only `rowbus.protocol`.
+
+- `merger`: the watermark merger — lanes, stash, release in (ts, source, position) order;
+- `positions`: order keys of binlog positions and per-source floors (what is already behind);
+- `checkpoint`: the resume point (offsets, floors, watermarks) and its JSON form;
+- `trail`: the checkpoint after each released transaction (resume mid-batch);
+- `transaction`: a restored transaction and its events (in memory or spilled);
+- `spill`: the spill folder for stashed events beyond the memory limit;
+- `state`: the merger's whole state as a value (`MergerSnapshot`), to replay from;
+- `start`: a requested start position (timestamp, GTID, binlog position) as offsets and floors;
+- `exceptions`: `SubscriberError`, the root of every subscriber-side error.
+"""
+
+from rowbus.merge.checkpoint import Checkpoint
+from rowbus.merge.merger import Merger
+from rowbus.merge.transaction import Transaction
+
+__all__ = ["Checkpoint", "Merger", "Transaction"]

@@ -1,0 +1,164 @@
+"""The merger's whole state as a plain value, and its JSON form.
+
+A batch planner stores the snapshot taken after each batch (keyed by batch id) and rebuilds the
+merger from it with `Merger.from_snapshot`, so replaying a batch gives the same output. Events
+in the stash are encoded with the protocol's JSON codec, so the form is open.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rowbus.merge.checkpoint import Lane, TopicPartition, floor_from_json, floor_to_json
+from rowbus.merge.exceptions import SubscriberError
+from rowbus.merge.positions import Floor, PosKey, key_from_json
+from rowbus.merge.spill import Chunk, DataEvent
+from rowbus.protocol.codec import Encoding, decode, encode
+from rowbus.protocol.errors import ProtocolError
+
+Table = tuple[str, str, str | None]
+"""(source, schema, table) an event touches."""
+
+
+@dataclass(frozen=True, slots=True)
+class SpilledRun:
+    """The spilled part of a transaction's run on one partition: chunks of its spill store."""
+
+    topic: str
+    partition: int
+    head: int
+    count: int
+    chunks: tuple[Chunk, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SpilledTxn:
+    """A stashed transaction whose events are (partly) in the spill store: what the merger
+    knows of it without its events — the index a planner keeps instead of the events."""
+
+    source: str
+    id: str
+    ts: int
+    count: int | None
+    is_ddl: bool
+    min_key: PosKey
+    max_key: PosKey
+    first: tuple[str, int, int]
+    last: tuple[str, int, int]
+    tables: tuple[Table, ...]
+    runs: tuple[SpilledRun, ...]
+
+    def to_json(self) -> list[Any]:
+        return [
+            self.source,
+            self.id,
+            self.ts,
+            self.count,
+            self.is_ddl,
+            list(self.min_key),
+            list(self.max_key),
+            list(self.first),
+            list(self.last),
+            [list(t) for t in self.tables],
+            [
+                [r.topic, r.partition, r.head, r.count, [list(_chunk(c)) for c in r.chunks]]
+                for r in self.runs
+            ],
+        ]
+
+    @staticmethod
+    def from_json(data: list[Any]) -> SpilledTxn:
+        source, id_, ts, count, is_ddl, lo, hi, first, last, tables, runs = data
+        return SpilledTxn(
+            str(source),
+            str(id_),
+            int(ts),
+            None if count is None else int(count),
+            bool(is_ddl),
+            key_from_json(lo),
+            key_from_json(hi),
+            (str(first[0]), int(first[1]), int(first[2])),
+            (str(last[0]), int(last[1]), int(last[2])),
+            tuple((str(a), str(b), None if c is None else str(c)) for a, b, c in tables),
+            tuple(
+                SpilledRun(str(t), int(p), int(h), int(n), tuple(Chunk(*map(int, c)) for c in cs))
+                for t, p, h, n, cs in runs
+            ),
+        )
+
+
+def _chunk(c: Chunk) -> tuple[int, int, int, int]:
+    return (c.segment, c.start, c.size, c.count)
+
+
+@dataclass(frozen=True)
+class MergerSnapshot:
+    """Stash + watermarks + last positions (+ floors and offsets), enough to rebuild a merger."""
+
+    expected: tuple[Lane, ...] = ()
+    watermarks: Mapping[Lane, int] = field(default_factory=dict)
+    raised_at: Mapping[Lane, int] = field(default_factory=dict)
+    last_positions: Mapping[Lane, PosKey] = field(default_factory=dict)
+    floors: Mapping[str, Floor] = field(default_factory=dict)
+    next_offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
+    ts: int = 0
+    stash: tuple[tuple[str, int, int, DataEvent], ...] = ()
+    spilled: tuple[SpilledTxn, ...] = ()
+    """Transactions whose events are in the spill store (`Merger.snapshot(keep_spilled=True)`);
+    events of theirs still in memory are in `stash`, after the spilled ones."""
+
+    def to_json(self) -> str:
+        """The snapshot as one JSON document."""
+        return json.dumps(
+            {
+                "expected": [list(lane) for lane in self.expected],
+                "watermarks": [
+                    [*lane, wm, self.raised_at.get(lane, 0)]
+                    for lane, wm in sorted(self.watermarks.items())
+                ],
+                "last_positions": [
+                    [*lane, list(key)] for lane, key in sorted(self.last_positions.items())
+                ],
+                "floors": {s: floor_to_json(f) for s, f in sorted(self.floors.items())},
+                "next_offsets": [[*tp, o] for tp, o in sorted(self.next_offsets.items())],
+                "ts": self.ts,
+                "stash": [
+                    [t, p, o, encode(e, Encoding.JSON)[0].decode("utf-8")]
+                    for t, p, o, e in self.stash
+                ],
+                "spilled": [t.to_json() for t in self.spilled],
+            },
+            separators=(",", ":"),
+        )
+
+    @staticmethod
+    def from_json(text: str | bytes) -> MergerSnapshot:
+        """Inverse of `to_json`; SubscriberError if `text` is not a snapshot."""
+        try:
+            data: dict[str, Any] = json.loads(text)
+            marks = data["watermarks"]
+            stash = []
+            for t, p, o, value in data["stash"]:
+                event = decode(value.encode("utf-8"), None)
+                if not isinstance(event, DataEvent):
+                    raise TypeError(f"a {type(event).__name__} cannot be stashed")
+                stash.append((str(t), int(p), int(o), event))
+            return MergerSnapshot(
+                expected=tuple((str(t), int(p), str(s)) for t, p, s in data["expected"]),
+                watermarks={(str(t), int(p), str(s)): int(w) for t, p, s, w, _ in marks},
+                raised_at={(str(t), int(p), str(s)): int(o) for t, p, s, _, o in marks},
+                last_positions={
+                    (str(t), int(p), str(s)): key_from_json(k)
+                    for t, p, s, k in data["last_positions"]
+                },
+                floors={str(s): floor_from_json(f) for s, f in data["floors"].items()},
+                next_offsets={(str(t), int(p)): int(o) for t, p, o in data["next_offsets"]},
+                ts=int(data["ts"]),
+                stash=tuple(stash),
+                spilled=tuple(SpilledTxn.from_json(t) for t in data.get("spilled", ())),
+            )
+        except (ValueError, KeyError, TypeError, ProtocolError) as exc:
+            raise SubscriberError(f"not a merger snapshot: {exc}") from exc
