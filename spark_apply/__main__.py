@@ -10,6 +10,7 @@ with one line; ``-v`` adds the trace and keeps Spark's own (verbose) log profile
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
 import os
@@ -24,6 +25,7 @@ from rowbus.spark_apply.settings import JobConfig, launched_by_spark_submit
 
 
 def main(argv: list[str] | None = None) -> int:
+    faulthandler.enable()  # a native crash leaves the driver's stacks in its log
     parser = argparse.ArgumentParser(prog="python -m rowbus.spark_apply", description=__doc__)
     parser.add_argument("--config", type=Path, required=True, help="a JobConfig JSON file")
     parser.add_argument("--log-level", default="INFO")

@@ -305,7 +305,14 @@ def spark_session(config: JobConfig) -> Any:
     builder = SparkSession.builder.appName(f"rowbus-apply-{a.job}")
     if not launched_by_spark_submit():
         builder = builder.master(a.master)
-    conf = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", **a.spark_conf}
+    conf = {
+        "spark.sql.shuffle.partitions": "2",
+        "spark.ui.enabled": "false",
+        # A crash of a Python worker (a C extension, librdkafka) reports its stack to the task's
+        # error instead of "Python worker exited unexpectedly".
+        "spark.python.worker.faulthandler.enabled": "true",
+        **a.spark_conf,
+    }
     if a.jdbc_jar is not None:
         conf["spark.jars"] = str(a.jdbc_jar)
     for k, v in conf.items():

@@ -6,6 +6,7 @@ tests under tests/unit must not ask for them.
 
 from __future__ import annotations
 
+import os
 import signal
 import uuid
 from collections.abc import Callable, Iterator
@@ -30,6 +31,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
     signal.signal(signal.SIGTERM, _interrupt)
     config.stash[_INTERRUPT] = _interrupt
+    # Every process a test starts (readers, subscribers, Spark drivers and workers, helpers run
+    # with `python -c`) inherits this: a native crash leaves its Python stacks in its log.
+    os.environ["PYTHONFAULTHANDLER"] = "1"
 
 
 _INTERRUPT = pytest.StashKey[Callable[[int, object], None]]()
