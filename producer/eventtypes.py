@@ -152,7 +152,7 @@ EVENT_TYPES: dict[int, EventType] = {
         "Start_encryption",
         _I,
         "encrypt_binlog=ON: the server decrypts the events after it before sending them to a "
-        "replica, so the stream is plain",
+        "replica, so the stream is plain (test_encrypted_binlog.py reads one on every path)",
     ),
     165: EventType("Query_compressed", _R, MARIADB_COMPRESSED),
     166: EventType("Write_rows_compressed_v1", _R, MARIADB_COMPRESSED),
