@@ -10,10 +10,13 @@ carries its GTID. The reader tracks the position itself (transaction ends only, 
 `rowbus.producer.assembler`); a GTID start position is turned into a file/position by a scan
 (`rowbus.producer.server.locate`).
 
-The one patch: the library reconnects by itself when the stream drops (2006/2013), from *its*
+Two patches. The library reconnects by itself when the stream drops (2006/2013), from *its*
 idea of the position, which can be inside a transaction. `_GuardedConnect` refuses every stream
 connection after the first, so a drop surfaces as `SourceUnavailableError` and the reader builds
-a new stream from the last transaction end it tracked.
+a new stream from the last transaction end it tracked. And the library drops, unseen, every
+event type it has no class for (compressed ones among them): `_TypeChecked`, installed as the
+packet wrapper its stream reader builds (process-wide, like `tablemaps`), checks each event's
+type code against `rowbus.producer.eventtypes` first, so the reader fails closed.
 """
 
 from __future__ import annotations
