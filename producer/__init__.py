@@ -5,6 +5,7 @@ The data path, one module per step (each testable without services where it can 
     binlog.py      mysql-replication in file/position mode → small event values (the one seam
                    around the library, with its reconnect guard)
     dumpframes.py  the dump stream cut into event packets from large reads
+    eventtypes.py  every binlog event type: decoded, ignored with a reason, or refused
     tablemaps.py   table maps parsed once per table id and layout
     fastrows.py    rows events decoded by the native `_rows` extension (`_rows.c`)
     values.py      binlog column bytes to protocol values where the library gets them wrong

@@ -10,10 +10,13 @@ carries its GTID. The reader tracks the position itself (transaction ends only, 
 `rowbus.producer.assembler`); a GTID start position is turned into a file/position by a scan
 (`rowbus.producer.server.locate`).
 
-The one patch: the library reconnects by itself when the stream drops (2006/2013), from *its*
+Two patches. The library reconnects by itself when the stream drops (2006/2013), from *its*
 idea of the position, which can be inside a transaction. `_GuardedConnect` refuses every stream
 connection after the first, so a drop surfaces as `SourceUnavailableError` and the reader builds
-a new stream from the last transaction end it tracked.
+a new stream from the last transaction end it tracked. And the library drops, unseen, every
+event type it has no class for (compressed ones among them): `_TypeChecked`, installed as the
+packet wrapper its stream reader builds (process-wide, like `tablemaps`), checks each event's
+type code against `rowbus.producer.eventtypes` first, so the reader fails closed.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from typing import Any
 import pymysql
 from pymysql.charset import charset_by_id
 from pymysql.protocol import MysqlPacket
-from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication import BinLogStreamReader, binlogstream
 from pymysqlreplication.event import (
     ExecuteLoadQueryEvent,
     FormatDescriptionEvent,
@@ -48,7 +51,6 @@ from pymysqlreplication.event import (
 from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import (
     DeleteRowsEvent,
-    PartialUpdateRowsEvent,
     TableMapEvent,
     UpdateRowsEvent,
     WriteRowsEvent,
@@ -56,7 +58,7 @@ from pymysqlreplication.row_event import (
 
 from rowbus.clients import mysql
 from rowbus.clients.settings import SourceConnection
-from rowbus.producer import dumpframes, fastrows, tablemaps
+from rowbus.producer import dumpframes, eventtypes, fastrows, tablemaps
 from rowbus.producer.assembler import (
     BinlogEvent,
     GtidMark,
@@ -91,21 +93,6 @@ log = logging.getLogger(__name__)
 install()  # our value layer decodes the column types the library gets wrong
 tablemaps.install()  # table maps parsed once per table id and layout
 
-TRANSACTION_PAYLOAD_EVENT = 40
-"""MySQL 8's compressed transaction (binlog_transaction_compression=ON): the library cannot
-read the events inside it, so a reader that skipped it would lose their rows."""
-COMPRESSION_REFUSED = (
-    "binlog_transaction_compression=ON on the source: its transactions arrive compressed "
-    "(Transaction_payload events) and this reader cannot read them; set "
-    "binlog_transaction_compression=OFF"
-)
-MARIADB_COMPRESSED_EVENTS = frozenset(range(165, 172))
-"""MariaDB's QUERY_COMPRESSED_EVENT and *_ROWS_COMPRESSED_EVENT(_V1), written with
-log_bin_compress=ON: the library cannot read them."""
-MARIADB_COMPRESSION_REFUSED = (
-    "log_bin_compress=ON on the source: its row events arrive compressed and this reader "
-    "cannot read them; set log_bin_compress=OFF"
-)
 PARTIAL_IMAGE_REFUSED = (
     "the row's {missing}: the writing session ran with binlog_row_image="
     "MINIMAL or NOBLOB, so the values a consumer needs are not in the binlog; set "
@@ -113,11 +100,6 @@ PARTIAL_IMAGE_REFUSED = (
     "add {table} to reader.exclude_tables for one restart and take it out again: it is "
     "snapshotted anew (README: Row images)"
 )
-PARTIAL_JSON_REFUSED = (
-    "binlog_row_value_options=PARTIAL_JSON on the source: updates carry JSON diffs, not whole "
-    "values; set binlog_row_value_options='' (empty)"
-)
-
 FRAMED = True
 """Whether new streams frame the dump stream themselves (`rowbus.producer.dumpframes`) when they
 decode natively; benchmarks turn it off to measure the library's framing."""
@@ -153,11 +135,36 @@ _EVENTS = [
     MariadbBinLogCheckPointEvent,
     PreviousGtidsEvent,
     StopEvent,
-    # Read only to refuse them: rows a reader cannot reproduce must stop it, never be skipped.
-    PartialUpdateRowsEvent,
     ExecuteLoadQueryEvent,
+    # Ignored types the library has no class for (`eventtypes`); read for the position.
     NotImplementedEvent,
 ]
+
+
+class _Refused(Exception):  # noqa: N818 - control flow inside this module
+    """An event whose type `eventtypes` refuses or does not know, at its end position."""
+
+    def __init__(self, code: int, end: int) -> None:
+        super().__init__(code, end)
+        self.code, self.end = code, end
+
+
+class _TypeChecked(BinLogPacketWrapper):  # type: ignore[misc]
+    """The library's packet wrapper, which every event packet goes through on every path (the
+    library's own reading, and `BinlogStream._wrapper` on the framed path, whose natively read
+    kinds are all decoded ones). It refuses an event by its type code before the library parses
+    it or drops it: the library leaves out by itself every type it has no class for, the
+    classes it was not asked for and some events it could not parse, which is how compressed
+    events passed unseen."""
+
+    def __init__(self, from_packet: Any, *args: Any, **kwargs: Any) -> None:
+        data = from_packet.get_all_data()
+        if data[5] not in eventtypes.PASSED:  # after the OK byte and the 4-byte timestamp
+            raise _Refused(data[5], int.from_bytes(data[14:18], "little"))
+        super().__init__(from_packet, *args, **kwargs)
+
+
+binlogstream.BinLogPacketWrapper = _TypeChecked  # the name its stream reader builds packets by
 
 
 class _ReconnectRefused(Exception):  # noqa: N818 - control flow inside this module
@@ -317,6 +324,8 @@ class BinlogStream:
                 raise
             except (pymysql.MySQLError, _ReconnectRefused, OSError, EOFError) as exc:
                 raise translate_mysql_error(exc, f"{where} at {self.file}:{self.pos}") from exc
+            except _Refused as refused:
+                raise eventtypes.refusal(refused.code, self.file, refused.end) from None
             out = translate(event)
             if out is not None:
                 yield out
@@ -326,6 +335,8 @@ class BinlogStream:
                 break
         try:
             yield from self._framed_events()
+        except _Refused as refused:
+            raise eventtypes.refusal(refused.code, self.file, refused.end) from None
         except ReaderError:
             raise
         except (pymysql.MySQLError, _ReconnectRefused, OSError, EOFError) as exc:
@@ -463,7 +474,7 @@ class BinlogStream:
         ]
 
         def wrap(payload: bytes) -> Any:
-            packet = BinLogPacketWrapper(
+            packet = _TypeChecked(
                 MysqlPacket(payload, "utf8"),
                 lib.table_map,
                 lib._ctl_connection,
@@ -544,12 +555,6 @@ class BinlogStream:
             return Rotate(event.next_binlog, event.position)
         if kind is HeartbeatLogEvent:
             return ServerHeartbeat(event.ident.rstrip("\x00"), end)
-        if kind is PartialUpdateRowsEvent:
-            raise ServerMisconfiguredError(f"{self.file}:{end}: {PARTIAL_JSON_REFUSED}")
-        if packet.event_type == TRANSACTION_PAYLOAD_EVENT:
-            raise ServerMisconfiguredError(f"{self.file}:{end}: {COMPRESSION_REFUSED}")
-        if packet.event_type in MARIADB_COMPRESSED_EVENTS:
-            raise ServerMisconfiguredError(f"{self.file}:{end}: {MARIADB_COMPRESSION_REFUSED}")
         return Skipped(end)
 
     def _sql_mode(self, bits: int | None) -> str | None:

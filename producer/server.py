@@ -24,6 +24,7 @@ from rowbus.producer.binlog import (
     translate_mysql_error,
 )
 from rowbus.producer.ddl.apply import Charsets
+from rowbus.producer.eventtypes import REFUSED_SETTINGS
 from rowbus.producer.exceptions import (
     BadStartPositionError,
     PositionPurgedError,
@@ -117,13 +118,19 @@ class SourceServer:
 
     def check(self) -> None:
         """ServerMisconfiguredError with one actionable line if the binlog or a grant is wrong."""
+        refused = {s.variable: s for s in REFUSED_SETTINGS}
+        names = ", ".join(f"'{n}'" for n in (*_REQUIRED, "binlog_row_metadata", *refused))
         variables = {
             str(k).lower(): str(v).upper()
-            for k, v in self.query_all(
-                "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('log_bin', 'binlog_format', "
-                "'binlog_row_image', 'binlog_row_metadata')"
-            )
+            for k, v in self.query_all(f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({names})")
         }
+        for name, setting in refused.items():
+            have = variables.get(name)
+            if have is not None and setting.bad(have):
+                raise ServerMisconfiguredError(
+                    f"{self.where}: {name} is {have}: {setting.consequence}; {setting.fix} "
+                    "(SET GLOBAL and in the server configuration)"
+                )
         required = dict(_REQUIRED)
         required["binlog_row_metadata"] = "FULL"
         for name, want in required.items():

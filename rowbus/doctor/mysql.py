@@ -10,6 +10,7 @@ import pymysql
 from rowbus.clients import mysql
 from rowbus.config import MySQLSettings
 from rowbus.doctor.report import Check
+from rowbus.producer.eventtypes import REFUSED_SETTINGS
 
 
 def check_source(settings: MySQLSettings) -> tuple[str, list[Check]]:
@@ -98,31 +99,12 @@ def _expect(variables: dict[str, str], name: str, wanted: str, consequence: str,
 
 def value_checks(variables: dict[str, str]) -> list[Check]:
     """The settings (beyond binlog_format/row_image/row_metadata) under which a reader could not
-    reproduce every value; each failing one is one line of `rowbus doctor`."""
+    reproduce every value; each failing one is one line of `rowbus doctor`. The reader refuses
+    the same ones at start-up (`REFUSED_SETTINGS`)."""
     return [
-        _refuse(
-            variables,
-            "binlog_row_value_options",
-            lambda v: "PARTIAL_JSON" in v.upper(),
-            "must not hold PARTIAL_JSON",
-            "JSON updates carry diffs, not whole values; the reader refuses them",
-            "set binlog_row_value_options='' (empty)",
-        ),
-        _refuse(
-            variables,
-            "binlog_transaction_compression",
-            lambda v: v.upper() in ("ON", "1"),
-            "=OFF",
-            "transactions arrive compressed (Transaction_payload); the reader refuses them",
-            "set binlog_transaction_compression=OFF",
-        ),
-        _refuse(
-            variables,
-            "log_bin_compress",
-            lambda v: v.upper() in ("ON", "1"),
-            "=OFF",
-            "row events arrive compressed; the reader refuses them",
-            "set log_bin_compress=OFF",
+        *(
+            _refuse(variables, s.variable, s.bad, s.wanted, s.consequence, s.fix)
+            for s in REFUSED_SETTINGS
         ),
         _refuse(
             variables,

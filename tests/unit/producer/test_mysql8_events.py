@@ -1,7 +1,6 @@
 """MySQL 8 on the reader's code path, at the event level: binary JSON arrives as its text,
-negative fractional TIME2 as itself, and compressed transactions (binlog_transaction_compression)
-or partial JSON updates (binlog_row_value_options=PARTIAL_JSON) stop the reader with one line
-naming the setting, instead of being skipped."""
+negative fractional TIME2 as itself. (Compressed transactions and partial JSON updates stop the
+reader: `test_event_types.py`.)"""
 
 from __future__ import annotations
 
@@ -9,12 +8,9 @@ import datetime as dt
 import struct
 from typing import Any
 
-import pytest
-
 from rowbus.clients.settings import SourceConnection
 from rowbus.producer.assembler import Rows
 from rowbus.producer.binlog import BinlogStream
-from rowbus.producer.exceptions import ServerMisconfiguredError
 from rowbus.producer.jsonb import json_text
 from rowbus.producer.tables import TableFilter
 from tests.unit.producer.mysql8_events import (
@@ -26,10 +22,7 @@ from tests.unit.producer.mysql8_events import (
     J_STRING,
     JSON_TYPE,
     LONG,
-    PARTIAL_UPDATE_ROWS,
     TIME2,
-    TRANSACTION_PAYLOAD,
-    event,
     jsonb_container,
     jsonb_string,
     parse,
@@ -104,24 +97,3 @@ def test_binary_json_scalars_and_opaque_values_print_as_mysql_prints_them() -> N
     # DECIMAL(5,2) -12.34 as an opaque value: precision, scale, then MySQL's decimal2bin.
     dec = bytes([5, 2]) + bytes([0x7F, 0xF3, 0xDD])
     assert json_text(bytes([15, 246, len(dec)]) + dec) == "-12.34"
-
-
-def test_a_compressed_transaction_stops_the_reader_with_one_line_naming_the_setting() -> None:
-    cache: dict[int, Any] = {}
-    payload = event(TRANSACTION_PAYLOAD, b"\x01\x02\x00\x03\x01\x00\x00")
-    with pytest.raises(ServerMisconfiguredError, match="binlog_transaction_compression=OFF"):
-        _stream()._translate(parse(payload, cache))
-
-
-def test_a_partial_json_update_stops_the_reader_with_one_line_naming_the_setting() -> None:
-    cache: dict[int, Any] = {}
-    stream = _stream()
-    stream._translate(parse(table_map([("id", LONG, b"")]), cache))
-    partial = write_rows([struct.pack("<i", 1)], kind=PARTIAL_UPDATE_ROWS)
-    with pytest.raises(ServerMisconfiguredError, match="binlog_row_value_options"):
-        stream._translate(parse(partial, cache))
-
-
-def test_mariadb_compressed_row_events_stop_the_reader_too() -> None:
-    with pytest.raises(ServerMisconfiguredError, match="log_bin_compress=OFF"):
-        _stream()._translate(parse(event(169, b"\x00" * 12), {}))
