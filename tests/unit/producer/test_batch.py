@@ -243,7 +243,7 @@ def test_native_and_pure_snapshot_chunks_hold_the_same_records() -> None:
 
 def test_a_definition_goes_just_before_its_transaction_with_its_ts() -> None:
     """PROTOCOL.md §9.6: the CREATEs of a table met first go before the transaction's first
-    event (its offset − 1: no streamed event ends there), with the transaction's ts, so a
+    event (its offset - 1: no streamed event ends there), with the transaction's ts, so a
     merge releases them first and never takes them for replays."""
     b = batcher()
     creates = ["CREATE DATABASE IF NOT EXISTS `db`", "CREATE TABLE IF NOT EXISTS `t` (id INT)"]
