@@ -12,6 +12,8 @@ The data path, one module per step (each testable without services where it can 
     jsonb.py       MySQL 8's binary JSON to text
     tables.py      table maps → TableSchema, library values → protocol values, filters (pure)
     tracker.py     the shadow schema at the reader's position, carried through DDL
+    definitions.py a table's CREATE statements, published before its first row when the
+                   stream has not defined it (PROTOCOL.md §9.6)
     ddl/           the MySQL DDL interpreter the tracker uses (CREATE / ALTER on a table
                    definition)
     control.py     transaction-control statements of a binlog, classified (pure)

@@ -13,11 +13,12 @@ no watermark passes before its last fragment.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from rowbus.producer import fastrows
 from rowbus.producer.assembler import Change, DdlItem, RowItem, Transaction
+from rowbus.producer.definitions import just_before
 from rowbus.producer.fragments import OpenStream
 from rowbus.producer.tracker import DdlSchema
 from rowbus.protocol.codec import Encoding, encode
@@ -41,6 +42,8 @@ from rowbus.protocol.topics import data_topic, schema_key
 from rowbus.protocol.values import Value
 
 OutRecord = fastrows.OutRecord
+Definition = tuple[TableSchema, Sequence[str]]
+"""A table's schema and the statements that create it (PROTOCOL.md §9.6)."""
 
 
 @dataclass
@@ -194,9 +197,10 @@ class Batcher:
 
     # ---- transactions -----------------------------------------------------------------------
 
-    def add(self, txn: Transaction, now: float) -> None:
+    def add(self, txn: Transaction, now: float, defining: Sequence[Definition] = ()) -> None:
         """Append `txn`'s records; stamps it with the next hybrid-clock tick. When `txn` is the
-        transaction published in fragments, this is its last fragment."""
+        transaction published in fragments, this is its last fragment. `defining`: tables to
+        define first (PROTOCOL.md §9.6), at the same ts, just before its first event."""
         batch = self.batch
         if batch.started is None:
             batch.started = now
@@ -209,12 +213,16 @@ class Batcher:
         if stream is not None:
             stream.check(txn.id, txn.gtid)
             self.open_stream = None
+            if defining:
+                self._define(defining, stream.ts, txn.id, txn.changes, stream)
             planned = list(self._plan(txn.changes))
             self._emit_stream(stream, planned, stream.next_index + len(planned))
             return
         ts = self.clock.next(txn.commit_time * 1000)
         if not txn.changes:
             return
+        if defining:
+            self._define(defining, ts, txn.id, txn.changes)
         planned = list(self._plan(txn.changes))
         count = len(planned)
         txn_id = txn.id
@@ -225,12 +233,19 @@ class Batcher:
                 self._add_row(item, op, before, after, ts, TxnRef(txn_id, index, count))
         batch.stats.events += count
 
-    def stream(self, txn_id: str, gtid: str | None, changes: list[Change], now: float) -> None:
+    def stream(
+        self,
+        txn_id: str,
+        gtid: str | None,
+        changes: list[Change],
+        now: float,
+        defining: Sequence[Definition] = (),
+    ) -> None:
         """Append a fragment of the open transaction `txn_id` (its events carry no count).
 
         The first fragment takes the transaction's tick: the one right after the clock's last
         (its commit time is not read yet), which a restarted reader computes again from the
-        checkpoint's ts."""
+        checkpoint's ts. `defining`: as in `add`."""
         batch = self.batch
         if batch.started is None:
             batch.started = now
@@ -238,6 +253,8 @@ class Batcher:
         if stream is None:
             stream = self.open_stream = OpenStream.start(self.clock)
         stream.check(txn_id, gtid)
+        if defining:
+            self._define(defining, stream.ts, txn_id, changes, stream)
         self._emit_stream(stream, list(self._plan(changes)), None)
 
     def resume_stream(self, fragment: ReaderCheckpoint) -> None:
@@ -393,14 +410,44 @@ class Batcher:
         batch = self.batch
         if batch.started is None:
             batch.started = now
-        ts = self.clock.next(int(now * 1000))
+        return self._add_definition(
+            table, statements, self.clock.next(int(now * 1000)), txn_id, first_index, position
+        )
+
+    def _add_definition(
+        self,
+        table: TableSchema,
+        statements: Sequence[str],
+        ts: int,
+        txn_id: str,
+        first_index: int,
+        position: BinlogPosition,
+    ) -> int:
         for i, statement in enumerate(statements):
             parsed = parse_ddl(statement, table.schema)
             after = DdlSchema(known=True, table=table if parsed.table is not None else None)
             item = DdlItem(statement, table.schema, parsed, position, after)
             self._add_ddl(item, ts, TxnRef(txn_id, first_index + i))
-        batch.stats.events += len(statements)
+        self.batch.stats.events += len(statements)
         return len(statements)
+
+    def _define(
+        self,
+        defining: Sequence[Definition],
+        ts: int,
+        txn_id: str,
+        changes: Sequence[Change],
+        stream: OpenStream | None = None,
+    ) -> None:
+        """The definitions of tables met first in this transaction (PROTOCOL.md §9.6): one
+        transaction `define:<id>` with the transaction's ts, just before its first event, so
+        it is released first and no streamed event shares its order key."""
+        at = just_before(changes[0].position)
+        if stream is not None and stream.published(at):
+            return  # committed with a fragment before a restart
+        index = 0
+        for table, statements in defining:
+            index += self._add_definition(table, statements, ts, f"define:{txn_id}", index, at)
 
     @property
     def resume_ts(self) -> int:

@@ -31,13 +31,22 @@ from rowbus.clients.election import Election, Unopposed
 from rowbus.clients.mysql import SYSTEM_SCHEMAS
 from rowbus.clients.settings import SourceConnection
 from rowbus.producer.assembler import (
+    Change,
     DdlItem,
+    RowItem,
     Rows,
     ServerHeartbeat,
     Transaction,
     TransactionAssembler,
 )
-from rowbus.producer.batch import Batch, Batcher, BatchStats, FlushPolicy, OutRecord
+from rowbus.producer.batch import (
+    Batch,
+    Batcher,
+    BatchStats,
+    Definition,
+    FlushPolicy,
+    OutRecord,
+)
 from rowbus.producer.binlog import BinlogStream
 from rowbus.producer.checkpoints import load_checkpoints
 from rowbus.producer.exceptions import (
@@ -754,7 +763,7 @@ class Reader:
                     if txn.gtid:
                         term.gtid.add(txn.gtid)
                     inc.before(txn)
-                    batcher.add(txn, now)
+                    batcher.add(txn, now, self._definitions(term, txn.changes))
                     if len(batcher.batch.records) - batcher.batch.sent >= SEND_RECORDS:
                         self._send_ready(term)
                     term.resume = txn.end
@@ -777,9 +786,54 @@ class Reader:
         self, term: _Term, assembler: TransactionAssembler, now: float, inc: Incremental
     ) -> None:
         inc.ahead(assembler.event_position)
-        term.batcher.stream(*assembler.take_open(), now)
+        txn_id, gtid, changes = assembler.take_open()
+        term.batcher.stream(txn_id, gtid, changes, now, self._definitions(term, changes))
         self.metrics.fragments += 1
         self._commit(term, heartbeat=False)
+
+    def _definitions(self, term: _Term, changes: list[Change]) -> list[Definition]:
+        """What creates each table `changes` deliver rows of that no definition was published
+        for in this source's history (PROTOCOL.md §9.6): a table known neither from a DDL read
+        nor from the table states stored with the checkpoint, nor snapshotted (a snapshot
+        published its CREATE). The tracker's stored states say so after a restart: they are
+        committed in the same Kafka transaction as the definition."""
+        tracker = term.tracker
+        assert tracker is not None
+        if not tracker.undefined:
+            return []
+        out: list[Definition] = []
+        snap = term.snapshot
+        for item in changes:
+            if not isinstance(item, RowItem):
+                continue
+            name = TableName(item.table.schema, item.table.table)
+            if name not in tracker.undefined:
+                continue
+            tracker.undefined.discard(name)
+            qualified = f"{name.schema}.{name.table}"
+            if snap is not None and (
+                qualified in snap.tables
+                or (qualified in snap.backfills and snap.backfills[qualified].chunks > 0)
+            ):
+                continue
+            statements = term.server.create_statements(name.schema, name.table)
+            if not statements:
+                log.warning(
+                    "%s: %s met first at binlog %s is gone from the server: no definition "
+                    "of it can be published; a consumer without it stops at its rows",
+                    self.source.name,
+                    qualified,
+                    item.position,
+                )
+                continue
+            log.info(
+                "%s: %s met first at binlog %s: its definition is published before its rows",
+                self.source.name,
+                qualified,
+                item.position,
+            )
+            out.append((item.table, statements))
+        return out
 
     def _incremental(self, term: _Term) -> Incremental:
         """The term's incremental snapshots (signals followed with ``reader.signal_topic``);

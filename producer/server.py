@@ -24,6 +24,7 @@ from rowbus.producer.binlog import (
     translate_mysql_error,
 )
 from rowbus.producer.ddl.apply import Charsets
+from rowbus.producer.definitions import create_statements
 from rowbus.producer.eventtypes import REFUSED_SETTINGS
 from rowbus.producer.exceptions import (
     BadStartPositionError,
@@ -290,6 +291,12 @@ class SourceServer:
         for index, non_unique, column in rows:
             found.setdefault(str(index), ([], not int(non_unique)))[0].append(str(column))
         return tuple(IndexSchema(n, tuple(c), u) for n, (c, u) in sorted(found.items()))
+
+    def create_statements(self, schema: str, table: str) -> list[str]:
+        """The table's database's and its own CREATE … IF NOT EXISTS, as the server shows them
+        now (a definition published before a table's first streamed row, PROTOCOL.md §9.6)."""
+        with self._cursor(f"reading the definition of {schema}.{table}") as cur:
+            return create_statements(cur, schema, table)
 
     def table_extras(self, schema: str, table: str) -> Extras | None:
         """What the table map lacks (defaults, secondary indexes), read now from the server."""

@@ -98,6 +98,12 @@ class SchemaTracker:
     _restored: dict[TableName, TableSchema] = field(default_factory=dict)
     """Stored states not yet used (made a `TableDef` when first needed: one server query for
     the table's default collation, not one per table at start)."""
+    _named: set[TableName] = field(default_factory=set)
+    """Tables a DDL read or a stored state made known (whatever their state now)."""
+    undefined: set[TableName] = field(default_factory=set)
+    """Tables first met in a table map: known neither from a DDL read nor from a stored
+    state, so no definition of theirs was published (PROTOCOL.md §9.6). The reader takes
+    them out once it publishes one."""
 
     # ---- state ------------------------------------------------------------------------------
 
@@ -125,6 +131,7 @@ class SchemaTracker:
     def restore(self, tables: Mapping[TableName, TableSchema | None]) -> None:
         """States stored with the checkpoint a term resumes from (None: unknown)."""
         for name, table in tables.items():
+            self._named.add(name)
             if table is not None and table.columns:
                 self._restored[name] = table
 
@@ -187,6 +194,8 @@ class SchemaTracker:
             indexes = state.schema_of().indexes
             collation = state.collation
         else:
+            if name not in self._named:
+                self.undefined.add(name)
             extras = self.fetch(name.schema, name.table)
             defaults = dict(extras.defaults) if extras else {}
             indexes = extras.indexes if extras else ()
@@ -207,6 +216,10 @@ class SchemaTracker:
 
     def on_ddl(self, parsed: ParsedDdl, statement: str, at: PositionKey) -> DdlSchema:
         """Apply a DDL read at `at`; what its after-schema is."""
+        # A table this statement creates (or renames into) is defined by it downstream.
+        if parsed.kind in (DdlKind.CREATE_TABLE, DdlKind.CREATE_TABLE_LIKE) and parsed.table:
+            self._named.add(parsed.table)
+        self._named.update(new for _, new in parsed.renames)
         try:
             return self._apply(parsed, statement, at)
         except DdlApplyError as exc:

@@ -13,9 +13,10 @@ DBLog's watermark algorithm, one chunk at a time, on the streaming thread betwee
    table in the window discards the chunk (read again, with the new columns).
 3. When the stream reaches H (the next transaction lies after it, or the server's heartbeat
    says the reader caught up to it), the chunk's remaining rows are published as `Op.READ` rows
-   at `position` H, one Kafka transaction with the checkpoint that records the chunk's last key.
-   Every streamed change published before them lies before H and every one after them after H,
-   so a consumer never sees a read row overwrite a newer streamed change.
+   just after H (`position` offset H + 1, which no binlog event ends at), one Kafka transaction
+   with the checkpoint that records the chunk's last key. Every streamed change published
+   before them ends at or before H and every one after them after H + 1, so a consumer never
+   sees a read row overwrite a newer streamed change, nor one share its order key.
 
 A reader restart loses at most the chunk in flight: it is read again from the last key the
 checkpoint holds. Keyless tables are refused (they cannot be chunked, and their rows have no
@@ -32,6 +33,7 @@ from typing import Protocol
 
 from rowbus.clients.settings import SourceConnection
 from rowbus.producer.assembler import DdlItem, Transaction
+from rowbus.producer.definitions import just_after
 from rowbus.producer.snapshot.signals import SignalWatch
 from rowbus.producer.snapshot.source import ReadView, open_views
 from rowbus.producer.snapshot.state import Backfill, SnapshotState, _before
@@ -258,12 +260,15 @@ class Incremental:
         if job is None or job.done:
             return
         kept = flight.kept()
+        # Just after H: a streamed event ending at H (a DDL, an XA COMMIT's rows) would
+        # otherwise share the chunk's order key (PROTOCOL.md §9.5 item 5).
+        at = just_after(flight.high)
         if flight.creates and self._emit_ddl is not None:
             self._emit_ddl(
                 flight.table,
                 list(flight.creates),
                 f"snapshot:incremental:{job.name}:create",
-                flight.high,
+                at,
             )
         if kept:
             self._emit_rows(
@@ -271,7 +276,7 @@ class Incremental:
                 kept,
                 f"snapshot:incremental:{job.name}:{job.chunks}:{flight.high.file}:"
                 f"{flight.high.offset}",
-                flight.high,
+                at,
             )
         job.rows += len(kept)
         job.chunks += 1

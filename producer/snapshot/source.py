@@ -22,6 +22,7 @@ from rowbus.clients import mysql
 from rowbus.clients.mysql import SYSTEM_SCHEMAS
 from rowbus.clients.settings import SourceConnection
 from rowbus.producer.binlog import translate_mysql_error
+from rowbus.producer.definitions import create_statements
 from rowbus.producer.exceptions import ServerMisconfiguredError
 from rowbus.producer.snapshot import resultset
 from rowbus.producer.snapshot.values import CONVERSIONS, post_converters, select_expression
@@ -112,29 +113,12 @@ class ReadView:
         """What creates `table` where it is missing: its database's and its own CREATE, each
         with IF NOT EXISTS, as the server shows them (the DDL a consumer runs before the
         table's snapshot rows, so an empty sink can take a snapshot)."""
-        schema = table.schema.replace("`", "``")
-        name = table.table.replace("`", "``")
         with self.cursor(f"reading the definition of {table.qualified}") as cur:
-            cur.execute(f"SHOW CREATE DATABASE `{schema}`")
-            row = cur.fetchone()
-            database = str(row[1]) if row else f"CREATE DATABASE `{schema}`"
-            cur.execute(f"SHOW CREATE TABLE `{schema}`.`{name}`")
-            row = cur.fetchone()
-            create = str(row[1]) if row else ""
-        return [
-            _if_not_exists(database, "CREATE DATABASE "),
-            _if_not_exists(create, "CREATE TABLE "),
-        ]
+            return create_statements(cur, table.schema, table.table)
 
 
 def _name(table: TableSchema) -> str:
     return f"`{table.schema.replace('`', '``')}`.`{table.table.replace('`', '``')}`"
-
-
-def _if_not_exists(statement: str, head: str) -> str:
-    if statement[: len(head)].upper() != head:
-        raise ServerMisconfiguredError(f"unexpected definition: {statement[:80]}")
-    return f"{head}IF NOT EXISTS {statement[len(head) :]}"
 
 
 def _connect(source: SourceConnection, where: str) -> Any:

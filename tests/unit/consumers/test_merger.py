@@ -14,7 +14,7 @@ from rowbus.merge.checkpoint import Checkpoint
 from rowbus.merge.merger import Merger
 from rowbus.merge.state import MergerSnapshot
 from rowbus.merge.transaction import KafkaPosition, Transaction
-from rowbus.protocol.events import DdlChange, Resolved, TableSchema
+from rowbus.protocol.events import BinlogPosition, DdlChange, Op, Resolved, TableSchema, TxnRef
 from tests.unit.consumers.adapters import ADAPTERS, Adapter, Released
 from tests.unit.consumers.scenario import BASE_TS, TABLE, Scenario, ddl, row, scenarios
 
@@ -257,3 +257,47 @@ def test_lazy_checkpoints_do_not_depend_on_the_order_they_are_asked_for(
     assert forward == backward
     for before, after in itertools.pairwise(forward):
         after.check_follows(before)
+
+
+@pytest.mark.parametrize("adapter", sorted(ADAPTERS))
+def test_release_order_is_ts_source_then_the_order_key_of_the_first_event(adapter: str) -> None:
+    """PROTOCOL.md §9 step 6 (1.5): within one ts a snapshot's CREATEs (`snapshot:…:create`)
+    go before its rows (`snapshot:…:0`, which sorts first as a string: the 1.4 text's
+    `(ts, source, txn.id, txn.index)` put the rows first), and a DDL without a `txn` takes
+    index 0 at its position."""
+    ts = BASE_TS + 7
+    at = BinlogPosition("bin.000003", 500)
+    creates = [
+        replace(
+            ddl("s1", ts, 500),
+            statement=statement,
+            position=at,
+            txn=TxnRef("snapshot:0:db.t:create", index),
+        )
+        for index, statement in (
+            (4, "CREATE DATABASE IF NOT EXISTS db"),
+            (5, "CREATE TABLE IF NOT EXISTS t (id BIGINT PRIMARY KEY, v INT)"),
+        )
+    ]
+    rows = [
+        replace(
+            row("s1", ts, "snapshot:0:db.t:0", index, None, 500),
+            op=Op.READ,
+            position=at,
+        )
+        for index in (6, 7)
+    ]
+    bare = replace(ddl("s1", ts, 400), position=BinlogPosition("bin.000003", 400), txn=None)
+    # Each partition in binlog order, as a reader writes it (DDLs on every partition); the
+    # rows' partition is read first.
+    partitions = {1: [bare, *creates, *rows, Resolved(source="s1", ts=ts)]}
+    partitions[0] = [bare, *creates, Resolved(source="s1", ts=ts)]
+    merger = ADAPTERS[adapter]([("a", 0, "s1"), ("a", 1, "s1")])
+    for partition, records in partitions.items():
+        for offset, event in enumerate(records):
+            merger.push("a", partition, offset, event)
+    out: list[Released] = []
+    drain(merger, out)
+    released = [event for *_, events in out for event in events]
+    assert released == [bare, *creates, *rows]
+    merger.close()

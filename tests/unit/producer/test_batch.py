@@ -239,3 +239,24 @@ def test_native_and_pure_snapshot_chunks_hold_the_same_records() -> None:
     reads = [decode(v, h) for _, _, _, v, h in out[0]]
     indexes = [r.txn.index for r in reads if isinstance(r, RowChange)]
     assert indexes == [7, 8, 9, 10, 11, 12, 13, 14]
+
+
+def test_a_definition_goes_just_before_its_transaction_with_its_ts() -> None:
+    """PROTOCOL.md §9.6: the CREATEs of a table met first go before the transaction's first
+    event (its offset - 1: no streamed event ends there), with the transaction's ts, so a
+    merge releases them first and never takes them for replays."""
+    b = batcher()
+    creates = ["CREATE DATABASE IF NOT EXISTS `db`", "CREATE TABLE IF NOT EXISTS `t` (id INT)"]
+    b.add(txn(RowItem(Op.INSERT, T, None, (1, "a", None), POS)), now=0.0, defining=[(T, creates)])
+    events = [r for _, _, r in decoded(b) if isinstance(r, (DdlChange, RowChange))]
+    ddls = [e for e in events if isinstance(e, DdlChange)]
+    row = next(e for e in events if isinstance(e, RowChange))
+    assert sorted({(d.statement, d.txn.index) for d in ddls if d.txn}) == [
+        (creates[0], 0),
+        (creates[1], 1),
+    ]
+    assert {(d.position.offset, d.ts, d.txn.id if d.txn else None) for d in ddls} == {
+        (POS.offset - 1, row.ts, "define:0-1-1")
+    }
+    assert events.index(row) > max(i for i, e in enumerate(events) if isinstance(e, DdlChange))
+    assert {d.table_schema for d in ddls if d.table} == {T}

@@ -16,6 +16,8 @@ from rowbus.protocol.values import Value
 T = TableSchema("d", "t", (ColumnSchema("id", "bigint"), ColumnSchema("v", "int")), ("id",))
 LOW = BinlogPosition("binlog.000001", 1000)
 HIGH = BinlogPosition("binlog.000001", 2000)
+PUBLISHED = BinlogPosition("binlog.000001", 2001)
+"""Where a chunk read at HIGH is published: just after it, where no binlog event ends."""
 
 
 def _txn(at: int, end: int, *keys: int) -> Transaction:
@@ -53,7 +55,7 @@ def test_a_chunk_goes_out_at_its_high_watermark_without_the_keys_changed_in_the_
     inc.before(_txn(1500, 1800, 2))  # in the window: key 2 may be older in the chunk
     assert holder.out == []
     inc.before(_txn(2100, 2200, 3))  # after the high watermark: the chunk goes first
-    assert holder.out == [([(1, 0), (3, 0)], HIGH)]
+    assert holder.out == [([(1, 0), (3, 0)], PUBLISHED)]
     job = holder.snapshot.backfills["d.t"]
     assert job.after == (3,) and job.rows == 2 and not job.done and inc.flight is None
 
@@ -65,7 +67,7 @@ def test_an_idle_stream_at_the_high_watermark_publishes_the_chunk() -> None:
     inc.reached(LOW)
     assert holder.out == []
     inc.reached(HIGH)
-    assert holder.out == [([(1, 0)], HIGH)]
+    assert holder.out == [([(1, 0)], PUBLISHED)]
     assert holder.snapshot is not None and holder.snapshot.backfills["d.t"].done
 
 

@@ -3,6 +3,8 @@ stored as of a checkpoint and restored by a new term (no server: a fake `fetch`)
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rowbus.producer.ddl.apply import TableDef
 from rowbus.producer.tracker import UNKNOWN, Extras, SchemaTracker
 from rowbus.protocol.ddl import TableName, parse_ddl
@@ -107,3 +109,27 @@ def test_rename_drop_and_drop_database() -> None:
     ddl(tr, "CREATE TABLE t (id INT PRIMARY KEY)", 400)
     ddl(tr, "DROP DATABASE d", 500)
     assert tr.state(T) is None
+
+
+def test_a_table_met_first_in_a_table_map_is_undefined_until_a_term_stores_it() -> None:
+    """PROTOCOL.md §9.6: a table known from neither a DDL read nor a stored state needs a
+    definition; one a CREATE made does not; a new term that restores the states stored with
+    the checkpoint (written in the Kafka transaction of the definition) knows it is defined,
+    one whose checkpoint did not store it (a kill -9 before the commit) does not."""
+    mapped = TableSchema("d", "old", (ColumnSchema("id", "int", nullable=False),), ("id",))
+    made = TableName("d", "new")
+    tr = tracker()
+    ddl(tr, "CREATE TABLE new (id INT PRIMARY KEY)", 100)
+    tr.on_table_map(replace(mapped, table="new"), (1, "b.000001", 150))
+    tr.on_table_map(mapped, (1, "b.000001", 200))
+    assert tr.undefined == {TableName("d", "old")}
+    stored = dict(tr.durable((1, "b.000001", 250)))
+    assert made in stored and TableName("d", "old") in stored
+    resumed = tracker()
+    resumed.restore(stored)
+    resumed.on_table_map(mapped, (1, "b.000001", 300))
+    assert resumed.undefined == set()
+    lost = tracker()
+    lost.restore({made: stored[made]})
+    lost.on_table_map(mapped, (1, "b.000001", 300))
+    assert lost.undefined == {TableName("d", "old")}
