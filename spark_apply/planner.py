@@ -130,6 +130,9 @@ class PlannerState:
     """The highest release bound so far (never decreases)."""
     spilled: tuple[SpilledTxn, ...] = ()
     """Stashed transactions whose events are in the sink's pieces (their index only)."""
+    split: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Stashed remainders of transactions split by a shard-DDL hold: events left of each
+    (`MergerSnapshot.split`)."""
 
     @property
     def stash_events(self) -> int:
@@ -149,6 +152,7 @@ class PlannerState:
             floors=dict(self.floors),
             offsets=dict(self.offsets),
             stash=list(self.stash),
+            split=dict(self.split),
         )
 
     def without_stash(self) -> PlannerState:
@@ -167,6 +171,7 @@ class PlannerState:
             ts=self.ts,
             stash=tuple((e.topic, e.partition, e.offset, _data(e.event)) for e in self.stash),
             spilled=self.spilled,
+            split=self.split,
         )
 
     @staticmethod
@@ -182,6 +187,7 @@ class PlannerState:
             stash=stash,
             released_through=released_through,
             spilled=tuple(snapshot.spilled),
+            split=dict(snapshot.split),
         )
 
     def to_bytes(self) -> bytes:

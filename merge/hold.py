@@ -1,7 +1,7 @@
 """The shard-DDL hold rule: what of a transaction waits for a shard's DDL lock, what goes now.
 
 Pure, no I/O. One rule for every apply path — the `Merger` (the Spark job's planner, in both
-apply modes) and `shard_ddl.ShardedApply` (a plain `Subscriber`):
+apply modes) and `rowbus.consumers.sharded_apply.ShardedApply` (a plain `Subscriber`):
 
 - the *held* set is the tables (shards) whose own DDL is refused by the gate (waiting for its
   lock) — only those, never a table merely written together with one;
