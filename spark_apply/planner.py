@@ -37,7 +37,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from rowbus.merge.checkpoint import Lane, TopicPartition
-from rowbus.merge.merger import Merger
+from rowbus.merge.merger import Merger, Split
 from rowbus.merge.positions import Floor, PosKey
 from rowbus.merge.spill import DataEvent, Spill
 from rowbus.merge.state import MergerSnapshot, SpilledTxn
@@ -259,6 +259,8 @@ class Plan:
     """The DDL gate's answers, by Kafka position (``topic[partition]@offset``): the sink
     stores them before it commits any part of the batch, and a replay of a batch that has
     parts committed plans with them (`stored_gate`), not with the live shard-DDL state."""
+    splits: tuple[Split, ...] = ()
+    """Transactions the shard-DDL hold split in this batch (`Merger.release`)."""
 
     @property
     def row_count(self) -> int:
@@ -327,7 +329,7 @@ def plan(
     merger.close()
     gates = tuple(sorted((str(at), ok) for at, ok in answers.items()))
     state = PlannerState.of(after, stash, bound)
-    return Plan(tuple(steps), state, bound, dropped, spill, peak, gates)
+    return Plan(tuple(steps), state, bound, dropped, spill, peak, gates, tuple(merger.splits))
 
 
 def _envelope(at: KafkaPosition, event: Event) -> Envelope:

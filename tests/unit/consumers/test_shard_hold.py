@@ -13,8 +13,8 @@ import pytest
 
 from rowbus.merge.hold import hold
 from rowbus.merge.merger import Merger
-from rowbus.merge.state import MergerSnapshot
 from rowbus.merge.spill import SpillStore
+from rowbus.merge.state import MergerSnapshot
 from rowbus.merge.transaction import KafkaPosition, Transaction
 from rowbus.protocol.events import BinlogPosition, DdlChange, Event, Resolved
 from rowbus.testing import events
