@@ -18,6 +18,9 @@ Rules applied on `push`:
 - a transaction is held until all its rows are in when the row count is known (`TxnRef.count`);
 - a DDL is its own transaction; copies of it on several partitions count once.
 
+With a DDL gate (`release(ddl_ready=…)`, shard DDL) a refused DDL holds only its own table
+(`rowbus.consumers.hold`); a transaction spanning it and other tables is split.
+
 A lane that never reports a watermark (a silent source) stalls the merge: `blocked_by()` says
 which lanes hold it back and for how long they have been silent; nothing is ever skipped.
 
