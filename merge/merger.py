@@ -19,7 +19,7 @@ Rules applied on `push`:
 - a DDL is its own transaction; copies of it on several partitions count once.
 
 With a DDL gate (`release(ddl_ready=…)`, shard DDL) a refused DDL holds only its own table
-(`rowbus.consumers.hold`); a transaction spanning it and other tables is split.
+(`rowbus.merge.hold`); a transaction spanning it and other tables is split.
 
 A lane that never reports a watermark (a silent source) stalls the merge: `blocked_by()` says
 which lanes hold it back and for how long they have been silent; nothing is ever skipped.

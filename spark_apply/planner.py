@@ -21,7 +21,7 @@ Per batch:
 2. Released transactions are split into steps at each DDL (a DDL ends its step: rows before
    it, then it). A DDL that `ddl_ready` refuses (a shard DDL waiting for its group) stays
    stashed with every later event of its table; other tables keep flowing, and a transaction
-   spanning the waiting table and others is split (`rowbus.consumers.hold`; the plan lists
+   spanning the waiting table and others is split (`rowbus.merge.hold`; the plan lists
    the splits, the state keeps what is left of each, `PlannerState.split`).
 3. What the merger still holds is the new stash. With a spill store (`spill`, the sink's
    `pieces.PieceSpill`) it holds at most `memory_limit` events in memory while planning, and

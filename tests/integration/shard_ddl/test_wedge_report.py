@@ -12,9 +12,9 @@ import time
 import pytest
 
 from rowbus.config import Settings
-from rowbus.consumers.positions import Floor
-from rowbus.consumers.routing import RouteSettings
+from rowbus.merge.positions import Floor
 from rowbus.protocol.events import BinlogPosition
+from rowbus.routing.routes import RouteSettings
 from rowbus.spark_apply.planner import Envelope, Plan, PlannerState
 from rowbus.spark_apply.settings import ApplySettings, JobConfig, SinkConnection
 from rowbus.spark_apply.shard_ddl import ShardDdlHook
