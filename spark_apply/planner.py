@@ -20,7 +20,9 @@ Per batch:
    depends on live metadata.
 2. Released transactions are split into steps at each DDL (a DDL ends its step: rows before
    it, then it). A DDL that `ddl_ready` refuses (a shard DDL waiting for its group) stays
-   stashed with every later transaction of its table; other tables keep flowing.
+   stashed with every later event of its table; other tables keep flowing, and a transaction
+   spanning the waiting table and others is split (`rowbus.merge.hold`; the plan lists
+   the splits, the state keeps what is left of each, `PlannerState.split`).
 3. What the merger still holds is the new stash. With a spill store (`spill`, the sink's
    `pieces.PieceSpill`) it holds at most `memory_limit` events in memory while planning, and
    spills everything it still holds at the end: the state then names chunks of stored pieces
@@ -37,7 +39,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from rowbus.merge.checkpoint import Lane, TopicPartition
-from rowbus.merge.merger import Merger
+from rowbus.merge.merger import Merger, Split
 from rowbus.merge.positions import Floor, PosKey
 from rowbus.merge.spill import DataEvent, Spill
 from rowbus.merge.state import MergerSnapshot, SpilledTxn
@@ -130,6 +132,9 @@ class PlannerState:
     """The highest release bound so far (never decreases)."""
     spilled: tuple[SpilledTxn, ...] = ()
     """Stashed transactions whose events are in the sink's pieces (their index only)."""
+    split: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Stashed remainders of transactions split by a shard-DDL hold: events left of each
+    (`MergerSnapshot.split`)."""
 
     @property
     def stash_events(self) -> int:
@@ -149,6 +154,7 @@ class PlannerState:
             floors=dict(self.floors),
             offsets=dict(self.offsets),
             stash=list(self.stash),
+            split=dict(self.split),
         )
 
     def without_stash(self) -> PlannerState:
@@ -167,6 +173,7 @@ class PlannerState:
             ts=self.ts,
             stash=tuple((e.topic, e.partition, e.offset, _data(e.event)) for e in self.stash),
             spilled=self.spilled,
+            split=self.split,
         )
 
     @staticmethod
@@ -182,6 +189,7 @@ class PlannerState:
             stash=stash,
             released_through=released_through,
             spilled=tuple(snapshot.spilled),
+            split=dict(snapshot.split),
         )
 
     def to_bytes(self) -> bytes:
@@ -253,6 +261,8 @@ class Plan:
     """The DDL gate's answers, by Kafka position (``topic[partition]@offset``): the sink
     stores them before it commits any part of the batch, and a replay of a batch that has
     parts committed plans with them (`stored_gate`), not with the live shard-DDL state."""
+    splits: tuple[Split, ...] = ()
+    """Transactions the shard-DDL hold split in this batch (`Merger.release`)."""
 
     @property
     def row_count(self) -> int:
@@ -321,7 +331,7 @@ def plan(
     merger.close()
     gates = tuple(sorted((str(at), ok) for at, ok in answers.items()))
     state = PlannerState.of(after, stash, bound)
-    return Plan(tuple(steps), state, bound, dropped, spill, peak, gates)
+    return Plan(tuple(steps), state, bound, dropped, spill, peak, gates, tuple(merger.splits))
 
 
 def _envelope(at: KafkaPosition, event: Event) -> Envelope:
