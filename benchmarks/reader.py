@@ -6,8 +6,8 @@
 
 W1: a 10-column table (BIGINT PK, INT, BIGINT, VARCHAR(64), DECIMAL(12,2), DATETIME(6), DOUBLE,
 TINYINT, TEXT, DATE) filled in 100-row transactions. W1z: the same rows into a second such table
-with MariaDB's ``log_bin_compress=ON`` (the server's ``log_bin_compress_min_len``; the setting is
-restored after), read by the reader only (mysql-replication alone drops compressed events, so
+with MariaDB's ``log_bin_compress=ON`` and ``log_bin_compress_min_len=10`` (both restored
+after), read by the reader only (mysql-replication alone drops compressed events, so
 W1z's ratios are to W1's parse, and each reader figure is also given beside W1's on the same path,
 compression off, in the same run). W1u: single-row UPDATEs of that table, one
 per transaction (Debezium's harness in ../shared/bench/debezium/ uses the same two phases). W2:
@@ -153,11 +153,14 @@ def write_w1(
 def write_w1z(
     args: argparse.Namespace, db: str, rows: int
 ) -> tuple[tuple[str, int], tuple[str, int], int]:
-    """W1's rows into table `w1z` with log_bin_compress=ON (MariaDB), restored after."""
+    """W1's rows into table `w1z` with log_bin_compress=ON (MariaDB), restored after. The
+    threshold is 10 bytes: MariaDB compresses a rows event or not by its first row's size, and
+    a W1 row is under the default 256."""
     with _connect(args) as conn, conn.cursor() as cur:
-        cur.execute("SELECT @@GLOBAL.log_bin_compress")
+        cur.execute("SELECT @@GLOBAL.log_bin_compress, @@GLOBAL.log_bin_compress_min_len")
         row = cur.fetchone()
-        was = row[0] if row else "OFF"
+        was = row if row else ("OFF", 256)
+        cur.execute("SET GLOBAL log_bin_compress_min_len = 10")
         cur.execute("SET GLOBAL log_bin_compress = ON")
     try:
         # A new session: MariaDB reads log_bin_compress per session at connect.
@@ -171,7 +174,8 @@ def write_w1z(
             end = binlog_end(conn)
     finally:
         with _connect(args) as conn, conn.cursor() as cur:
-            cur.execute("SET GLOBAL log_bin_compress = %s", (was,))
+            cur.execute("SET GLOBAL log_bin_compress = %s", (was[0],))
+            cur.execute("SET GLOBAL log_bin_compress_min_len = %s", (was[1],))
     return start, end, written
 
 
@@ -512,9 +516,10 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             began = time.perf_counter()
             start, end, count = writer(args, db, size)
+            mb = f", {(end[1] - start[1]) / 1e6:.1f} MB of binlog" if start[0] == end[0] else ""
             print(
                 f"{name}: wrote {count} {unit} in {time.perf_counter() - began:.1f}s "
-                f"({start[0]}:{start[1]} .. {end[0]}:{end[1]})"
+                f"({start[0]}:{start[1]} .. {end[0]}:{end[1]}{mb})"
             )
             for pin in pins:
                 summary.append(
