@@ -1,10 +1,15 @@
 """Reader benchmark: rows/s from binlog to committed in Kafka, beside the raw parse rate.
 
     python -m benchmarks.reader [--mysql HOST:PORT] [--kafka HOST:PORT] [--w1-rows N]
-        [--w1u-rows N] [--w2-txns N] [--producer KEY=VALUE ...] [--no-pure] [--profile]
+        [--w1u-rows N] [--w2-txns N] [--producer KEY=VALUE ...] [--no-pure] [--no-compressed]
+        [--profile]
 
 W1: a 10-column table (BIGINT PK, INT, BIGINT, VARCHAR(64), DECIMAL(12,2), DATETIME(6), DOUBLE,
-TINYINT, TEXT, DATE) filled in 100-row transactions. W1u: single-row UPDATEs of that table, one
+TINYINT, TEXT, DATE) filled in 100-row transactions. W1z: the same rows into a second such table
+with MariaDB's ``log_bin_compress=ON`` and ``log_bin_compress_min_len=10`` (both restored
+after), read by the reader only (mysql-replication alone drops compressed events, so
+W1z's ratios are to W1's parse, and each reader figure is also given beside W1's on the same path,
+compression off, in the same run). W1u: single-row UPDATEs of that table, one
 per transaction (Debezium's harness in ../shared/bench/debezium/ uses the same two phases). W2:
 8 tables, single-row transactions, 60% update / 20% insert / 20% delete. For each, the binlog
 range is written first, then read: by mysql-replication alone (every value touched: the
@@ -142,6 +147,35 @@ def write_w1(
         written = sum(workload.step(conn) for _ in range(rows // workload.rows_per_txn))
         conn.autocommit(True)
         end = binlog_end(conn)
+    return start, end, written
+
+
+def write_w1z(
+    args: argparse.Namespace, db: str, rows: int
+) -> tuple[tuple[str, int], tuple[str, int], int]:
+    """W1's rows into table `w1z` with log_bin_compress=ON (MariaDB), restored after. The
+    threshold is 10 bytes: MariaDB compresses a rows event or not by its first row's size, and
+    a W1 row is under the default 256."""
+    with _connect(args) as conn, conn.cursor() as cur:
+        cur.execute("SELECT @@GLOBAL.log_bin_compress, @@GLOBAL.log_bin_compress_min_len")
+        row = cur.fetchone()
+        was = row if row else ("OFF", 256)
+        cur.execute("SET GLOBAL log_bin_compress_min_len = 10")
+        cur.execute("SET GLOBAL log_bin_compress = ON")
+    try:
+        # A new session: MariaDB reads log_bin_compress per session at connect.
+        workload = W1(db, table="w1z")
+        with _connect(args, db) as conn:
+            workload.create(conn)
+            start = binlog_end(conn)
+            conn.autocommit(False)
+            written = sum(workload.step(conn) for _ in range(rows // workload.rows_per_txn))
+            conn.autocommit(True)
+            end = binlog_end(conn)
+    finally:
+        with _connect(args) as conn, conn.cursor() as cur:
+            cur.execute("SET GLOBAL log_bin_compress = %s", (was[0],))
+            cur.execute("SET GLOBAL log_bin_compress_min_len = %s", (was[1],))
     return start, end, written
 
 
@@ -331,17 +365,24 @@ def _measure(
     start: tuple[str, int],
     end: tuple[str, int],
     missing: str | None,
+    seen: dict[tuple[str, str, str], Any],
 ) -> str:
     """The phase's binlog range read by the bare parse, the reader(s) and Debezium, with
-    `args.pin`; prints each and returns the phase's summary line."""
+    `args.pin`; prints each and returns the phase's summary line. `seen` keeps each phase's
+    figures by (phase, pin, what): W1z takes W1's parse and sets its readers beside W1's."""
     print(f"  {_cores(args)}:")
-    base = _in_child(baseline, args, db, start, end)
+    if name == "W1z" and ("W1", args.pin, "parse") in seen:
+        base = seen["W1", args.pin, "parse"]
+        print("  mysql-replication alone cannot read compressed events: W1's parse stands")
+    else:
+        base = _in_child(baseline, args, db, start, end)
+        print(
+            f"  mysql-replication alone: {base['rows']} rows in {base['seconds']:.2f}s = "
+            f"{base['rows'] / base['seconds']:,.0f} rows/s, "
+            f"{base['rows'] / base['cpu_s']:,.0f} rows per CPU-s, peak RSS {base['rss_mb']:.0f} MB"
+        )
+    seen[name, args.pin, "parse"] = base
     base_rate = base["rows"] / base["seconds"]
-    print(
-        f"  mysql-replication alone: {base['rows']} rows in {base['seconds']:.2f}s = "
-        f"{base_rate:,.0f} rows/s, {base['rows'] / base['cpu_s']:,.0f} rows per CPU-s, "
-        f"peak RSS {base['rss_mb']:.0f} MB"
-    )
     base_cpu_rate = base["rows"] / base["cpu_s"]
     cores = "1 core" if args.pin else "all cores"
     line = f"{name} {cores}: parse {base_rate:,.0f} ({base_cpu_rate:,.0f}/CPU-s)"
@@ -369,10 +410,14 @@ def _measure(
         )
         if native and framed:
             rate_native = rate
+        seen[name, args.pin, label] = rate
         line += (
             f" | {label} {rate:,.0f} ({rate / base_rate:.2f}x; {cpu_rate:,.0f}/CPU-s, "
             f"{cpu_rate / base_cpu_rate:.2f}x)"
         )
+        plain = seen.get(("W1", args.pin, label)) if name == "W1z" else None
+        if plain:
+            line += f" [{rate / plain:.2f} of W1 uncompressed]"
         if "profile" in result:
             print(result["profile"])
     if missing is None and name in ("W1", "W1u"):
@@ -423,6 +468,12 @@ def _parser() -> argparse.ArgumentParser:
         default="both",
         help="measure pinned (1), unpinned (2), or each phase both ways (default)",
     )
+    parser.add_argument(
+        "--no-compressed",
+        dest="compressed",
+        action="store_false",
+        help="leave out W1z (W1 with log_bin_compress=ON; MariaDB sources only)",
+    )
     parser.add_argument("--no-debezium", action="store_true", help="leave Debezium out")
     parser.add_argument(
         "--debezium",
@@ -454,21 +505,26 @@ def main(argv: list[str] | None = None) -> int:
     try:
         phases = (
             ("W1", write_w1, args.w1_rows, "rows"),
+            ("W1z", write_w1z, args.w1_rows if args.compressed else 0, "rows, compressed"),
             ("W1u", write_w1u, args.w1u_rows, "single-row updates"),
             ("W2", write_w2, args.w2_txns, "transactions"),
         )
         summary: list[str] = []
+        seen: dict[tuple[str, str, str], Any] = {}
         for name, writer, size, unit in phases:
             if not size or (name == "W1u" and not args.w1_rows):
                 continue
             began = time.perf_counter()
             start, end, count = writer(args, db, size)
+            mb = f", {(end[1] - start[1]) / 1e6:.1f} MB of binlog" if start[0] == end[0] else ""
             print(
                 f"{name}: wrote {count} {unit} in {time.perf_counter() - began:.1f}s "
-                f"({start[0]}:{start[1]} .. {end[0]}:{end[1]})"
+                f"({start[0]}:{start[1]} .. {end[0]}:{end[1]}{mb})"
             )
             for pin in pins:
-                summary.append(_measure(replace_pin(args, pin), name, db, start, end, missing))
+                summary.append(
+                    _measure(replace_pin(args, pin), name, db, start, end, missing, seen)
+                )
         print(
             "summary (rows/s committed in Kafka, wall clock and per CPU-second of the process; "
             "ratios to the bare parse of the same binlog):"

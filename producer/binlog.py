@@ -58,7 +58,7 @@ from pymysqlreplication.row_event import (
 
 from rowbus.clients import mysql
 from rowbus.clients.settings import SourceConnection
-from rowbus.producer import dumpframes, eventtypes, fastrows, tablemaps
+from rowbus.producer import compressed, dumpframes, eventtypes, fastrows, tablemaps
 from rowbus.producer.assembler import (
     BinlogEvent,
     GtidMark,
@@ -72,6 +72,7 @@ from rowbus.producer.assembler import (
 )
 from rowbus.producer.control import classify
 from rowbus.producer.exceptions import (
+    CorruptBinlogError,
     PositionPurgedError,
     ReaderError,
     ServerMisconfiguredError,
@@ -157,10 +158,21 @@ class _TypeChecked(BinLogPacketWrapper):  # type: ignore[misc]
     classes it was not asked for and some events it could not parse, which is how compressed
     events passed unseen."""
 
+    grown = 0
+    """How many bytes longer the event is than in the binlog: a compressed event's inflation
+    (`rowbus.producer.compressed`); a Query's size (its start, `end - size`) subtracts it."""
+
     def __init__(self, from_packet: Any, *args: Any, **kwargs: Any) -> None:
         data = from_packet.get_all_data()
-        if data[5] not in eventtypes.PASSED:  # after the OK byte and the 4-byte timestamp
-            raise _Refused(data[5], int.from_bytes(data[14:18], "little"))
+        code = data[5]  # after the OK byte and the 4-byte timestamp
+        if code not in eventtypes.PASSED:
+            raise _Refused(code, int.from_bytes(data[14:18], "little"))
+        if code in compressed.PLAIN:
+            # The library then reads the ordinary event it stands for, as if uncompressed.
+            use_checksum = kwargs["use_checksum"] if "use_checksum" in kwargs else args[3]
+            plain = compressed.inflate(data, bool(use_checksum))
+            from_packet = MysqlPacket(plain, "utf8")
+            self.grown = len(plain) - len(data)
         super().__init__(from_packet, *args, **kwargs)
 
 
@@ -183,6 +195,15 @@ class _GuardedConnect:
             if self.stream_connections > 1:
                 raise _ReconnectRefused
         return mysql.connect(**kwargs)
+
+
+def _corrupt(corrupt: compressed.Corrupt, file: str) -> CorruptBinlogError:
+    name = eventtypes.EVENT_TYPES[corrupt.code].name
+    return CorruptBinlogError(
+        f"{file}:{corrupt.end}: {name} event (type {corrupt.code}) cannot be inflated: "
+        f"{corrupt.why}; its changes cannot be read (check the binlog on the source with "
+        "mysqlbinlog at this position)"
+    )
 
 
 def translate_mysql_error(exc: BaseException, where: str) -> ReaderError:
@@ -326,6 +347,8 @@ class BinlogStream:
                 raise translate_mysql_error(exc, f"{where} at {self.file}:{self.pos}") from exc
             except _Refused as refused:
                 raise eventtypes.refusal(refused.code, self.file, refused.end) from None
+            except compressed.Corrupt as corrupt:
+                raise _corrupt(corrupt, self.file) from None
             out = translate(event)
             if out is not None:
                 yield out
@@ -337,6 +360,8 @@ class BinlogStream:
             yield from self._framed_events()
         except _Refused as refused:
             raise eventtypes.refusal(refused.code, self.file, refused.end) from None
+        except compressed.Corrupt as corrupt:
+            raise _corrupt(corrupt, self.file) from None
         except ReaderError:
             raise
         except (pymysql.MySQLError, _ReconnectRefused, OSError, EOFError) as exc:
@@ -358,8 +383,14 @@ class BinlogStream:
         header = _HEADER.unpack_from
         gtid = _MARIADB_GTID.unpack_from
         decode_body = fastrows.decode_body
+        inflate, compressed_rows = compressed.inflate, compressed.ROWS
         for payload in dumpframes.packets(lib._stream_connection._rfile):
             ts, kind, server_id, size, end = header(payload, 1)
+            if kind in compressed_rows:
+                # Inflated here so they take the native way below; Query_compressed goes to
+                # the library (`_TypeChecked`), which keeps its size in the binlog.
+                payload = inflate(payload, bool(tail))  # noqa: PLW2901 - it stands for it
+                kind = payload[5]
             if kind in _ROWS_KINDS:
                 table_id = int.from_bytes(payload[20:26], "little")
                 found = tables.get(table_id)
@@ -542,7 +573,7 @@ class BinlogStream:
                 statement,
                 str(schema or ""),
                 end,
-                event.event_size,
+                event.event_size - getattr(packet, "grown", 0),
                 event.timestamp,
                 ddl,
                 sql_mode,

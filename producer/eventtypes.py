@@ -7,9 +7,10 @@ compressed events never reached the reader's refusals; this table is consulted b
 on every path, before the library decides anything (`rowbus.producer.binlog`).
 
 Codes: MySQL's ``Log_event_type`` 0-42 (binlog_event.h, MySQL 8.4/9) and MariaDB's 160-171
-(sql/log_event.h, 10.11/11.x). A code that is not here stops the reader too: a newer server's
-event is unknown, not harmless. README's "Binlog event types" lists the ignored ones with the
-same reasons.
+(sql/log_event.h, 10.11/11.x); MariaDB's compressed Query and rows events (165-171) are
+inflated into the ordinary events first (`rowbus.producer.compressed`). A code that is not
+here stops the reader too: a newer server's event is unknown, not harmless. README's "Binlog
+event types" lists the ignored ones with the same reasons.
 """
 
 from __future__ import annotations
@@ -50,12 +51,6 @@ LOAD_DATA_BLOCK = (
     "a block of a LOAD DATA file logged as a statement; its Execute_load_query event is "
     "refused on a table the reader reads"
 )
-MARIADB_COMPRESSED = (
-    "log_bin_compress=ON on the source: this reader cannot read compressed binlog events; set "
-    "log_bin_compress=OFF (SET GLOBAL, and in the server configuration) and restart the reader "
-    "from a snapshot past this position"
-)
-
 EVENT_TYPES: dict[int, EventType] = {
     0: EventType("Unknown", _R, "type 0 is never written: the stream is corrupt"),
     1: EventType("Start_v3", _R, PRE_V4),
@@ -154,13 +149,14 @@ EVENT_TYPES: dict[int, EventType] = {
         "encrypt_binlog=ON: the server decrypts the events after it before sending them to a "
         "replica, so the stream is plain (test_encrypted_binlog.py reads one on every path)",
     ),
-    165: EventType("Query_compressed", _R, MARIADB_COMPRESSED),
-    166: EventType("Write_rows_compressed_v1", _R, MARIADB_COMPRESSED),
-    167: EventType("Update_rows_compressed_v1", _R, MARIADB_COMPRESSED),
-    168: EventType("Delete_rows_compressed_v1", _R, MARIADB_COMPRESSED),
-    169: EventType("Write_rows_compressed", _R, MARIADB_COMPRESSED),
-    170: EventType("Update_rows_compressed", _R, MARIADB_COMPRESSED),
-    171: EventType("Delete_rows_compressed", _R, MARIADB_COMPRESSED),
+    # log_bin_compress=ON: inflated into Query and rows events first (`compressed`).
+    165: EventType("Query_compressed", _D),
+    166: EventType("Write_rows_compressed_v1", _D),
+    167: EventType("Update_rows_compressed_v1", _D),
+    168: EventType("Delete_rows_compressed_v1", _D),
+    169: EventType("Write_rows_compressed", _D),
+    170: EventType("Update_rows_compressed", _D),
+    171: EventType("Delete_rows_compressed", _D),
 }
 
 PASSED = frozenset(c for c, t in EVENT_TYPES.items() if t.handling is not Handling.REFUSED)
@@ -215,13 +211,6 @@ REFUSED_SETTINGS = (
         "transactions arrive compressed (Transaction_payload); the reader refuses them",
         "set binlog_transaction_compression=OFF",
     ),
-    RefusedSetting(
-        "log_bin_compress",
-        _on,
-        "=OFF",
-        "events arrive compressed (Query_compressed, *_rows_compressed); the reader refuses them",
-        "set log_bin_compress=OFF",
-    ),
 )
-"""A server without the variable (MariaDB has no binlog_row_value_options, MySQL no
-log_bin_compress) passes."""
+"""A server without the variable (MariaDB has neither) passes. MariaDB's log_bin_compress is
+not here: its compressed events are decoded (`rowbus.producer.compressed`)."""

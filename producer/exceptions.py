@@ -4,6 +4,7 @@
     ├── ServerMisconfiguredError  the source lacks a binlog setting or a privilege (fatal)
     ├── PositionPurgedError       the start/resume position is no longer on the server (fatal)
     ├── BadStartPositionError     a start position that cannot be parsed or found (fatal)
+    ├── CorruptBinlogError        an event that cannot be read back, e.g. corrupt zlib (fatal)
     ├── SourceUnavailableError    the server cannot be reached or dropped the stream (retryable)
     ├── PublishError              Kafka refused a record or a transaction (retryable unless fatal)
     │   └── FencedError           another reader took the source over (fatal for this leadership)
@@ -33,6 +34,11 @@ class PositionPurgedError(ReaderError):
 
 class BadStartPositionError(ReaderError):
     """A start position that is malformed or cannot be located in the binlog."""
+
+
+class CorruptBinlogError(ReaderError):
+    """An event whose bytes cannot be read back into what the server logged: a compressed event
+    that does not inflate to its declared length, or whose checksum does not match."""
 
 
 class SourceUnavailableError(ReaderError):

@@ -106,6 +106,7 @@ def value_checks(variables: dict[str, str]) -> list[Check]:
             _refuse(variables, s.variable, s.bad, s.wanted, s.consequence, s.fix)
             for s in REFUSED_SETTINGS
         ),
+        _compression(variables),
         _refuse(
             variables,
             "mysql56_temporal_format",
@@ -118,6 +119,19 @@ def value_checks(variables: dict[str, str]) -> list[Check]:
     ]
 
 
+def _compression(variables: dict[str, str]) -> Check:
+    """MariaDB's log_bin_compress: either value is read (compressed events are inflated,
+    `rowbus.producer.compressed`); reported so a user who turned it on sees it is supported."""
+    got = variables.get("log_bin_compress")
+    if got is None:
+        detail = "not on this server"
+    elif got.upper() in ("ON", "1"):
+        detail = f"is {got}: compressed events are decoded"
+    else:
+        detail = f"is {got}"
+    return Check("log_bin_compress ON or OFF", True, required=True, detail=detail)
+
+
 def _refuse(
     variables: dict[str, str],
     name: str,
@@ -127,7 +141,7 @@ def _refuse(
     fix: str,
 ) -> Check:
     """A setting that, when `bad`, makes some values unreproducible; a server without the
-    setting (MariaDB has no binlog_row_value_options, MySQL no log_bin_compress) passes."""
+    setting (MariaDB has no binlog_row_value_options) passes."""
     got = variables.get(name)
     return Check(
         f"{name}{wanted if wanted.startswith('=') else ' ' + wanted}",
