@@ -18,7 +18,7 @@ def run_doctor(
 ) -> int:
     """Print every check; return 1 if a required one failed, else 0."""
     from rowbus.doctor.kafka import KafkaProbe
-    from rowbus.doctor.mysql import check_source
+    from rowbus.doctor.mysql import check_sink, check_source
     from rowbus.doctor.topics import check_topics
 
     all_checks: list[Check] = []
@@ -31,6 +31,10 @@ def run_doctor(
             version, checks = check_source(source)
             print_section(f"source {source.name} {source.address} ({version})", checks, out)
             all_checks += checks
+        sink = settings.resolved_sink
+        version, checks = check_sink(sink)
+        print_section(f"sink {sink.address} ({version})", checks, out)
+        all_checks += checks
     failed = [c for c in all_checks if not c.ok and c.required]
     warned = [c for c in all_checks if not c.ok and not c.required]
     if failed:
