@@ -231,7 +231,7 @@ def _tls_failure(exc: ssl.SSLError, where: str, tls: TlsSettings | None) -> Exce
             "(or set tls.verify_hostname: false)"
         )
         return pymysql.err.OperationalError(
-            CR_SSL_CONNECTION_ERROR, f"TLS to {where}: {reason}; {hint}"
+            CR_SSL_CONNECTION_ERROR, f"TLS to {where}: certificate verify failed ({reason}); {hint}"
         )
     reason = exc.reason or str(exc)
     return pymysql.err.OperationalError(
@@ -248,7 +248,7 @@ def _connection_class() -> type[Any]:
     import pymysql
     from pymysql.constants import CLIENT
 
-    class TlsConnection(pymysql.connections.Connection[Any]):
+    class TlsConnection(pymysql.connections.Connection):
         """pymysql's connection with `tls.mode` enforced before any credential is sent.
 
         pymysql treats an `ssl` option as "required" in some versions and silently falls back
