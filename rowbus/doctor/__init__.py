@@ -14,9 +14,11 @@ def run_doctor(
     *,
     kafka_only: bool = False,
     mysql_only: bool = False,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
 ) -> int:
-    """Print every check; return 1 if a required one failed, else 0."""
+    """Print every check (to `out`, default: the current sys.stdout, looked up at the call:
+    a caller may have replaced it); return 1 if a required one failed, else 0."""
+    out = out or sys.stdout
     from rowbus.doctor.kafka import KafkaProbe
     from rowbus.doctor.mysql import check_sink, check_source
     from rowbus.doctor.topics import check_topics

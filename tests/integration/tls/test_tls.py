@@ -75,10 +75,14 @@ def make_user(tls_server: TlsServer) -> Iterator[Callable[[str, str], str]]:
 def test_the_reader_streams_rows_over_verified_tls(
     tls_server: TlsServer, database: str, make_user: Callable[[str, str], str]
 ) -> None:
-    # A user the server refuses on any connection without TLS: the stream and the library's
-    # control connection must both be encrypted for the rows to arrive.
-    user = make_user("SSL", "REPLICATION SLAVE, BINLOG MONITOR, SELECT")
-    source = tls_server.source(user)
+    # A user the server refuses on any connection that does not show the client certificate:
+    # the stream and the library's control connection must both carry the source's TLS
+    # settings for the rows to arrive.
+    user = make_user("X509", "REPLICATION SLAVE, BINLOG MONITOR, SELECT")
+    certs = tls_server.certs
+    source = tls_server.source(
+        user, mode="required", ca=certs.ca, cert=certs.client_cert, key=certs.client_key
+    )
     with mysql.connect(source) as conn, conn.cursor() as cur:
         assert cipher(conn)
         start = mysql.binlog_position(cur)
