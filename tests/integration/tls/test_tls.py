@@ -226,11 +226,20 @@ def test_the_sink_over_tls_on_the_driver_and_on_the_executors(
         assert cur.fetchone() == (8,)
 
 
-def test_verify_compares_over_tls(tls_server: TlsServer, services: Settings, database: str) -> None:
+def test_verify_compares_over_tls(
+    tls_server: TlsServer,
+    services: Settings,
+    database: str,
+    make_user: Callable[[str, str], str],
+) -> None:
     with tls_server.root() as conn, conn.cursor() as cur:
         cur.execute(f"CREATE TABLE `{database}`.t (id INT PRIMARY KEY, v INT)")
         cur.execute(f"INSERT INTO `{database}`.t VALUES (1, 1), (2, 2)")
-    source = tls_server.source()
+    certs = tls_server.certs
+    user = make_user("X509", "SELECT")  # refused without the client certificate
+    source = tls_server.source(
+        user, mode="required", ca=certs.ca, cert=certs.client_cert, key=certs.client_key
+    )
     settings = services.model_copy(update={"sources": (source,), "sink": source})
     [diff] = verify(settings, [], [database])
     assert diff.equal and diff.source_rows == 2, diff
