@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from rowbus.clients.errors import SecretUnavailableError
 
@@ -42,6 +42,12 @@ class TlsSettings(StrictModel):
     """PEM private key of `cert` (unset: `cert` holds it too)."""
     verify_hostname: bool | None = None
     """Check that the certificate names the host; unset: true when `ca` is given."""
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: object) -> object:
+        # YAML 1.1 (PyYAML) reads a bare `off` as false: `mode: off` must still mean off.
+        return "off" if value is False else value
 
     @model_validator(mode="after")
     def _consistent(self) -> TlsSettings:

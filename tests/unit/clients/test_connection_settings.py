@@ -16,6 +16,7 @@ from rowbus.clients.settings import (
     SourceConnection,
     TlsSettings,
 )
+from rowbus.config import load_settings
 from rowbus.spark_apply.settings import JobConfig
 
 
@@ -31,6 +32,12 @@ from rowbus.spark_apply.settings import JobConfig
 def test_inconsistent_tls_settings_are_refused(tls: dict[str, str], message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         TlsSettings.model_validate(tls)
+
+
+def test_a_bare_yaml_off_is_the_off_mode(tmp_path: Path) -> None:
+    path = tmp_path / "rowbus.yaml"
+    path.write_text("sink: {tls: {mode: off}}\n")
+    assert load_settings(path).resolved_sink.tls.mode == "off"
 
 
 def test_tls_defaults_are_preferred_and_the_hostname_checked_with_a_ca() -> None:
