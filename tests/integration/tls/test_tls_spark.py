@@ -95,7 +95,6 @@ def test_the_apply_job_writes_over_tls_from_the_driver_and_the_executors(
         for _ in range(30):
             publisher.txn([model.step()])
         publisher.txn([])  # resolved past the end
-        publisher.close()
 
         def applied() -> bool:
             with tls_server.root() as conn, conn.cursor() as cur:
@@ -112,6 +111,7 @@ def test_the_apply_job_writes_over_tls_from_the_driver_and_the_executors(
         )
         assert query.exception() is None, query.exception()
     finally:
+        publisher.close()
         query.stop()
         applier.close()
         with tls_server.root() as conn, conn.cursor() as cur:
