@@ -17,6 +17,7 @@ from rowbus.clients import mysql
 from rowbus.clients.settings import TlsSettings
 from rowbus.config import Settings
 from rowbus.doctor.mysql import check_sink, check_source
+from rowbus.producer import dumpframes
 from rowbus.producer.assembler import Rows
 from rowbus.producer.binlog import BinlogStream
 from rowbus.producer.exceptions import ServerMisconfiguredError
@@ -94,6 +95,7 @@ def test_the_reader_streams_rows_over_verified_tls(
         source, 7_000_000, *start, TableFilter(include_schemas=[database]), blocking=False
     )
     rows = []
+    framed = dumpframes.Stats.packets
     try:
         for event in stream.events():
             if isinstance(event, Rows):
@@ -103,6 +105,8 @@ def test_the_reader_streams_rows_over_verified_tls(
     finally:
         stream.close()
     assert rows == [(1, "one"), (2, "two")]
+    # the framed fast path, which reads the connection's buffered file itself, read TLS too
+    assert dumpframes.Stats.packets > framed
 
 
 def test_required_against_a_server_without_tls_fails_in_one_line(services: Settings) -> None:
