@@ -264,12 +264,13 @@ def _connection_class() -> type[Any]:
             tls = self._rowbus_tls
             if tls is not None and tls.mode != "off":
                 offered = bool(self.server_capabilities & CLIENT.SSL)
-                if not offered and tls.mode == "required":
+                if not offered and tls.required:
+                    why = "tls.mode is required" if tls.mode == "required" else "tls.ca is set"
                     raise pymysql.err.OperationalError(
                         CR_SSL_CONNECTION_ERROR,
-                        f"tls.mode is required but the server {self.host}:{self.port} does not "
-                        "offer TLS: enable TLS on the server (ssl_cert, ssl_key), or set "
-                        "tls.mode: preferred to accept a plain connection",
+                        f"{why} but the server {self.host}:{self.port} does not offer TLS: "
+                        "enable TLS on the server (ssl_cert, ssl_key), or set tls.mode: "
+                        "preferred to accept a plain connection",
                     )
                 if not offered:  # preferred: go on in plain text, as MySQL clients do
                     self.ssl = False

@@ -30,7 +30,9 @@ class TlsSettings(StrictModel):
     otherwise; it resists an eavesdropper but not a man in the middle, who can strip the offer.
     ``required``: no connection without TLS. ``off``: never TLS. Without `ca` the server's
     certificate is not checked (encryption only); with it, the certificate must chain to `ca`
-    and, unless `verify_hostname` is false, name the host connected to.
+    and, unless `verify_hostname` is false, name the host connected to. A `ca` with `mode` left
+    unset makes TLS required, as ``--ssl-ca`` does to MySQL's clients: a CA asks for a verified
+    server, which a plain connection cannot be.
     """
 
     mode: Literal["required", "preferred", "off"] = "preferred"
@@ -58,6 +60,13 @@ class TlsSettings(StrictModel):
         if self.verify_hostname and self.ca is None:
             raise ValueError("tls.verify_hostname needs tls.ca (the CA to verify against)")
         return self
+
+    @property
+    def required(self) -> bool:
+        """Whether a server without TLS is refused (see the class docstring)."""
+        return self.mode == "required" or (
+            self.ca is not None and "mode" not in self.model_fields_set
+        )
 
     @property
     def checks_hostname(self) -> bool:

@@ -109,7 +109,9 @@ def test_the_reader_streams_rows_over_verified_tls(
     assert dumpframes.Stats.packets > framed
 
 
-def test_required_against_a_server_without_tls_fails_in_one_line(services: Settings) -> None:
+def test_required_against_a_server_without_tls_fails_in_one_line(
+    services: Settings, tls_server: TlsServer
+) -> None:
     plain = services.sources[0]
     with mysql.connect(plain) as conn:
         assert cipher(conn) == "", "the embedded source offers TLS: this test needs one that not"
@@ -119,9 +121,14 @@ def test_required_against_a_server_without_tls_fails_in_one_line(services: Setti
     text = str(failure.value)
     assert "\n" not in text
     assert f"tls.mode is required but the server {plain.address} does not offer TLS" in text
-    # preferred (the default) goes on in plain text with the same server
-    with mysql.connect(plain.model_copy(update={"tls": TlsSettings()})) as conn:
-        assert cipher(conn) == ""
+    # a CA with the mode left unset asks for a verified server, which a plain one cannot be
+    ca = tls_server.certs.ca
+    with pytest.raises(pymysql.err.OperationalError, match=r"tls\.ca is set but the server"):
+        mysql.connect(plain.model_copy(update={"tls": TlsSettings(ca=ca)}))
+    # preferred (the default) goes on in plain text with the same server, a CA or not
+    for tls in (TlsSettings(), TlsSettings(mode="preferred", ca=ca)):
+        with mysql.connect(plain.model_copy(update={"tls": tls})) as conn:
+            assert cipher(conn) == ""
 
 
 def test_a_certificate_that_does_not_verify_fails_in_one_line(tls_server: TlsServer) -> None:

@@ -41,7 +41,11 @@ def test_a_bare_yaml_off_is_the_off_mode(tmp_path: Path) -> None:
 
 
 def test_tls_defaults_are_preferred_and_the_hostname_checked_with_a_ca() -> None:
-    assert TlsSettings().mode == "preferred"
+    assert TlsSettings().mode == "preferred" and not TlsSettings().required
+    # a CA with the mode left unset asks for TLS (MySQL's --ssl-ca); an explicit mode decides
+    assert TlsSettings(ca=Path("ca.pem")).required
+    assert not TlsSettings(ca=Path("ca.pem"), mode="preferred").required
+    assert TlsSettings(mode="required").required
     assert not TlsSettings().checks_hostname
     assert TlsSettings(ca=Path("ca.pem")).checks_hostname
     assert not TlsSettings(ca=Path("ca.pem"), verify_hostname=False).checks_hostname
