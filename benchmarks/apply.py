@@ -140,7 +140,6 @@ class Bench:
         from rowbus.spark_apply.settings import (
             ApplySettings,
             JobConfig,
-            SinkConnection,
         )
 
         s = self.settings.resolved_sink
@@ -168,7 +167,7 @@ class Bench:
                 available_now=available_now,
             ),
             kafka=self.kafka,
-            sink=SinkConnection(host=s.host, port=s.port, user=s.user, password=s.password),
+            sink=s,  # the configured sink whole: its TLS and password settings included
         )
 
     def cleanup(self) -> None:
@@ -283,7 +282,6 @@ def bench_path(bench: Bench, rows: int, profile: bool) -> None:
     from rowbus.spark_apply.collector import collector_paused
     from rowbus.spark_apply.job import envelopes_of
     from rowbus.spark_apply.planner import PlannerState, plan
-    from rowbus.spark_apply.settings import SinkConnection
     from rowbus.spark_apply.sink import MySQLSink
 
     table = w1_table("bench_up")
@@ -294,7 +292,7 @@ def bench_path(bench: Bench, rows: int, profile: bool) -> None:
     rendered = time.perf_counter() - r0
     s = bench.settings.resolved_sink
     router = Router([RouteSettings(match="bench_up.*", target=f"{sink_db}.{{table}}")], "skip")
-    conn = SinkConnection(host=s.host, port=s.port, user=s.user, password=s.password)
+    conn = s
     expected = [("topic", p, "src") for p in range(bench.partitions)]
     prof = cProfile.Profile() if profile else None
     with MySQLSink(conn, "bench", f"{sink_db}_state", router, {table.schema_id: table}.get) as sink:
@@ -422,11 +420,10 @@ def start_reader(
                 "zookeeper": {"hosts": bench.settings.zookeeper.hosts},
                 "sources": [
                     {
+                        **server.plain(),  # address, account, TLS; a password file by name
                         "name": name,
-                        "host": server.host,
-                        "port": server.port,
-                        "user": server.user,
-                        "password": server.password.get_secret_value(),
+                        "replicas": [],
+                        "include_schemas": [],
                     }
                 ],
                 "reader": {

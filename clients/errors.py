@@ -3,7 +3,9 @@
     RowbusError                   (rowbus.protocol.errors)
     └── ClientError               a foreign client failed; `code` keeps its own code
         ├── KafkaClientError      confluent-kafka (`fenced` when another producer took over)
-        ├── MySQLClientError      pymysql (`kind` says unavailable / rolled back / denied / other)
+        ├── MySQLClientError      pymysql (`kind` says unavailable / rolled back / denied / tls /
+        │                         other)
+        ├── SecretUnavailableError  a password file or variable the configuration names is missing
         └── ZooKeeperClientError  kazoo
 
 `retryable` follows the client: a broker briefly away or a deadlock is retryable; a fenced
@@ -50,3 +52,7 @@ class MySQLClientError(ClientError):
 
 class ZooKeeperClientError(ClientError):
     """kazoo failed or ZooKeeper could not be reached in time."""
+
+
+class SecretUnavailableError(ClientError):
+    """A password's file or environment variable named in the configuration cannot be read."""

@@ -8,17 +8,23 @@ Kinds of failure (`Kind`), each with what a caller does about it:
 - ``rolled_back`` (1205 lock wait timeout, 1213 deadlock): InnoDB rolled the transaction back —
   run the whole transaction again;
 - ``denied`` (1044, 1045, 1142, 1227): a grant is missing — an operator must act;
+- ``tls`` (2026): TLS could not be agreed (``tls.mode: required`` and a server without TLS, a
+  certificate that does not verify) — an operator must act, retrying cannot help;
 - ``other``: the statement itself is wrong for this server — not retryable.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import functools
+import ssl
+from collections.abc import Callable, Iterator
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rowbus.clients.errors import MySQLClientError
+from rowbus.clients.settings import TlsSettings
 from rowbus.protocol.ddl import quote as quote  # noqa: PLC0414 - the one quote(), re-exported
 
 if TYPE_CHECKING:
@@ -31,6 +37,8 @@ UNAVAILABLE = frozenset({2003, 2006, 2013, 2055})
 ROLLED_BACK = frozenset({1205, 1213})
 CR_AUTH_PLUGIN_ERR = 2061
 DENIED = frozenset({1044, 1045, 1142, 1227, CR_AUTH_PLUGIN_ERR})
+CR_SSL_CONNECTION_ERROR = 2026
+TLS = frozenset({CR_SSL_CONNECTION_ERROR})
 SHA2_FULL_AUTH = (
     "the server asks for caching_sha2_password's full authentication (the password is not in "
     "its cache), which over a connection without TLS needs the 'cryptography' package: "
@@ -43,11 +51,13 @@ class Kind(StrEnum):
     UNAVAILABLE = "unavailable"
     ROLLED_BACK = "rolled_back"
     DENIED = "denied"
+    TLS = "tls"
     OTHER = "other"
 
 
 class Endpoint(Protocol):
-    """Anything with a server address and an account (`MySQLConnection`, a source, the sink)."""
+    """Anything with a server address, an account and TLS settings (`MySQLConnection`, a
+    source, the sink)."""
 
     @property
     def host(self) -> str: ...
@@ -56,7 +66,8 @@ class Endpoint(Protocol):
     @property
     def user(self) -> str: ...
     @property
-    def password(self) -> Any: ...
+    def tls(self) -> TlsSettings: ...
+    def secret(self) -> str: ...
 
 
 def _secret(value: Any) -> str:
@@ -79,6 +90,8 @@ def classify(exc: BaseException) -> Kind:
         return Kind.ROLLED_BACK
     if code in DENIED:
         return Kind.DENIED
+    if code in TLS:
+        return Kind.TLS
     if code in UNAVAILABLE or (code is not None and 2000 <= code < 3000):
         return Kind.UNAVAILABLE
     if isinstance(exc, pymysql.err.InterfaceError | ConnectionError | TimeoutError):
@@ -117,32 +130,44 @@ def connect(
     read_timeout: float | None = None,
     **kwargs: Any,
 ) -> Connection[Any]:
-    """A pymysql connection (utf8mb4) to `endpoint`, or to the explicit ``host``/``port``/
-    ``user``/``password`` in `kwargs`. Failures raise pymysql's own errors: callers wrap the
-    call in `mysql_errors` (or their component's translation) to say what they were doing."""
+    """A pymysql connection (utf8mb4) to `endpoint` (its TLS settings and password applied), or
+    to the explicit ``host``/``port``/``user``/``password`` in `kwargs` (a local socket, a
+    benchmark: pymysql's own TLS default). Failures raise pymysql's own errors: callers wrap the
+    call in `mysql_errors` (or their component's translation) to say what they were doing. A
+    password file or variable that cannot be read raises `SecretUnavailableError`."""
     import pymysql
 
     params: dict[str, Any] = {"charset": "utf8mb4"}
+    tls: TlsSettings | None = None
     if endpoint is not None:
+        tls = endpoint.tls
         params.update(
             host=endpoint.host,
             port=endpoint.port,
             user=endpoint.user,
-            password=_secret(endpoint.password),
+            password=endpoint.secret(),
+            **_tls_options(tls, f"{endpoint.host}:{endpoint.port}"),
         )
     if "password" in kwargs:
         kwargs["password"] = _secret(kwargs["password"])
     if "db" in kwargs:  # mysql-replication still uses pymysql's old name
         database = database or kwargs.pop("db")
     params.update(kwargs)
+    where = f"{params.get('host', 'localhost')}:{params.get('port', 3306)}"
     try:
-        return pymysql.connect(
+        return _connection_class()(  # type: ignore[no-any-return]
+            tls=tls,
             database=database,
             autocommit=autocommit,
             connect_timeout=connect_timeout,
             read_timeout=read_timeout,
             **params,
         )
+    except pymysql.err.OperationalError as exc:
+        cause = getattr(exc, "original_exception", None)
+        if isinstance(cause, ssl.SSLError):
+            raise _tls_failure(cause, where, tls) from exc
+        raise
     except RuntimeError as exc:
         # pymysql raises a bare RuntimeError (not a MySQLError) when the RSA exchange of
         # caching_sha2_password needs a package it lacks: one clear, non-retryable line.
@@ -152,6 +177,107 @@ def connect(
         raise pymysql.err.OperationalError(
             CR_AUTH_PLUGIN_ERR, f"user {user}: {SHA2_FULL_AUTH}"
         ) from exc
+
+
+def _tls_options(tls: TlsSettings, where: str) -> dict[str, Any]:
+    """`tls` as pymysql's options: ``ssl_disabled``, or an `ssl.SSLContext` (built here, so
+    verification is exactly what the settings say, whatever pymysql's defaults are)."""
+    if tls.mode == "off":
+        return {"ssl_disabled": True}
+    if tls.ca is not None:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = tls.checks_hostname
+        _load(where, "tls.ca", tls.ca, lambda: ctx.load_verify_locations(cafile=str(tls.ca)))
+    else:
+        # No CA: encryption without authentication of the server, as MySQL clients do in their
+        # PREFERRED and REQUIRED modes.
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    cert, key = tls.cert, tls.key
+    if cert is not None:
+        _load(
+            where,
+            "tls.cert / tls.key",
+            cert,
+            lambda: ctx.load_cert_chain(str(cert), str(key) if key else None),
+        )
+    return {"ssl": ctx}
+
+
+def _load(where: str, setting: str, path: Path, load: Callable[[], None]) -> None:
+    import pymysql
+
+    try:
+        load()
+    except (OSError, ssl.SSLError) as exc:
+        reason = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or str(exc)
+        raise pymysql.err.OperationalError(
+            CR_SSL_CONNECTION_ERROR, f"TLS to {where}: cannot load {setting} {path} ({reason})"
+        ) from exc
+
+
+def _tls_failure(exc: ssl.SSLError, where: str, tls: TlsSettings | None) -> Exception:
+    """One line for a TLS handshake that failed, naming the setting to look at."""
+    import pymysql
+
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        reason = exc.verify_message or exc.reason or str(exc)
+        ca = tls.ca if tls is not None else None
+        hint = (
+            f"the server's certificate does not verify against tls.ca {ca} for host "
+            f"{where.rpartition(':')[0]}: check tls.ca, and that the certificate names that host "
+            "(or set tls.verify_hostname: false)"
+        )
+        return pymysql.err.OperationalError(
+            CR_SSL_CONNECTION_ERROR, f"TLS to {where}: certificate verify failed ({reason}); {hint}"
+        )
+    reason = exc.reason or str(exc)
+    return pymysql.err.OperationalError(
+        CR_SSL_CONNECTION_ERROR,
+        f"TLS to {where}: handshake failed ({reason}); check the tls settings of this server "
+        "(tls.cert and tls.key when the server requires a client certificate)",
+    )
+
+
+@functools.cache
+def _connection_class() -> type[Any]:
+    """pymysql's connection class with `tls.mode` enforced (built on first use: this module
+    imports pymysql lazily, as every function here does)."""
+    import pymysql
+    from pymysql.constants import CLIENT
+
+    class TlsConnection(pymysql.connections.Connection):
+        """pymysql's connection with `tls.mode` enforced before any credential is sent.
+
+        pymysql treats an `ssl` option as "required" in some versions and silently falls back
+        to plain text in others; deciding here makes both modes the same on every version."""
+
+        server_capabilities: int  # set by pymysql from the server's greeting; not in its stubs
+
+        def __init__(self, *args: Any, tls: TlsSettings | None, **kwargs: Any) -> None:
+            self._rowbus_tls = tls
+            super().__init__(*args, **kwargs)
+
+        def _request_authentication(self) -> None:
+            tls = self._rowbus_tls
+            if tls is not None and tls.mode != "off":
+                offered = bool(self.server_capabilities & CLIENT.SSL)
+                if not offered and tls.required:
+                    why = "tls.mode is required" if tls.mode == "required" else "tls.ca is set"
+                    raise pymysql.err.OperationalError(
+                        CR_SSL_CONNECTION_ERROR,
+                        f"{why} but the server {self.host}:{self.port} does not offer TLS: "
+                        "enable TLS on the server (ssl_cert, ssl_key), or set tls.mode: "
+                        "preferred to accept a plain connection",
+                    )
+                if not offered:  # preferred: go on in plain text, as MySQL clients do
+                    self.ssl = False
+                    self.client_flag &= ~CLIENT.SSL
+            super()._request_authentication()  # type: ignore[misc]  # private, not in stubs
+
+    return TlsConnection
 
 
 ER_PARSE_ERROR = 1064

@@ -1,9 +1,20 @@
 """The strict settings base every component's settings derive from, and the one MySQL
-connection type (sources, the sink, the state database all use it)."""
+connection type (sources, the sink, the state database all use it).
+
+A connection's TLS (`TlsSettings`) and where its password comes from (inline, a file, an
+environment variable) are declared here and rendered into pymysql's options only by
+`rowbus.clients.mysql.connect`, the one place a connection is opened.
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from rowbus.clients.errors import SecretUnavailableError
 
 
 class StrictModel(BaseModel):
@@ -12,30 +23,124 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class TlsSettings(StrictModel):
+    """TLS of one MySQL connection (``tls:`` under a source or the sink).
+
+    ``preferred`` (the default, as MySQL's own clients do): TLS when the server offers it, plain
+    otherwise; it resists an eavesdropper but not a man in the middle, who can strip the offer.
+    ``required``: no connection without TLS. ``off``: never TLS. Without `ca` the server's
+    certificate is not checked (encryption only); with it, the certificate must chain to `ca`
+    and, unless `verify_hostname` is false, name the host connected to. A `ca` with `mode` left
+    unset makes TLS required, as ``--ssl-ca`` does to MySQL's clients: a CA asks for a verified
+    server, which a plain connection cannot be.
+    """
+
+    mode: Literal["required", "preferred", "off"] = "preferred"
+    ca: Path | None = None
+    """PEM file of the CA(s) the server's certificate must chain to."""
+    cert: Path | None = None
+    """PEM client certificate, for users created ``REQUIRE X509`` / ``REQUIRE SUBJECT``."""
+    key: Path | None = None
+    """PEM private key of `cert` (unset: `cert` holds it too)."""
+    verify_hostname: bool | None = None
+    """Check that the certificate names the host; unset: true when `ca` is given."""
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: object) -> object:
+        # YAML 1.1 (PyYAML) reads a bare `off` as false: `mode: off` must still mean off.
+        return "off" if value is False else value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TlsSettings:
+        if self.mode == "off" and (self.ca or self.cert or self.key):
+            raise ValueError("tls.mode is off, so tls.ca, tls.cert and tls.key must be unset")
+        if self.key is not None and self.cert is None:
+            raise ValueError("tls.key is set without tls.cert (the certificate it belongs to)")
+        if self.verify_hostname and self.ca is None:
+            raise ValueError("tls.verify_hostname needs tls.ca (the CA to verify against)")
+        return self
+
+    @property
+    def required(self) -> bool:
+        """Whether a server without TLS is refused (see the class docstring)."""
+        return self.mode == "required" or (
+            self.ca is not None and "mode" not in self.model_fields_set
+        )
+
+    @property
+    def checks_hostname(self) -> bool:
+        return self.ca is not None and self.verify_hostname is not False
+
+
 class MySQLConnection(StrictModel):
-    """Where a MySQL/MariaDB server answers, and as whom."""
+    """Where a MySQL/MariaDB server answers, and as whom.
+
+    The password is one of `password` (inline, or ``ROWBUS_…__PASSWORD``), `password_file` or
+    `password_env`; the last two are read each time a connection opens (`secret`), so a
+    rotated password is picked up and the value is never part of the settings themselves.
+    """
 
     host: str = "127.0.0.1"
     port: int = Field(3306, ge=1, le=65535)
     user: str = "rowbus"
     password: SecretStr = SecretStr("rowbus")
+    password_file: Path | None = None
+    """A file holding the password (a trailing newline is not part of it)."""
+    password_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """The name of an environment variable holding the password."""
+    tls: TlsSettings = TlsSettings()
+
+    @model_validator(mode="after")
+    def _one_password(self) -> MySQLConnection:
+        given = [
+            name
+            for name in ("password", "password_file", "password_env")
+            if name in self.model_fields_set and getattr(self, name) is not None
+        ]
+        if len(given) > 1:
+            raise ValueError(f"set only one of {', '.join(given)} (each is a password)")
+        return self
 
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
-    def pymysql_kwargs(self) -> dict[str, object]:
-        """What mysql-replication's ``connection_settings`` takes (the password revealed)."""
-        return {
-            "host": self.host,
-            "port": self.port,
-            "user": self.user,
-            "password": self.password.get_secret_value(),
-        }
+    def plain(self) -> dict[str, Any]:
+        """These settings as JSON data for a child process's configuration file: an inline
+        password revealed (the child has no other way to learn it); a ``password_file`` or
+        ``password_env`` kept by name, and read by the child itself."""
+        data = self.model_dump(mode="json")
+        if self.password_file is None and self.password_env is None:
+            data["password"] = self.password.get_secret_value()
+        else:
+            del data["password"]
+        return data
+
+    def secret(self) -> str:
+        """The password, read now from where the settings say it is."""
+        if self.password_env is not None:
+            value = os.environ.get(self.password_env)
+            if value is None:
+                raise SecretUnavailableError(
+                    f"password_env names {self.password_env}, which is not set in the "
+                    f"environment of this process (the password of {self.user}@{self.address})"
+                )
+            return value
+        if self.password_file is not None:
+            try:
+                text = self.password_file.read_text(encoding="utf-8")
+            except OSError as exc:
+                raise SecretUnavailableError(
+                    f"password_file {self.password_file}: cannot read it ({exc.strerror}); "
+                    f"it holds the password of {self.user}@{self.address}"
+                ) from exc
+            return text.rstrip("\r\n")
+        return self.password.get_secret_value()
 
 
 class ServerAddress(StrictModel):
-    """Another server of a source, reached with the source's user and password."""
+    """Another server of a source, reached with the source's user, password and TLS."""
 
     host: str = "127.0.0.1"
     port: int = Field(3306, ge=1, le=65535)

@@ -217,8 +217,11 @@ def translate_mysql_error(exc: BaseException, where: str) -> ReaderError:
         if "purged" in text or "first log file" in text or "not find" in text.lower():
             return PositionPurgedError(f"{where}: the server no longer has it ({text})")
         return SourceUnavailableError(f"{where}: the server stopped the stream ({text})")
-    if mysql.classify(exc) is mysql.Kind.DENIED:
+    kind = mysql.classify(exc)
+    if kind is mysql.Kind.DENIED:
         return ServerMisconfiguredError(f"{where}: access denied ({text}); {GRANT_HINT}")
+    if kind is mysql.Kind.TLS:
+        return ServerMisconfiguredError(f"{where}: {text}")
     return SourceUnavailableError(f"{where}: {type(exc).__name__} {code or ''} {text}".strip())
 
 
@@ -304,8 +307,10 @@ class BinlogStream:
         tracker generation, what `_table_map` made of it and the library's table object."""
 
     def _open(self) -> BinLogStreamReader:
+        # Both of the library's connections (stream and control) are opened by `_GuardedConnect`
+        # through the seam, which renders the source's password and TLS settings.
         settings = {
-            **self.source.pymysql_kwargs(),
+            "endpoint": self.source,
             "read_timeout": max(self._read_timeout, self._heartbeat_s * 4),
             "connect_timeout": 10,
         }

@@ -122,10 +122,8 @@ class Demo:
         data = json.loads(self.settings.model_dump_json())
         for section in ("local",):
             data.pop(section, None)
-        for server in [*data["sources"], data["sink"]]:
-            name = server.get("name")
-            source = self.settings.source(name) if name else self.settings.resolved_sink
-            server["password"] = source.password.get_secret_value()
+        data["sources"] = [source.plain() for source in self.settings.sources]
+        data["sink"] = self.settings.resolved_sink.plain()
         # Each run has its own topics and coordination state, so running the demo again starts
         # clean instead of replaying earlier runs.
         run = time.strftime("%Y%m%d%H%M%S")

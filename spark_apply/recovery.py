@@ -42,7 +42,8 @@ def retryable(exc: BaseException) -> str | None:
     dropped = [
         m
         for m in _DRIVER.finditer(text)
-        if m.group(1) == "InterfaceError" or 2000 <= int(m.group(3)) < 3000
+        if m.group(1) == "InterfaceError"
+        or (2000 <= int(m.group(3)) < 3000 and int(m.group(3)) not in mysql.TLS)
     ]
     if dropped:
         return f"sink unavailable: {dropped[-1].group(1)}: {dropped[-1].group(2).strip()}"[:500]

@@ -122,9 +122,11 @@ class JobConfig(StrictModel):
         return self.apply.sources or self.source_names
 
     def dump(self) -> str:
-        """JSON with secrets revealed, for the job's own config file (mode 0600)."""
+        """JSON for the job's own config file (mode 0600): an inline sink password revealed,
+        one from ``password_file`` or ``password_env`` not (`MySQLConnection.plain`; the driver
+        and every executor then read it themselves when they connect)."""
         data = self.model_dump(mode="json")
-        data["sink"]["password"] = self.sink.password.get_secret_value()
+        data["sink"] = self.sink.plain()
         return json.dumps(data, indent=2, sort_keys=True)
 
 

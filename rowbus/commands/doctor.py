@@ -15,7 +15,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     only = doctor.add_mutually_exclusive_group()
     only.add_argument("--kafka-only", action="store_true", help="probe only the broker")
-    only.add_argument("--mysql-only", action="store_true", help="probe only the source servers")
+    only.add_argument(
+        "--mysql-only", action="store_true", help="probe only the source servers and the sink"
+    )
     doctor.set_defaults(func=_doctor)
 
 

@@ -14,11 +14,13 @@ def run_doctor(
     *,
     kafka_only: bool = False,
     mysql_only: bool = False,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
 ) -> int:
-    """Print every check; return 1 if a required one failed, else 0."""
+    """Print every check (to `out`, default: the current sys.stdout, looked up at the call:
+    a caller may have replaced it); return 1 if a required one failed, else 0."""
+    out = out or sys.stdout
     from rowbus.doctor.kafka import KafkaProbe
-    from rowbus.doctor.mysql import check_source
+    from rowbus.doctor.mysql import check_sink, check_source
     from rowbus.doctor.topics import check_topics
 
     all_checks: list[Check] = []
@@ -31,6 +33,10 @@ def run_doctor(
             version, checks = check_source(source)
             print_section(f"source {source.name} {source.address} ({version})", checks, out)
             all_checks += checks
+        sink = settings.resolved_sink
+        version, checks = check_sink(sink)
+        print_section(f"sink {sink.address} ({version})", checks, out)
+        all_checks += checks
     failed = [c for c in all_checks if not c.ok and c.required]
     warned = [c for c in all_checks if not c.ok and not c.required]
     if failed:

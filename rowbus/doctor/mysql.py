@@ -1,36 +1,92 @@
-"""Check that a source server writes the binlog a reader needs and grants what it needs."""
+"""Check that a source server writes the binlog a reader needs and grants what it needs, and
+that the connections to the sources and the sink are encrypted as configured."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Callable
 
 import pymysql
 
 from rowbus.clients import mysql
+from rowbus.clients.errors import SecretUnavailableError
 from rowbus.config import MySQLSettings
 from rowbus.doctor.report import Check
 from rowbus.producer.eventtypes import REFUSED_SETTINGS
 
 
+def _connect(
+    settings: MySQLSettings, consequence: str
+) -> tuple[pymysql.connections.Connection[pymysql.cursors.Cursor] | None, Check]:
+    """A connection and the check saying so; (None, the failed check) when it fails."""
+    try:
+        conn = mysql.connect(settings, connect_timeout=5)
+    except (pymysql.MySQLError, SecretUnavailableError) as exc:
+        tls = mysql.classify(exc) is mysql.Kind.TLS
+        fix = (
+            "check the tls settings (mode, ca, cert, key, verify_hostname) of this server"
+            if tls
+            else "check the host, port, user and password settings"
+        )
+        failed = Check("connect", False, True, str(exc), consequence, fix)
+        return None, failed
+    return conn, Check("connect", True, True, f"as {settings.user}")
+
+
+def check_sink(settings: MySQLSettings) -> tuple[str, list[Check]]:
+    """(server description, checks) of the sink: that it answers, and its TLS."""
+    conn, connected = _connect(settings, "the apply job cannot write to the sink")
+    if conn is None:
+        return "unreachable", [connected]
+    with conn, conn.cursor() as cur:
+        cur.execute("SELECT VERSION()")
+        row = cur.fetchone()
+        version = str(row[0]) if row else "unknown"
+        encryption = _tls(cur, settings)
+    return version, [connected, encryption]
+
+
+def _tls(cur: pymysql.cursors.Cursor, settings: MySQLSettings) -> Check:
+    """Whether this session is encrypted, and how far the server's certificate was checked.
+    Not required: `tls.mode` decides whether a plain connection is acceptable."""
+    cur.execute("SHOW SESSION STATUS LIKE 'Ssl_%'")
+    status = {str(k).lower(): str(v) for k, v in cur.fetchall()}
+    cipher = status.get("ssl_cipher", "")
+    tls = settings.tls
+    if not cipher and _loopback(settings.host):
+        return Check("TLS", True, required=False, detail="not encrypted; loopback only")
+    if not cipher:
+        return Check(
+            "TLS",
+            False,
+            required=False,
+            detail=f"not encrypted (tls.mode={tls.mode})",
+            consequence="rows and password hashes cross the network in plain text",
+            fix="enable TLS on the server (ssl_cert, ssl_key) and set tls.mode: required and "
+            "tls.ca",
+        )
+    verified = (
+        f"certificate verified against tls.ca{' and the host name' if tls.checks_hostname else ''}"
+        if tls.ca is not None
+        else "certificate not verified (no tls.ca)"
+    )
+    version = status.get("ssl_version", "")
+    return Check("TLS", True, required=False, detail=f"{version} {cipher}, {verified}".strip())
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def check_source(settings: MySQLSettings) -> tuple[str, list[Check]]:
     """(server description, checks). A connection failure is itself one failed check."""
-    try:
-        conn = mysql.connect(
-            settings,
-            connect_timeout=5,
-        )
-    except pymysql.MySQLError as exc:
-        return "unreachable", [
-            Check(
-                "connect",
-                False,
-                required=True,
-                detail=str(exc),
-                consequence="no reader can tail this server",
-                fix="check the host, port, user and password settings",
-            )
-        ]
+    conn, connected = _connect(settings, "no reader can tail this server")
+    if conn is None:
+        return "unreachable", [connected]
     with conn, conn.cursor() as cur:
         cur.execute("SELECT VERSION()")
         row = cur.fetchone()
@@ -39,7 +95,9 @@ def check_source(settings: MySQLSettings) -> tuple[str, list[Check]]:
         variables = _variables(cur)
         cur.execute("SHOW GRANTS FOR CURRENT_USER()")
         grants = " ".join(str(row[0]) for row in cur.fetchall()).upper()
+        encryption = _tls(cur, settings)
     checks = [
+        encryption,
         _expect(
             variables,
             "log_bin",

@@ -30,3 +30,11 @@ def test_what_the_sink_refuses_is_not_retried() -> None:
     assert retryable(_spark("pymysql.err.OperationalError: (1054, 'Unknown column x')")) is None
     assert retryable(_spark("rowbus.spark_apply.exceptions.BadEventError: t[0]@5: bad")) is None
     assert retryable(RuntimeError("something else")) is None
+
+
+def test_tls_that_cannot_be_agreed_is_not_retried() -> None:
+    # A certificate that does not verify, or a server without TLS under tls.mode required,
+    # stays so however long the job waits: the job stops with the one line instead.
+    refused = "TLS to sink:3306: certificate verify failed (self-signed certificate)"
+    assert retryable(pymysql.err.OperationalError(2026, refused)) is None
+    assert retryable(_spark(f"pymysql.err.OperationalError: (2026, '{refused}')")) is None

@@ -1,0 +1,1 @@
+"""MySQL connections over TLS against a private MariaDB with TLS on."""
