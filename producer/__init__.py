@@ -6,6 +6,7 @@ The data path, one module per step (each testable without services where it can 
                    around the library, with its reconnect guard)
     dumpframes.py  the dump stream cut into event packets from large reads
     eventtypes.py  every binlog event type: decoded, ignored with a reason, or refused
+    compressed.py  MariaDB's compressed events inflated into the ordinary ones (bounded)
     tablemaps.py   table maps parsed once per table id and layout
     fastrows.py    rows events decoded by the native `_rows` extension (`_rows.c`)
     values.py      binlog column bytes to protocol values where the library gets them wrong
