@@ -13,6 +13,7 @@ from rowbus.merge.transaction import Transaction
 from rowbus.protocol.events import Heartbeat, ReaderCheckpoint, Resolved, RowChange
 from rowbus.protocol.topics import checkpoint_key, fragment_key
 from rowbus.waiting import wait_for
+from tests.definitions import is_definition_txn
 from tests.integration.bounded.helpers import (
     binlog_end,
     checkpoints_by_key,
@@ -101,6 +102,8 @@ def _subscribe(setup: ReaderSetup, group: str) -> list[Transaction]:
     ) as sub:
 
         def handle(txn: Transaction) -> None:
+            if is_definition_txn(txn):
+                return  # the table existed before the reader (PROTOCOL.md §9.6)
             got.append(txn)
             ids.extend(e.image[0] for e in txn.events if isinstance(e, RowChange))  # type: ignore[misc]
 
