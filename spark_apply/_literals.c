@@ -132,6 +132,43 @@ static int canonical_decimal(const char *s, Py_ssize_t n) {
     return i == n && i > fstart;
 }
 
+static int two(const char *s) {
+    return (s[0] - '0') * 10 + (s[1] - '0');
+}
+
+static int all_digits(const char *s, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (s[i] < '0' || s[i] > '9') return 0;
+    return 1;
+}
+
+/* What rowbus.protocol.values.ZeroDate accepts, in ASCII digits (anything else, Python's
+ * decoding judges): YYYY-MM-DD[ HH:MM:SS[.f{1,6}]], month <= 12, day <= 31, a valid clock,
+ * and not a calendar date (a zero year, month or day, or a day the month lacks). Rendering
+ * any other text here let a corrupt record through that decoding rejects (the fuzzer's find). */
+static int zero_date_ok(const char *s, Py_ssize_t n) {
+    static const int dim[13] = {0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (n != 10 && n != 19 && (n < 21 || n > 26)) return 0;
+    if (s[4] != '-' || s[7] != '-' || !all_digits(s, 4) || !all_digits(s + 5, 2) ||
+        !all_digits(s + 8, 2))
+        return 0;
+    int y = (s[0] - '0') * 1000 + (s[1] - '0') * 100 + two(s + 2), m = two(s + 5), d = two(s + 8);
+    if (m > 12 || d > 31) return 0;
+    if (n > 10) {
+        if (s[10] != ' ' || s[13] != ':' || s[16] != ':' || !all_digits(s + 11, 2) ||
+            !all_digits(s + 14, 2) || !all_digits(s + 17, 2))
+            return 0;
+        if (two(s + 11) > 23 || two(s + 14) > 59 || two(s + 17) > 59) return 0;
+        if (n > 19 && (s[19] != '.' || !all_digits(s + 20, n - 20))) return 0;
+    }
+    if (y && m && d) {
+        int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+        int days = m == 2 && !leap ? 28 : dim[m];
+        if (d <= days) return 0; /* a calendar date: decoding raises */
+    }
+    return 1;
+}
+
 static int put_escaped(Buf *b, const char *s, Py_ssize_t n) {
     /* pymysql's escape_string, on UTF-8 bytes (no multi-byte sequence holds these bytes). */
     if (grow(b, 2 * n + 2) < 0) return -1;
@@ -278,7 +315,7 @@ static int render_into(Buf *b, Cols *c) {
                     if (!canonical_decimal(s.p, s.n)) return 0;
                     if (put(b, s.p, s.n) < 0) return -1;
                 } else {
-                    if (memchr(s.p, '\0', (size_t)s.n) != NULL) return 0;
+                    if (!zero_date_ok(s.p, s.n)) return 0;
                     if (put(b, "'", 1) < 0 || put(b, s.p, s.n) < 0 || put(b, "'", 1) < 0)
                         return -1;
                 }

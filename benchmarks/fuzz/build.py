@@ -87,7 +87,10 @@ def build(source_root: Path = ROOT, force: bool = False) -> list[Path]:
 def environment() -> dict[str, str]:
     """The environment of a Python process that loads the sanitized build."""
     env = dict(os.environ)
-    env["LD_PRELOAD"] = sanitizer_runtime()
+    # libstdc++ too, loaded before ASan initializes: atheris reports a Python exception in a
+    # target by a C++ throw, and ASan's __cxa_throw interceptor aborts when libstdc++ was not
+    # there to resolve the real one at its start.
+    env["LD_PRELOAD"] = f"{sanitizer_runtime()} libstdc++.so.6"
     # Leaks: CPython keeps objects alive until exit by design. abort_on_error: the report is
     # followed by SIGABRT, which every runner sees as a failure.
     env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=1:allocator_may_return_null=1"

@@ -53,6 +53,18 @@ def install() -> dict[str, Path]:
     return files
 
 
+def active() -> bool:
+    return any(isinstance(f, _Finder) for f in sys.meta_path)
+
+
+def files() -> dict[str, Path]:
+    """The module → file map of the installed finder."""
+    for f in sys.meta_path:
+        if isinstance(f, _Finder):
+            return f.files
+    raise RuntimeError("the sanitized build's finder is not installed")
+
+
 def loaded() -> dict[str, str]:
     """Each native module's file, as imported (the sanitized ones, once `install` ran)."""
     import rowbus.producer.fastrows
@@ -78,7 +90,5 @@ def pytest_report_header() -> list[str]:
     return [f"sanitized: {file}" for file in files.values()]
 
 
-if os.environ.get("ROWBUS_SANITIZED_BUILD") and not any(
-    isinstance(f, _Finder) for f in sys.meta_path
-):
+if os.environ.get("ROWBUS_SANITIZED_BUILD") and not active():
     install()

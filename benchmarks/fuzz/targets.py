@@ -114,8 +114,9 @@ def _ident(v: Any) -> Any:
 _POSTS: tuple[Callable[[Any], Any] | None, ...] = (None, _ident)
 _TEMPORAL = (snapshot_values.parse_date, snapshot_values.parse_datetime,
              snapshot_values.parse_timestamp)  # fmt: skip
-_EXPECTED = (ValueError, ConnectionError, ArithmeticError)
-"""What a row that fails to read or convert raises (select() closes the connection then)."""
+_EXPECTED = (ValueError, ConnectionError, ArithmeticError, ProtocolError)
+"""What a row that fails to read or convert raises (select() closes the connection then): the
+reader's errors and the snapshot converters' (a malformed zero date is a ProtocolError)."""
 
 
 def _columns(kinds: list[int]) -> tuple[tuple[int, Any, Any], ...]:

@@ -92,3 +92,13 @@ def test_an_envelope_field_of_32_or_more_is_not_a_row() -> None:
     record = body + b"\x7d" + zlib.crc32(body).to_bytes(4, "little")
     assert _native.row_text(record) is None
     assert _native.row_text(value) is not None
+
+
+def test_a_malformed_zero_date_is_left_to_the_decoder_which_rejects_it() -> None:
+    # Found by the fuzzer: any zero-date text without a NUL was rendered, where decoding raises
+    # (a corrupt record went through as a literal).
+    zero = b"\x0c"
+    for text in ("2025-00-1>", "0000-00-00 00200:00", "2024-13-01", "2024-01-15", "0000-00-00 "):
+        assert _native.render(zero, [], [], [], [text], []) is None, text
+    for text in ("0000-00-00", "2024-00-15", "2024-02-31", "0000-00-00 00:00:00.000"):
+        assert _native.render(zero, [], [], [], [text], []) == f"'{text}'", text
