@@ -20,7 +20,10 @@ def unit(extra: list[str]) -> int:
     """pytest over `UNIT_SUITES` (or the given paths) in a process on the sanitized build."""
     building.build()
     args = extra or UNIT_SUITES
-    cmd = [sys.executable, "-m", "pytest", "-p", "benchmarks.fuzz.sanitized", "-q", *args]
+    # --capture=sys: a sanitizer's report goes to fd 2 as the process dies; pytest's default
+    # fd capture would swallow it with the process.
+    cmd = [sys.executable, "-m", "pytest", "-p", "benchmarks.fuzz.sanitized", "--capture=sys",
+           "-q", *args]  # fmt: skip
     print("$", " ".join(cmd), flush=True)
     return subprocess.run(cmd, env=building.environment(), cwd=building.ROOT, check=False).returncode
 

@@ -123,7 +123,12 @@ def _columns(kinds: list[int]) -> tuple[tuple[int, Any, Any], ...]:
     cols = []
     for k in kinds:
         kind = k % 13  # 12: an unknown kind, refused
-        post = _TEMPORAL[kind - 9] if 9 <= kind <= 11 else _POSTS[(k >> 4) % 2]
+        if 9 <= kind <= 11:
+            post = _TEMPORAL[kind - 9]
+        elif kind == 12:
+            post = _ident  # past the converter check, to the unknown kind's own error
+        else:
+            post = _POSTS[(k >> 4) % 2]
         call = (bytes, str, Decimal)[kind - 6] if 6 <= kind <= 8 else None
         cols.append((kind, call, post))
     return tuple(cols)

@@ -40,8 +40,10 @@ def main() -> None:
 
     name, args = sys.argv[1], sys.argv[2:]
     files = sanitized.install() if not sanitized.active() else sanitized.files()
-    with atheris.instrument_imports(include=["benchmarks.fuzz", "rowbus"]):
-        from benchmarks.fuzz import targets
+    # No atheris.instrument_imports: its Python coverage reaches libFuzzer through the global
+    # __sanitizer_cov_* symbols, which the preloaded ASan runtime's stubs shadow (atheris warns
+    # so at start). The guidance is the C code's own coverage, registered below by handle.
+    from benchmarks.fuzz import targets
     target = targets.TARGETS[name]
     loaded = sanitized.loaded()
     for module, file in loaded.items():

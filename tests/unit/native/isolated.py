@@ -3,6 +3,7 @@ a regression test must then fail on its own instead of taking the test session d
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -13,9 +14,13 @@ LIMIT = 120.0
 
 def run(code: str) -> str:
     """The snippet's stdout; fails the test when the child dies, hangs or raises."""
+    code = textwrap.dedent(code)
+    if os.environ.get("ROWBUS_SANITIZED_BUILD"):
+        # Under `python -m benchmarks.fuzz unit`: the child loads the sanitized build too.
+        code = "import benchmarks.fuzz.sanitized\n" + code
     try:
         done = subprocess.run(
-            [sys.executable, "-c", textwrap.dedent(code)],
+            [sys.executable, "-c", code],
             capture_output=True,
             text=True,
             timeout=LIMIT,
