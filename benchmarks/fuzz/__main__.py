@@ -25,7 +25,9 @@ def unit(extra: list[str]) -> int:
     cmd = [sys.executable, "-m", "pytest", "-p", "benchmarks.fuzz.sanitized", "--capture=sys",
            "-q", *args]  # fmt: skip
     print("$", " ".join(cmd), flush=True)
-    return subprocess.run(cmd, env=building.environment(), cwd=building.ROOT, check=False).returncode
+    return subprocess.run(
+        cmd, env=building.environment(), cwd=building.ROOT, check=False
+    ).returncode
 
 
 def main() -> int:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,9 +97,5 @@ def environment() -> dict[str, str]:
     # Every Python object malloc'd, so ASan sees a read of a freed one (pymalloc would reuse).
     env["PYTHONMALLOC"] = "malloc"
     env["ROWBUS_SANITIZED_BUILD"] = str(BUILD)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p
-    )
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     return env
-
-

@@ -221,7 +221,9 @@ def read_value(c: Cursor) -> Any:
         return struct.unpack("<d", c.take(8))[0]
     if tag in (5, 6, 7):
         raw = c.take(c.byte())
-        return raw if tag == 7 else raw.decode("utf-8", "surrogateescape" if tag == 6 else "replace")
+        return (
+            raw if tag == 7 else raw.decode("utf-8", "surrogateescape" if tag == 6 else "replace")
+        )
     if tag == 8:
         text = c.take(c.byte() % 80).decode("ascii", "replace")
         try:
@@ -250,7 +252,7 @@ def write_value(v: Any) -> bytes:
     """The bytes `read_value` reads back as `v` (for the values seeds use)."""
     if v is None:
         return b"\x00"
-    if isinstance(v, bool) or isinstance(v, (frozenset, ZeroDate)):
+    if isinstance(v, (bool, frozenset, ZeroDate)):
         return bytes([13, 0 if v is True else 1 if isinstance(v, frozenset) else 2])
     if isinstance(v, int):
         if -(2**63) <= v < 2**63:

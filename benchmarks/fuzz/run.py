@@ -58,18 +58,20 @@ def write_seeds(target: str) -> Path:
     return out
 
 
-def run_target(target: str, seconds: int, corpus: Path | None = None) -> Result:
-    """libFuzzer on `target` for `seconds`, its corpus kept in `corpus` (default
-    .fuzz/corpus/TARGET, grown run after run), a crashing input saved under .fuzz/crashes."""
-    corpus = corpus or CORPUS / target
+def run_target(target: str, seconds: int, work: Path | None = None) -> Result:
+    """libFuzzer on `target` for `seconds`. Its corpus, crashing input and log go under `work`
+    (a test's own folder) or by default in .fuzz/ (corpus/TARGET, grown run after run;
+    crashes/; TARGET.log)."""
+    corpus = work / "corpus" if work else CORPUS / target
+    crashes = work / "crashes" if work else CRASHES
+    log = work / "fuzz.log" if work else building.OUT / f"{target}.log"
     corpus.mkdir(parents=True, exist_ok=True)
-    CRASHES.mkdir(parents=True, exist_ok=True)
+    crashes.mkdir(parents=True, exist_ok=True)
     seed_dir = write_seeds(target)
-    log = building.OUT / f"{target}.log"
     cmd = [
         sys.executable, "-m", "benchmarks.fuzz.worker", target, str(corpus), str(seed_dir),
         f"-max_total_time={seconds}", f"-max_len={MAX_LEN}", "-timeout=20",
-        f"-rss_limit_mb={RSS_LIMIT_MB}", f"-artifact_prefix={CRASHES}/{target}-",
+        f"-rss_limit_mb={RSS_LIMIT_MB}", f"-artifact_prefix={crashes}/{target}-",
         "-print_final_stats=1",
     ]  # fmt: skip
     started = time.monotonic()

@@ -73,8 +73,8 @@ def loaded() -> dict[str, str]:
 
     modules = (
         rowbus.producer.fastrows._BUILT,
-        rowbus.producer.snapshot.resultset._resultset,
-        rowbus.spark_apply.rendered._native,
+        getattr(rowbus.producer.snapshot.resultset, "_resultset"),  # noqa: B009
+        getattr(rowbus.spark_apply.rendered, "_native"),  # noqa: B009
     )
     return {m.__name__: str(m.__file__) for m in modules}
 

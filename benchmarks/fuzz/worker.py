@@ -44,7 +44,8 @@ def main() -> None:
     # __sanitizer_cov_* symbols, which the preloaded ASan runtime's stubs shadow (atheris warns
     # so at start). The guidance is the C code's own coverage, registered below by handle.
     from benchmarks.fuzz import targets
-    target = targets.TARGETS[name]
+
+    target = targets.TARGETS["canary" if name.startswith("canary") else name]
     loaded = sanitized.loaded()
     for module, file in loaded.items():
         if Path(file) != files[module]:
