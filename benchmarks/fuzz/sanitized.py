@@ -79,6 +79,15 @@ def loaded() -> dict[str, str]:
     return {m.__name__: str(m.__file__) for m in modules}
 
 
+def pytest_configure() -> None:
+    """As a pytest plugin: no hypothesis deadline. The sanitized process runs several times
+    slower (every allocation through ASan's malloc), which is not what a deadline is about."""
+    from hypothesis import settings
+
+    settings.register_profile("sanitized", deadline=None)
+    settings.load_profile("sanitized")
+
+
 def pytest_report_header() -> list[str]:
     """As a pytest plugin: the files the native modules were loaded from, which must be the
     sanitized build's (a run that quietly tested the normal build would prove nothing)."""
