@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 EXTRAS ?= test,local,tansu,spark
 
-.PHONY: setup lint unit test demo up down status clean proto
+.PHONY: setup lint unit test demo up down status clean proto sanitize fuzz
 
 $(STAMP): pyproject.toml setup.py producer/_rows.c producer/snapshot/_resultset.c \
 	spark_apply/_literals.c
@@ -30,6 +30,15 @@ unit: setup
 
 test: lint
 	$(BIN)/pytest -q -ra --durations=15
+
+# The native extensions under ASan+UBSan (.fuzz/build): their unit suites, then a long fuzz
+# run of each (benchmarks/fuzz/__init__.py). `make test` runs a short fuzz run (tests/fuzz).
+sanitize: setup
+	$(BIN)/python -m benchmarks.fuzz unit
+
+FUZZ_SECONDS ?= 180
+fuzz: setup
+	$(BIN)/python -m benchmarks.fuzz run --seconds $(FUZZ_SECONDS)
 
 demo: setup
 	$(BIN)/rowbus demo

@@ -109,7 +109,8 @@ static PyObject *read_length_coded(Cursor *c, int size, Py_ssize_t *len, const u
     NEED(c, size);
     uint64_t n = le(c->p, size);
     c->p += size;
-    NEED(c, n);
+    /* Compared unsigned: NEED's signed cast let a length of 2^63 or more pass as negative. */
+    if (n > (uint64_t)(c->end - c->p)) return NULL;
     *at = c->p;
     *len = (Py_ssize_t)n;
     c->p += n;
@@ -139,6 +140,9 @@ static PyObject *read_decimal(Cursor *c, int precision, int scale) {
     }
     for (int i = 0; i < uncomp_int; i++, p += 4)
         n += snprintf(text + n, sizeof text - n, "%09lld", (long long)(be_signed(p, 4) ^ mask));
+    /* The plan's precision (at most 65 digits) keeps the text far below its buffer; checked
+     * anyway, since snprintf's return is what would be written and `sizeof text - n` wraps. */
+    if (n >= (int)sizeof text - 64) return NULL;
     text[n++] = '.';
     for (int i = 0; i < uncomp_frac; i++, p += 4)
         n += snprintf(text + n, sizeof text - n, "%09lld", (long long)(be_signed(p, 4) ^ mask));
@@ -373,6 +377,40 @@ static PyObject *read_image(Cursor *c, const uint8_t *present, Py_ssize_t presen
     return image;
 }
 
+/* Whether read_value can read a column of this spec within its buffers. The plan comes from
+ * the binlog's table map (fastrows.plan_for): a corrupt one can carry a scale above its
+ * precision, an fsp over 6 or a length of 8 bytes, which index the tables above out of range
+ * or wrap the cursor. Outside MySQL's domain the event is left to the pure path. */
+static int in_domain(const Col *col) {
+    int a = col->a, b = col->b;
+    switch (col->kind) {
+    case K_SINT:
+    case K_UINT:
+        return a == 1 || a == 2 || a == 3 || a == 4 || a == 8;
+    case K_FLOAT:
+    case K_DOUBLE:
+    case K_DATE:
+    case K_YEAR:
+        return 1;
+    case K_DECIMAL:
+        return a >= 1 && a <= 65 && b >= 0 && b <= 30 && b <= a;
+    case K_BYTES:
+        return a >= 1 && a <= 4 && b >= 0 && b <= 0xFFFF;
+    case K_UTF8:
+    case K_TEXT:
+        return a >= 1 && a <= 4;
+    case K_DATETIME2:
+    case K_TIMESTAMP2:
+    case K_TIME2:
+        return a >= 0 && a <= 6;
+    case K_SET:
+    case K_BIT:
+    case K_ENUM:
+        return a >= 1 && a <= 8;
+    }
+    return 0;
+}
+
 static PyObject *decode(PyObject *self, PyObject *args) {
     Py_buffer data, p1, p2;
     Py_ssize_t start, end, ncols;
@@ -397,11 +435,15 @@ static PyObject *decode(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_TypeError, "SET members and ENUM values must be tuples");
             goto error;
         }
+        if (!in_domain(&cols[i])) goto fallback;
     }
     rows = PyList_New(0);
     if (!rows) goto error;
     Cursor c = {(const uint8_t *)data.buf + start, (const uint8_t *)data.buf + end};
     while (c.p < c.end) {
+        /* A row that reads no byte (no column present, no NULL bitmap) would be read again
+         * forever, a row more each time, until memory ran out. */
+        const uint8_t *row_start = c.p;
         PyObject *first = read_image(&c, p1.buf, p1.len, cols, ncols);
         if (!first) goto failed;
         PyObject *pair;
@@ -419,6 +461,10 @@ static PyObject *decode(PyObject *self, PyObject *args) {
             pair = PyTuple_Pack(2, Py_None, first);
         }
         Py_DECREF(first);
+        if (pair && c.p == row_start) {
+            Py_DECREF(pair);
+            goto fallback;
+        }
         if (!pair || PyList_Append(rows, pair) < 0) {
             Py_XDECREF(pair);
             goto error;

@@ -132,6 +132,43 @@ static int canonical_decimal(const char *s, Py_ssize_t n) {
     return i == n && i > fstart;
 }
 
+static int two(const char *s) {
+    return (s[0] - '0') * 10 + (s[1] - '0');
+}
+
+static int all_digits(const char *s, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (s[i] < '0' || s[i] > '9') return 0;
+    return 1;
+}
+
+/* What rowbus.protocol.values.ZeroDate accepts, in ASCII digits (anything else, Python's
+ * decoding judges): YYYY-MM-DD[ HH:MM:SS[.f{1,6}]], month <= 12, day <= 31, a valid clock,
+ * and not a calendar date (a zero year, month or day, or a day the month lacks). Rendering
+ * any other text here let a corrupt record through that decoding rejects (the fuzzer's find). */
+static int zero_date_ok(const char *s, Py_ssize_t n) {
+    static const int dim[13] = {0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (n != 10 && n != 19 && (n < 21 || n > 26)) return 0;
+    if (s[4] != '-' || s[7] != '-' || !all_digits(s, 4) || !all_digits(s + 5, 2) ||
+        !all_digits(s + 8, 2))
+        return 0;
+    int y = (s[0] - '0') * 1000 + (s[1] - '0') * 100 + two(s + 2), m = two(s + 5), d = two(s + 8);
+    if (m > 12 || d > 31) return 0;
+    if (n > 10) {
+        if (s[10] != ' ' || s[13] != ':' || s[16] != ':' || !all_digits(s + 11, 2) ||
+            !all_digits(s + 14, 2) || !all_digits(s + 17, 2))
+            return 0;
+        if (two(s + 11) > 23 || two(s + 14) > 59 || two(s + 17) > 59) return 0;
+        if (n > 19 && (s[19] != '.' || !all_digits(s + 20, n - 20))) return 0;
+    }
+    if (y && m && d) {
+        int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+        int days = m == 2 && !leap ? 28 : dim[m];
+        if (d <= days) return 0; /* a calendar date: decoding raises */
+    }
+    return 1;
+}
+
 static int put_escaped(Buf *b, const char *s, Py_ssize_t n) {
     /* pymysql's escape_string, on UTF-8 bytes (no multi-byte sequence holds these bytes). */
     if (grow(b, 2 * n + 2) < 0) return -1;
@@ -193,9 +230,35 @@ static void cols_reset(Cols *c) {
     memset(c->at, 0, sizeof c->at);
 }
 
-/* Reused by every call (the GIL is held throughout and nothing here calls back into Python
- * code that could re-enter), so a record costs no allocation once the arrays have grown. */
+/* Reused by the calls, so a record costs no allocation once the arrays have grown. A call
+ * takes it only when no other call holds it (cols_take): `render` runs Python code (a
+ * sequence's iteration, a garbage collection's finalizers) and so can be re-entered, or
+ * another thread can run, while the arrays are filled; that call then uses arrays of its
+ * own. The GIL serializes the flag. */
 static Cols COLS;
+static int COLS_BUSY = 0;
+
+static Cols *cols_take(Cols *own) {
+    if (COLS_BUSY) {
+        memset(own, 0, sizeof *own);
+        cols_reset(own);
+        return own;
+    }
+    COLS_BUSY = 1;
+    return &COLS;
+}
+
+static void cols_give(Cols *c) {
+    if (c == &COLS) {
+        COLS_BUSY = 0;
+        return;
+    }
+    PyMem_Free(c->ints.p);
+    PyMem_Free(c->uints.p);
+    PyMem_Free(c->doubles.p);
+    PyMem_Free(c->strings.p);
+    PyMem_Free(c->blobs.p);
+}
 
 #define NEXT(c, i, vec, T, out)                                            \
     do {                                                                   \
@@ -252,7 +315,7 @@ static int render_into(Buf *b, Cols *c) {
                     if (!canonical_decimal(s.p, s.n)) return 0;
                     if (put(b, s.p, s.n) < 0) return -1;
                 } else {
-                    if (memchr(s.p, '\0', (size_t)s.n) != NULL) return 0;
+                    if (!zero_date_ok(s.p, s.n)) return 0;
                     if (put(b, "'", 1) < 0 || put(b, s.p, s.n) < 0 || put(b, "'", 1) < 0)
                         return -1;
                 }
@@ -306,14 +369,12 @@ static int render_into(Buf *b, Cols *c) {
 
 /* 1: every element of `obj` converted into `c`'s array `i`; 0: one is not of its exact type or
  * out of range (the image is not covered); -1: error. The Spans point into the objects of
- * `*seq` (a new list when `obj` is not one, e.g. upb's repeated field), which the caller
- * releases only after rendering. */
-static int from_list(Cols *c, int i, PyObject *obj, PyObject **seq_out) {
-    PyObject *seq = *seq_out = PySequence_Fast(obj, "render: an image array must be a sequence");
-    if (seq == NULL) return -1;
+ * `seq`, a tuple the caller made of the argument and releases only after rendering: a list
+ * itself could lose its items (and free them) while Python code runs between two arrays. */
+static int from_list(Cols *c, int i, PyObject *seq) {
     int ok = 1;
-    for (Py_ssize_t j = 0; ok == 1 && j < PySequence_Fast_GET_SIZE(seq); j++) {
-        PyObject *o = PySequence_Fast_GET_ITEM(seq, j);
+    for (Py_ssize_t j = 0; ok == 1 && j < PyTuple_GET_SIZE(seq); j++) {
+        PyObject *o = PyTuple_GET_ITEM(seq, j);
         if (i == 0) {
             int overflow = 0;
             long long v = PyLong_CheckExact(o) ? PyLong_AsLongLongAndOverflow(o, &overflow) : 0;
@@ -361,16 +422,26 @@ static PyObject *render(PyObject *self, PyObject *args) {
     if (PyObject_GetBuffer(kinds_obj, &kinds, PyBUF_SIMPLE) < 0) return NULL;
     PyObject *result = NULL;
     Buf b = {NULL, 0, 0};
-    Cols *c = &COLS;
-    cols_reset(c);
     PyObject *seqs[5] = {NULL};
     int r = 1;
-    for (int i = 0; r == 1 && i < 5; i++) r = from_list(c, i, objs[i], &seqs[i]);
+    /* Every Python-level step (iterating upb's containers, ...) before the arrays are taken. */
+    for (int i = 0; r == 1 && i < 5; i++) {
+        seqs[i] = PySequence_Tuple(objs[i]);
+        if (seqs[i] == NULL) r = -1;
+    }
+    Cols own;
+    Cols *c = NULL;
+    if (r == 1) {
+        c = cols_take(&own);
+        cols_reset(c);
+    }
+    for (int i = 0; r == 1 && i < 5; i++) r = from_list(c, i, seqs[i]);
     if (r == 1) {
         c->kinds.p = (const char *)kinds.buf;
         c->kinds.n = kinds.len;
         r = render_into(&b, c);
     }
+    if (c != NULL) cols_give(c);
     if (r == 1)
         result = PyUnicode_DecodeUTF8(b.p ? b.p : "", b.len, "strict");
     else if (r == 0)
@@ -635,13 +706,12 @@ static int put_key(Buf *b, const Row *row) {
     } while (0)
 
 /* `rendered.rendered_row` of the decoded record, written from the wire. 1, 0, -1. */
-static int put_row(Buf *b, const Row *row) {
+static int put_row_with(Buf *b, const Row *row, Cols *c) {
     int nb = -1;
     int after_only = row->op == 1 || row->op == 4;
     if (row->op < 1 || row->op > 4 || row->has_before == after_only ||
         row->has_after == (row->op == 3))
         return 0; /* Python raises: an insert has only after, a delete only before */
-    Cols *c = &COLS;
     if (row->has_before) {
         TRY(rd_image(row->before, c));
         nb = (int)c->kinds.n;
@@ -680,6 +750,14 @@ static int put_row(Buf *b, const Row *row) {
     return 1;
 }
 
+static int put_row(Buf *b, const Row *row) {
+    Cols own;
+    Cols *c = cols_take(&own);
+    int r = put_row_with(b, row, c);
+    cols_give(c);
+    return r;
+}
+
 /* A protobuf record read whole: a row (Envelope field 1) or a Resolved (field 3), as `kinds`
  * allows (bit n: Envelope field n). 1 with *kind, *source, *ts and *text set (new references;
  * text None for a Resolved), 0 (not one this parser takes whole), -1 (error set). */
@@ -694,7 +772,7 @@ static int read_record(const unsigned char *p, Py_ssize_t len, unsigned kinds, i
     uint32_t field, wire;
     Span msg;
     if (!rd_tag(&env, &field, &wire) || wire != 2 || !rd_len(&env, &msg) || env.p != env.end ||
-        !(kinds & (1u << field)))
+        field >= 32 || !(kinds & (1u << field))) /* a shift of 32 or more is undefined */
         return 0;
     if (field == 1) {
         Row row;
@@ -800,29 +878,46 @@ static PyObject *append_records(PyObject *self, PyObject *args) {
             return NULL;
         }
     }
+    if (i < 0) {
+        PyErr_SetString(PyExc_ValueError, "append_records: a negative start");
+        return NULL;
+    }
     PyObject *seen = NULL, *encoding = NULL; /* the last headers classified, and their answer */
     unsigned kinds = 0;
-    Py_ssize_t n = PyList_GET_SIZE(msgs);
-    for (; i < n; i++) {
-        PyObject *msg = PyList_GET_ITEM(msgs, i);
+    /* The list's size is read anew and the message held for each round: the message methods
+     * and `classify` are Python code that may shrink the list (or free the message) under us. */
+    for (; i < PyList_GET_SIZE(msgs); i++) {
+        PyObject *msg = Py_NewRef(PyList_GET_ITEM(msgs, i));
         PyObject *err = call0(msg, S_ERROR);
-        if (err == NULL) goto fail;
+        if (err == NULL) {
+            Py_DECREF(msg);
+            goto fail;
+        }
         int failed = err != Py_None;
         Py_DECREF(err);
-        if (failed) break;
+        if (failed) {
+            Py_DECREF(msg);
+            break;
+        }
         PyObject *offset = call0(msg, S_OFFSET);
-        if (offset == NULL) goto fail;
+        if (offset == NULL) {
+            Py_DECREF(msg);
+            goto fail;
+        }
         long long o = PyLong_AsLongLong(offset);
         if (o == -1 && PyErr_Occurred()) {
             Py_DECREF(offset);
+            Py_DECREF(msg);
             goto fail;
         }
         if (o >= end) {
             Py_DECREF(offset);
+            Py_DECREF(msg);
             break;
         }
         PyObject *value = call0(msg, S_VALUE);
         PyObject *headers = value ? call0(msg, S_HEADERS) : NULL;
+        Py_DECREF(msg);
         int r = headers ? 1 : -1;
         if (r == 1 && (seen == NULL || (r = PyObject_RichCompareBool(headers, seen, Py_EQ)) == 0)) {
             PyObject *got = PyObject_CallOneArg(classify, headers);

@@ -173,7 +173,10 @@ static PyObject *value(const Col *col, const char *s, Py_ssize_t n) {
 /* One row's tuple from its payload. Like pymysql, a row with fewer values than columns ends
  * where its values end. */
 static PyObject *row(const Col *cols, Py_ssize_t ncols, const uint8_t *p, const uint8_t *end) {
-    PyObject *values[ncols > 0 ? ncols : 1];
+    /* The values go straight into a tuple, cut to the values read: a stack array of ncols
+     * pointers (as this was) overflows the stack on a wide enough column tuple. */
+    PyObject *t = PyTuple_New(ncols);
+    if (!t) return NULL;
     Py_ssize_t got = 0;
     for (; got < ncols && p < end; got++) {
         int64_t n = lenenc(&p, end);
@@ -190,14 +193,12 @@ static PyObject *row(const Col *cols, Py_ssize_t ncols, const uint8_t *p, const 
             if (v && cols[got].post && cols[got].kind < K_DATE) Py_SETREF(v, PyObject_CallOneArg(cols[got].post, v));
             if (!v) goto fail;
         }
-        values[got] = v;
+        PyTuple_SET_ITEM(t, got, v);
     }
-    PyObject *t = PyTuple_New(got);
-    if (!t) goto fail;
-    for (Py_ssize_t i = 0; i < got; i++) PyTuple_SET_ITEM(t, i, values[i]);
+    if (got < ncols && _PyTuple_Resize(&t, got) < 0) return NULL;
     return t;
 fail:
-    for (Py_ssize_t i = 0; i < got; i++) Py_DECREF(values[i]);
+    Py_DECREF(t); /* the unset items are NULL, which the tuple's dealloc skips */
     return NULL;
 }
 
@@ -243,6 +244,13 @@ static PyObject *rows(PyObject *self, PyObject *args) {
         goto done;
     }
     if (read_columns(columns, cols, ncols) < 0) goto done;
+    for (Py_ssize_t i = 0; i < ncols; i++) {
+        if (cols[i].kind == K_DECIMAL && !Decimal) {
+            /* PyObject_CallOneArg(NULL, ...) would dereference it */
+            PyErr_SetString(PyExc_RuntimeError, "_resultset.configure(Decimal) was not called");
+            goto done;
+        }
+    }
     const uint8_t *data = view.buf;
     Py_ssize_t len = view.len;
     if (pos < 0 || pos > len) {
