@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import sys
 
@@ -27,8 +29,17 @@ def test_stop_escalates_to_kill_when_the_signal_is_ignored(tmp_path):
     code = "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); signal.pause()"
     pid = launch([sys.executable, "-c", code, marker], tmp_path / "s.log")
     record = ProcessRecord("s", pid, marker, "-")
-    stop(record, signal.SIGTERM, grace=0.5)
-    assert not is_ours(record)
+    try:
+        # Until the child has exec'd, its command line is still ours (no marker): `stop` would
+        # take it for a stranger and leave it running (it ignores SIGTERM and never ends).
+        wait_for(lambda: is_ours(record), timeout=30, what="the child to start")
+        stop(record, signal.SIGTERM, grace=0.5)
+        assert not is_ours(record)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
 
 
 def test_a_missing_record_loads_as_none(tmp_path):
