@@ -40,6 +40,11 @@ class SchemaCatalog:
             table = self._known.get(schema_id)
         return table
 
+    def known(self) -> dict[int, TableSchema]:
+        """Every schema learnt so far, by id (what the executors are given in throughput
+        mode; a row of another id sends its batch to the driver, which catches up)."""
+        return dict(self._known)
+
     def _catch_up(self) -> None:
         from rowbus.clients.kafka import TopicTail
 

@@ -125,11 +125,30 @@ class BatchApplier:
     def _apply_batch(self, df: Any, batch_id: int) -> None:
         started = time.perf_counter()
         a = self.config.apply
+        if a.mode == "throughput":
+            from rowbus.spark_apply.owned import apply_owned
+
+            apply_owned(self, df, batch_id)
+            return
         if self.sink.remote is None and a.mode == "parallel" and a.executor_writes:
             self.sink.remote = executor_runner(df.sparkSession.sparkContext)
         # Read and decode while the batch before is still being written (`overlap`): neither
         # touches the sink or the catalog.
         ranges, wire, envelopes, collected = _read(df)
+        self.plan_and_write(batch_id, ranges, wire, envelopes, started, collected)
+
+    def plan_and_write(
+        self,
+        batch_id: int,
+        ranges: dict[tuple[str, int], tuple[int, int]],
+        wire: Wire,
+        envelopes: list[Envelope],
+        started: float,
+        collected: float,
+    ) -> None:
+        """Plan a batch read and decoded on the driver (`ranges`: Spark's offsets of it) over
+        the state the sink holds, and hand its write to the batch writer."""
+        a = self.config.apply
         records = len(envelopes)
         decoded = time.perf_counter()
         self.drain()
@@ -443,7 +462,11 @@ def run(config: JobConfig) -> None:
         exporter.register(
             "apply",
             lambda: applier.metrics.prometheus() if applier is not None else {},
-            labels={"lane_watermark_ts": "lane", "errors_total": "kind"},
+            labels={
+                "lane_watermark_ts": "lane",
+                "errors_total": "kind",
+                "driver_fallbacks_total": "reason",
+            },
             static={"job": config.apply.job},
         )
         port = exporter.serve(config.apply.metrics_port)
