@@ -12,6 +12,7 @@ is skipped or resumed by the sink.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import json
 import logging
@@ -184,6 +185,15 @@ class BatchApplier:
             spill.close()
             raise
         del envelopes[:]  # the batch's decoded events: the plan holds what it needs
+        if a.mode == "throughput" and not p.gates and hook is None:
+            # Held events go back to Kafka (read again by the next batch) rather than to
+            # the sink's stash, so the next batch can be the executors' again.
+            from rowbus.spark_apply.release import held_by_reread
+            from rowbus.spark_apply.throughput import REREAD_LIMIT
+
+            reread = held_by_reread(p.state, REREAD_LIMIT)
+            if reread is not None:
+                p = dataclasses.replace(p, state=reread)
         planned = time.perf_counter()
         timings = (collected - started, decoded - collected, waited - decoded, planned - waited)
 

@@ -172,3 +172,34 @@ def key_of(text: str) -> PosKey:
     n = int(text[40:44])
     rest = text[44 + n :]
     return (int(text[:20]), int(text[20:40]), text[44 : 44 + n], int(rest[:20]), int(rest[20:]))
+
+
+def held_by_reread(state: PlannerState, limit: int) -> PlannerState | None:
+    """`state` (the merger's, after a batch it planned) with its stash replaced by `reread`:
+    per partition the first offset of a held event, read again by the next batch; None when
+    that span would exceed `limit` offsets (the stash stays in the sink).
+
+    This is the merge engine's own resume point (`Merger.checkpoint`: resume offsets at the
+    heads of what is held, floors at what was released): the sources' floors drop the
+    released events read again, and the lanes that hold events forget their last key, so
+    the held ones pass again (a copy of one within the re-read is still dropped by the
+    running key of its lane). Only for a plan without DDL gates (a shard DDL holds a table's
+    transactions out of ts order, which floors cannot express)."""
+    if not state.stash and not state.spilled:
+        return replace(state.copy(), reread={})
+    heads: dict[TopicPartition, int] = {}
+    lanes: set[Lane] = set()
+    for e in state.stash:
+        tp = (e.topic, e.partition)
+        heads[tp] = min(heads.get(tp, e.offset), e.offset)
+        lanes.add((e.topic, e.partition, e.event.source))
+    for txn in state.spilled:
+        for r in txn.runs:
+            tp = (r.topic, r.partition)
+            heads[tp] = min(heads.get(tp, r.head), r.head)
+            lanes.add((r.topic, r.partition, txn.source))
+    after = replace(state.copy(), stash=[], spilled=(), reread=heads)
+    if reread_span(after) > limit:
+        return None
+    after.last_seen = {k: v for k, v in after.last_seen.items() if k not in lanes}
+    return after

@@ -230,11 +230,15 @@ def _text(key: tuple[Any, ...]) -> tuple[str, ...]:
     return tuple(str(k) for k in key)
 
 
-def _arrow(ddl: str) -> Any:
-    from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import _parse_datatype_string
+_ARROW_TYPES = {"STRING": "string", "INT": "int32", "BIGINT": "int64"}
 
-    return to_arrow_schema(_parse_datatype_string(ddl))
+
+def _arrow(ddl: str) -> Any:
+    """A pyarrow schema of a ``name TYPE, …`` text (on an executor, without a Spark session)."""
+    import pyarrow as pa
+
+    fields = [part.split() for part in ddl.split(",")]
+    return pa.schema([(name, getattr(pa, _ARROW_TYPES[kind])()) for name, kind in fields])
 
 
 # -- stage 2: the owned writes ------------------------------------------------------------------
@@ -306,7 +310,7 @@ def _events(batches: Iterable[Any]) -> Iterator[tuple[tuple[Any, ...], Envelope]
             if part == OLD_KEY:
                 ev = dataclasses.replace(ev, op=Op.DELETE, after=None)
             elif part == NEW_KEY:
-                ev = dataclasses.replace(ev, before=None)
+                ev = dataclasses.replace(ev, op=Op.INSERT, before=None)
             order = (c["ts"][i], c["source"][i], c["okey"][i], part)
             yield order, Envelope(c["topic"][i], c["partition"][i], c["offset"][i], ev)
 
