@@ -919,7 +919,9 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - argument wiri
                         bench.master = master
                     bench.overlap, bench.mode = overlap, mode
                     bench_apply(bench, args.rows, tmp, baseline)
-                    print(f"load average after the run: {Path('/proc/loadavg').read_text().strip()}")
+                    print(
+                        f"load average after the run: {Path('/proc/loadavg').read_text().strip()}"
+                    )
                     if len(masters) > 1:  # the next master needs a session of its own
                         from pyspark.sql import SparkSession
 

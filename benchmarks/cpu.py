@@ -28,7 +28,9 @@ def _stat(pid: int) -> tuple[int, float] | None:
 
 def _cmdline(pid: int) -> str:
     with contextlib.suppress(OSError):
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        return (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
     return ""
 
 
@@ -50,7 +52,7 @@ class CpuSample:
                     parents[int(entry.name)], cpu[int(entry.name)] = got
         out = dict.fromkeys(KINDS, 0.0)
         out["driver Python"] = cpu.get(me, 0.0)
-        for pid in cpu:
+        for pid, spent in cpu.items():
             if pid == me:
                 continue
             ancestor, hops = parents.get(pid, 0), 0
@@ -58,11 +60,11 @@ class CpuSample:
                 ancestor, hops = parents.get(ancestor, 0), hops + 1
             cmd = _cmdline(pid)
             if ancestor == me:
-                out["JVM" if "java" in cmd.split(" ")[0] else "Python workers"] += cpu[pid]
+                out["JVM" if "java" in cmd.split(" ")[0] else "Python workers"] += spent
             elif f"--port={sink_port}" in cmd and ("mariadbd" in cmd or "mysqld" in cmd):
-                out["sink"] += cpu[pid]
+                out["sink"] += spent
             elif f"--kafka-port {kafka_port}" in cmd or f"port={kafka_port}" in cmd:
-                out["broker"] += cpu[pid]
+                out["broker"] += spent
         return CpuSample(out)
 
     def minus(self, before: CpuSample) -> CpuSample:

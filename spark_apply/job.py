@@ -33,7 +33,7 @@ from rowbus.spark_apply.collector import collector_paused
 from rowbus.spark_apply.exceptions import ApplyError, SinkUnavailableError
 from rowbus.spark_apply.metrics import ApplyMetrics
 from rowbus.spark_apply.overlap import BatchWriter, rewind
-from rowbus.spark_apply.planner import Envelope, PairKey, plan, stored_gate
+from rowbus.spark_apply.planner import Envelope, PairKey, Plan, plan, stored_gate
 from rowbus.spark_apply.recovery import retryable, wait_for_sink
 from rowbus.spark_apply.rendered import ROW_COLUMN, Wire, row_event
 from rowbus.spark_apply.settings import JobConfig, launched_by_spark_submit
@@ -186,14 +186,7 @@ class BatchApplier:
             raise
         del envelopes[:]  # the batch's decoded events: the plan holds what it needs
         if a.mode == "throughput" and not p.gates and hook is None:
-            # Held events go back to Kafka (read again by the next batch) rather than to
-            # the sink's stash, so the next batch can be the executors' again.
-            from rowbus.spark_apply.release import held_by_reread
-            from rowbus.spark_apply.throughput import REREAD_LIMIT
-
-            reread = held_by_reread(p.state, REREAD_LIMIT)
-            if reread is not None:
-                p = dataclasses.replace(p, state=reread)
+            p = _held_by_reread(p)
         planned = time.perf_counter()
         timings = (collected - started, decoded - collected, waited - decoded, planned - waited)
 
@@ -234,6 +227,17 @@ class BatchApplier:
         m.stash_events = p.state.stash_events
         m.lanes = {f"{t}[{part}]/{src}": ts for (t, part, src), ts in p.state.watermarks.items()}
         m.apply_latency.observe(seconds)
+
+
+def _held_by_reread(p: Plan) -> Plan:
+    """Throughput mode: the plan with its held events left in Kafka (read again by the next
+    batch, `release.held_by_reread`) rather than in the sink's stash, so that the next batch
+    can be the executors' again; unchanged when the hold is too long for that."""
+    from rowbus.spark_apply.release import held_by_reread
+    from rowbus.spark_apply.throughput import REREAD_LIMIT
+
+    reread = held_by_reread(p.state, REREAD_LIMIT)
+    return p if reread is None else dataclasses.replace(p, state=reread)
 
 
 def _read(df: Any) -> tuple[dict[tuple[str, int], tuple[int, int]], Wire, list[Envelope], float]:

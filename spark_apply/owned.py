@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:
+def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:  # noqa: PLR0915 - the steps in order
     """Apply micro-batch `batch_id` in throughput mode (see the module docstring)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as sf
@@ -51,7 +51,9 @@ def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:
     again = _reread(df.sparkSession, applier.config.kafka, previous)
     if again is not None:
         data = data.unionByName(again)
-    ctx = KeyContext(applier.catalog.known(), a.routes, a.unrouted, previous.last_seen, previous.floors)
+    ctx = KeyContext(
+        applier.catalog.known(), a.routes, a.unrouted, previous.last_seen, previous.floors
+    )
     keyed = data.mapInArrow(key_rows(ctx), KEYED_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         texts = keyed.where(sf.col("summary").isNotNull()).select("summary").collect()
@@ -201,15 +203,17 @@ def _reread(spark: Any, kafka: dict[str, Any], previous: PlannerState) -> Any:
         from rowbus.spark_apply.source import arrow_schema
 
         for batch in batches:
-            for t, p, start, end in zip(*(batch.column(i).to_pylist() for i in range(4))):
+            for t, p, start, end in zip(
+                *(batch.column(i).to_pylist() for i in range(4)), strict=True
+            ):
                 for cols in read_range(kafka, KafkaRange(t, p, start, end)):
                     yield pa.RecordBatch.from_pydict(cols, schema=arrow_schema())
 
     from pyspark.sql import functions as sf
 
     frame = spark.createDataFrame(ranges, "topic STRING, partition INT, start BIGINT, end BIGINT")
-    return frame.repartition(len(ranges)).mapInArrow(read, SCHEMA).withColumn(
-        "reread", sf.lit(True)
+    return (
+        frame.repartition(len(ranges)).mapInArrow(read, SCHEMA).withColumn("reread", sf.lit(True))
     )
 
 

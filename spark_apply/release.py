@@ -1,4 +1,4 @@
-"""Throughput mode's release, from per-lane summaries: the bound and the state, no row on the driver.
+"""Throughput mode's release: bound and state from lane summaries, no row on the driver.
 
 Pure. The merge engine (`rowbus.merge.Merger`, through `planner.plan`) decides a batch from its
 events; in throughput mode the executors read and decode the batch and hand the driver one
@@ -107,7 +107,7 @@ def bound(
     watermarks = dict(previous.watermarks)
     raised_at = dict(previous.raised_at)
     for lane, found in by_lane.items():
-        found.sort(key=lambda p: (p.first_offset if p.rows else p.raised_at))
+        found.sort(key=lambda p: p.first_offset if p.rows else p.raised_at)
         last: LanePiece | None = None
         for piece in found:
             if piece.watermark > watermarks.get(lane, 0):
@@ -117,7 +117,8 @@ def bound(
             if not piece.ordered:
                 return f"rows of {lane} out of ts order"
             if last is not None:
-                assert last.last_key is not None and piece.first_key is not None
+                assert last.last_key is not None
+                assert piece.first_key is not None
                 if piece.first_key <= last.last_key or piece.first_ts < last.last_ts:
                     return f"rows of {lane} repeated across read tasks"
             last = piece

@@ -87,18 +87,18 @@ class _Piece:
     ordered: bool = True
 
 
-def key_rows(ctx: KeyContext) -> Callable[[Iterator[Any]], Iterator[Any]]:
+def key_rows(ctx: KeyContext) -> Callable[[Iterator[Any]], Iterator[Any]]:  # noqa: PLR0915 - one pass
     """The `mapInArrow` function of stage 1 (source schema plus a `reread` column in,
     `KEYED_SCHEMA` out)."""
 
-    def run(batches: Iterator[Any]) -> Iterator[Any]:
+    def run(batches: Iterator[Any]) -> Iterator[Any]:  # noqa: PLR0915 - one pass per record
         import pyarrow as pa
 
         from rowbus.spark_apply.collector import collector_paused
         from rowbus.spark_apply.rendered import row_event
 
         schema = _arrow(KEYED_SCHEMA)
-        router = Router(ctx.routes, ctx.unrouted)  # type: ignore[arg-type]
+        router = Router(ctx.routes, ctx.unrouted)
         projections: dict[int, Projection | None] = {}
         pieces: dict[Lane, _Piece] = {}
         running: dict[Lane, PosKey] = {}
@@ -275,12 +275,14 @@ def write_owned(ctx: WriteContext) -> Callable[[Iterator[Any]], Iterator[Any]]:
         from rowbus.spark_apply.collector import collector_paused
         from rowbus.spark_apply.shard_writes import marked_transaction
 
-        task = TaskContext.get().partitionId()
+        context = TaskContext.get()
+        assert context is not None  # a task's
+        task = context.partitionId()
         with collector_paused():
             rows = sorted(_events(batches), key=lambda r: r[0])
             if not rows:
                 return
-            router = Router(ctx.routes, ctx.unrouted)  # type: ignore[arg-type]
+            router = Router(ctx.routes, ctx.unrouted)
             written = marked_transaction(
                 ctx.sink,
                 ctx.state_db,

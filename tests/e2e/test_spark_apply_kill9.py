@@ -3,6 +3,7 @@ and no (batch, step, shard) is committed twice."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -134,3 +135,45 @@ def test_kill_9_mid_batch_five_times(
     proc = subprocess.run(cmd, env=env, stdout=log, stderr=log, timeout=300, check=False)
     assert proc.returncode == 0, (tmp_path / "driver.log").read_text()[-3000:]
     d.sink_equals_model()
+
+
+def test_throughput_mode_kill_9_mid_batch_then_another_parallelism(
+    services: Settings,
+    make_topic: Callable[..., str],
+    make_database: Callable[..., str],
+    unique: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    """Throughput mode: the driver killed while executor tasks write, three times, then a
+    restart with another parallelism: the sink equals the model, no (batch, step, task)
+    committed twice, and batches were written by executor tasks (markers of several tasks)."""
+    d = published_job(
+        services, make_topic, make_database, unique, tmp_path, mode="throughput", parallelism=3
+    )
+    job, cmd, env = d.job, d.cmd, d.env
+    log = (tmp_path / "driver.log").open("w")
+    for _run in range(3):
+        before = checkpoints(services, job) if _run else 0
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=log, start_new_session=True)
+        try:
+            wait_for(
+                lambda p=proc, b=before: p.poll() is not None or checkpoints(services, job) > b,
+                timeout=120,
+                what="a task of the driver's job to commit",
+            )
+        finally:
+            kill_driver(proc)  # while the batch's other tasks may still write
+    config = json.loads((tmp_path / "job.json").read_text())
+    config["apply"]["parallelism"] = 2
+    (tmp_path / "job.json").write_text(json.dumps(config))
+    proc = subprocess.run(cmd, env=env, stdout=log, stderr=log, timeout=300, check=False)
+    assert proc.returncode == 0, (tmp_path / "driver.log").read_text()[-3000:]
+    d.sink_equals_model()
+    with connect(services.resolved_sink) as conn, conn.cursor() as cur:
+        cur.execute(
+            f"SELECT COUNT(DISTINCT batch_id), COUNT(DISTINCT shard) FROM `state_{job}`"
+            ".apply_checkpoint WHERE shard >= 0 AND row_count > 0"
+        )
+        batches, tasks = cur.fetchone()
+    assert batches > 5
+    assert tasks >= 2

@@ -57,7 +57,9 @@ def summarize(batch: list[Envelope], previous: PlannerState) -> list[LanePiece]:
     return [LanePiece(*lane, **fields) for lane, fields in pieces.items()]  # type: ignore[arg-type]
 
 
-def released_of(batch: list[Envelope], b: Bound, previous: PlannerState) -> tuple[Released, list[int]]:
+def released_of(
+    batch: list[Envelope], b: Bound, previous: PlannerState
+) -> tuple[Released, list[int]]:
     last: dict[tuple[str, int, str], tuple[object, int]] = {}
     held: dict[tuple[str, int], int] = {}
     ends: dict[tuple[str, int], int] = {}
@@ -121,13 +123,22 @@ def test_a_stash_or_a_new_source_sends_the_batch_to_the_merger() -> None:
 
 def test_pieces_of_one_lane_that_overlap_are_refused() -> None:
     k1, k2 = (0, 1, "f", 10, 0), (0, 1, "f", 20, 0)
-    a = LanePiece(T, 0, "s1", rows=2, first_offset=0, first_key=k1, last_key=k2, first_ts=1, last_ts=2)
-    b = LanePiece(T, 0, "s1", rows=1, first_offset=5, first_key=k2, last_key=k2, first_ts=2, last_ts=2)
+    a = LanePiece(
+        T, 0, "s1", rows=2, first_offset=0, first_key=k1, last_key=k2, first_ts=1, last_ts=2
+    )
+    b = LanePiece(
+        T, 0, "s1", rows=1, first_offset=5, first_key=k2, last_key=k2, first_ts=2, last_ts=2
+    )
     assert "repeated" in str(bound(PlannerState(), [a, b], LANES))
 
 
 def test_order_keys_as_text_sort_and_round_trip() -> None:
-    keys = [(0, 3, "b.000003", 9, 1), (0, 3, "b.000003", 10, 0), (0, 4, "b.000004", 1, 0), (1, 1, "c.000001", 4, 0)]
+    keys = [
+        (0, 3, "b.000003", 9, 1),
+        (0, 3, "b.000003", 10, 0),
+        (0, 4, "b.000004", 1, 0),
+        (1, 1, "c.000001", 4, 0),
+    ]
     assert sorted(keys, key=okey) == keys
     assert [key_of(okey(k)) for k in keys] == keys
 
