@@ -59,12 +59,17 @@ class CpuSample:
             while ancestor not in (0, 1, me) and hops < 16:
                 ancestor, hops = parents.get(ancestor, 0), hops + 1
             cmd = _cmdline(pid)
-            if ancestor == me:
-                out["JVM" if "java" in cmd.split(" ")[0] else "Python workers"] += spent
-            elif f"--port={sink_port}" in cmd and ("mariadbd" in cmd or "mysqld" in cmd):
+            # The services first: a benchmark that started the local stack is their parent.
+            if f"--port={sink_port}" in cmd and ("mariadbd" in cmd or "mysqld" in cmd):
                 out["sink"] += spent
             elif f"--kafka-port {kafka_port}" in cmd or f"port={kafka_port}" in cmd:
                 out["broker"] += spent
+            elif ancestor == me and "zookeeper" not in cmd.lower():
+                program = cmd.split(" ")[0]
+                if "java" in program:
+                    out["JVM"] += spent
+                elif "python" in program:
+                    out["Python workers"] += spent
         return CpuSample(out)
 
     def minus(self, before: CpuSample) -> CpuSample:
