@@ -8,8 +8,10 @@ resolved; then they are applied in order (`poll`). `apply` never receives a shar
 coordinator executes it once downstream. Other DDL of a shard (CREATE/DROP/TRUNCATE/RENAME
 TABLE) is not applied to the target and is logged.
 
-A transaction whose events span a held shard and others is split: the others are applied, the
-held shard's part later (as DM does per table).
+A transaction whose events span a held shard and others is split (`rowbus.merge.hold`, the
+rule the apply job's merger follows too): the others are applied, the held shard's part after
+the lock (as DM does per table). Splits are counted (`split_transactions`) and the first of
+each lock is logged with its position.
 
 Checkpoints: held events are only in memory, so the subscriber must not save a checkpoint past
 the first transaction that still has a held event or a pending barrier. `safe_checkpoint()` is
@@ -26,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from rowbus.merge.checkpoint import Checkpoint
+from rowbus.merge.hold import hold
 from rowbus.merge.spill import DataEvent
 from rowbus.merge.transaction import Transaction
 from rowbus.protocol.events import DdlChange
@@ -58,11 +61,15 @@ class ShardedApply:
         self._barriers: dict[str, int] = {}
         """shard → seq of the transaction holding its pending DDL."""
         self._safe: Transaction | None = None
+        self.split_transactions = 0
+        """Transactions split: part applied, part held behind a shard's DDL lock."""
+        self._split_logged: set[str] = set()
 
     def handle(self, txn: Transaction) -> None:
         """Apply what `txn` may apply now; hold the rest."""
         self._seq += 1
         self._txns.append((self._seq, txn))
+        self._note_split(txn)
         out: list[DataEvent] = []
         for event in txn.events:
             shard = self._shard(event)
@@ -75,6 +82,29 @@ class ShardedApply:
             is_ddl = isinstance(event, DdlChange)
             self._take(self.gate.push(shard, _Item(self._seq, event), ddl=is_ddl), out)
         self._flush(out)
+
+    def _note_split(self, txn: Transaction) -> None:
+        waiting = self.gate.waiting()
+        if not waiting or txn.is_ddl:
+            return
+        # None stands for every table that is not a shard (never held)
+        decision = hold({self._shard(e) for e in txn.events}, set(waiting))
+        if not decision.split:
+            return
+        self.split_transactions += 1
+        for shard in sorted(s for s in decision.stay if s is not None):
+            lock = waiting[shard] or shard
+            if lock not in self._split_logged:
+                self._split_logged.add(lock)
+                log.warning(
+                    "%s: transaction %s of %s is split: its part on %s waits for shard-DDL "
+                    "lock %s, the rest is applied now (the first split for it)",
+                    txn.first,
+                    txn.id,
+                    txn.source,
+                    shard,
+                    lock,
+                )
 
     def poll(self, timeout: float = 0.0) -> int:
         """Follow the control topic and apply what resolved locks release; how many events."""

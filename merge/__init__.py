@@ -4,6 +4,7 @@ Used alike by the Subscriber SDK (`rowbus.consumers`) and the Spark apply job
 (`rowbus.spark_apply`); it imports only `rowbus.protocol`.
 
 - `merger`: the watermark merger — lanes, stash, release in (ts, source, position) order;
+- `hold`: the shard-DDL hold rule (what of a transaction waits for a shard's DDL lock);
 - `positions`: order keys of binlog positions and per-source floors (what is already behind);
 - `checkpoint`: the resume point (offsets, floors, watermarks) and its JSON form;
 - `trail`: the checkpoint after each released transaction (resume mid-batch);

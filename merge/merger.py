@@ -18,6 +18,9 @@ Rules applied on `push`:
 - a transaction is held until all its rows are in when the row count is known (`TxnRef.count`);
 - a DDL is its own transaction; copies of it on several partitions count once.
 
+With a DDL gate (`release(ddl_ready=…)`, shard DDL) a refused DDL holds only its own table
+(`rowbus.merge.hold`); a transaction spanning it and other tables is split.
+
 A lane that never reports a watermark (a silent source) stalls the merge: `blocked_by()` says
 which lanes hold it back and for how long they have been silent; nothing is ever skipped.
 
@@ -30,12 +33,14 @@ from __future__ import annotations
 import heapq
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TypeAlias
 
 from rowbus.merge.checkpoint import Checkpoint, Lane, TopicPartition
+from rowbus.merge.hold import hold
 from rowbus.merge.positions import Floor, PosKey, event_key
 from rowbus.merge.spill import DataEvent, Spill, SpillStore
 from rowbus.merge.state import MergerSnapshot, SpilledRun, SpilledTxn
@@ -83,6 +88,21 @@ class MergerStats:
     spilled_events: int = 0
     peak_in_memory: int = 0
     """The most events held in memory at once (after spilling)."""
+    split_transactions: int = 0
+    """Transactions cut in two by a shard-DDL hold (`rowbus.merge.hold`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """A transaction `release` cut in two: its events on `held` wait (from `at`, its first
+    held event, at binlog position `position`); the rest was released."""
+
+    source: str
+    id: str
+    ts: int
+    held: tuple[tuple[str, str, str | None], ...]
+    at: KafkaPosition
+    position: str
 
 
 @dataclass(slots=True, eq=False)
@@ -154,6 +174,11 @@ class Merger:
         self._by_ts: list[tuple[int, str, str]] = []
         self._heads: dict[TopicPartition, list[tuple[int, str, str]]] = {}
         self._incomplete: _Pending | None = None
+        self._split: dict[_TxnKey, int] = {}
+        """Held remainders of split transactions: how many of their events are left (their
+        events' `txn.count` names the whole transaction)."""
+        self.splits: list[Split] = []
+        """The transactions split since the merger was built, in release order."""
         self._ts = 0
         self._memory_limit = memory_limit
         self._owns_spill = spill is None and memory_limit is not None
@@ -258,7 +283,7 @@ class Merger:
             if event.ts > pending.ts:
                 pending.ts = event.ts
                 heapq.heappush(self._by_ts, (event.ts, *tkey))
-            if event.txn is not None and event.txn.count is not None:
+            if event.txn is not None and event.txn.count is not None and tkey not in self._split:
                 pending.count = event.txn.count
             if key < pending.min_key:
                 pending.min_key, pending.first = key, here
@@ -337,11 +362,15 @@ class Merger:
         `until_ddl`: stop right after the first DDL, so a DDL always ends a batch.
         `limit`: at most this many transactions.
         `ddl_ready`: a gate for DDLs (a shard DDL waiting for its group). A DDL it refuses stays
-        stashed, and so does every later transaction touching a table it or a transaction held
-        behind it touches (so each table keeps its order); transactions of other tables flow.
-        A source's floor moves past a held transaction when a later one of that source goes,
-        so a caller that gates DDLs resumes from `snapshot()` (which keeps the held ones), not
-        from a `Checkpoint` (the Spark planner stores the snapshot with each batch).
+        stashed and holds its table — only that table (`rowbus.merge.hold`): a later transaction
+        touching only held tables stays stashed behind it, in order; one touching held tables
+        and others is split (`Split`, counted in `stats`): its events on the other tables are
+        released now as a transaction of their own (same id and ts, in its place in the
+        order), its events on the held tables stay stashed and follow the DDL.
+        A source's floor moves past held events when a later transaction (or part) of that
+        source goes, so a caller that gates DDLs resumes from `snapshot()` (which keeps the held
+        events and what is left of each split transaction), not from a `Checkpoint` (the Spark
+        planner stores the snapshot with each batch).
         """
         mark = self.watermark
         ready: list[_Pending] = []
@@ -363,31 +392,100 @@ class Merger:
                     self._incomplete = pending
                 self._requeue(ready[i:])
                 break
-            if ddl_ready is not None and self._held(pending, ddl_ready, held_tables):
-                held.append(pending)
-                continue
+            go: _Pending | None = pending
+            if ddl_ready is not None:
+                go = self._gate(pending, ddl_ready, held_tables)
+                if go is not pending:
+                    held.append(pending)  # whole, or what is left of it after a split
+                if go is None:
+                    continue
             assert trail is not None
-            out.append(self._finish(pending, trail))
-            if until_ddl and pending.is_ddl:
+            assert go is not None
+            out.append(self._finish(go, trail))
+            if until_ddl and go.is_ddl:
                 self._requeue(ready[i + 1 :])
                 break
         self._requeue(held)
         return out
 
-    def _held(self, pending: _Pending, ddl_ready: DdlGate, held_tables: set[_Table]) -> bool:
-        # A transaction's tables are kept with it, so a hold reads no event back from the
-        # spill (only a DDL's own event, to ask the gate).
-        if held_tables and not pending.tables.isdisjoint(held_tables):
-            held_tables |= pending.tables
-            return True
+    def _gate(
+        self, pending: _Pending, ddl_ready: DdlGate, held_tables: set[_Table]
+    ) -> _Pending | None:
+        """What of `pending` goes now: all of it, None, or its part off the held tables.
+
+        `held_tables` holds only the tables of refused DDLs (the hold rule, not transitive: a
+        transitive hold spreads through shared tables to every shard, issue 28). A
+        transaction's tables are kept with it, so a hold reads no event back from the spill
+        (only a DDL's own event, to ask the gate, and a split transaction's events)."""
+        decision = hold(pending.tables, held_tables)
+        if decision.split:
+            return self._cut(pending, decision.stay)
+        if decision.held:
+            return None
         if pending.is_ddl:
             run = next(iter(pending.runs.values()))
             _, event = next(run.items(self._spill))
             assert isinstance(event, DdlChange)
             if not ddl_ready(event, pending.first):
                 held_tables.add(_table_of(event))
-                return True
-        return False
+                return None
+        return pending
+
+    def _cut(self, pending: _Pending, stay: Set[_Table]) -> _Pending:
+        """Split `pending`: it keeps its events on `stay` (stashed; its resume offsets, heads
+        and count follow), the part returned holds the others (to release now)."""
+        tkey = (pending.source, pending.id)
+        go = _Part()
+        left = _Part()
+        for tp, run in pending.runs.items():
+            if run.chunks:
+                # Spilled: each side is written back as a chunk of its own, streaming, so a
+                # huge transaction is never read into memory whole.
+                assert self._spill is not None
+                for part, keep in ((go, False), (left, True)):
+                    items = part.watch(tp, run.items(self._spill), stay, keep)
+                    chunk = self._spill.write(items)
+                    if chunk.count:
+                        part.runs[tp] = Run(*tp, chunks=[chunk], count=chunk.count, head=part.head)
+                    else:
+                        self._spill.release([chunk])
+                self._spill.release(run.chunks)
+                self._in_memory -= len(run.events)
+            else:
+                for part, keep in ((go, False), (left, True)):
+                    pairs = list(part.watch(tp, run.items(None), stay, keep))
+                    if pairs:
+                        part.runs[tp] = Run(
+                            *tp,
+                            offsets=array("q", (o for o, _ in pairs)),
+                            events=[e for _, e in pairs],
+                            count=len(pairs),
+                            head=part.head,
+                        )
+            for part in (go, left):
+                part.head = -1
+        assert go.first is not None
+        assert left.first is not None
+        released = go.pending(pending)
+        old_heads = {tp: r.head for tp, r in pending.runs.items()}
+        left.update(pending)
+        for tp, run in pending.runs.items():
+            if old_heads.get(tp) != run.head:
+                heapq.heappush(self._heads.setdefault(tp, []), (run.head, *tkey))
+        self._split[tkey] = pending.size
+        self.stats.split_transactions += 1
+        self.splits.append(
+            Split(
+                pending.source,
+                pending.id,
+                pending.ts,
+                tuple(sorted(stay, key=lambda t: (t[0], t[1], t[2] or ""))),
+                left.first,
+                str(left.position),
+            )
+        )
+        log.debug("%s: transaction %s split around held %s", left.first, pending.id, stay)
+        return released
 
     def _requeue(self, rest: Iterable[_Pending]) -> None:
         for pending in rest:
@@ -413,7 +511,10 @@ class Merger:
         return claims
 
     def _finish(self, pending: _Pending, trail: CheckpointTrail) -> Transaction:
-        del self._pending[pending.source, pending.id]
+        tkey = (pending.source, pending.id)
+        if self._pending.get(tkey) is pending:  # not the released part of a split one
+            del self._pending[tkey]
+            self._split.pop(tkey, None)
         self._buffered -= pending.size
         runs = list(pending.runs.values())
         self._in_memory -= sum(len(r.events) for r in runs)
@@ -451,10 +552,17 @@ class Merger:
         )
 
     def _resume_offset(self, tp: TopicPartition) -> int:
+        # An entry stands while its transaction still has a run here starting there: a split
+        # moves (or removes) the held remainder's run, and pushes its new head.
         heads = self._heads.get(tp)
-        while heads and (heads[0][1], heads[0][2]) not in self._pending:
+        while heads:
+            offset, source, txn_id = heads[0]
+            pending = self._pending.get((source, txn_id))
+            run = pending.runs.get(tp) if pending is not None else None
+            if run is not None and run.head == offset:
+                return offset
             heapq.heappop(heads)
-        return heads[0][0] if heads else self._next_offsets[tp]
+        return self._next_offsets[tp]
 
     # -- explaining ------------------------------------------------------------------------
 
@@ -534,6 +642,7 @@ class Merger:
             ts=self._ts,
             stash=tuple(stash),
             spilled=tuple(spilled),
+            split=dict(self._split),
         )
 
     @classmethod
@@ -563,6 +672,12 @@ class Merger:
             merger._restore(txn)
         for topic, partition, offset, event in snapshot.stash:
             merger._stash((topic, partition), offset, event, event_key(event))
+        for tkey, left in snapshot.split.items():
+            # what is left of a split transaction is complete with fewer events than its
+            # events' `txn.count` says (the rest was released before the snapshot)
+            if tkey in merger._pending:
+                merger._pending[tkey].count = left
+                merger._split[tkey] = left
         merger._last.update(snapshot.last_positions)
         return merger
 
@@ -595,6 +710,78 @@ class Merger:
         """Delete the spill folder, if this merger made one."""
         if self._owns_spill and self._spill is not None:
             self._spill.close()
+
+
+@dataclass(slots=True)
+class _Part:
+    """One side of a split transaction, gathered while its events stream past."""
+
+    runs: dict[TopicPartition, Run] = field(default_factory=dict)
+    tables: set[_Table] = field(default_factory=set)
+    size: int = 0
+    head: int = -1
+    min_key: PosKey | None = None
+    max_key: PosKey | None = None
+    first: KafkaPosition | None = None
+    last: KafkaPosition | None = None
+    position: object = None
+    """The binlog position of its first event (for the log)."""
+
+    def watch(
+        self,
+        tp: TopicPartition,
+        items: Iterator[tuple[int, DataEvent]],
+        stay: Set[_Table],
+        keep: bool,
+    ) -> Iterator[tuple[int, DataEvent]]:
+        """The items of `items` on this side (on `stay` when `keep`), noted as they pass."""
+        for offset, event in items:
+            table = _table_of(event)
+            if (table in stay) is not keep:
+                continue
+            key = event_key(event)
+            here = KafkaPosition(tp[0], tp[1], offset)
+            if self.head < 0:
+                self.head = offset
+            if self.min_key is None or key < self.min_key:
+                self.min_key, self.first, self.position = key, here, event.position
+            if self.max_key is None or key > self.max_key:
+                self.max_key, self.last = key, here
+            self.tables.add(table)
+            self.size += 1
+            yield offset, event
+
+    def pending(self, whole: _Pending) -> _Pending:
+        """This side as a transaction of its own, with `whole`'s id and ts."""
+        assert self.min_key is not None
+        assert self.max_key is not None
+        assert self.first is not None
+        assert self.last is not None
+        return _Pending(
+            whole.source,
+            whole.id,
+            whole.ts,
+            self.size,
+            False,
+            self.min_key,
+            self.max_key,
+            self.first,
+            self.last,
+            self.size,
+            self.runs,
+            self.tables,
+        )
+
+    def update(self, whole: _Pending) -> None:
+        """Make `whole` this side (what stays stashed)."""
+        assert self.min_key is not None
+        assert self.max_key is not None
+        assert self.first is not None
+        assert self.last is not None
+        whole.runs, whole.tables = self.runs, self.tables
+        whole.size = whole.count = self.size
+        whole.min_key, whole.max_key = self.min_key, self.max_key
+        whole.first, whole.last = self.first, self.last
 
 
 def _index(p: _Pending) -> SpilledTxn:

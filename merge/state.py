@@ -109,6 +109,10 @@ class MergerSnapshot:
     spilled: tuple[SpilledTxn, ...] = ()
     """Transactions whose events are in the spill store (`Merger.snapshot(keep_spilled=True)`);
     events of theirs still in memory are in `stash`, after the spilled ones."""
+    split: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    """(source, transaction id) → events left of a transaction split by a shard-DDL hold
+    (`Merger.release`): the stashed remainder is complete with that many, fewer than its
+    events' `txn.count`."""
 
     def to_json(self) -> str:
         """The snapshot as one JSON document."""
@@ -130,6 +134,7 @@ class MergerSnapshot:
                     for t, p, o, e in self.stash
                 ],
                 "spilled": [t.to_json() for t in self.spilled],
+                "split": [[src, txn, n] for (src, txn), n in sorted(self.split.items())],
             },
             separators=(",", ":"),
         )
@@ -159,6 +164,7 @@ class MergerSnapshot:
                 ts=int(data["ts"]),
                 stash=tuple(stash),
                 spilled=tuple(SpilledTxn.from_json(t) for t in data.get("spilled", ())),
+                split={(str(src), str(txn)): int(n) for src, txn, n in data.get("split", ())},
             )
         except (ValueError, KeyError, TypeError, ProtocolError) as exc:
             raise SubscriberError(f"not a merger snapshot: {exc}") from exc

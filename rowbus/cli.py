@@ -45,7 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     # A crash of a native part (librdkafka, the C extensions) then leaves every thread's Python
     # stack in the process's log instead of a bare exit status -11.
-    faulthandler.enable()
+    # (The process's own stderr: a caller may have replaced sys.stderr with a stream that has
+    # no file descriptor, which faulthandler needs.)
+    faulthandler.enable(file=sys.__stderr__ or sys.stderr)
     args = build_parser().parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

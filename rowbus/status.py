@@ -245,6 +245,9 @@ def print_status(settings: Settings, out: TextIO, *, as_json_lines: bool = False
         print(f"  {len(report.locks)} unresolved" + (":" if report.locks else ""), file=out)
         for lock in report.locks:
             print(f"    {json.dumps(lock, default=str)[:200]}", file=out)
+            if lock.get("stuck"):
+                # a participant's wedge report (shard_ddl/wedge.py), in full
+                print(f"    STUCK {lock['lock']}: {lock['stuck']}", file=out)
     return _exit(report)
 
 

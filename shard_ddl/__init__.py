@@ -6,6 +6,7 @@ See README.md in this folder for the protocol: records, lock states, failure cas
 - `ddl`: retargeting, normalising and classifying statements;
 - `groups`: shard groups from routing;
 - `gate`: the participant's holding of a shard's events behind its lock (pure);
+- `wedge`: the wedge report — a lock waiting too long, named with its missing shards (pure);
 - `control`, `election`, `executor`: the control topic, the ZooKeeper election, the sink;
 - `coordinator`: one apply job's end of it all;
 - `records`: control records' details and lock ids;

@@ -148,6 +148,20 @@ class Coordinator:
         log.info("%s: %s reported %r to lock %s (%s)", self.actor, shard, statement, lock_id, mode)
         return lock_id
 
+    def note(self, lock_id: str, note: str, *, wedge: bool = False) -> None:
+        """Publish an OPERATOR_NOTE on `lock_id` (`wedge`: a wedge report, kept as the lock's
+        `stuck` until it resolves, so `rowbus status` shows it)."""
+        self._publish(
+            records.action(
+                ControlKind.OPERATOR_NOTE,
+                lock_id,
+                actor=self.actor,
+                at_ms=self._now_ms(),
+                note=note,
+                wedge=wedge,
+            )
+        )
+
     def released(self, lock_id: str, shard: str) -> bool:
         lock = self.table.get(lock_id)
         return lock is not None and lock.released_for(shard)

@@ -103,6 +103,9 @@ class Lock:
     done_at_ms: int | None = None
     last_ddl_ts: int = 0
     history: tuple[Entry, ...] = ()
+    stuck: str | None = None
+    """The last wedge report a participant published for it (`wedge.WedgeWatch`): the
+    shards it waits for and where they are."""
 
     @property
     def session(self) -> tuple[str | None, int | None]:
@@ -157,6 +160,7 @@ class Lock:
             "seq": self.seq,
             "mode": self.mode,
             "state": self.state.value,
+            "stuck": self.stuck,
             "owner": self.owner,
             "statement": self.statement,
             "cause": self.cause,
@@ -387,7 +391,10 @@ def _skip(lock: Lock, record: ControlRecord, detail: dict[str, Any], at_ms: int)
 
 
 def _operator_note(lock: Lock, record: ControlRecord, detail: dict[str, Any], at_ms: int) -> Lock:
-    return _note(lock, record, at_ms, str(detail.get("note", "")))
+    noted = _note(lock, record, at_ms, str(detail.get("note", "")))
+    if detail.get("wedge") and not lock.state.final:
+        return replace(noted, stuck=str(detail.get("note", "")))
+    return noted
 
 
 _ACTIONS = {

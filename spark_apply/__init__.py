@@ -12,8 +12,8 @@ Modules, by role:
 - `source`, `rendered`: Kafka read on the executors, records rendered there;
 - `planner`, `pieces`, `state_store`, `collector`: the batch plan over the merge engine, its
   stash and state in the sink, the paused garbage collector;
-- `sink`, `changes`, `causality`, `literals`, `lenient`, `shard_writes`: the writes (collapse,
-  key conflicts, SQL literals, parallel shards);
+- `sink`, `changes`, `causality`, `keys`, `literals`, `lenient`, `shard_writes`: the writes
+  (collapse, key conflicts, the key the sink's collation sees, SQL literals, parallel shards);
 - `ddl`, `catalog`, `shard_ddl`: DDL barriers, schemas by id, shard-DDL coordination;
 - `overlap`, `recovery`: a batch's write overlapping the next read, riding out a sink outage;
 - `settings`, `metrics`, `progress`, `exceptions`: configuration, counters, the progress API

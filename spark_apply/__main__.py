@@ -25,7 +25,8 @@ from rowbus.spark_apply.settings import JobConfig, launched_by_spark_submit
 
 
 def main(argv: list[str] | None = None) -> int:
-    faulthandler.enable()  # a native crash leaves the driver's stacks in its log
+    # A native crash leaves the driver's stacks in its log (the process's own stderr).
+    faulthandler.enable(file=sys.__stderr__ or sys.stderr)
     parser = argparse.ArgumentParser(prog="python -m rowbus.spark_apply", description=__doc__)
     parser.add_argument("--config", type=Path, required=True, help="a JobConfig JSON file")
     parser.add_argument("--log-level", default="INFO")

@@ -11,7 +11,12 @@ each key: an image to upsert, or a deletion. An update that changes the primary 
 old key and upserts the new one. Deletions run before upserts, so a key that moves onto one just
 freed lands. Both statements are idempotent (DM's safe mode): replaying them changes nothing.
 Rows that share a value of another unique key of the target are deleted first, then inserted
-(`rowbus.spark_apply.causality`). A table without a primary key is not collapsed: its changes
+(`rowbus.spark_apply.causality`). Keys are compared exactly, but the sink compares them by its
+collation ('c' = 'C' = 'c ' under ``utf8mb4_general_ci``): keys with one skeleton
+(`rowbus.spark_apply.keys.sink_key`) are one row there, so they are written by one shard, and
+when a step touches several of them their upserts are cleared first like a conflict group (the
+deletions of the others run first anyway; clearing also holds when the source's collation is
+finer than the sink's). A table without a primary key is not collapsed: its changes
 are applied one by one, each on one row matching every column (PROTOCOL.md "Tables without a
 primary key"); those statements are not idempotent, which the sink's checkpoint in the same
 transaction makes safe.
@@ -19,16 +24,18 @@ transaction makes safe.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from rowbus.clients.mysql import quote
 from rowbus.protocol.events import Op, RowChange, TableSchema
 from rowbus.protocol.values import Value
 from rowbus.routing.exceptions import RoutingError
 from rowbus.routing.routes import Projection, Router, Target
-from rowbus.spark_apply.causality import conflict_groups
+from rowbus.spark_apply.causality import conflict_groups, owners
 from rowbus.spark_apply.exceptions import BadEventError
+from rowbus.spark_apply.keys import Fold, sink_key
 from rowbus.spark_apply.literals import (
     as_literals,
     chunks,
@@ -139,12 +146,15 @@ def collapse(
     shard_of: Callable[[Target, tuple[Value, ...]], int] = lambda t, k: 0,
     unique_keys: Callable[[Target], Sequence[Sequence[str]]] = lambda t: (),
     generated: Callable[[Target], frozenset[str]] = lambda t: frozenset(),
+    folds: Callable[[Target], Mapping[str, Fold]] = lambda t: {},
 ) -> dict[int, dict[Target, TableChanges]]:
     """Per shard, per target: the last image of each key (or its deletion); keys that share
     a value of one of the target's `unique_keys` are cleared first and sharded together
     (`rowbus.spark_apply.causality`); keyless rows stay in order, all in one shard. The
     target's `generated` columns (lower case) are left out of what is written: the sink
-    computes them, and refuses a value for one."""
+    computes them, and refuses a value for one. `folds`: how the sink compares the target's
+    columns (lower case → `keys.Fold`; a column not there as text, which is coarse, so safe);
+    `shard_of` gets a key's skeleton under them, not the key."""
     tables: dict[Target, TableChanges] = {}
     without_generated = _Writable(generated)
 
@@ -208,8 +218,26 @@ def collapse(
                 seen(proj, key, ev_before)
         changes(proj).upsert(key, proj.columns, proj.values(ev_after), env)
         seen(proj, key, ev_after)
-    groups = _clear_conflicts(tables, images, uniques)
-    return _shard(tables, groups, shard_of)
+    column_folds = _Folds(folds)
+    return _shard(
+        tables, _clear_conflicts(tables, images, uniques, column_folds), shard_of, column_folds
+    )
+
+
+class _Folds:
+    """The folds of a target's columns, per column list, built once."""
+
+    def __init__(self, folds: Callable[[Target], Mapping[str, Fold]]) -> None:
+        self._folds = folds
+        self._found: dict[tuple[Target, tuple[str, ...]], tuple[Fold, ...]] = {}
+
+    def __call__(self, target: Target, columns: Sequence[str]) -> tuple[Fold, ...]:
+        key = (target, tuple(columns))
+        found = self._found.get(key)
+        if found is None:
+            of = self._folds(target)
+            found = self._found[key] = tuple(of.get(c.lower(), Fold.TEXT) for c in columns)
+        return found
 
 
 class _Writable:
@@ -248,12 +276,13 @@ def _clear_conflicts(
     tables: dict[Target, TableChanges],
     images: dict[Target, dict[tuple[Value, ...], list[tuple[tuple[str, ...], tuple[Value, ...]]]]],
     uniques: dict[Target, tuple[Sequence[str], ...]],
+    folds: _Folds,
 ) -> dict[Target, list[list[tuple[Value, ...]]]]:
     """Mark the upserted keys of each conflict group to be deleted first; the groups."""
     groups: dict[Target, list[list[tuple[Value, ...]]]] = {}
     for target, per in images.items():
         tc = tables[target]
-        found = groups[target] = conflict_groups(per, uniques[target])
+        found = groups[target] = conflict_groups(per, uniques[target], partial(folds, target))
         for group in found:
             for key in group:
                 entry = tc.upserts.get(key)
@@ -266,19 +295,24 @@ def _shard(
     tables: dict[Target, TableChanges],
     groups: dict[Target, list[list[tuple[Value, ...]]]],
     shard_of: Callable[[Target, tuple[Value, ...]], int],
+    folds: _Folds,
 ) -> dict[int, dict[Target, TableChanges]]:
-    """Split each table's changes by shard: a key by itself, a conflict group by its first
-    key, the keyless changes of a table by the table (one shard keeps their order)."""
+    """Split each table's changes by shard: a key by its skeleton (keys the sink calls equal
+    together), a conflict group by one skeleton for all, the keyless changes of a table by the
+    table (one shard keeps their order)."""
     out: dict[int, dict[Target, TableChanges]] = {}
     for target, tc in tables.items():
+        key_folds = folds(target, tc.key_columns)
+        skeletons: dict[tuple[Value, ...], tuple[Value, ...]]
+        if all(f is Fold.EXACT for f in key_folds):
+            skeletons = {k: k for k in (*tc.deletes, *tc.upserts)}  # numbers, dates: cheap
+        else:
+            skeletons = {k: sink_key(k, key_folds) for k in (*tc.deletes, *tc.upserts)}  # type: ignore[arg-type]
+            _clear_equal(tc, skeletons)
+        owner = owners(skeletons, groups.get(target, []))
         shard_keys: dict[int, list[tuple[Value, ...]]] = {}
-        leader: dict[tuple[Value, ...], tuple[Value, ...]] = {}
-        for group in groups.get(target, []):
-            for key in group:
-                leader[key] = group[0]
-        for key in (*tc.deletes, *tc.upserts):
-            shard = shard_of(target, leader.get(key, key))
-            shard_keys.setdefault(shard, []).append(key)
+        for key, skeleton in owner.items():
+            shard_keys.setdefault(shard_of(target, skeleton), []).append(key)
         keyless_shard = shard_of(target, ()) if tc.ordered else None
         if keyless_shard is not None:
             shard_keys.setdefault(keyless_shard, [])
@@ -288,6 +322,19 @@ def _shard(
         for shard, keys in shard_keys.items():
             out.setdefault(shard, {})[target] = tc.subset(keys, shard == keyless_shard)
     return out
+
+
+def _clear_equal(tc: TableChanges, skeletons: dict[tuple[Value, ...], tuple[Value, ...]]) -> None:
+    """Mark the upserted keys that share their skeleton with another touched key to be
+    deleted first: one row to the sink, whichever of the keys it holds now."""
+    if len(set(skeletons.values())) == len(skeletons):
+        return
+    seen: dict[tuple[Value, ...], int] = {}
+    for skeleton in skeletons.values():
+        seen[skeleton] = seen.get(skeleton, 0) + 1
+    for key, (_cols, _values, env) in tc.upserts.items():
+        if seen[skeletons[key]] > 1:
+            tc.clear[key] = (tc.key_columns, env)
 
 
 def upsert_statements(

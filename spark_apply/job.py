@@ -199,7 +199,7 @@ class BatchApplier:
             finally:
                 spill.close()
             if hook is not None:
-                hook.after_apply()
+                hook.after_apply(p)
             self._observe(records, p, applied, seconds)
             log.info(
                 "batch %d: %d records, %d rows applied in %d step(s), watermark %d, stash %d; "
@@ -225,6 +225,9 @@ class BatchApplier:
         m.rows_applied += applied
         m.watermark_ts = max(m.watermark_ts, p.bound)
         m.stash_events = p.state.stash_events
+        m.split_transactions += len(p.splits)
+        if self.shard_ddl is not None:
+            m.stuck_locks = len(self.shard_ddl.wedge.stuck())
         m.lanes = {f"{t}[{part}]/{src}": ts for (t, part, src), ts in p.state.watermarks.items()}
         m.apply_latency.observe(seconds)
 
@@ -458,6 +461,7 @@ def shard_ddl_hook(config: JobConfig) -> ShardDdlHook | None:
         actor=actor,
         optimistic=settings.optimistic,
         state_database=settings.state_database,
+        wedge_report_s=settings.wedge_report_s,
     )
 
 

@@ -21,6 +21,10 @@ class ApplyMetrics:
     """The bound released up to (the merged watermark) by the last batch."""
     stash_events: int = 0
     """Events held for a later batch (not yet resolved, or held by shard DDL)."""
+    split_transactions: int = 0
+    """Transactions split by a shard-DDL hold: part applied, part waiting for the lock."""
+    stuck_locks: int = 0
+    """Shard-DDL locks waiting longer than ``apply.shard_ddl.wedge_report_s`` (reported)."""
     lanes: dict[str, int] = field(default_factory=dict)
     """Watermark per lane (``topic[partition]/source``)."""
     apply_latency: LatencyHistogram = field(default_factory=LatencyHistogram)
@@ -40,6 +44,8 @@ class ApplyMetrics:
             "watermark_ts": self.watermark_ts,
             "lag_ms": lag if self.watermark_ts else 0,
             "stash_events": self.stash_events,
+            "split_transactions_total": self.split_transactions,
+            "stuck_locks": self.stuck_locks,
             "lane_watermark_ts": dict(self.lanes),
             "apply_latency_seconds": self.apply_latency,
             "errors_total": dict(self.errors),

@@ -65,7 +65,6 @@ class PieceSpill:
         if self._file is None:
             self._file = tempfile.TemporaryFile(prefix="rowbus-stash-")  # noqa: SIM115 - owned
         out = self._file
-        out.seek(0, 2)
         start = self._size
         buf = bytearray()
         count = 0
@@ -77,12 +76,18 @@ class PieceSpill:
             buf += value
             count += 1
             if len(buf) >= _WRITE_BYTES:
-                out.write(buf)
-                self._size += len(buf)
+                self._append(out, buf)
                 buf.clear()
+        self._append(out, buf)
+        return Chunk(self.segment, start, self._size - start, count)
+
+    def _append(self, out: BinaryIO, buf: bytearray) -> None:
+        # `items` may be read from this very file while it is written (the merger re-writes a
+        # split transaction's spilled run, `Merger._cut`): a read moves the file position, so
+        # every write goes to the end explicitly.
+        out.seek(self._size)
         out.write(buf)
         self._size += len(buf)
-        return Chunk(self.segment, start, self._size - start, count)
 
     def read(self, chunk: Chunk) -> Iterator[tuple[int, DataEvent]]:
         return _records(self._bytes(chunk), chunk.count)

@@ -20,7 +20,9 @@ Per batch:
    depends on live metadata.
 2. Released transactions are split into steps at each DDL (a DDL ends its step: rows before
    it, then it). A DDL that `ddl_ready` refuses (a shard DDL waiting for its group) stays
-   stashed with every later transaction of its table; other tables keep flowing.
+   stashed with every later event of its table; other tables keep flowing, and a transaction
+   spanning the waiting table and others is split (`rowbus.merge.hold`; the plan lists
+   the splits, the state keeps what is left of each, `PlannerState.split`).
 3. What the merger still holds is the new stash. With a spill store (`spill`, the sink's
    `pieces.PieceSpill`) it holds at most `memory_limit` events in memory while planning, and
    spills everything it still holds at the end: the state then names chunks of stored pieces
@@ -37,7 +39,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from rowbus.merge.checkpoint import Lane, TopicPartition
-from rowbus.merge.merger import Merger
+from rowbus.merge.merger import Merger, Split
 from rowbus.merge.positions import Floor, PosKey
 from rowbus.merge.spill import DataEvent, Spill
 from rowbus.merge.state import MergerSnapshot, SpilledTxn
@@ -135,6 +137,9 @@ class PlannerState:
     the stash: the next batch reads them again from Kafka, and the lanes' `last_seen` and the
     floors name only what was released, so the re-read records already applied are dropped
     by the merge engine's own rules (spark_apply README "Throughput mode")."""
+    split: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Stashed remainders of transactions split by a shard-DDL hold: events left of each
+    (`MergerSnapshot.split`)."""
 
     @property
     def stash_events(self) -> int:
@@ -155,6 +160,7 @@ class PlannerState:
             offsets=dict(self.offsets),
             stash=list(self.stash),
             reread=dict(self.reread),
+            split=dict(self.split),
         )
 
     def without_stash(self) -> PlannerState:
@@ -173,6 +179,7 @@ class PlannerState:
             ts=self.ts,
             stash=tuple((e.topic, e.partition, e.offset, _data(e.event)) for e in self.stash),
             spilled=self.spilled,
+            split=self.split,
         )
 
     @staticmethod
@@ -188,6 +195,7 @@ class PlannerState:
             stash=stash,
             released_through=released_through,
             spilled=tuple(snapshot.spilled),
+            split=dict(snapshot.split),
         )
 
     def to_bytes(self) -> bytes:
@@ -262,6 +270,8 @@ class Plan:
     """The DDL gate's answers, by Kafka position (``topic[partition]@offset``): the sink
     stores them before it commits any part of the batch, and a replay of a batch that has
     parts committed plans with them (`stored_gate`), not with the live shard-DDL state."""
+    splits: tuple[Split, ...] = ()
+    """Transactions the shard-DDL hold split in this batch (`Merger.release`)."""
 
     @property
     def row_count(self) -> int:
@@ -330,7 +340,7 @@ def plan(
     merger.close()
     gates = tuple(sorted((str(at), ok) for at, ok in answers.items()))
     state = PlannerState.of(after, stash, bound)
-    return Plan(tuple(steps), state, bound, dropped, spill, peak, gates)
+    return Plan(tuple(steps), state, bound, dropped, spill, peak, gates, tuple(merger.splits))
 
 
 def _envelope(at: KafkaPosition, event: Event) -> Envelope:

@@ -33,6 +33,10 @@ class ShardDdlSettings(StrictModel):
     """Database in the sink holding the executed-DDL markers."""
     election: str = Field("default", pattern=r"^[A-Za-z0-9_.-]{1,128}$")
     """Jobs sharing a target elect one coordinator per election name in ZooKeeper."""
+    wedge_report_s: float = Field(60.0, gt=0)
+    """A lock still waiting for shards this long after the job saw it open is reported: one
+    WARNING line naming it, the shards it waits for and where each is, also kept on the lock
+    (`rowbus status`, `rowbus ddl-locks`) and counted in the ``stuck_locks`` metric."""
 
 
 class ApplySettings(StrictModel):

@@ -13,6 +13,12 @@ stored with the batch's checkpoint, so held rows survive a crash; after a restar
 re-plans, the same DDL is reported again (same ts: the same lock) and the lock state is rebuilt
 from the control topic.
 
+A transaction that spans a waiting shard and other tables is split by the planner
+(`rowbus.merge.hold`): its other part is applied now, its part on the shard follows the
+DDL; the first split of each lock is logged with its position. `after_apply(plan)` also runs
+the wedge report (`consumers.shard_ddl.wedge`): a lock that waits longer than `wedge_report_s`
+is logged once as a WARNING and noted on the control topic (`rowbus status` shows it).
+
 The sink never executes a sharded DDL itself (`MySQLSink` skips it): the coordinator does, once.
 Lifecycle: no I/O in the constructor; `start()` / `close()`.
 """
@@ -24,7 +30,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rowbus.clients import mysql
 from rowbus.protocol.events import DdlChange
@@ -37,8 +43,12 @@ from rowbus.shard_ddl.election import Election
 from rowbus.shard_ddl.executor import DdlExecutor
 from rowbus.shard_ddl.groups import ShardGroups, shard_name
 from rowbus.shard_ddl.records import lock_id
+from rowbus.shard_ddl.wedge import DEFAULT_WEDGE_REPORT_S, WedgeWatch, where_in
 from rowbus.spark_apply.planner import Envelope
 from rowbus.spark_apply.settings import JobConfig
+
+if TYPE_CHECKING:
+    from rowbus.spark_apply.planner import Plan
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +71,7 @@ class ShardDdlHook:
         actor: str | None = None,
         optimistic: bool = False,
         state_database: str = "rowbus_shard_ddl",
+        wedge_report_s: float = DEFAULT_WEDGE_REPORT_S,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.router = Router(config.apply.routes, config.apply.unrouted)
@@ -85,6 +96,10 @@ class ShardDdlHook:
         )
         self._pending: dict[str, DdlChange] = {}
         self._logged: set[tuple[str, int]] = set()
+        self._waits: dict[str, str] = {}
+        """shard → the lock its refused DDL waits for (to name a split's lock)."""
+        self._split_logged: set[str] = set()
+        self.wedge = WedgeWatch(wedge_report_s, clock)
 
     def start(self) -> ShardDdlHook:
         self.coordinator.start()
@@ -110,16 +125,40 @@ class ShardDdlHook:
         lock = table.get(lock_id(target, table.seq_for(target, shard, ev.ts)))
         if lock is not None and lock.intent_of(shard) is not None and lock.released_for(shard):
             return True
+        self._waits[shard] = lock_id(target, table.seq_for(target, shard, ev.ts))
         if (shard, ev.ts) not in self._logged:
             self._logged.add((shard, ev.ts))
             log.info("%s: %s waits for its shard-DDL lock: %s", env.position, shard, ev.statement)
         self._pending[shard] = ev
         return False
 
-    def after_apply(self) -> None:
-        """Report the DDLs that reached their barrier in the batch just committed."""
+    def after_apply(self, plan: Plan | None = None) -> None:
+        """Report the DDLs that reached their barrier in the batch just committed; log the
+        first split of each lock and report locks that wait too long (`plan`: that batch)."""
         for shard, ev in sorted(self._pending.items()):
             lock = self.coordinator.report_ddl(ev)
             log.debug("%s is at lock %s", shard, lock)
         self._pending.clear()
-        self.coordinator.step()
+        table = self.coordinator.step()
+        if plan is None:
+            return
+        for split in plan.splits:
+            for source, schema, name in split.held:
+                waits = self._waits.get(shard_name(source, schema, name or ""))
+                if waits is None or waits in self._split_logged:
+                    continue
+                self._split_logged.add(waits)
+                log.warning(
+                    "%s (binlog %s): transaction %s of %s is split: its part on %s.%s waits "
+                    "for shard-DDL lock %s, the rest is applied now (the first split for it)",
+                    split.at,
+                    split.position,
+                    split.id,
+                    source,
+                    schema,
+                    name,
+                    waits,
+                )
+        for report in self.wedge.observe(table, plan.bound, where_in(plan.state.floors)):
+            log.warning("%s", report)
+            self.coordinator.note(report.lock_id, str(report), wedge=True)

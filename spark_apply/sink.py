@@ -70,6 +70,7 @@ from rowbus.spark_apply.exceptions import (
     SinkUnavailableError,
     TransactionConflictError,
 )
+from rowbus.spark_apply.keys import Fold, fold_of
 from rowbus.spark_apply.pieces import PieceSpill
 from rowbus.spark_apply.planner import Envelope, Plan, PlannerState, Step
 from rowbus.spark_apply.rendered import Wire
@@ -169,6 +170,7 @@ class MySQLSink:
         """Snapshot mode: rows collapsed and written at a time within a step's transaction."""
         self._unique: dict[Target, tuple[tuple[str, ...], ...]] = {}
         self._generated_columns: dict[Target, frozenset[str]] = {}
+        self._column_folds: dict[Target, dict[str, Fold]] = {}
         self.remote: Callable[[list[ShardWrite]], object] | None = None
         """Parallel mode: runs shard transactions elsewhere (the apply job: as Spark tasks on
         the executors, `rowbus.spark_apply.shard_writes`); None: on this process's threads."""
@@ -508,6 +510,7 @@ class MySQLSink:
                 # A DDL may add or drop unique keys and generated columns.
                 self._unique.clear()
                 self._generated_columns.clear()
+                self._column_folds.clear()
                 self._apply_ddl(step.ddl)
                 head = self._advance(self._conns[0], head, Head(batch_id, index, "done", False))
                 self._conns[0].commit()
@@ -546,6 +549,7 @@ class MySQLSink:
                             _zero,
                             self._unique_keys,
                             self._generated,
+                            self._folds,
                         )
                         tables = shards.get(0, {})
                         pipe.submit(self._write, conn, tables, step)
@@ -559,7 +563,13 @@ class MySQLSink:
             _retry_conflicts(conn, whole, f"batch {batch_id} step {index}")
             return len(step.rows)
         shards = collapse(
-            step.rows, self._router, self._schemas, shard_of, self._unique_keys, self._generated
+            step.rows,
+            self._router,
+            self._schemas,
+            shard_of,
+            self._unique_keys,
+            self._generated,
+            self._folds,
         )
         done = self._done_shards(batch_id, index)
         if self.remote is not None:
@@ -669,6 +679,24 @@ class MySQLSink:
         found = self._generated_columns[target] = frozenset(str(r[0]).lower() for r in rows)
         return found
 
+    def _folds(self, target: Target) -> dict[str, Fold]:
+        """How the sink compares each column of the target (lower case → `keys.Fold`, from
+        its collation in the sink's information_schema); cached until the next DDL."""
+        found = self._column_folds.get(target)
+        if found is not None:
+            return found
+        rows = self._information_schema(
+            target,
+            "column collations",
+            "SELECT COLUMN_NAME, COLLATION_NAME FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+        )
+        found = self._column_folds[target] = {
+            str(name).lower(): fold_of(None if collation is None else str(collation))
+            for name, collation in rows
+        }
+        return found
+
     def _information_schema(self, target: Target, what: str, sql: str) -> tuple[Any, ...]:
         """The rows of `sql` (which takes the target's schema and table) on a connection of
         their own, in autocommit: they are looked up while a step's transaction is open on
@@ -682,8 +710,12 @@ class MySQLSink:
             cur.execute(sql, (target.schema, target.table))
             return tuple(cur.fetchall())
 
-    def _shard_of(self, target: Target, key: tuple[Value, ...]) -> int:
-        return zlib.crc32(repr((target.schema, target.table, key)).encode()) % self._parallelism
+    def _shard_of(self, target: Target, skeleton: tuple[Value, ...]) -> int:
+        """The shard that owns a key, by its skeleton (`keys.sink_key`, which collapse hands
+        over): keys the sink's collation calls equal are one row, written by one shard."""
+        return (
+            zlib.crc32(repr((target.schema, target.table, skeleton)).encode()) % self._parallelism
+        )
 
     def _done_shards(self, batch_id: int, step: int) -> set[int]:
         conn = self._conns[0]

@@ -9,7 +9,8 @@ from typing import Any
 from rowbus.config import MySQLSettings, Settings
 from rowbus.consumers.subscriber import Subscriber
 from rowbus.merge.spill import DataEvent
-from rowbus.protocol.events import Op, RowChange
+from rowbus.protocol.ddl import DdlKind
+from rowbus.protocol.events import DdlChange, Op, RowChange
 from rowbus.shard_ddl.control import ControlLog
 from rowbus.shard_ddl.coordinator import Coordinator
 from rowbus.shard_ddl.election import Election, ZkElection
@@ -89,6 +90,8 @@ class SinkApply:
     def __call__(self, events: Sequence[DataEvent]) -> None:
         with self.conn.cursor() as cur:
             for ev in events:
+                if _definition(ev):
+                    continue  # the target exists (PROTOCOL.md §9.6: a table's definition)
                 assert isinstance(ev, RowChange), f"a DDL reached apply: {ev}"
                 table = self.sub.table(ev)
                 if ev.op is Op.DELETE:
@@ -98,3 +101,13 @@ class SinkApply:
                 marks = ", ".join(["%s"] * len(table.column_names))
                 cur.execute(f"REPLACE INTO orders ({names}) VALUES ({marks})", ev.after)
                 self.rows += 1
+
+
+def _definition(ev: DataEvent) -> bool:
+    """A CREATE … IF NOT EXISTS the reader publishes before a table's first row when the stream
+    has not defined it (a reader started with `snapshot: never` on existing tables)."""
+    return (
+        isinstance(ev, DdlChange)
+        and ev.kind in (DdlKind.CREATE_DATABASE, DdlKind.CREATE_TABLE)
+        and "IF NOT EXISTS" in ev.statement.upper()
+    )

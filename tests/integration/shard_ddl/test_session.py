@@ -25,6 +25,7 @@ from rowbus.consumers.stores.base import MemoryCheckpointStore
 from rowbus.consumers.subscriber import Subscriber
 from rowbus.protocol.events import DdlChange
 from rowbus.routing.routes import RouteSettings
+from rowbus.shard_ddl.ddl import coordinated
 from rowbus.shard_ddl.groups import ShardGroups
 from rowbus.shard_ddl.locks import LockState
 from rowbus.spark_apply.planner import Envelope
@@ -216,7 +217,9 @@ def test_the_spark_hook_runs_a_coordinated_ddl_under_the_source_session(
             # a DDL goes to every partition (PROTOCOL.md): one copy per shard
             found: dict[str, Envelope] = {}
             for p, o, _, r in index.records:
-                if isinstance(r, DdlChange) and r.table in SHARDS:
+                # (the shard's coordinated DDL, not the definition a reader publishes before a
+                # table's first row, PROTOCOL.md §9.6)
+                if isinstance(r, DdlChange) and r.table in SHARDS and coordinated(r.statement):
                     found.setdefault(r.table, Envelope(up.topic, p, o, r))
             return found
 

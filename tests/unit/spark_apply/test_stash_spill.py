@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from rowbus.protocol.events import Op
 from rowbus.spark_apply.pieces import PieceSpill
 from rowbus.spark_apply.planner import Envelope, Plan, PlannerState, plan
-from tests.unit.spark_apply.events import resolved, row, table
+from tests.unit.spark_apply.events import ddl, resolved, row, table
 
 T = "topic"
 EXPECTED = [(T, 0, "s1"), (T, 1, "s1")]
@@ -139,3 +139,50 @@ def test_any_split_and_limit_releases_the_same_sequence(
     assert released == [e for s in whole.steps for e in s.rows]
     assert plans[-1].state.stash_events == 0
     assert all(p.held_in_memory <= limit for p in plans)
+
+
+def test_a_spilled_transaction_split_by_a_shard_ddl_hold_is_rewritten_intact() -> None:
+    """A big transaction on a waiting shard and another table, spilled in the batch's own
+    segment, is split: each side is re-written to the segment while the old chunks are read
+    from it (megabytes: several writes interleave with reads). The released side and, after
+    a restart from the stored state, the held side come out whole and in order."""
+    other = table("db", "u")
+    altered = table("db", "t_a", columns=("id", "v", "w"))
+    rows = 20_000
+    items: list[tuple[int, object]] = [
+        (0, ddl(40, "ALTER TABLE t_a ADD w INT", altered)),
+        (1, ddl(40, "ALTER TABLE t_a ADD w INT", altered)),
+    ]
+    for i in range(rows):
+        on_shard = i % 2 == 0
+        items.append(
+            (
+                i % 2,
+                row(
+                    50,
+                    Op.INSERT,
+                    after=(i, "x" * 40, 1) if on_shard else (i, "y" * 40),
+                    tbl=altered if on_shard else other,
+                    index=i,
+                    count=rows,
+                    txn="big",
+                ),
+            )
+        )
+    items += [(0, resolved(60)), (1, resolved(60))]
+    batch = envs(items)
+    pieces = Pieces()
+    spill = PieceSpill(1, pieces.fetch)
+    p = plan(PlannerState(), batch, EXPECTED, lambda e: False, spill=spill, memory_limit=500)
+    released = [e.event.after[0] for s in p.steps for e in s.rows]  # type: ignore[union-attr]
+    assert released == list(range(1, rows, 2))
+    pieces.keep(spill, p.state)
+    spill.close()
+    state = PlannerState.from_bytes(p.state.to_bytes())
+    spill2 = PieceSpill(2, pieces.fetch)
+    later = [Envelope(T, part, rows, resolved(70)) for part in (0, 1)]
+    p2 = plan(state, later, EXPECTED, spill=spill2, memory_limit=500)
+    assert p2.steps[0].ddl is not None
+    held = [e.event.after for s in p2.steps for e in s.rows]  # type: ignore[union-attr]
+    assert held == [(i, "x" * 40, 1) for i in range(0, rows, 2)]
+    spill2.close()
