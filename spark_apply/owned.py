@@ -15,7 +15,9 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from rowbus.routing.routes import Target
 from rowbus.spark_apply.exceptions import ApplyError
+from rowbus.spark_apply.keys import Fold
 from rowbus.spark_apply.planner import PlannerState
 from rowbus.spark_apply.release import Bound, Released, advance, bound, reread_span
 from rowbus.spark_apply.throughput import (
@@ -51,8 +53,9 @@ def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:  # noqa:
     again = _reread(df.sparkSession, applier.config.kafka, previous)
     if again is not None:
         data = data.unionByName(again)
+    folds = _folds(applier)
     ctx = KeyContext(
-        applier.catalog.known(), a.routes, a.unrouted, previous.last_seen, previous.floors
+        applier.catalog.known(), a.routes, a.unrouted, previous.last_seen, previous.floors, folds
     )
     keyed = data.mapInArrow(key_rows(ctx), KEYED_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
     try:
@@ -80,7 +83,7 @@ def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:  # noqa:
             _fallback(applier, data, batch_id, started)
             return
         tasks = sink.batch_tasks(batch_id, a.parallelism)
-        wctx, table_owned = _write_context(applier, batch_id, state)
+        wctx, table_owned = _write_context(applier, batch_id, state, folds)
         owner = (
             sf.when(sf.col("target").isin(sorted(table_owned)), sf.col("t_owner")).otherwise(
                 sf.col("k_owner")
@@ -146,8 +149,23 @@ def _released(rows: Any, b: Bound, summary: Summary) -> Released:
     return Released(released_of(agg), held, summary.ends)
 
 
+def _folds(applier: BatchApplier) -> dict[Target, dict[str, Fold]]:
+    """The sink's column folds of every target the catalog's tables route to and the sink
+    describes (`MySQLSink.target_folds`, cached there until its next DDL); a target left out
+    sends a batch with rows of it to the driver's path (`throughput.key_rows`)."""
+    out: dict[Target, dict[str, Fold]] = {}
+    for table in applier.catalog.known().values():
+        proj = applier.router.projection(table)
+        if proj is None or proj.target in out:
+            continue
+        found = applier.sink.target_folds(proj.target)
+        if found is not None:
+            out[proj.target] = found
+    return out
+
+
 def _write_context(
-    applier: BatchApplier, batch_id: int, state: PlannerState
+    applier: BatchApplier, batch_id: int, state: PlannerState, folds: dict[Target, dict[str, Fold]]
 ) -> tuple[WriteContext, set[str]]:
     """The write tasks' context, and the targets owned whole by one task: those with a unique
     key besides the one rows are collapsed by (a conflict group of `causality` may join any
@@ -179,6 +197,7 @@ def _write_context(
         unique,
         generated,
         sink.statement_bytes,
+        folds,
     )
     return ctx, whole
 

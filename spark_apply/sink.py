@@ -470,6 +470,15 @@ class MySQLSink:
         """The target's unique keys and generated columns (cached until the next DDL)."""
         return self._unique_keys(target), self._generated(target)
 
+    def target_folds(self, target: Target) -> dict[str, Fold] | None:
+        """How the sink compares each column of the target (`_folds`, cached until the next
+        DDL), or None when the sink has no such table yet (not cached: it may appear)."""
+        found = self._folds(target)
+        if not found:
+            self._column_folds.pop(target, None)
+            return None
+        return found
+
     @property
     def statement_bytes(self) -> int:
         return self._statement_bytes

@@ -1,13 +1,15 @@
 """Throughput mode: rows stay on the executors; the driver works per batch, lane and task.
 
-Per micro-batch (`ThroughputBatch.run`, called by `job.BatchApplier` in ``mode: throughput``):
+Per micro-batch (`owned.apply_owned`, called by `job.BatchApplier` in ``mode: throughput``):
 
 1. **Read and key** (executors, `key_rows` over the batch's records and the held ones read
    again, persisted): each row record's header is parsed from the text the source rendered;
    the merge engine's push rules drop duplicates and rows a floor covers; each kept row gets
-   its target, its owner hash (`ownership.owner`: by target key, folded; a key-moving update
-   as two halves, one per key) and a sortable order key. Each task ends with one summary row
-   per lane (`release.LanePiece`) and the reasons the merger must plan the batch instead.
+   its target, its owner hash (`ownership.owner`: by the target and the skeleton of its key
+   under the sink's collations, `keys.sink_key`, with the folds the driver ships per target;
+   a key-moving update as two halves, one per key) and a sortable order key. Each task ends
+   with one summary row per lane (`release.LanePiece`) and the reasons the merger must plan
+   the batch instead.
 2. **Bound** (driver, `release.bound`): the lane watermarks and the release mark from the
    summaries; then one aggregate over the cached rows (JVM, no Python) gives per lane the last
    key released and per partition the first held offset (`release.Released`).
@@ -19,8 +21,9 @@ Per micro-batch (`ThroughputBatch.run`, called by `job.BatchApplier` in ``mode: 
 4. **Commit** (driver, `MySQLSink.commit_owned`): once every task succeeded, the head moves to
    the batch and the state (`release.advance`) is stored, in one transaction.
 
-A batch `release.bound` refuses, or whose re-read would exceed `REREAD_LIMIT`, is planned by
-the merger on the driver as in snapshot mode (`fallback`), counted in the metrics by reason.
+A batch `release.bound` refuses, whose re-read would exceed `REREAD_LIMIT`, or with a row of a
+target the sink does not describe yet (no folds shipped for it), is planned by the merger on
+the driver as in snapshot mode (`fallback`), counted in the metrics by reason.
 The exactly-once argument is in spark_apply/README.md, "Throughput mode".
 """
 
@@ -39,6 +42,7 @@ from rowbus.merge.positions import Floor, PosKey, event_key
 from rowbus.protocol.events import Op, RowChange, TableSchema
 from rowbus.routing.routes import Projection, Router, RouteSettings, Target
 from rowbus.spark_apply.exceptions import BadEventError
+from rowbus.spark_apply.keys import Fold
 from rowbus.spark_apply.ownership import owner
 from rowbus.spark_apply.planner import Envelope
 from rowbus.spark_apply.release import LanePiece, key_of, okey
@@ -69,6 +73,13 @@ class KeyContext:
     unrouted: str
     last_seen: dict[Lane, PosKey]
     floors: dict[str, Floor]
+    folds: dict[Target, dict[str, Fold]]
+    """Per target the sink describes: how it compares each column (lower case), from
+    `MySQLSink.target_folds`; a target not here sends its batch to the driver's path."""
+
+
+class _NotInSinkError(Exception):
+    """A row of a target the sink does not describe (no folds shipped for it)."""
 
 
 @dataclass(slots=True)
@@ -99,7 +110,7 @@ def key_rows(ctx: KeyContext) -> Callable[[Iterator[Any]], Iterator[Any]]:  # no
 
         schema = _arrow(KEYED_SCHEMA)
         router = Router(ctx.routes, ctx.unrouted)
-        projections: dict[int, Projection | None] = {}
+        projections: dict[int, tuple[Projection, tuple[Fold, ...]] | None] = {}
         pieces: dict[Lane, _Piece] = {}
         running: dict[Lane, PosKey] = {}
         reasons: list[str] = []
@@ -150,6 +161,9 @@ def key_rows(ctx: KeyContext) -> Callable[[Iterator[Any]], Iterator[Any]]:  # no
                     except BadEventError as exc:
                         reasons.append(str(exc))
                         owned = [("", 0, 0, WHOLE)]
+                    except _NotInSinkError as exc:
+                        reasons.append(f"a target the sink does not know at {where} ({exc})")
+                        owned = [("", 0, 0, WHOLE)]
                     k = okey(key)
                     for target, k_owner, t_owner, part in owned:
                         out["topic"].append(topic)
@@ -192,7 +206,7 @@ def _owned(
     where: str,
     ctx: KeyContext,
     router: Router,
-    projections: dict[int, Projection | None],
+    projections: dict[int, tuple[Projection, tuple[Fold, ...]] | None],
 ) -> list[tuple[str, int, int, int]]:
     """(target, key owner, table owner, part) of a row: one entry, or two for an update that
     moves its key (the old key's delete and the new key's upsert, each with its key's
@@ -202,28 +216,36 @@ def _owned(
     if ev.schema_id not in projections:
         if ev.schema_id not in ctx.schemas:
             raise BadEventError(f"schema id {ev.schema_id} not shipped", where)
-        env = Envelope("", 0, 0, ev)
-        projections[ev.schema_id] = project(env, router, ctx.schemas.get)
-    proj = projections[ev.schema_id]
-    if proj is None:
+        found = project(Envelope("", 0, 0, ev), router, ctx.schemas.get)
+        if found is None:
+            projections[ev.schema_id] = None
+        else:
+            columns = ctx.folds.get(found.target)
+            if columns is None:
+                raise _NotInSinkError(str(found.target))
+            folds = tuple(columns.get(c.lower(), Fold.TEXT) for c in found.key_columns)
+            projections[ev.schema_id] = (found, folds)
+    entry = projections[ev.schema_id]
+    if entry is None:
         return [("", 0, 0, WHOLE)]
-    target = f"{proj.target.schema}.{proj.target.table}"
+    proj, folds = entry
+    target = str(proj.target)
     whole = owner(target, ())
     if proj.keyless:
         return [(target, whole, whole, WHOLE)]
     if ev.op is Op.DELETE:
         assert ev.before is not None
-        return [(target, owner(target, _text(proj.key(ev.before))), whole, WHOLE)]
+        return [(target, owner(target, _text(proj.key(ev.before)), folds), whole, WHOLE)]
     assert ev.after is not None
     new = _text(proj.key(ev.after))
     if ev.op is Op.UPDATE and ev.before is not None:
         old = _text(proj.key(ev.before))
         if old != new:
             return [
-                (target, owner(target, old), whole, OLD_KEY),
-                (target, owner(target, new), whole, NEW_KEY),
+                (target, owner(target, old, folds), whole, OLD_KEY),
+                (target, owner(target, new, folds), whole, NEW_KEY),
             ]
-    return [(target, owner(target, new), whole, WHOLE)]
+    return [(target, owner(target, new, folds), whole, WHOLE)]
 
 
 def _text(key: tuple[Any, ...]) -> tuple[str, ...]:
@@ -262,6 +284,8 @@ class WriteContext:
     unique_keys: dict[Target, tuple[tuple[str, ...], ...]]
     generated: dict[Target, frozenset[str]]
     statement_bytes: int
+    folds: dict[Target, dict[str, Fold]]
+    """The sink's column folds per target (`KeyContext.folds`): collapse's, as the driver's."""
 
 
 def write_owned(ctx: WriteContext) -> Callable[[Iterator[Any]], Iterator[Any]]:
@@ -328,6 +352,7 @@ def _write(cur: Any, envelopes: list[Envelope], router: Router, ctx: WriteContex
         lambda t, k: 0,
         lambda t: ctx.unique_keys.get(t, ()),
         lambda t: ctx.generated.get(t, frozenset()),
+        lambda t: ctx.folds.get(t, {}),
     )
     tables = shards.get(0, {})
     for tc in tables.values():

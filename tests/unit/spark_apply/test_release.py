@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from rowbus.merge.positions import event_key
 from rowbus.protocol.events import Op, Resolved, RowChange
-from rowbus.spark_apply.ownership import fold, owner
+from rowbus.spark_apply.keys import Fold
+from rowbus.spark_apply.ownership import owner
 from rowbus.spark_apply.planner import Envelope, PlannerState, plan
 from rowbus.spark_apply.release import Bound, LanePiece, Released, advance, bound, key_of, okey
 from tests.unit.spark_apply.events import resolved, row
@@ -143,8 +144,19 @@ def test_order_keys_as_text_sort_and_round_trip() -> None:
     assert [key_of(okey(k)) for k in keys] == keys
 
 
-def test_keys_one_to_a_ci_pad_space_sink_have_one_owner() -> None:
-    assert fold("'Ça '") == fold("'ca'") == "ca"
-    assert owner("d.t", ("'c'",)) == owner("d.t", ("'C  '",))
-    assert owner("d.t", ("'c'",)) != owner("d.u", ("'c'",))
-    assert fold("12") == "12"
+def test_keys_one_to_the_sink_have_one_owner() -> None:
+    """The owner hashes the key's skeleton under the sink's folds (`keys.sink_key`): keys
+    one to the sink's collation share an owner, including those a plain case/accent fold
+    misses (ß = s under general_ci, Swedish Ä = Æ and Y = Ü)."""
+    text = (Fold.TEXT,)
+    assert owner("d.t", ("'c'",), text) == owner("d.t", ("'C  '",), text)
+    assert owner("d.t", ("'Ça '",), text) == owner("d.t", ("'ca'",), text)
+    assert owner("d.t", ("'straße'",), text) == owner("d.t", ("'strase'",), text)
+    assert owner("d.t", ("'Ä'",), text) == owner("d.t", ("'Æ'",), text)
+    assert owner("d.t", ("'Y'",), text) == owner("d.t", ("'Ü'",), text)
+    assert owner("d.t", ("'c'",), text) != owner("d.u", ("'c'",), text)
+    # A PAD SPACE binary column: trailing spaces only; an exact one: byte for byte.
+    assert owner("d.t", ("'a  '",), (Fold.PAD,)) == owner("d.t", ("'a'",), (Fold.PAD,))
+    exact = (Fold.EXACT, Fold.EXACT)
+    assert owner("d.t", ("12", "'a '"), exact) != owner("d.t", ("12", "'a'"), exact)
+    assert owner("d.t", ()) == owner("d.t", (), text)
