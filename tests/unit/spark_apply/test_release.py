@@ -160,3 +160,37 @@ def test_keys_one_to_the_sink_have_one_owner() -> None:
     exact = (Fold.EXACT, Fold.EXACT)
     assert owner("d.t", ("12", "'a '"), exact) != owner("d.t", ("12", "'a'"), exact)
     assert owner("d.t", ()) == owner("d.t", (), text)
+
+
+def test_owner_on_the_executors_uses_the_shipped_folds_and_refuses_an_unknown_target() -> None:
+    """`throughput._owned`: the owner of a row is by its key's skeleton under the folds the
+    driver shipped for its target (a key column of a ``_bin`` sink compares 'a' and 'A'
+    apart, of a ``_ci`` one together); a target without folds (no table in the sink yet)
+    sends the batch to the driver's path."""
+    import pytest
+
+    from rowbus.routing.routes import Router, RouteSettings, Target
+    from rowbus.spark_apply.throughput import KeyContext, _NotInSinkError, _owned
+    from tests.unit.spark_apply.events import table
+
+    tbl = table(columns=("k", "v"), key=("k",))
+    routes = (RouteSettings(match="db.*", target="sink.{table}"),)
+
+    def owners(folds: dict[Target, dict[str, Fold]], *keys: str) -> set[int]:
+        ctx = KeyContext({tbl.schema_id: tbl}, routes, "identity", {}, {}, folds)
+        router = Router(routes, "identity")
+        found = set()
+        for k in keys:
+            ev = row(1, after=(k, "'x'"), tbl=tbl)
+            ((target, k_owner, _t_owner, _part),) = _owned(ev, "here", ctx, router, {})
+            assert target == "sink.t"
+            found.add(k_owner)
+        return found
+
+    t = Target("sink", "t")
+    assert len(owners({t: {"k": Fold.TEXT}}, "'a'", "'A'", "'a '")) == 1
+    assert len(owners({t: {"k": Fold.TEXT}}, "'s'", "'ß'", "'SS'")) == 1
+    assert len(owners({t: {"k": Fold.PAD}}, "'a'", "'a '")) == 1
+    assert len(owners({t: {"k": Fold.PAD}}, "'a'", "'A'")) == 2
+    with pytest.raises(_NotInSinkError):
+        owners({Target("sink", "other"): {"k": Fold.TEXT}}, "'a'")
