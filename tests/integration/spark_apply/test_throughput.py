@@ -75,7 +75,7 @@ def test_w2_mix_and_case_insensitive_keys_equal_the_model(
             f"CREATE TABLE `{sink}`.ci (k VARCHAR(10) COLLATE utf8mb4_general_ci PRIMARY KEY, "
             "v INT)"
         )
-    for _ in range(300):
+    for _ in range(150):
         pub.txn([model.step() for _ in range(3)])
     # The case: rows that are one row to a _ci sink, in separate transactions.
     for change in [
@@ -93,7 +93,7 @@ def test_w2_mix_and_case_insensitive_keys_equal_the_model(
         (Op.INSERT, ci, None, ("ß", 8)),
     ]:
         pub.txn([change])
-    for _ in range(100):
+    for _ in range(50):
         pub.txn([model.step() for _ in range(3)])
     pub.txn([])
     pub.close()
@@ -107,7 +107,7 @@ def test_w2_mix_and_case_insensitive_keys_equal_the_model(
         tmp_path / "cp",
         mode="throughput",
         parallelism=4,
-        max_offsets_per_trigger=600,
+        max_offsets_per_trigger=400,
         available_now=True,
     )
     applier = run_available_now(config)
