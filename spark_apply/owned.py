@@ -53,6 +53,20 @@ def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:  # noqa:
     again = _reread(df.sparkSession, applier.config.kafka, previous)
     if again is not None:
         data = data.unionByName(again)
+    # A batch in flight (a driver before this one was killed mid-batch) is finished the way
+    # it began: by write tasks if it stored a task count (their markers would collide with
+    # the driver path's), by the driver's path if the head is part-way through it.
+    head = sink.head()
+    if head is not None and head.batch_id == batch_id and not head.complete:
+        applier.metrics.fallbacks["a batch the driver's path began"] += 1
+        log.info("batch %d: finished by the driver's path, which began it", batch_id)
+        _fallback(applier, data, batch_id, started)
+        return
+    in_flight = sink.stored_tasks(batch_id)
+    if in_flight is not None:
+        # Its first attempt's tasks knew the schemas that driver had learnt; this driver may
+        # know none yet, and the batch must not go to the driver's path for that.
+        applier.catalog.catch_up()
     folds = _folds(applier)
     ctx = KeyContext(
         applier.catalog.known(), a.routes, a.unrouted, previous.last_seen, previous.floors, folds
@@ -77,6 +91,12 @@ def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:  # noqa:
             if reread_span(state) > REREAD_LIMIT:
                 reason = f"held rows span {reread_span(state)} offsets (> {REREAD_LIMIT})"
         bounded_at = time.perf_counter()
+        if (reason is not None or state is None or b is None) and in_flight is not None:
+            raise ApplyError(
+                f"batch {batch_id} was begun by {in_flight} write task(s) of an earlier driver "
+                f"but would now be planned by the driver's path ({reason}): stopped rather "
+                "than write it twice; its records or this driver's view of the sink changed"
+            )
         if reason is not None or state is None or b is None:
             applier.metrics.fallbacks[(reason or "").split(" at ")[0][:60]] += 1
             log.info("batch %d: planned by the merger on the driver (%s)", batch_id, reason)

@@ -418,6 +418,20 @@ class MySQLSink:
 
     # -- throughput mode (`rowbus.spark_apply.throughput`) ------------------------------------
 
+    def stored_tasks(self, batch_id: int) -> int | None:
+        """The write-task count an earlier attempt of throughput batch `batch_id` stored
+        (`batch_tasks`): the batch is in flight, some of its tasks may have committed; None:
+        no attempt got that far."""
+        conn = self._conns[0]
+        with db_errors("reading the batch's task count"), conn.cursor() as cur:
+            cur.execute(
+                f"SELECT tasks FROM {self._db}.apply_tasks WHERE job = %s AND batch_id = %s",
+                (self.job, batch_id),
+            )
+            row = cur.fetchone()
+        conn.commit()
+        return None if row is None else int(row[0])
+
     def batch_tasks(self, batch_id: int, tasks: int) -> int:
         """The write tasks of throughput batch `batch_id`: `tasks` unless an earlier attempt
         stored its own, which a replay keeps (a marker names a task of that count: with
