@@ -21,11 +21,13 @@ This tool drives the whole platform, so unlike the job it borrows from the appli
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
 from typing import Any
 
+from benchmarks.cpu import CpuSample, per_row
 from benchmarks.workloads import w1_table, w1_transactions
 from rowbus.clients import kafka as clients_kafka
 from rowbus.clients import mysql
@@ -224,9 +226,10 @@ def _headers(headers: list[tuple[str, bytes]]) -> list[tuple[str, str | bytes | 
 def checkpoint_rate(bench: Bench, state_db: str) -> tuple[int, float, float]:
     """(rows, seconds, rows/s) between the end of the first batch and the end of the last."""
     with bench.connect(bench.settings.resolved_sink) as conn, conn.cursor() as cur:
+        # shard -1: a throughput batch's closing marker, whose count repeats its tasks' rows
         cur.execute(
             f"SELECT batch_id, committed_at, row_count FROM `{state_db}`.apply_checkpoint "
-            "ORDER BY committed_at"
+            "WHERE shard >= 0 ORDER BY committed_at"
         )
         rows = cur.fetchall()
     first = min((r[0] for r in rows), default=0)
@@ -348,11 +351,14 @@ def bench_apply(bench: Bench, rows: int, workdir: str, baseline: float | None = 
     if master != bench.master:
         master = f"{master}, asked {bench.master}"
     applier = make_applier(bench, config)
+    window = CpuWindow(bench, f"{sink_db}_state")
     try:
         query = start_query(spark, config, applier)
+        window.start()
         await_query(query, applier)
         progress = list(query.recentProgress)
     finally:
+        spent = window.stop()
         applier.close()
     done = time.perf_counter()
     n, seconds, rate = checkpoint_rate(bench, f"{sink_db}_state")
@@ -366,6 +372,45 @@ def bench_apply(bench: Bench, rows: int, workdir: str, baseline: float | None = 
         f"first batch){ratio}"
     )
     print_progress("apply", progress)
+    m = applier.metrics
+    if bench.mode == "throughput":
+        print(
+            f"apply [{bench.mode}]: {m.owned_batches} batches written by executor tasks, "
+            f"driver fallbacks {dict(m.fallbacks)}"
+        )
+    if spent is not None:
+        print(per_row(f"apply [{bench.mode}]", spent, n))
+
+
+class CpuWindow:
+    """CPU by process kind (`benchmarks.cpu`) from the end of the job's first batch (the first
+    checkpoint row, polled) to the end of its last: the window the steady rate is taken over."""
+
+    def __init__(self, bench: Bench, state_db: str) -> None:
+        hostport = str(bench.kafka["bootstrap.servers"]).split(",")[0]
+        self.ports = (int(bench.settings.resolved_sink.port), int(hostport.rsplit(":", 1)[1]))
+        self.bench, self.state_db = bench, state_db
+        self.first: CpuSample | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        with self.bench.connect(self.bench.settings.resolved_sink) as conn:
+            while not self._stop.wait(0.05):
+                with contextlib.suppress(Exception), conn.cursor() as cur:
+                    cur.execute(f"SELECT COUNT(*) FROM `{self.state_db}`.apply_checkpoint")
+                    if cur.fetchone()[0]:
+                        self.first = CpuSample.take(*self.ports)
+                        return
+
+    def stop(self) -> CpuSample | None:
+        last = CpuSample.take(*self.ports)
+        self._stop.set()
+        self._thread.join(5)
+        return None if self.first is None else last.minus(self.first)
 
 
 def bench_baseline(bench: Bench, rows: int) -> float:
@@ -788,7 +833,13 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - argument wiri
         "(e.g. local[2],local[1]: each against the same run's baseline)",
     )
     parser.add_argument("--cluster", type=int, default=0, help="a standalone cluster of N workers")
-    parser.add_argument("--mode", choices=["snapshot", "parallel"], default="snapshot")
+    parser.add_argument(
+        "--mode",
+        default="snapshot",
+        help="apply.mode of the job: snapshot, parallel or throughput; several, "
+        "comma-separated, run one after the other against the same baseline "
+        "(e.g. snapshot,throughput)",
+    )
     parser.add_argument("--parallelism", type=int, default=2, help="shards of parallel mode")
     parser.add_argument(
         "--driver-writes", action="store_true", help="parallel mode: shards on driver threads"
@@ -826,7 +877,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - argument wiri
     parts = args.only or ["path", "baseline", "apply", "lag"]
     bench = Bench(settings, args.partitions, args.max_per_trigger)
     masters = [m.strip() for m in args.master.split(",") if m.strip()]
-    bench.master, bench.mode, bench.parallelism = masters[0], args.mode, args.parallelism
+    modes = [m.strip() for m in args.mode.split(",") if m.strip()]
+    bench.master, bench.mode, bench.parallelism = masters[0], modes[0], args.parallelism
     bench.executor_writes = not args.driver_writes
     if args.profile:
         import cProfile
@@ -858,11 +910,15 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - argument wiri
             baseline = bench_baseline(bench, args.rows) if "baseline" in parts else None
             if "apply" in parts:
                 overlaps = {"on": [True], "off": [False], "both": [False, True]}[args.overlap]
-                for master, overlap in [(m, o) for m in masters for o in overlaps]:
+                runs = [(m, o, mode) for m in masters for o in overlaps for mode in modes]
+                for master, overlap, mode in runs:
                     if not args.cluster:
                         bench.master = master
-                    bench.overlap = overlap
+                    bench.overlap, bench.mode = overlap, mode
                     bench_apply(bench, args.rows, tmp, baseline)
+                    print(
+                        f"load average after the run: {Path('/proc/loadavg').read_text().strip()}"
+                    )
                     if len(masters) > 1:  # the next master needs a session of its own
                         from pyspark.sql import SparkSession
 

@@ -16,6 +16,8 @@ Modules, by role:
   (collapse, key conflicts, the key the sink's collation sees, SQL literals, parallel shards);
 - `ddl`, `catalog`, `shard_ddl`: DDL barriers, schemas by id, shard-DDL coordination;
 - `overlap`, `recovery`: a batch's write overlapping the next read, riding out a sink outage;
+- `owned`, `throughput`, `release`, `ownership`: throughput mode (opt-in): the driver's steps,
+  the executors' keying and owned writes, the release from lane summaries, the owner of a row;
 - `settings`, `metrics`, `progress`, `exceptions`: configuration, counters, the progress API
   for tools, errors.
 

@@ -40,6 +40,18 @@ class SchemaCatalog:
             table = self._known.get(schema_id)
         return table
 
+    def known(self) -> dict[int, TableSchema]:
+        """Every schema learnt so far, by id (what the executors are given in throughput
+        mode; a row of another id sends its batch to the driver, which catches up)."""
+        return dict(self._known)
+
+    def catch_up(self) -> None:
+        """Read the schemas topic on to its end now (throughput mode, before finishing a batch
+        a driver before this one began writing: its tasks were given every schema that
+        driver had learnt, all of which the topic holds)."""
+        if self._kafka is not None:
+            self._catch_up()
+
     def _catch_up(self) -> None:
         from rowbus.clients.kafka import TopicTail
 

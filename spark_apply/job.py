@@ -12,6 +12,7 @@ is skipped or resumed by the sink.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import json
 import logging
@@ -32,7 +33,7 @@ from rowbus.spark_apply.collector import collector_paused
 from rowbus.spark_apply.exceptions import ApplyError, SinkUnavailableError
 from rowbus.spark_apply.metrics import ApplyMetrics
 from rowbus.spark_apply.overlap import BatchWriter, rewind
-from rowbus.spark_apply.planner import Envelope, PairKey, plan, stored_gate
+from rowbus.spark_apply.planner import Envelope, PairKey, Plan, plan, stored_gate
 from rowbus.spark_apply.recovery import retryable, wait_for_sink
 from rowbus.spark_apply.rendered import ROW_COLUMN, Wire, row_event
 from rowbus.spark_apply.settings import JobConfig, launched_by_spark_submit
@@ -125,11 +126,30 @@ class BatchApplier:
     def _apply_batch(self, df: Any, batch_id: int) -> None:
         started = time.perf_counter()
         a = self.config.apply
+        if a.mode == "throughput":
+            from rowbus.spark_apply.owned import apply_owned
+
+            apply_owned(self, df, batch_id)
+            return
         if self.sink.remote is None and a.mode == "parallel" and a.executor_writes:
             self.sink.remote = executor_runner(df.sparkSession.sparkContext)
         # Read and decode while the batch before is still being written (`overlap`): neither
         # touches the sink or the catalog.
         ranges, wire, envelopes, collected = _read(df)
+        self.plan_and_write(batch_id, ranges, wire, envelopes, started, collected)
+
+    def plan_and_write(
+        self,
+        batch_id: int,
+        ranges: dict[tuple[str, int], tuple[int, int]],
+        wire: Wire,
+        envelopes: list[Envelope],
+        started: float,
+        collected: float,
+    ) -> None:
+        """Plan a batch read and decoded on the driver (`ranges`: Spark's offsets of it) over
+        the state the sink holds, and hand its write to the batch writer."""
+        a = self.config.apply
         records = len(envelopes)
         decoded = time.perf_counter()
         self.drain()
@@ -165,6 +185,8 @@ class BatchApplier:
             spill.close()
             raise
         del envelopes[:]  # the batch's decoded events: the plan holds what it needs
+        if a.mode == "throughput" and not p.gates and hook is None:
+            p = _held_by_reread(p)
         planned = time.perf_counter()
         timings = (collected - started, decoded - collected, waited - decoded, planned - waited)
 
@@ -208,6 +230,17 @@ class BatchApplier:
             m.stuck_locks = len(self.shard_ddl.wedge.stuck())
         m.lanes = {f"{t}[{part}]/{src}": ts for (t, part, src), ts in p.state.watermarks.items()}
         m.apply_latency.observe(seconds)
+
+
+def _held_by_reread(p: Plan) -> Plan:
+    """Throughput mode: the plan with its held events left in Kafka (read again by the next
+    batch, `release.held_by_reread`) rather than in the sink's stash, so that the next batch
+    can be the executors' again; unchanged when the hold is too long for that."""
+    from rowbus.spark_apply.release import held_by_reread
+    from rowbus.spark_apply.throughput import REREAD_LIMIT
+
+    reread = held_by_reread(p.state, REREAD_LIMIT)
+    return p if reread is None else dataclasses.replace(p, state=reread)
 
 
 def _read(df: Any) -> tuple[dict[tuple[str, int], tuple[int, int]], Wire, list[Envelope], float]:
@@ -447,7 +480,11 @@ def run(config: JobConfig) -> None:
         exporter.register(
             "apply",
             lambda: applier.metrics.prometheus() if applier is not None else {},
-            labels={"lane_watermark_ts": "lane", "errors_total": "kind"},
+            labels={
+                "lane_watermark_ts": "lane",
+                "errors_total": "kind",
+                "driver_fallbacks_total": "reason",
+            },
             static={"job": config.apply.job},
         )
         port = exporter.serve(config.apply.metrics_port)

@@ -29,6 +29,10 @@ class ApplyMetrics:
     """Watermark per lane (``topic[partition]/source``)."""
     apply_latency: LatencyHistogram = field(default_factory=LatencyHistogram)
     errors: Counter[str] = field(default_factory=Counter)
+    owned_batches: int = 0
+    """Throughput mode: batches written by executor tasks."""
+    fallbacks: Counter[str] = field(default_factory=Counter)
+    """Throughput mode: batches the merger planned on the driver, by reason."""
 
     def prometheus(self) -> Snapshot:
         lag = max(0, int(time.time() * 1000) - physical_ms(self.watermark_ts))
@@ -45,4 +49,6 @@ class ApplyMetrics:
             "lane_watermark_ts": dict(self.lanes),
             "apply_latency_seconds": self.apply_latency,
             "errors_total": dict(self.errors),
+            "owned_batches_total": self.owned_batches,
+            "driver_fallbacks_total": dict(self.fallbacks),
         }

@@ -132,6 +132,11 @@ class PlannerState:
     """The highest release bound so far (never decreases)."""
     spilled: tuple[SpilledTxn, ...] = ()
     """Stashed transactions whose events are in the sink's pieces (their index only)."""
+    reread: dict[TopicPartition, int] = field(default_factory=dict)
+    """Throughput mode: per partition, the offset its held rows start at. They are not in
+    the stash: the next batch reads them again from Kafka, and the lanes' `last_seen` and the
+    floors name only what was released, so the re-read records already applied are dropped
+    by the merge engine's own rules (spark_apply README "Throughput mode")."""
     split: dict[tuple[str, str], int] = field(default_factory=dict)
     """Stashed remainders of transactions split by a shard-DDL hold: events left of each
     (`MergerSnapshot.split`)."""
@@ -154,6 +159,7 @@ class PlannerState:
             floors=dict(self.floors),
             offsets=dict(self.offsets),
             stash=list(self.stash),
+            reread=dict(self.reread),
             split=dict(self.split),
         )
 
@@ -200,6 +206,7 @@ class PlannerState:
             "v": 3 if self.spilled else 2,
             "merger": json.loads(self.without_stash().snapshot().to_json()),
             "released_through": self.released_through,
+            "reread": [[t, p, o] for (t, p), o in sorted(self.reread.items())],
             "stash": [
                 [e.topic, e.partition, e.offset, len(b)]
                 for e, b in zip(self.stash, blobs, strict=True)
@@ -230,7 +237,9 @@ class PlannerState:
                 released_through=header["released_through"],
             )
         snapshot = MergerSnapshot.from_json(json.dumps(header["merger"]))
-        return PlannerState.of(snapshot, stash, header["released_through"])
+        state = PlannerState.of(snapshot, stash, header["released_through"])
+        state.reread = {(t, int(p)): int(o) for t, p, o in header.get("reread", ())}
+        return state
 
     def watermark(self, expected: Collection[PairKey]) -> int:
         """The minimum watermark over `expected` (-1 if one has none yet, or none expected)."""

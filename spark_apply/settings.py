@@ -48,10 +48,12 @@ class ApplySettings(StrictModel):
     """Upstream sources whose watermarks gate the release; empty: every configured source."""
     topic_template: str = DEFAULT_DATA_TOPIC_TEMPLATE
     schemas_topic: str = SCHEMAS_TOPIC
-    mode: Literal["snapshot", "parallel"] = "snapshot"
-    """snapshot: one batch is one sink transaction; parallel: one transaction per shard."""
+    mode: Literal["snapshot", "parallel", "throughput"] = "snapshot"
+    """snapshot: one batch is one sink transaction; parallel: one transaction per shard;
+    throughput: rows read, keyed, collapsed and written by executor tasks, one transaction
+    per task, the driver working per batch (spark_apply README "Throughput mode")."""
     parallelism: int = Field(4, ge=1, le=64)
-    """Shards (and sink connections) of parallel mode."""
+    """Shards (and sink connections) of parallel mode; write tasks of throughput mode."""
     executor_writes: bool = True
     """Parallel mode: each shard's transaction runs as a Spark task on an executor (False: on
     the driver's threads)."""

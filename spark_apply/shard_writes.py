@@ -19,6 +19,7 @@ the driver, whose transaction names the event a failing statement stumbled on.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,29 +68,66 @@ def shipped(tc: TableChanges) -> TableChanges:
 def write_shard(w: ShardWrite) -> int:
     """Run on an executor: the shard's transaction; rows written (0 when an earlier attempt
     already committed it)."""
+    from rowbus.spark_apply.sink import write_table
+
+    def body(cur: Any) -> int:
+        for tc in w.tables:
+            write_table(cur, tc, w.statement_bytes)
+        return w.rows
+
+    return marked_transaction(w.sink, w.state_db, w.job, w.shard, w.checkpoint, body, w.rows)
+
+
+def marked_transaction(
+    sink: SinkConnection,
+    state_db: str,
+    job: str,
+    shard: int,
+    checkpoint: tuple[Any, ...],
+    body: Callable[[Any], int],
+    rows: int | None = None,
+) -> int:
+    """One transaction on a connection of its own: the marker row (job, batch, step, shard)
+    first, then `body` (which returns the rows it wrote), then the commit; 0 when an earlier
+    attempt committed that marker. A deadlock or lock wait timeout (two tasks' writes on one
+    table's gaps) rolls the whole transaction back, marker included, and it runs again. The
+    marker's row count is `rows`, or what `body` wrote (set after it, in the transaction)."""
     import pymysql
 
-    from rowbus.spark_apply.sink import connect_sink, write_table
+    from rowbus.spark_apply.exceptions import TransactionConflictError
+    from rowbus.spark_apply.sink import CONFLICT_ATTEMPTS, connect_sink, db_errors
 
-    batch_id, step, offsets, watermark, ddl = w.checkpoint
-    conn = connect_sink(w.sink)
+    batch_id, step, offsets, watermark, ddl = checkpoint
+    conn = connect_sink(sink)
     try:
-        with conn.cursor() as cur:
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
             try:
-                cur.execute(
-                    f"INSERT INTO {w.state_db}.apply_checkpoint (job, batch_id, step, shard, "
-                    "offsets, watermark, row_count, ddl, committed_at) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, UTC_TIMESTAMP(6))",
-                    (w.job, batch_id, step, w.shard, offsets, watermark, w.rows, ddl),
-                )
-            except pymysql.err.IntegrityError as exc:
-                if exc.args and exc.args[0] == DUPLICATE_KEY:
-                    conn.rollback()  # another attempt of this task committed the shard
-                    return 0
-                raise
-            for tc in w.tables:
-                write_table(cur, tc, w.statement_bytes)
-        conn.commit()
-        return w.rows
+                with db_errors(f"batch {batch_id} step {step} task {shard}"), conn.cursor() as cur:
+                    try:
+                        cur.execute(
+                            f"INSERT INTO {state_db}.apply_checkpoint (job, batch_id, step, shard, "
+                            "offsets, watermark, row_count, ddl, committed_at) "
+                            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, UTC_TIMESTAMP(6))",
+                            (job, batch_id, step, shard, offsets, watermark, rows or 0, ddl),
+                        )
+                    except pymysql.err.IntegrityError as exc:
+                        if exc.args and exc.args[0] == DUPLICATE_KEY:
+                            conn.rollback()  # another attempt of this task committed it
+                            return 0
+                        raise
+                    written = body(cur)
+                    if rows is None:
+                        cur.execute(
+                            f"UPDATE {state_db}.apply_checkpoint SET row_count = %s WHERE "
+                            "job = %s AND batch_id = %s AND step = %s AND shard = %s",
+                            (written, job, batch_id, step, shard),
+                        )
+                    conn.commit()
+                return written
+            except TransactionConflictError:
+                conn.rollback()
+                if attempt == CONFLICT_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")
     finally:
         conn.close()

@@ -212,6 +212,11 @@ class MySQLSink:
                 "batch_id BIGINT NOT NULL, answers LONGTEXT NOT NULL, "
                 "PRIMARY KEY (job, batch_id)) ENGINE=InnoDB"
             )
+            cur.execute(
+                f"CREATE TABLE IF NOT EXISTS {db}.apply_tasks (job VARCHAR(128) NOT NULL, "
+                "batch_id BIGINT NOT NULL, tasks INT NOT NULL, "
+                "PRIMARY KEY (job, batch_id)) ENGINE=InnoDB"
+            )
             cur.execute("SELECT @@max_allowed_packet")
             (packet,) = cur.fetchone()
             self.state_store.piece_bytes = piece_size(int(packet))
@@ -410,6 +415,96 @@ class MySQLSink:
             rows = cur.fetchall()
         conn.commit()
         return [(int(a), int(b), int(c)) for a, b, c in rows]
+
+    # -- throughput mode (`rowbus.spark_apply.throughput`) ------------------------------------
+
+    def stored_tasks(self, batch_id: int) -> int | None:
+        """The write-task count an earlier attempt of throughput batch `batch_id` stored
+        (`batch_tasks`): the batch is in flight, some of its tasks may have committed; None:
+        no attempt got that far."""
+        conn = self._conns[0]
+        with db_errors("reading the batch's task count"), conn.cursor() as cur:
+            cur.execute(
+                f"SELECT tasks FROM {self._db}.apply_tasks WHERE job = %s AND batch_id = %s",
+                (self.job, batch_id),
+            )
+            row = cur.fetchone()
+        conn.commit()
+        return None if row is None else int(row[0])
+
+    def batch_tasks(self, batch_id: int, tasks: int) -> int:
+        """The write tasks of throughput batch `batch_id`: `tasks` unless an earlier attempt
+        stored its own, which a replay keeps (a marker names a task of that count: with
+        another count the same keys would land in other tasks, and a committed marker would
+        skip rows it does not hold). Stored in its own transaction before any task writes."""
+        conn = self._conns[0]
+        with db_errors("storing the batch's task count"), conn.cursor() as cur:
+            cur.execute(
+                f"DELETE FROM {self._db}.apply_tasks WHERE job = %s AND batch_id < %s",
+                (self.job, batch_id - 1),
+            )
+            cur.execute(
+                f"INSERT IGNORE INTO {self._db}.apply_tasks (job, batch_id, tasks) "
+                "VALUES (%s, %s, %s)",
+                (self.job, batch_id, tasks),
+            )
+            cur.execute(
+                f"SELECT tasks FROM {self._db}.apply_tasks WHERE job = %s AND batch_id = %s",
+                (self.job, batch_id),
+            )
+            (stored,) = cur.fetchone()
+        conn.commit()
+        if int(stored) != tasks:
+            log.warning(
+                "batch %d: resumed with the %d write tasks its first attempt stored "
+                "(apply.parallelism %d takes effect from the next batch)",
+                batch_id,
+                stored,
+                tasks,
+            )
+        return int(stored)
+
+    def commit_owned(self, batch_id: int, state: PlannerState, rows: int) -> None:
+        """Throughput batch `batch_id` is whole in the sink (every task's marker committed):
+        its head, its closing marker (shard -1) and its state, in one transaction whose
+        precondition is the head of the batch before."""
+        head = self.head()
+        if head is not None and (
+            head.batch_id > batch_id or (head.batch_id == batch_id and head.complete)
+        ):
+            return
+        conn = self._conns[0]
+        offsets = json.dumps(sorted([*k, v] for k, v in state.offsets.items()))
+        self._checkpoint(conn, (batch_id, 0, offsets, state.released_through, None), -1, rows)
+        self._advance(conn, head, Head(batch_id, 0, "done", True))
+        self._save_state(conn, batch_id, Plan((), state, state.released_through))
+        self._commit(conn)
+
+    def target_keys(self, target: Target) -> tuple[tuple[tuple[str, ...], ...], frozenset[str]]:
+        """The target's unique keys and generated columns (cached until the next DDL)."""
+        return self._unique_keys(target), self._generated(target)
+
+    def target_folds(self, target: Target) -> dict[str, Fold] | None:
+        """How the sink compares each column of the target (`_folds`, cached until the next
+        DDL), or None when the sink has no such table yet (not cached: it may appear)."""
+        found = self._folds(target)
+        if not found:
+            self._column_folds.pop(target, None)
+            return None
+        return found
+
+    @property
+    def statement_bytes(self) -> int:
+        return self._statement_bytes
+
+    @property
+    def settings(self) -> SinkConnection:
+        return self._conn_settings
+
+    @property
+    def state_db(self) -> str:
+        """The quoted state database."""
+        return self._db
 
     # -- applying --------------------------------------------------------------------------
 

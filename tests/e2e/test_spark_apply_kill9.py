@@ -3,6 +3,7 @@ and no (batch, step, shard) is committed twice."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -26,6 +27,24 @@ TXNS = 400  # 1600 records: 14 batches of 120, five of them killed
 def checkpoints(services: Settings, job: str) -> int:
     with connect(services.resolved_sink) as conn, conn.cursor() as cur:
         cur.execute(f"SELECT COUNT(*) FROM `state_{job}`.apply_checkpoint")
+        return int(cur.fetchone()[0])
+
+
+def owned_batches(services: Settings, job: str) -> int:
+    """Throughput-mode batches that stored their task count (their tasks are about to write)."""
+    with connect(services.resolved_sink) as conn, conn.cursor() as cur:
+        cur.execute(f"SELECT COUNT(*) FROM `state_{job}`.apply_tasks")
+        return int(cur.fetchone()[0])
+
+
+def task_markers_after(services: Settings, job: str, batch_id: int) -> int:
+    """Markers committed by write tasks of batches after `batch_id`."""
+    with connect(services.resolved_sink) as conn, conn.cursor() as cur:
+        cur.execute(
+            f"SELECT COUNT(*) FROM `state_{job}`.apply_checkpoint "
+            "WHERE batch_id > %s AND shard >= 0",
+            (batch_id,),
+        )
         return int(cur.fetchone()[0])
 
 
@@ -134,3 +153,60 @@ def test_kill_9_mid_batch_five_times(
     proc = subprocess.run(cmd, env=env, stdout=log, stderr=log, timeout=300, check=False)
     assert proc.returncode == 0, (tmp_path / "driver.log").read_text()[-3000:]
     d.sink_equals_model()
+
+
+def test_throughput_mode_kill_9_mid_batch_then_another_parallelism(
+    services: Settings,
+    make_topic: Callable[..., str],
+    make_database: Callable[..., str],
+    unique: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    """Throughput mode: the driver killed once after a write task committed and before the
+    batch's head (held by a lock on the head row), then a restart with another parallelism:
+    the sink equals the model, no (batch, step, task) committed twice, and batches were
+    written by executor tasks (markers of several tasks). One kill (the snapshot-mode test
+    above does five): the suite's time on 2 cores is bounded."""
+    d = published_job(
+        services, make_topic, make_database, unique, tmp_path, mode="throughput", parallelism=3
+    )
+    job, cmd, env = d.job, d.cmd, d.env
+    log = (tmp_path / "driver.log").open("w")
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=log, start_new_session=True)
+    try:
+        wait_for(
+            lambda: proc.poll() is not None or owned_batches(services, job) > 0,
+            timeout=120,
+            what="the executors to take a batch",
+        )
+        # The head row locked: the next batch's tasks commit their markers, its head cannot
+        # move, so the kill lands between the tasks' commits and the head's, every time.
+        with connect(services.resolved_sink) as lock, lock.cursor() as cur:
+            cur.execute(
+                f"SELECT batch_id FROM `state_{job}`.apply_head WHERE job = %s FOR UPDATE", (job,)
+            )
+            (head,) = cur.fetchone()
+            wait_for(
+                lambda: proc.poll() is not None or task_markers_after(services, job, head) > 0,
+                timeout=120,
+                what="a write task of the batch in flight to commit",
+            )
+            assert proc.poll() is None, "the driver ended before the kill"
+            kill_driver(proc)  # while the batch's other tasks may still write
+            lock.rollback()
+    finally:
+        kill_driver(proc)
+    config = json.loads((tmp_path / "job.json").read_text())
+    config["apply"]["parallelism"] = 2
+    (tmp_path / "job.json").write_text(json.dumps(config))
+    proc = subprocess.run(cmd, env=env, stdout=log, stderr=log, timeout=300, check=False)
+    assert proc.returncode == 0, (tmp_path / "driver.log").read_text()[-3000:]
+    d.sink_equals_model()
+    with connect(services.resolved_sink) as conn, conn.cursor() as cur:
+        cur.execute(
+            f"SELECT COUNT(DISTINCT batch_id), COUNT(DISTINCT shard) FROM `state_{job}`"
+            ".apply_checkpoint WHERE shard >= 0 AND row_count > 0"
+        )
+        batches, tasks = cur.fetchone()
+    assert batches > 5
+    assert tasks >= 2

@@ -1,0 +1,90 @@
+"""CPU seconds by process kind, read from /proc: the job's process tree, the sink, the broker.
+
+`CpuSample.take(sink_port, kafka_port)` reads utime + stime of this process (the driver's
+Python: the benchmark runs the job in process), of every descendant (the Spark JVM, the
+JVM's Python workers and their children), of the sink server (a ``mariadbd``/``mysqld`` whose
+command line names ``--port=<sink port>``) and of the broker (a process naming the Kafka
+port). Two samples subtract; `per_row` prints ``cpu per row: <process> <µs>``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+_TICK = os.sysconf("SC_CLK_TCK")
+KINDS = ("driver Python", "JVM", "Python workers", "sink", "broker")
+
+
+def _stat(pid: int) -> tuple[int, float] | None:
+    """(parent pid, CPU seconds) of `pid`, None if it is gone."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK
+    return None
+
+
+def _cmdline(pid: int) -> str:
+    with contextlib.suppress(OSError):
+        return (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class CpuSample:
+    seconds: dict[str, float]
+    """CPU seconds by kind, since each process started (dead children are not counted:
+    compare samples of processes that live through the window)."""
+
+    @staticmethod
+    def take(sink_port: int, kafka_port: int) -> CpuSample:
+        me = os.getpid()
+        parents: dict[int, int] = {}
+        cpu: dict[int, float] = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                got = _stat(int(entry.name))
+                if got is not None:
+                    parents[int(entry.name)], cpu[int(entry.name)] = got
+        out = dict.fromkeys(KINDS, 0.0)
+        out["driver Python"] = cpu.get(me, 0.0)
+        for pid, spent in cpu.items():
+            if pid == me:
+                continue
+            ancestor, hops = parents.get(pid, 0), 0
+            while ancestor not in (0, 1, me) and hops < 16:
+                ancestor, hops = parents.get(ancestor, 0), hops + 1
+            cmd = _cmdline(pid)
+            # The services first: a benchmark that started the local stack is their parent.
+            if f"--port={sink_port}" in cmd and ("mariadbd" in cmd or "mysqld" in cmd):
+                out["sink"] += spent
+            elif f"--kafka-port {kafka_port}" in cmd or f"port={kafka_port}" in cmd:
+                out["broker"] += spent
+            elif ancestor == me and "zookeeper" not in cmd.lower():
+                program = cmd.split(" ")[0]
+                if "java" in program:
+                    out["JVM"] += spent
+                elif "python" in program:
+                    out["Python workers"] += spent
+        return CpuSample(out)
+
+    def minus(self, before: CpuSample) -> CpuSample:
+        return CpuSample({k: v - before.seconds.get(k, 0.0) for k, v in self.seconds.items()})
+
+
+def per_row(label: str, spent: CpuSample, rows: int) -> str:
+    """One line per kind: ``cpu per row: <process> <µs>``, and the job's processes together."""
+    if rows <= 0:
+        return f"{label}: no rows applied in the window"
+    lines = [
+        f"{label} cpu per row: {kind} {spent.seconds[kind] / rows * 1e6:.1f} µs "
+        f"({spent.seconds[kind]:.2f} s)"
+        for kind in KINDS
+    ]
+    job = sum(spent.seconds[k] for k in ("driver Python", "JVM", "Python workers"))
+    lines.append(f"{label} cpu per row: job processes together {job / rows * 1e6:.1f} µs")
+    return "\n".join(lines)

@@ -1,0 +1,300 @@
+"""Throughput mode's driver: one batch in four Spark-side steps, none of them per row here.
+
+`apply_owned(applier, df, batch_id)` runs the steps `rowbus.spark_apply.throughput` describes
+(key on the executors, bound from summaries, write by owner, commit the head) or, for a batch
+the merger must plan (`release.bound` gives a reason), hands the batch with its re-read
+records to the driver's path of snapshot mode (`BatchApplier.plan_and_write`). What the driver
+touches grows with lanes (summaries, aggregates), tasks (results) and tables (schemas, key
+lookups), never with rows.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from rowbus.routing.routes import Target
+from rowbus.spark_apply.exceptions import ApplyError
+from rowbus.spark_apply.keys import Fold
+from rowbus.spark_apply.planner import PlannerState
+from rowbus.spark_apply.release import Bound, Released, advance, bound, reread_span
+from rowbus.spark_apply.throughput import (
+    KEYED_SCHEMA,
+    REREAD_LIMIT,
+    KeyContext,
+    Summary,
+    WriteContext,
+    key_rows,
+    released_of,
+    write_owned,
+)
+
+if TYPE_CHECKING:
+    from rowbus.spark_apply.job import BatchApplier
+
+log = logging.getLogger(__name__)
+
+
+def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:  # noqa: PLR0915 - the steps in order
+    """Apply micro-batch `batch_id` in throughput mode (see the module docstring)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as sf
+
+    started = time.perf_counter()
+    a, sink = applier.config.apply, applier.sink
+    previous = sink.previous_state(batch_id)
+    if previous is None:
+        sink.check_offsets(batch_id, _spark_ranges(df), None)
+        log.info("batch %d is already committed in the sink; skipped", batch_id)
+        return
+    data = df.withColumn("reread", sf.lit(False))
+    again = _reread(df.sparkSession, applier.config.kafka, previous)
+    if again is not None:
+        data = data.unionByName(again)
+    # A batch in flight (a driver before this one was killed mid-batch) is finished the way
+    # it began: by write tasks if it stored a task count (their markers would collide with
+    # the driver path's), by the driver's path if the head is part-way through it.
+    head = sink.head()
+    if head is not None and head.batch_id == batch_id and not head.complete:
+        applier.metrics.fallbacks["a batch the driver's path began"] += 1
+        log.info("batch %d: finished by the driver's path, which began it", batch_id)
+        _fallback(applier, data, batch_id, started)
+        return
+    in_flight = sink.stored_tasks(batch_id)
+    if in_flight is not None:
+        # Its first attempt's tasks knew the schemas that driver had learnt; this driver may
+        # know none yet, and the batch must not go to the driver's path for that.
+        applier.catalog.catch_up()
+    folds = _folds(applier)
+    ctx = KeyContext(
+        applier.catalog.known(), a.routes, a.unrouted, previous.last_seen, previous.floors, folds
+    )
+    keyed = data.mapInArrow(key_rows(ctx), KEYED_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        texts = keyed.where(sf.col("summary").isNotNull()).select("summary").collect()
+        summary = Summary.of(r[0] for r in texts)
+        keyed_at = time.perf_counter()
+        sink.check_offsets(batch_id, summary.ranges, previous)
+        expected = applier.expected(summary.ends)
+        reason = summary.reasons[0] if summary.reasons else None
+        if reason is None and applier.shard_ddl is not None:
+            reason = "shard DDL coordination"
+        b: Bound | str | None = None if reason else bound(previous, summary.pieces, expected)
+        if isinstance(b, str):
+            reason, b = b, None
+        state: PlannerState | None = None
+        rows = keyed.where(sf.col("summary").isNull())
+        if b is not None:
+            state = advance(previous, b, _released(rows, b, summary))
+            if reread_span(state) > REREAD_LIMIT:
+                reason = f"held rows span {reread_span(state)} offsets (> {REREAD_LIMIT})"
+        bounded_at = time.perf_counter()
+        if (reason is not None or state is None or b is None) and in_flight is not None:
+            raise ApplyError(
+                f"batch {batch_id} was begun by {in_flight} write task(s) of an earlier driver "
+                f"but would now be planned by the driver's path ({reason}): stopped rather "
+                "than write it twice; its records or this driver's view of the sink changed"
+            )
+        if reason is not None or state is None or b is None:
+            applier.metrics.fallbacks[(reason or "").split(" at ")[0][:60]] += 1
+            log.info("batch %d: planned by the merger on the driver (%s)", batch_id, reason)
+            _fallback(applier, data, batch_id, started)
+            return
+        tasks = sink.batch_tasks(batch_id, a.parallelism)
+        wctx, table_owned = _write_context(applier, batch_id, state, folds)
+        owner = (
+            sf.when(sf.col("target").isin(sorted(table_owned)), sf.col("t_owner")).otherwise(
+                sf.col("k_owner")
+            )
+            if table_owned
+            else sf.col("k_owner")
+        )
+        results = (
+            rows.where((sf.col("ts") <= b.mark) & (sf.col("target") != ""))
+            .withColumn("owner", owner)
+            .repartition(tasks, "owner")
+            .mapInArrow(write_owned(wctx), "task INT, rows BIGINT")
+            .collect()
+        )
+        written = sum(int(r["rows"]) for r in results)
+        wrote_at = time.perf_counter()
+        sink.commit_owned(batch_id, state, written)
+    finally:
+        keyed.unpersist()
+    m = applier.metrics
+    m.owned_batches += 1
+    m.batches += 1
+    m.rows_applied += written
+    m.watermark_ts = max(m.watermark_ts, state.released_through)
+    m.stash_events = 0
+    m.apply_latency.observe(time.perf_counter() - wrote_at)
+    log.info(
+        "batch %d: %d rows written by %d task(s) of %d, watermark %d, re-read next %d offsets; "
+        "key %.3fs bound %.3fs write %.3fs commit %.3fs",
+        batch_id,
+        written,
+        len(results),
+        tasks,
+        state.released_through,
+        reread_span(state),
+        keyed_at - started,
+        bounded_at - keyed_at,
+        wrote_at - bounded_at,
+        time.perf_counter() - wrote_at,
+    )
+
+
+def _released(rows: Any, b: Bound, summary: Summary) -> Released:
+    """One aggregate over the cached keyed rows (in the JVM): per lane the last key and the
+    highest ts released, and the first held offset."""
+    from pyspark.sql import functions as sf
+
+    go = sf.col("ts") <= b.mark
+    agg = (
+        rows.groupBy("topic", "partition", "source")
+        .agg(
+            sf.max(sf.when(go, sf.col("okey"))).alias("last"),
+            sf.max(sf.when(go, sf.col("ts"))).alias("top"),
+            sf.min(sf.when(~go, sf.col("offset"))).alias("held"),
+        )
+        .collect()
+    )
+    held: dict[tuple[str, int], int] = {}
+    for r in agg:
+        if r["held"] is not None:
+            tp = (r["topic"], r["partition"])
+            held[tp] = min(held.get(tp, r["held"]), int(r["held"]))
+    return Released(released_of(agg), held, summary.ends)
+
+
+def _folds(applier: BatchApplier) -> dict[Target, dict[str, Fold]]:
+    """The sink's column folds of every target the catalog's tables route to and the sink
+    describes (`MySQLSink.target_folds`, cached there until its next DDL); a target left out
+    sends a batch with rows of it to the driver's path (`throughput.key_rows`)."""
+    out: dict[Target, dict[str, Fold]] = {}
+    for table in applier.catalog.known().values():
+        proj = applier.router.projection(table)
+        if proj is None or proj.target in out:
+            continue
+        found = applier.sink.target_folds(proj.target)
+        if found is not None:
+            out[proj.target] = found
+    return out
+
+
+def _write_context(
+    applier: BatchApplier, batch_id: int, state: PlannerState, folds: dict[Target, dict[str, Fold]]
+) -> tuple[WriteContext, set[str]]:
+    """The write tasks' context, and the targets owned whole by one task: those with a unique
+    key besides the one rows are collapsed by (a conflict group of `causality` may join any
+    two of their rows, so a key's owner is not enough), and those without a key."""
+    a, sink = applier.config.apply, applier.sink
+    schemas = applier.catalog.known()
+    unique: dict[Any, tuple[tuple[str, ...], ...]] = {}
+    generated: dict[Any, frozenset[str]] = {}
+    whole: set[str] = set()
+    for table in schemas.values():
+        proj = applier.router.projection(table)
+        if proj is None:
+            continue
+        keys, gen = sink.target_keys(proj.target)
+        unique[proj.target], generated[proj.target] = keys, gen
+        mine = {c.lower() for c in proj.key_columns}
+        if any({c.lower() for c in k} != mine for k in keys):
+            whole.add(f"{proj.target.schema}.{proj.target.table}")
+    ctx = WriteContext(
+        sink.settings,
+        sink.state_db,
+        a.job,
+        batch_id,
+        json.dumps(sorted([*k, v] for k, v in state.offsets.items())),
+        state.released_through,
+        schemas,
+        a.routes,
+        a.unrouted,
+        unique,
+        generated,
+        sink.statement_bytes,
+        folds,
+    )
+    return ctx, whole
+
+
+def _reread(spark: Any, kafka: dict[str, Any], previous: PlannerState) -> Any:
+    """The held rows' records, read again from Kafka by executor tasks (None: nothing held).
+    A held offset below its partition's log start stops the job: those rows are gone."""
+    from rowbus.spark_apply.source import SCHEMA, KafkaRange, read_range
+
+    ranges = [
+        (t, p, start, previous.offsets[(t, p)])
+        for (t, p), start in sorted(previous.reread.items())
+        if start < previous.offsets.get((t, p), start)
+    ]
+    if not ranges:
+        return None
+    _check_retained(kafka, ranges)
+
+    def read(batches: Any) -> Any:
+        import pyarrow as pa
+
+        from rowbus.spark_apply.source import arrow_schema
+
+        for batch in batches:
+            for t, p, start, end in zip(
+                *(batch.column(i).to_pylist() for i in range(4)), strict=True
+            ):
+                for cols in read_range(kafka, KafkaRange(t, p, start, end)):
+                    yield pa.RecordBatch.from_pydict(cols, schema=arrow_schema())
+
+    from pyspark.sql import functions as sf
+
+    frame = spark.createDataFrame(ranges, "topic STRING, partition INT, start BIGINT, end BIGINT")
+    return (
+        frame.repartition(len(ranges)).mapInArrow(read, SCHEMA).withColumn("reread", sf.lit(True))
+    )
+
+
+def _check_retained(kafka: dict[str, Any], ranges: list[tuple[str, int, int, int]]) -> None:
+    from confluent_kafka import TopicPartition
+
+    from rowbus.spark_apply.source import _consumer
+
+    consumer = _consumer(kafka)
+    try:
+        for t, p, start, _end in ranges:
+            low, _high = consumer.get_watermark_offsets(TopicPartition(t, p), timeout=10)
+            if start < low:
+                raise ApplyError(
+                    f"held rows at {t}[{p}]@{start} are below the partition's log start {low} "
+                    "(retention removed them): they cannot be applied; apply again from an "
+                    "earlier copy of the topic or under a new apply.job"
+                )
+    finally:
+        consumer.close()
+
+
+def _spark_ranges(df: Any) -> dict[tuple[str, int], tuple[int, int]]:
+    from pyspark.sql import functions as sf
+
+    rows = df.groupBy("topic", "partition").agg(sf.min("offset"), sf.max("offset")).collect()
+    return {(r[0], int(r[1])): (int(r[2]), int(r[3])) for r in rows}
+
+
+def _fallback(applier: BatchApplier, data: Any, batch_id: int, started: float) -> None:
+    """The batch, with its re-read records, planned by the merger and written by the driver
+    (as snapshot mode does), before the next batch starts."""
+    import pyarrow.compute as pc
+
+    from rowbus.spark_apply.job import envelopes_of, offset_ranges
+    from rowbus.spark_apply.rendered import Wire
+
+    arrow = data.toArrow()
+    collected = time.perf_counter()
+    wire: Wire = {}
+    # Spark's offsets are those of its own records; the re-read ones are below them.
+    fresh = arrow.filter(pc.invert(arrow.column("reread")))
+    envelopes = envelopes_of(arrow, wire)
+    applier.plan_and_write(batch_id, offset_ranges(fresh), wire, envelopes, started, collected)
+    applier.drain()

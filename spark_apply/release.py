@@ -1,0 +1,206 @@
+"""Throughput mode's release: bound and state from lane summaries, no row on the driver.
+
+Pure. The merge engine (`rowbus.merge.Merger`, through `planner.plan`) decides a batch from its
+events; in throughput mode the executors read and decode the batch and hand the driver one
+`LanePiece` per (read task, lane). This module computes from those pieces and the stored
+`PlannerState` exactly what the merger would, for the batches it accepts:
+
+- the lane watermarks (highest Resolved/Heartbeat ts per lane, with the offset that raised it)
+  and the release mark, the minimum over the expected lanes (`Merger.watermark`);
+- after the executors reported, per lane, the last key and the highest ts at or below the
+  mark, and per partition the first offset of a row above it (`Released`): the new state —
+  lanes' last keys and sources' floors raised to what was released, next offsets, and
+  `reread`, where the held rows are read again by the next batch.
+
+The executors apply the merger's push rules themselves (`throughput.key_rows`: a row whose
+order key does not pass its lane's last one, or that a floor covers, is dropped), so the rows
+the pieces describe are the ones the merger would stash. The rest of the merger's rules are
+conditions for accepting a batch; `bound` answers a reason instead when one fails, and the
+driver then plans that batch with the merger itself (`planner.plan`):
+
+- nothing in the sink's stash (the previous batch left everything held in `reread`);
+- no DDL or record the native reader does not render (the executors report it);
+- every lane already expected (a source new on a topic changes the gate);
+- on each lane the kept rows' ts never decrease and the keys of the pieces follow one another
+  (a duplicate across two read tasks of one partition would be seen only by the merger);
+- every row at or below the mark belongs to a complete transaction: by PROTOCOL.md §9 and
+  §9.1, no Resolved passes a transaction's ts before all its events (every fragment) are
+  published on every partition, and a lane's watermark is raised only by a record read, so a
+  transaction at or below the mark has all its events in this batch or in `reread` — with
+  nothing stashed, in what this batch reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from rowbus.merge.checkpoint import Lane, TopicPartition
+from rowbus.merge.positions import Floor, PosKey
+from rowbus.spark_apply.planner import PlannerState
+
+
+@dataclass(frozen=True, slots=True)
+class LanePiece:
+    """What one read task saw of one lane, in offset order."""
+
+    topic: str
+    partition: int
+    source: str
+    watermark: int = 0
+    """The highest Resolved/Heartbeat ts (0: none)."""
+    raised_at: int = 0
+    """The offset of the first record that carried `watermark`."""
+    rows: int = 0
+    """Rows kept (not dropped as duplicates or behind a floor)."""
+    first_offset: int = -1
+    first_key: PosKey | None = None
+    last_key: PosKey | None = None
+    first_ts: int = 0
+    last_ts: int = 0
+    ordered: bool = True
+    """The kept rows' ts never decrease in offset order."""
+
+    @property
+    def lane(self) -> Lane:
+        return (self.topic, self.partition, self.source)
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """The release of a batch the executors can apply: rows with ts <= `mark` go."""
+
+    mark: int
+    watermarks: dict[Lane, int]
+    raised_at: dict[Lane, int]
+    expected: tuple[Lane, ...]
+
+    @property
+    def released_through(self) -> int:
+        return self.mark
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """What the executors released, reported after the mark: per lane the last order key and
+    the highest ts at or below it; per partition the first offset of a held row, and the next
+    offset after every record read."""
+
+    last: Mapping[Lane, tuple[PosKey, int]]
+    held: Mapping[TopicPartition, int]
+    next_offsets: Mapping[TopicPartition, int]
+
+
+def bound(
+    previous: PlannerState, pieces: Iterable[LanePiece], expected: Collection[Lane]
+) -> Bound | str:
+    """The release of a batch from its pieces over `previous`, or why the merger must plan it."""
+    if previous.stash or previous.spilled:
+        return "events held in the sink's stash"
+    lanes = previous.expected or tuple(sorted(set(expected)))
+    known = set(lanes)
+    by_lane: dict[Lane, list[LanePiece]] = {}
+    for piece in pieces:
+        if piece.lane not in known:
+            return f"source {piece.source} is new on {piece.topic}[{piece.partition}]"
+        by_lane.setdefault(piece.lane, []).append(piece)
+    watermarks = dict(previous.watermarks)
+    raised_at = dict(previous.raised_at)
+    for lane, found in by_lane.items():
+        found.sort(key=lambda p: p.first_offset if p.rows else p.raised_at)
+        last: LanePiece | None = None
+        for piece in found:
+            if piece.watermark > watermarks.get(lane, 0):
+                watermarks[lane], raised_at[lane] = piece.watermark, piece.raised_at
+            if not piece.rows:
+                continue
+            if not piece.ordered:
+                return f"rows of {lane} out of ts order"
+            if last is not None:
+                assert last.last_key is not None
+                assert piece.first_key is not None
+                if piece.first_key <= last.last_key or piece.first_ts < last.last_ts:
+                    return f"rows of {lane} repeated across read tasks"
+            last = piece
+    mark = min((watermarks.get(lane, 0) for lane in lanes), default=0)
+    return Bound(mark, watermarks, raised_at, lanes)
+
+
+def advance(previous: PlannerState, b: Bound, released: Released) -> PlannerState:
+    """The state after releasing every kept row at or below `b.mark` (what `planner.plan`
+    would store), with the held rows left to be read again (`reread`)."""
+    last_seen = dict(previous.last_seen)
+    floors = dict(previous.floors)
+    ts = previous.ts
+    for lane, (key, top) in released.last.items():
+        last_seen[lane] = max(last_seen.get(lane, key), key)
+        floors[lane[2]] = floors.get(lane[2], Floor()).raised_to(key)
+        ts = max(ts, top)
+    offsets = dict(previous.offsets)
+    for tp, nxt in released.next_offsets.items():
+        offsets[tp] = max(offsets.get(tp, 0), nxt)
+    return replace(
+        previous.copy(),
+        expected=b.expected,
+        watermarks=dict(b.watermarks),
+        raised_at=dict(b.raised_at),
+        last_seen=last_seen,
+        floors=floors,
+        offsets=offsets,
+        ts=ts,
+        stash=[],
+        spilled=(),
+        released_through=max(b.mark, previous.released_through),
+        reread=dict(released.held),
+    )
+
+
+def reread_span(previous: PlannerState) -> int:
+    """Offsets the next batch reads again (held rows and what lies between them)."""
+    return sum(max(0, previous.offsets.get(tp, o) - o) for tp, o in previous.reread.items())
+
+
+def okey(key: PosKey) -> str:
+    """An order key as text that sorts as the key does, for the JVM's max (`key_of` inverts).
+    The file name's length comes first, then the name: keys of one upstream and file number
+    with names of different lengths would order by length (the reader numbers files from the
+    name, so they share a name there)."""
+    upstream, number, file, offset, index = key
+    return f"{upstream:020d}{number:020d}{len(file):04d}{file}{offset:020d}{index:010d}"
+
+
+def key_of(text: str) -> PosKey:
+    n = int(text[40:44])
+    rest = text[44 + n :]
+    return (int(text[:20]), int(text[20:40]), text[44 : 44 + n], int(rest[:20]), int(rest[20:]))
+
+
+def held_by_reread(state: PlannerState, limit: int) -> PlannerState | None:
+    """`state` (the merger's, after a batch it planned) with its stash replaced by `reread`:
+    per partition the first offset of a held event, read again by the next batch; None when
+    that span would exceed `limit` offsets (the stash stays in the sink).
+
+    This is the merge engine's own resume point (`Merger.checkpoint`: resume offsets at the
+    heads of what is held, floors at what was released): the sources' floors drop the
+    released events read again, and the lanes that hold events forget their last key, so
+    the held ones pass again (a copy of one within the re-read is still dropped by the
+    running key of its lane). Only for a plan without DDL gates (a shard DDL holds a table's
+    transactions out of ts order, which floors cannot express)."""
+    if not state.stash and not state.spilled:
+        return replace(state.copy(), reread={})
+    heads: dict[TopicPartition, int] = {}
+    lanes: set[Lane] = set()
+    for e in state.stash:
+        tp = (e.topic, e.partition)
+        heads[tp] = min(heads.get(tp, e.offset), e.offset)
+        lanes.add((e.topic, e.partition, e.event.source))
+    for txn in state.spilled:
+        for r in txn.runs:
+            tp = (r.topic, r.partition)
+            heads[tp] = min(heads.get(tp, r.head), r.head)
+            lanes.add((r.topic, r.partition, txn.source))
+    after = replace(state.copy(), stash=[], spilled=(), reread=heads)
+    if reread_span(after) > limit:
+        return None
+    after.last_seen = {k: v for k, v in after.last_seen.items() if k not in lanes}
+    return after

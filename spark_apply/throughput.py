@@ -1,0 +1,428 @@
+"""Throughput mode: rows stay on the executors; the driver works per batch, lane and task.
+
+Per micro-batch (`owned.apply_owned`, called by `job.BatchApplier` in ``mode: throughput``):
+
+1. **Read and key** (executors, `key_rows` over the batch's records and the held ones read
+   again, persisted): each row record's header is parsed from the text the source rendered;
+   the merge engine's push rules drop duplicates and rows a floor covers; each kept row gets
+   its target, its owner hash (`ownership.owner`: by the target and the skeleton of its key
+   under the sink's collations, `keys.sink_key`, with the folds the driver ships per target;
+   a key-moving update as two halves, one per key) and a sortable order key. Each task ends
+   with one summary row per lane (`release.LanePiece`) and the reasons the merger must plan
+   the batch instead.
+2. **Bound** (driver, `release.bound`): the lane watermarks and the release mark from the
+   summaries; then one aggregate over the cached rows (JVM, no Python) gives per lane the last
+   key released and per partition the first held offset (`release.Released`).
+3. **Write** (executors, `write_owned`): released rows repartitioned by owner into the batch's
+   task count (stored in the sink before any task writes: `MySQLSink.batch_tasks`), each task
+   sorts its rows by (ts, source, order key) — the merger's release order restricted to them —
+   collapses them with the one collapse (`changes.collapse`) and writes them with its marker
+   (job, batch, 0, task) first in one transaction (`shard_writes.marked_transaction`).
+4. **Commit** (driver, `MySQLSink.commit_owned`): once every task succeeded, the head moves to
+   the batch and the state (`release.advance`) is stored, in one transaction.
+
+A batch `release.bound` refuses, whose re-read would exceed `REREAD_LIMIT`, or with a row of a
+target the sink does not describe yet (no folds shipped for it), is planned by the merger on
+the driver as in snapshot mode (`fallback`), counted in the metrics by reason.
+The exactly-once argument is in spark_apply/README.md, "Throughput mode".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from rowbus.merge.checkpoint import Lane, TopicPartition
+from rowbus.merge.positions import Floor, PosKey, event_key
+from rowbus.protocol.events import Op, RowChange, TableSchema
+from rowbus.routing.routes import Projection, Router, RouteSettings, Target
+from rowbus.spark_apply.exceptions import BadEventError
+from rowbus.spark_apply.keys import Fold
+from rowbus.spark_apply.ownership import owner
+from rowbus.spark_apply.planner import Envelope
+from rowbus.spark_apply.release import LanePiece, key_of, okey
+from rowbus.spark_apply.settings import SinkConnection
+
+log = logging.getLogger(__name__)
+
+KEYED_SCHEMA = (
+    "topic STRING, partition INT, offset BIGINT, source STRING, ts BIGINT, okey STRING, "
+    "target STRING, k_owner BIGINT, t_owner BIGINT, part INT, row STRING, summary STRING"
+)
+"""`key_rows`' output: a row per kept row record (`part`: 0 whole, 1 the old key's delete of
+a key-moving update, 2 its new key's upsert), and per task one with `summary` only."""
+WHOLE, OLD_KEY, NEW_KEY = 0, 1, 2
+REREAD_LIMIT = 200_000
+"""Offsets the next batch may read again for held rows; a hold longer than that goes to the
+sink's stash through the merger (`fallback`), so the Kafka bytes read per applied row stay
+bounded during a long hold."""
+_REASONS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class KeyContext:
+    """What `key_rows` needs, shipped to the executors (picklable, a few KB)."""
+
+    schemas: dict[int, TableSchema]
+    routes: tuple[RouteSettings, ...]
+    unrouted: str
+    last_seen: dict[Lane, PosKey]
+    floors: dict[str, Floor]
+    folds: dict[Target, dict[str, Fold]]
+    """Per target the sink describes: how it compares each column (lower case), from
+    `MySQLSink.target_folds`; a target not here sends its batch to the driver's path."""
+
+
+class _NotInSinkError(Exception):
+    """A row of a target the sink does not describe (no folds shipped for it)."""
+
+
+@dataclass(slots=True)
+class _Piece:
+    topic: str
+    partition: int
+    source: str
+    watermark: int = 0
+    raised_at: int = 0
+    rows: int = 0
+    first_offset: int = -1
+    first_key: PosKey | None = None
+    last_key: PosKey | None = None
+    first_ts: int = 0
+    last_ts: int = 0
+    ordered: bool = True
+
+
+def key_rows(ctx: KeyContext) -> Callable[[Iterator[Any]], Iterator[Any]]:  # noqa: PLR0915 - one pass
+    """The `mapInArrow` function of stage 1 (source schema plus a `reread` column in,
+    `KEYED_SCHEMA` out)."""
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:  # noqa: PLR0915 - one pass per record
+        import pyarrow as pa
+
+        from rowbus.spark_apply.collector import collector_paused
+        from rowbus.spark_apply.rendered import row_event
+
+        schema = _arrow(KEYED_SCHEMA)
+        router = Router(ctx.routes, ctx.unrouted)
+        projections: dict[int, tuple[Projection, tuple[Fold, ...]] | None] = {}
+        pieces: dict[Lane, _Piece] = {}
+        running: dict[Lane, PosKey] = {}
+        reasons: list[str] = []
+        ranges: dict[tuple[str, int], list[int]] = {}
+        ends: dict[tuple[str, int], int] = {}
+        keys: dict[str, tuple[str, ...]] = {}
+        names = [f.name for f in schema]
+        with collector_paused():
+            for batch in batches:
+                out: dict[str, list[Any]] = {n: [] for n in names}
+                c = batch.to_pydict()
+                for i in range(batch.num_rows):
+                    topic, partition, offset = c["topic"][i], c["partition"][i], c["offset"][i]
+                    tp = (topic, partition)
+                    ends[tp] = max(ends.get(tp, -1), offset + 1)
+                    if not c["reread"][i]:
+                        span = ranges.setdefault(tp, [offset, offset])
+                        span[0], span[1] = min(span[0], offset), max(span[1], offset)
+                    kind, source, ts, text = c["kind"][i], c["source"][i], c["ts"][i], c["row"][i]
+                    where = f"{topic}[{partition}]@{offset}"
+                    if kind in ("resolved", "heartbeat"):
+                        p = _piece(pieces, topic, partition, source)
+                        if ts > p.watermark:
+                            p.watermark, p.raised_at = ts, offset
+                        continue
+                    if text is None:
+                        reasons.append(f"a {kind} record at {where}")
+                        continue
+                    ev = row_event(text, source, ts, keys)
+                    lane = (topic, partition, source)
+                    key = event_key(ev)
+                    last = running.get(lane, ctx.last_seen.get(lane))
+                    if last is not None and key <= last:
+                        continue  # a duplicate: the merger drops it too
+                    running[lane] = key
+                    floor = ctx.floors.get(source)
+                    if floor is not None and floor.covers(ev, key):
+                        continue
+                    p = _piece(pieces, topic, partition, source)
+                    if p.rows == 0:
+                        p.first_offset, p.first_key, p.first_ts = offset, key, ts
+                    elif ts < p.last_ts:
+                        p.ordered = False
+                    p.rows += 1
+                    p.last_key, p.last_ts = key, ts
+                    try:
+                        owned = _owned(ev, where, ctx, router, projections)
+                    except BadEventError as exc:
+                        reasons.append(str(exc))
+                        owned = [("", 0, 0, WHOLE)]
+                    except _NotInSinkError as exc:
+                        reasons.append(f"a target the sink does not know at {where} ({exc})")
+                        owned = [("", 0, 0, WHOLE)]
+                    k = okey(key)
+                    for target, k_owner, t_owner, part in owned:
+                        out["topic"].append(topic)
+                        out["partition"].append(partition)
+                        out["offset"].append(offset)
+                        out["source"].append(source)
+                        out["ts"].append(ts)
+                        out["okey"].append(k)
+                        out["target"].append(target)
+                        out["k_owner"].append(k_owner)
+                        out["t_owner"].append(t_owner)
+                        out["part"].append(part)
+                        out["row"].append(text)
+                        out["summary"].append(None)
+                if out["topic"]:
+                    yield pa.RecordBatch.from_pydict(out, schema=schema)
+        summary = {
+            "pieces": [dataclasses.astuple(p) for p in pieces.values()],
+            "reasons": reasons[:_REASONS],
+            "ranges": [[t, p, lo, hi] for (t, p), (lo, hi) in ranges.items()],
+            "ends": [[t, p, e] for (t, p), e in ends.items()],
+        }
+        last_row: dict[str, list[Any]] = {n: [None] for n in names}
+        last_row["summary"] = [json.dumps(summary)]
+        yield pa.RecordBatch.from_pydict(last_row, schema=schema)
+
+    return run
+
+
+def _piece(pieces: dict[Lane, _Piece], topic: str, partition: int, source: str) -> _Piece:
+    lane = (topic, partition, source)
+    p = pieces.get(lane)
+    if p is None:
+        p = pieces[lane] = _Piece(topic, partition, source)
+    return p
+
+
+def _owned(
+    ev: RowChange,
+    where: str,
+    ctx: KeyContext,
+    router: Router,
+    projections: dict[int, tuple[Projection, tuple[Fold, ...]] | None],
+) -> list[tuple[str, int, int, int]]:
+    """(target, key owner, table owner, part) of a row: one entry, or two for an update that
+    moves its key (the old key's delete and the new key's upsert, each with its key's
+    owner); target "" for a row no route takes."""
+    from rowbus.spark_apply.changes import project
+
+    if ev.schema_id not in projections:
+        if ev.schema_id not in ctx.schemas:
+            raise BadEventError(f"schema id {ev.schema_id} not shipped", where)
+        found = project(Envelope("", 0, 0, ev), router, ctx.schemas.get)
+        if found is None:
+            projections[ev.schema_id] = None
+        else:
+            columns = ctx.folds.get(found.target)
+            if columns is None:
+                raise _NotInSinkError(str(found.target))
+            folds = tuple(columns.get(c.lower(), Fold.TEXT) for c in found.key_columns)
+            projections[ev.schema_id] = (found, folds)
+    entry = projections[ev.schema_id]
+    if entry is None:
+        return [("", 0, 0, WHOLE)]
+    proj, folds = entry
+    target = str(proj.target)
+    whole = owner(target, ())
+    if proj.keyless:
+        return [(target, whole, whole, WHOLE)]
+    if ev.op is Op.DELETE:
+        assert ev.before is not None
+        return [(target, owner(target, _text(proj.key(ev.before)), folds), whole, WHOLE)]
+    assert ev.after is not None
+    new = _text(proj.key(ev.after))
+    if ev.op is Op.UPDATE and ev.before is not None:
+        old = _text(proj.key(ev.before))
+        if old != new:
+            return [
+                (target, owner(target, old, folds), whole, OLD_KEY),
+                (target, owner(target, new, folds), whole, NEW_KEY),
+            ]
+    return [(target, owner(target, new, folds), whole, WHOLE)]
+
+
+def _text(key: tuple[Any, ...]) -> tuple[str, ...]:
+    return tuple(str(k) for k in key)
+
+
+_ARROW_TYPES = {"STRING": "string", "INT": "int32", "BIGINT": "int64"}
+
+
+def _arrow(ddl: str) -> Any:
+    """A pyarrow schema of a ``name TYPE, …`` text (on an executor, without a Spark session)."""
+    import pyarrow as pa
+
+    fields = [part.split() for part in ddl.split(",")]
+    return pa.schema([(name, getattr(pa, _ARROW_TYPES[kind])()) for name, kind in fields])
+
+
+# -- stage 2: the owned writes ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WriteContext:
+    """What `write_owned` needs, shipped to the executors."""
+
+    sink: SinkConnection
+    state_db: str
+    """The quoted state database."""
+    job: str
+    batch_id: int
+    offsets: str
+    """The batch's offsets JSON (every marker of the batch carries it)."""
+    watermark: int
+    schemas: dict[int, TableSchema]
+    routes: tuple[RouteSettings, ...]
+    unrouted: str
+    unique_keys: dict[Target, tuple[tuple[str, ...], ...]]
+    generated: dict[Target, frozenset[str]]
+    statement_bytes: int
+    folds: dict[Target, dict[str, Fold]]
+    """The sink's column folds per target (`KeyContext.folds`): collapse's, as the driver's."""
+
+
+def write_owned(ctx: WriteContext) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The `mapInArrow` function of stage 2: one task's released rows (every row of the keys
+    it owns), collapsed and written with its marker; yields (task, rows written)."""
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        from rowbus.spark_apply.collector import collector_paused
+        from rowbus.spark_apply.shard_writes import marked_transaction
+
+        context = TaskContext.get()
+        assert context is not None  # a task's
+        task = context.partitionId()
+        with collector_paused():
+            rows = sorted(_events(batches), key=lambda r: r[0])
+            if not rows:
+                return
+            router = Router(ctx.routes, ctx.unrouted)
+            written = marked_transaction(
+                ctx.sink,
+                ctx.state_db,
+                ctx.job,
+                task,
+                (ctx.batch_id, 0, ctx.offsets, ctx.watermark, None),
+                lambda cur: _write(cur, [r[1] for r in rows], router, ctx),
+            )
+        yield pa.RecordBatch.from_pydict(
+            {"task": [task], "rows": [written]}, schema=_arrow("task INT, rows BIGINT")
+        )
+
+    return run
+
+
+def _events(batches: Iterable[Any]) -> Iterator[tuple[tuple[Any, ...], Envelope]]:
+    """((ts, source, order key, part), envelope) of each row: the event cut to its half for a
+    key-moving update."""
+    from rowbus.spark_apply.rendered import row_event
+
+    keys: dict[str, tuple[str, ...]] = {}
+    for batch in batches:
+        c = batch.to_pydict()
+        for i in range(batch.num_rows):
+            ev = row_event(c["row"][i], c["source"][i], c["ts"][i], keys)
+            part = c["part"][i]
+            if part == OLD_KEY:
+                ev = dataclasses.replace(ev, op=Op.DELETE, after=None)
+            elif part == NEW_KEY:
+                ev = dataclasses.replace(ev, op=Op.INSERT, before=None)
+            order = (c["ts"][i], c["source"][i], c["okey"][i], part)
+            yield order, Envelope(c["topic"][i], c["partition"][i], c["offset"][i], ev)
+
+
+def _write(cur: Any, envelopes: list[Envelope], router: Router, ctx: WriteContext) -> int:
+    from rowbus.spark_apply.changes import collapse
+    from rowbus.spark_apply.sink import write_table
+
+    shards = collapse(
+        envelopes,
+        router,
+        ctx.schemas.get,
+        lambda t, k: 0,
+        lambda t: ctx.unique_keys.get(t, ()),
+        lambda t: ctx.generated.get(t, frozenset()),
+        lambda t: ctx.folds.get(t, {}),
+    )
+    tables = shards.get(0, {})
+    for tc in tables.values():
+        write_table(cur, tc, ctx.statement_bytes)
+    return sum(len(t) for t in tables.values())
+
+
+# -- the driver's side ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """Stage 1's report, merged over its tasks."""
+
+    pieces: tuple[LanePiece, ...]
+    reasons: tuple[str, ...]
+    ranges: dict[TopicPartition, tuple[int, int]]
+    """(first, last) offset per partition of the records Spark's batch names (not re-read)."""
+    ends: dict[TopicPartition, int]
+
+    @staticmethod
+    def of(texts: Iterable[str]) -> Summary:
+        pieces: list[LanePiece] = []
+        reasons: list[str] = []
+        ranges: dict[TopicPartition, tuple[int, int]] = {}
+        ends: dict[TopicPartition, int] = {}
+        for text in texts:
+            data = json.loads(text)
+            for fields in data["pieces"]:
+                t, p, s, wm, at, n, first, fk, lk, fts, lts, ordered = fields
+                pieces.append(
+                    LanePiece(
+                        t,
+                        p,
+                        s,
+                        wm,
+                        at,
+                        n,
+                        first,
+                        _key(fk),
+                        _key(lk),
+                        fts,
+                        lts,
+                        ordered,
+                    )
+                )
+            reasons.extend(data["reasons"])
+            for t, p, lo, hi in data["ranges"]:
+                old = ranges.get((t, p), (lo, hi))
+                ranges[(t, p)] = (min(old[0], lo), max(old[1], hi))
+            for t, p, e in data["ends"]:
+                ends[(t, p)] = max(ends.get((t, p), 0), e)
+        return Summary(tuple(pieces), tuple(reasons), ranges, ends)
+
+
+def _key(items: list[Any] | None) -> PosKey | None:
+    if items is None:
+        return None
+    upstream, number, file, offset, index = items
+    return (int(upstream), int(number), str(file), int(offset), int(index))
+
+
+def released_of(rows: Iterable[Any]) -> dict[Lane, tuple[PosKey, int]]:
+    """Per lane (last order key, highest ts) released, from the aggregate's rows."""
+    return {
+        (r["topic"], r["partition"], r["source"]): (key_of(r["last"]), int(r["top"]))
+        for r in rows
+        if r["last"] is not None
+    }
+
+
+def elapsed(since: float) -> float:
+    return time.perf_counter() - since

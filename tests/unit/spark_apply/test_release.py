@@ -1,0 +1,196 @@
+"""Throughput mode's release from lane summaries equals the merger's (`planner.plan`) on the
+same records: the rows released, and the state stored — and a batch after a hold, read again
+from `reread`, releases what the merger released from its stash."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rowbus.merge.positions import event_key
+from rowbus.protocol.events import Op, Resolved, RowChange
+from rowbus.spark_apply.keys import Fold
+from rowbus.spark_apply.ownership import owner
+from rowbus.spark_apply.planner import Envelope, PlannerState, plan
+from rowbus.spark_apply.release import Bound, LanePiece, Released, advance, bound, key_of, okey
+from tests.unit.spark_apply.events import resolved, row
+
+T = "topic"
+LANES = [(T, 0, "s1"), (T, 1, "s1")]
+
+
+def stream(txns: int) -> list[Envelope]:
+    """Single-row transactions alternating partitions, each followed by a Resolved at its ts
+    on both partitions (as a reader publishes)."""
+    out: list[Envelope] = []
+    offsets = {0: 0, 1: 0}
+
+    def put(p: int, ev: object) -> None:
+        out.append(Envelope(T, p, offsets[p], ev))  # type: ignore[arg-type]
+        offsets[p] += 1
+
+    for n in range(txns):
+        put(n % 2, row(10 + n, Op.INSERT, after=(n, "v"), txn=f"t{n}", index=0))
+        for p in (0, 1):
+            put(p, resolved(10 + n))
+    return out
+
+
+def summarize(batch: list[Envelope], previous: PlannerState) -> list[LanePiece]:
+    """What the executors report (`throughput.key_rows`), for batches without duplicates."""
+    pieces: dict[tuple[str, int, str], dict[str, object]] = {}
+    for e in sorted(batch, key=lambda e: (e.partition, e.offset)):
+        lane = (e.topic, e.partition, e.event.source)
+        p = pieces.setdefault(lane, {"watermark": 0, "raised_at": 0, "rows": 0})
+        if isinstance(e.event, Resolved):
+            if e.event.ts > p["watermark"]:  # type: ignore[operator]
+                p["watermark"], p["raised_at"] = e.event.ts, e.offset
+            continue
+        assert isinstance(e.event, RowChange)
+        key = event_key(e.event)
+        last = previous.last_seen.get(lane)
+        if last is not None and key <= last:
+            continue
+        if p["rows"] == 0:
+            p["first_offset"], p["first_key"], p["first_ts"] = e.offset, key, e.event.ts
+        p["rows"] = int(p["rows"]) + 1  # type: ignore[call-overload]
+        p["last_key"], p["last_ts"] = key, e.event.ts
+    return [LanePiece(*lane, **fields) for lane, fields in pieces.items()]  # type: ignore[arg-type]
+
+
+def released_of(
+    batch: list[Envelope], b: Bound, previous: PlannerState
+) -> tuple[Released, list[int]]:
+    last: dict[tuple[str, int, str], tuple[object, int]] = {}
+    held: dict[tuple[str, int], int] = {}
+    ends: dict[tuple[str, int], int] = {}
+    keys = []
+    for e in sorted(batch, key=lambda e: (e.partition, e.offset)):
+        tp = (e.topic, e.partition)
+        ends[tp] = max(ends.get(tp, 0), e.offset + 1)
+        if not isinstance(e.event, RowChange):
+            continue
+        lane = (e.topic, e.partition, e.event.source)
+        key = event_key(e.event)
+        if (seen := previous.last_seen.get(lane)) is not None and key <= seen:
+            continue
+        if e.event.ts <= b.mark:
+            last[lane] = (key, e.event.ts)
+            keys.append(e.event.after[0])  # type: ignore[index]
+        else:
+            held[tp] = min(held.get(tp, e.offset), e.offset)
+    return Released(last, held, ends), keys  # type: ignore[arg-type]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 40), min_size=1, max_size=4), st.integers(5, 20))
+def test_batches_release_what_the_merger_releases(cuts: list[int], txns: int) -> None:
+    """Every split of a stream into batches: each batch, read with its `reread` records,
+    releases the rows the merger releases, and the stored state matches the merger's."""
+    records = stream(txns)
+    by_offset = {(e.partition, e.offset): e for e in records}
+    ends = {0: 0, 1: 0}
+    merged, mine = PlannerState(), PlannerState()
+    for cut in [*cuts, 10**6]:
+        new = {p: min(ends[p] + cut, sum(1 for e in records if e.partition == p)) for p in ends}
+        fresh = [e for e in records if ends[e.partition] <= e.offset < new[e.partition]]
+        again = [
+            by_offset[(p, o)]
+            for (_t, p), start in mine.reread.items()
+            for o in range(start, ends[p])
+        ]
+        ends = new
+        p = plan(merged, fresh, LANES)
+        b = bound(mine, summarize(again + fresh, mine), LANES)
+        assert isinstance(b, Bound)
+        released, keys = released_of(again + fresh, b, mine)
+        assert sorted(keys) == sorted(e.event.after[0] for e in p.steps[-1].rows)  # type: ignore[union-attr]
+        mine, merged = advance(mine, b, released), p.state
+        assert mine.watermarks == merged.watermarks
+        assert mine.offsets == merged.offsets
+        assert mine.released_through == merged.released_through
+        assert mine.ts == merged.ts
+        assert {s: f.position for s, f in mine.floors.items()} == {
+            s: f.position for s, f in merged.floors.items()
+        }
+    assert not merged.stash and not mine.reread
+
+
+def test_a_stash_or_a_new_source_sends_the_batch_to_the_merger() -> None:
+    stashed = plan(PlannerState(), stream(3)[:1], LANES).state
+    assert bound(stashed, [], LANES) == "events held in the sink's stash"
+    assert "new on" in str(bound(PlannerState(), [LanePiece(T, 0, "s2")], LANES))
+
+
+def test_pieces_of_one_lane_that_overlap_are_refused() -> None:
+    k1, k2 = (0, 1, "f", 10, 0), (0, 1, "f", 20, 0)
+    a = LanePiece(
+        T, 0, "s1", rows=2, first_offset=0, first_key=k1, last_key=k2, first_ts=1, last_ts=2
+    )
+    b = LanePiece(
+        T, 0, "s1", rows=1, first_offset=5, first_key=k2, last_key=k2, first_ts=2, last_ts=2
+    )
+    assert "repeated" in str(bound(PlannerState(), [a, b], LANES))
+
+
+def test_order_keys_as_text_sort_and_round_trip() -> None:
+    keys = [
+        (0, 3, "b.000003", 9, 1),
+        (0, 3, "b.000003", 10, 0),
+        (0, 4, "b.000004", 1, 0),
+        (1, 1, "c.000001", 4, 0),
+    ]
+    assert sorted(keys, key=okey) == keys
+    assert [key_of(okey(k)) for k in keys] == keys
+
+
+def test_keys_one_to_the_sink_have_one_owner() -> None:
+    """The owner hashes the key's skeleton under the sink's folds (`keys.sink_key`): keys
+    one to the sink's collation share an owner, including those a plain case/accent fold
+    misses (ß = s under general_ci, Swedish Ä = Æ and Y = Ü)."""
+    text = (Fold.TEXT,)
+    assert owner("d.t", ("'c'",), text) == owner("d.t", ("'C  '",), text)
+    assert owner("d.t", ("'Ça '",), text) == owner("d.t", ("'ca'",), text)
+    assert owner("d.t", ("'straße'",), text) == owner("d.t", ("'strase'",), text)
+    assert owner("d.t", ("'Ä'",), text) == owner("d.t", ("'Æ'",), text)
+    assert owner("d.t", ("'Y'",), text) == owner("d.t", ("'Ü'",), text)
+    assert owner("d.t", ("'c'",), text) != owner("d.u", ("'c'",), text)
+    # A PAD SPACE binary column: trailing spaces only; an exact one: byte for byte.
+    assert owner("d.t", ("'a  '",), (Fold.PAD,)) == owner("d.t", ("'a'",), (Fold.PAD,))
+    exact = (Fold.EXACT, Fold.EXACT)
+    assert owner("d.t", ("12", "'a '"), exact) != owner("d.t", ("12", "'a'"), exact)
+    assert owner("d.t", ()) == owner("d.t", (), text)
+
+
+def test_owner_on_the_executors_uses_the_shipped_folds_and_refuses_an_unknown_target() -> None:
+    """`throughput._owned`: the owner of a row is by its key's skeleton under the folds the
+    driver shipped for its target (a key column of a ``_bin`` sink compares 'a' and 'A'
+    apart, of a ``_ci`` one together); a target without folds (no table in the sink yet)
+    sends the batch to the driver's path."""
+    import pytest
+
+    from rowbus.routing.routes import Router, RouteSettings, Target
+    from rowbus.spark_apply.throughput import KeyContext, _NotInSinkError, _owned
+    from tests.unit.spark_apply.events import table
+
+    tbl = table(columns=("k", "v"), key=("k",))
+    routes = (RouteSettings(match="db.*", target="sink.{table}"),)
+
+    def owners(folds: dict[Target, dict[str, Fold]], *keys: str) -> set[int]:
+        ctx = KeyContext({tbl.schema_id: tbl}, routes, "identity", {}, {}, folds)
+        router = Router(routes, "identity")
+        found = set()
+        for k in keys:
+            ev = row(1, after=(k, "'x'"), tbl=tbl)
+            ((target, k_owner, _t_owner, _part),) = _owned(ev, "here", ctx, router, {})
+            assert target == "sink.t"
+            found.add(k_owner)
+        return found
+
+    t = Target("sink", "t")
+    assert len(owners({t: {"k": Fold.TEXT}}, "'a'", "'A'", "'a '")) == 1
+    assert len(owners({t: {"k": Fold.TEXT}}, "'s'", "'ß'", "'SS'")) == 1
+    assert len(owners({t: {"k": Fold.PAD}}, "'a'", "'a '")) == 1
+    assert len(owners({t: {"k": Fold.PAD}}, "'a'", "'A'")) == 2
+    with pytest.raises(_NotInSinkError):
+        owners({Target("sink", "other"): {"k": Fold.TEXT}}, "'a'")
