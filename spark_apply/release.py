@@ -40,9 +40,10 @@ from rowbus.merge.positions import Floor, PosKey
 from rowbus.spark_apply.planner import PlannerState
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LanePiece:
-    """What one read task saw of one lane, in offset order."""
+    """What one read task saw of one lane, in offset order (filled in place by that task as
+    its records pass, then shipped to the driver as a tuple of these fields)."""
 
     topic: str
     partition: int

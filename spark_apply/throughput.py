@@ -82,22 +82,6 @@ class _NotInSinkError(Exception):
     """A row of a target the sink does not describe (no folds shipped for it)."""
 
 
-@dataclass(slots=True)
-class _Piece:
-    topic: str
-    partition: int
-    source: str
-    watermark: int = 0
-    raised_at: int = 0
-    rows: int = 0
-    first_offset: int = -1
-    first_key: PosKey | None = None
-    last_key: PosKey | None = None
-    first_ts: int = 0
-    last_ts: int = 0
-    ordered: bool = True
-
-
 def key_rows(ctx: KeyContext) -> Callable[[Iterator[Any]], Iterator[Any]]:  # noqa: PLR0915 - one pass
     """The `mapInArrow` function of stage 1 (source schema plus a `reread` column in,
     `KEYED_SCHEMA` out)."""
@@ -111,7 +95,7 @@ def key_rows(ctx: KeyContext) -> Callable[[Iterator[Any]], Iterator[Any]]:  # no
         schema = _arrow(KEYED_SCHEMA)
         router = Router(ctx.routes, ctx.unrouted)
         projections: dict[int, tuple[Projection, tuple[Fold, ...]] | None] = {}
-        pieces: dict[Lane, _Piece] = {}
+        pieces: dict[Lane, LanePiece] = {}
         running: dict[Lane, PosKey] = {}
         reasons: list[str] = []
         ranges: dict[tuple[str, int], list[int]] = {}
@@ -193,11 +177,11 @@ def key_rows(ctx: KeyContext) -> Callable[[Iterator[Any]], Iterator[Any]]:  # no
     return run
 
 
-def _piece(pieces: dict[Lane, _Piece], topic: str, partition: int, source: str) -> _Piece:
+def _piece(pieces: dict[Lane, LanePiece], topic: str, partition: int, source: str) -> LanePiece:
     lane = (topic, partition, source)
     p = pieces.get(lane)
     if p is None:
-        p = pieces[lane] = _Piece(topic, partition, source)
+        p = pieces[lane] = LanePiece(topic, partition, source)
     return p
 
 
