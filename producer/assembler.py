@@ -77,6 +77,8 @@ class Query:
     None: unknown)."""
     timestamp_us: int | None = None
     """The statement's time at the source, µs since the epoch (None: unknown)."""
+    time_zone: str | None = None
+    """The session's UTC offset at that time, ``+HH:MM`` (None: unknown)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,13 +146,16 @@ class DdlItem:
     """The schema tracker's after-schema (None, or not `known`: the next table map's)."""
     sql_mode: str | None = None
     timestamp_us: int | None = None
+    time_zone: str | None = None
 
 
 Change = RowItem | DdlItem
 
 
 def _ddl_item(q: Query, parsed: ParsedDdl, pos: BinlogPosition) -> DdlItem:
-    return DdlItem(q.statement, q.schema, parsed, pos, q.ddl, q.sql_mode, q.timestamp_us)
+    return DdlItem(
+        q.statement, q.schema, parsed, pos, q.ddl, q.sql_mode, q.timestamp_us, q.time_zone
+    )
 
 
 @dataclass(slots=True)

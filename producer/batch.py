@@ -634,6 +634,7 @@ class Batcher:
             txn=ref,
             sql_mode=item.sql_mode,
             timestamp_us=item.timestamp_us,
+            time_zone=item.time_zone,
         )
         topic, partitioner = self.topic_for(schema, table)
         routes = partitioner.route(ddl)

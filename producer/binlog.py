@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import codecs
 import logging
+import re
 import struct
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -568,12 +569,14 @@ class BinlogStream:
             ddl = None
             sql_mode = None
             micros = None
+            zone = None
             if classify(statement) is None:
                 if self._tracker is not None:
                     ddl = self._track(statement, str(schema or ""), end)
                 sql_mode = self._sql_mode(getattr(event, "sql_mode", None))
                 # MariaDB writes the statement's microseconds beside the event's seconds.
                 micros = event.timestamp * 1_000_000 + int(getattr(event, "hrnow", 0) or 0)
+                zone = self._time_zone(getattr(event, "time_zone", None), event.timestamp)
             return Query(
                 statement,
                 str(schema or ""),
@@ -583,6 +586,7 @@ class BinlogStream:
                 ddl,
                 sql_mode,
                 micros,
+                zone,
             )
         if kind is ExecuteLoadQueryEvent:
             return _load_query(event, end)
@@ -616,6 +620,40 @@ class BinlogStream:
             value = row["m"] if isinstance(row, dict) else (row[0] if row else "")
             names = self._sql_modes[bits] = str(value)
         return names
+
+    def _time_zone(self, raw: bytes | None, seconds: int) -> str | None:
+        """A statement event's session time zone as its UTC offset at the statement's time,
+        ``+HH:MM`` (PROTOCOL.md §1.3). An offset is taken as written; a named zone or
+        ``SYSTEM`` is resolved by the source itself at that moment (only it knows its system
+        zone, and a sink need not have time zone tables). None when the event has no zone
+        (the statement did not use it) or the source cannot be asked."""
+        if not raw:
+            return None
+        name = raw.decode("ascii", "replace")
+        offset = _OFFSET.fullmatch(name)
+        if offset is not None:
+            sign, hours, minutes = offset.groups()
+            return f"{sign}{int(hours):02d}:{minutes}"
+        conn = getattr(self._reader, "_ctl_connection", None)
+        if conn is None:
+            return None
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SET @rowbus_time_zone = @@SESSION.time_zone")
+                cur.execute("SET SESSION time_zone = %s, SESSION timestamp = %s", (name, seconds))
+                # Both read the one session timestamp, so their difference is the offset.
+                cur.execute("SELECT TIMESTAMPDIFF(MINUTE, UTC_TIMESTAMP(), NOW()) AS m")
+                row = cur.fetchone()  # the library's connection makes dicts
+                cur.execute(
+                    "SET SESSION timestamp = DEFAULT, SESSION time_zone = @rowbus_time_zone"
+                )
+        except (pymysql.MySQLError, OSError) as exc:
+            log.warning("%s: cannot resolve time zone %s: %s", self.source.name, name, exc)
+            return None
+        minutes_east = int(row["m"] if isinstance(row, dict) else (row[0] if row else 0))
+        sign = "-" if minutes_east < 0 else "+"
+        hours, minutes = divmod(abs(minutes_east), 60)
+        return f"{sign}{hours:02d}:{minutes:02d}"
 
     def _require_whole(
         self, table: TableSchema, ncols: int, present: bytes, after: bytes | None, end: int
@@ -744,6 +782,8 @@ ImagePairs = list[tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]]
 
 
 _QUERY_POST_HEADER = 13
+_OFFSET = re.compile(r"([+-])(\d{1,2}):(\d{2})")
+"""A session time zone written as an offset (MariaDB and MySQL print it so)."""
 """A Query event's fixed part: thread id, time, schema length, error code, status length."""
 
 

@@ -253,6 +253,20 @@ class RowChange:
         return None if self.after is None else table.image_dict(self.after)
 
 
+@dataclass(frozen=True, slots=True)
+class StatementSession:
+    """What a DDL ran under at the source (PROTOCOL.md §1.3), which a consumer that runs it
+    sets first, as a replica does; a None field is unknown (the consumer's own)."""
+
+    sql_mode: str | None = None
+    timestamp_us: int | None = None
+    time_zone: str | None = None
+
+
+UNKNOWN = StatementSession()
+"""A session of which nothing is known (an older writer's DDL): the consumer's own."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DdlChange:
     """A DDL statement; `table_schema` is the table's schema after it (None if dropped, or if
@@ -276,6 +290,15 @@ class DdlChange:
     """1.4: the source's time when it ran the statement, in microseconds since the epoch (the
     session's ``TIMESTAMP``); None when unknown. A consumer runs the statement at that time, so
     a column added with ``DEFAULT CURRENT_TIMESTAMP`` holds the source's value in old rows."""
+    time_zone: str | None = None
+    """1.5: the source session's UTC offset when it ran the statement, ``+HH:MM`` or
+    ``-HH:MM`` (a named zone or ``SYSTEM`` resolved by the source at `timestamp_us`); None
+    when unknown. A consumer runs the statement in it, so a DATETIME filled with
+    ``CURRENT_TIMESTAMP`` or a time literal reads as it did at the source."""
+
+    @property
+    def session(self) -> StatementSession:
+        return StatementSession(self.sql_mode, self.timestamp_us, self.time_zone)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -213,6 +213,7 @@ SAMPLES: dict[str, Record] = {
         kind=DdlKind.ALTER_TABLE,
         sql_mode="STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_AUTO_CREATE_USER",
         timestamp_us=1_764_000_000_123_456,
+        time_zone="+05:30",
     ),
     "ddl_truncate": DdlChange(
         source="db1",

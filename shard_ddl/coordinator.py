@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from rowbus.protocol.events import ControlKind, ControlRecord, DdlChange
+from rowbus.protocol.events import UNKNOWN, ControlKind, ControlRecord, DdlChange, StatementSession
 from rowbus.shard_ddl import records
 from rowbus.shard_ddl.control import ControlLog
 from rowbus.shard_ddl.ddl import compatible, normalize, retarget
@@ -91,8 +91,7 @@ class Coordinator:
             ev.statement,
             ev.ts,
             position=str(ev.position),
-            sql_mode=ev.sql_mode,
-            timestamp_us=ev.timestamp_us,
+            session=ev.session,
         )
 
     def report(
@@ -104,13 +103,11 @@ class Coordinator:
         ts: int,
         *,
         position: str = "",
-        sql_mode: str | None = None,
-        timestamp_us: int | None = None,
+        session: StatementSession = UNKNOWN,
     ) -> str:
         """Report that shard `source/schema.table` reached its DDL `statement` (upstream `ts`),
-        run under the source session's `sql_mode` at `timestamp_us` (the DDL event's, PROTOCOL.md
-        §1.3; None: unknown); the lock id. Reporting the same DDL again (same ts) returns the
-        same lock."""
+        run under the source's `session` (the DDL event's, PROTOCOL.md §1.3); the lock id.
+        Reporting the same DDL again (same ts) returns the same lock."""
         shard = shard_name(source, schema, table)
         target = self.groups.target_of(source, schema, table)
         if target is None:
@@ -141,8 +138,7 @@ class Coordinator:
             actor=self.actor,
             at_ms=self._now_ms(),
             position=position,
-            sql_mode=sql_mode,
-            timestamp_us=timestamp_us,
+            session=session,
         )
         self._publish(record)
         log.info("%s: %s reported %r to lock %s (%s)", self.actor, shard, statement, lock_id, mode)
@@ -190,10 +186,7 @@ class Coordinator:
     def _execute(self, lock: Lock) -> None:
         assert self.executor is not None
         assert lock.statement is not None
-        sql_mode, timestamp_us = lock.session
-        outcome = self.executor.execute(
-            lock.lock_id, lock.target, lock.statement, sql_mode, timestamp_us
-        )
+        outcome = self.executor.execute(lock.lock_id, lock.target, lock.statement, lock.session)
         self._publish(
             records.action(
                 ControlKind.DONE,

@@ -25,6 +25,7 @@ from typing import Any
 
 import pymysql
 
+from rowbus.protocol.events import UNKNOWN, StatementSession
 from rowbus.shard_ddl.ddl import quote
 from rowbus.shard_ddl.exceptions import DownstreamDdlError
 
@@ -91,17 +92,16 @@ class DdlExecutor:
         lock_id: str,
         target: str | Sequence[str],
         statement: str,
-        sql_mode: str | None = None,
-        timestamp_us: int | None = None,
+        session: StatementSession = UNKNOWN,
     ) -> Outcome:
         """Run `statement` (which changes `target`, ``schema.table``, or several such tables)
-        once for `lock_id`, under the source session's `sql_mode` and at its time
-        (`timestamp_us`, µs since the epoch) when known (None: the sink's own)."""
+        once for `lock_id`, under the source's `session` (its sql_mode, time and time zone,
+        each where known; the sink's own otherwise)."""
         try:
             conn = self._connect()
             with conn, conn.cursor() as cur:
                 self._setup(cur)
-                return self._execute(cur, lock_id, target, statement, sql_mode, timestamp_us)
+                return self._execute(cur, lock_id, target, statement, session)
         except pymysql.MySQLError as exc:
             code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
             raise DownstreamDdlError(
@@ -114,8 +114,7 @@ class DdlExecutor:
         lock_id: str,
         target: str | Sequence[str],
         statement: str,
-        sql_mode: str | None,
-        timestamp_us: int | None,
+        session: StatementSession,
     ) -> Outcome:
         cur.execute(
             f"SELECT state, before_definition FROM {self._table} WHERE lock_id=%s", (lock_id,)
@@ -136,6 +135,11 @@ class DdlExecutor:
                 (lock_id, statement, current),
             )
         log.info("lock %s: executing on the sink: %s", lock_id, statement)
+        sql_mode, timestamp_us, time_zone = (
+            session.sql_mode,
+            session.timestamp_us,
+            session.time_zone,
+        )
         if sql_mode is not None:
             cur.execute("SET @rowbus_sql_mode = @@SESSION.sql_mode")
             _set_sql_mode(cur, sql_mode, lock_id)
@@ -143,9 +147,16 @@ class DdlExecutor:
             # CURRENT_TIMESTAMP / NOW(6) defaults fill old rows with the source's moment.
             seconds, micros = divmod(timestamp_us, 1_000_000)
             cur.execute(f"SET TIMESTAMP = {seconds}.{micros:06d}")
+        if time_zone is not None:
+            # ... and a DATETIME takes that moment (or a time literal its instant) in the
+            # source session's zone, not the sink connection's.
+            cur.execute("SET @rowbus_time_zone = @@SESSION.time_zone")
+            cur.execute("SET SESSION time_zone = %s", (time_zone,))
         try:
             cur.execute(statement)
         finally:
+            if time_zone is not None:
+                cur.execute("SET SESSION time_zone = @rowbus_time_zone")
             if timestamp_us is not None:
                 cur.execute("SET TIMESTAMP = DEFAULT")
             if sql_mode is not None:

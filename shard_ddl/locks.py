@@ -28,7 +28,7 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any
 
-from rowbus.protocol.events import ControlKind, ControlRecord
+from rowbus.protocol.events import UNKNOWN, ControlKind, ControlRecord, StatementSession
 from rowbus.shard_ddl.ddl import normalize, retarget
 from rowbus.shard_ddl.exceptions import DdlTextError
 from rowbus.shard_ddl.records import detail_of, parse_lock_id
@@ -64,10 +64,8 @@ class Intent:
     actor: str
     at_ms: int
     position: str = ""
-    sql_mode: str | None = None
-    """The source session's sql_mode when the shard ran its DDL (None: unknown)."""
-    timestamp_us: int | None = None
-    """When the shard ran its DDL upstream, µs since the epoch (None: unknown)."""
+    session: StatementSession = UNKNOWN
+    """What the shard's DDL ran under upstream: sql_mode, time, time zone (None: unknown)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,15 +106,12 @@ class Lock:
     shards it waits for and where they are."""
 
     @property
-    def session(self) -> tuple[str | None, int | None]:
-        """(sql_mode, timestamp_us) the statement runs under downstream: the owner's, i.e. of
-        the intent that opened the lock, whose statement it is (a replica runs a statement
-        under its session's mode and time; shards that ran it at other moments cannot all be
-        matched by one downstream statement). (None, None) for a lock of older writers."""
-        if not self.intents:
-            return None, None
-        first = self.intents[0]
-        return first.sql_mode, first.timestamp_us
+    def session(self) -> StatementSession:
+        """The session the statement runs under downstream: the owner's, i.e. of the intent
+        that opened the lock, whose statement it is (a replica runs a statement under its
+        session's mode, time and zone; shards that ran it at other moments cannot all be
+        matched by one downstream statement). All unknown for a lock of older writers."""
+        return self.intents[0].session if self.intents else UNKNOWN
 
     @property
     def arrived(self) -> frozenset[str]:
@@ -178,8 +173,9 @@ class Lock:
                     "actor": i.actor,
                     "at_ms": i.at_ms,
                     "position": i.position,
-                    "sql_mode": i.sql_mode,
-                    "timestamp_us": i.timestamp_us,
+                    "sql_mode": i.session.sql_mode,
+                    "timestamp_us": i.session.timestamp_us,
+                    "time_zone": i.session.time_zone,
                 }
                 for i in self.intents
             ],
@@ -281,6 +277,7 @@ def _intent(lock: Lock, record: ControlRecord, detail: dict[str, Any], at_ms: in
     normalized = str(detail.get("normalized") or normalize(executable))
     sql_mode = detail.get("sql_mode")
     timestamp_us = detail.get("timestamp_us")
+    time_zone = detail.get("time_zone")
     mine = Intent(
         shard,
         statement,
@@ -290,10 +287,13 @@ def _intent(lock: Lock, record: ControlRecord, detail: dict[str, Any], at_ms: in
         record.actor,
         at_ms,
         str(detail.get("position", "")),
-        sql_mode if isinstance(sql_mode, str) else None,
-        timestamp_us
-        if isinstance(timestamp_us, int) and not isinstance(timestamp_us, bool)
-        else None,
+        StatementSession(
+            sql_mode if isinstance(sql_mode, str) else None,
+            timestamp_us
+            if isinstance(timestamp_us, int) and not isinstance(timestamp_us, bool)
+            else None,
+            time_zone if isinstance(time_zone, str) else None,
+        ),
     )
     known = lock.intent_of(shard)
     if known is not None:

@@ -8,9 +8,10 @@ below). A record whose detail is not JSON is read as ``{"note": detail}``.
   ``target``, ``seq``, ``group`` (every shard of the target the reporter knows), ``executable``
   (the statement retargeted to the target table), ``normalized``, ``mode``
   (``pessimistic``/``optimistic``), ``at_ms`` (reporter's clock), ``position`` (binlog), and
-  when the DDL event carries them (protocol 1.4, PROTOCOL.md §1.3) ``sql_mode`` (the source
-  session's) and ``timestamp_us`` (the statement's time, µs since the epoch); a record without
-  them (an older writer) reads as unknown (None): the sink's own mode and time.
+  when the DDL event carries them (PROTOCOL.md §1.3) ``sql_mode`` (the source session's, 1.4),
+  ``timestamp_us`` (the statement's time, µs since the epoch, 1.4) and ``time_zone`` (the
+  session's UTC offset, 1.5); a record without them (an older writer) reads as unknown
+  (None): the sink's own mode, time and zone.
 - CONFLICT: detail ``cause``, ``at_ms``.
 - DONE: ``statement`` = what was executed (None if nothing: already applied), detail
   ``at_ms``, ``already`` (the sink had it already: a crash between executing and publishing).
@@ -26,7 +27,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from rowbus.protocol.events import ControlKind, ControlRecord
+from rowbus.protocol.events import UNKNOWN, ControlKind, ControlRecord, StatementSession
 
 
 def lock_id(target: str, seq: int) -> str:
@@ -76,14 +77,17 @@ def intent(
     actor: str,
     at_ms: int,
     position: str = "",
-    sql_mode: str | None = None,
-    timestamp_us: int | None = None,
+    session: StatementSession = UNKNOWN,
 ) -> ControlRecord:
-    session: dict[str, Any] = {}
-    if sql_mode is not None:
-        session["sql_mode"] = sql_mode
-    if timestamp_us is not None:
-        session["timestamp_us"] = timestamp_us
+    known = {
+        key: value
+        for key, value in (
+            ("sql_mode", session.sql_mode),
+            ("timestamp_us", session.timestamp_us),
+            ("time_zone", session.time_zone),
+        )
+        if value is not None
+    }
     return ControlRecord(
         lock_id=lock_id(target, seq),
         kind=ControlKind.INTENT,
@@ -101,7 +105,7 @@ def intent(
                 "mode": mode,
                 "at_ms": at_ms,
                 "position": position,
-                **session,
+                **known,
             }
         ),
     )

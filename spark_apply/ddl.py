@@ -144,9 +144,7 @@ class SinkDdl:
         try:
             if creates:
                 self._ensure_databases(touched)
-            outcome = self._executor.execute(
-                self.marker_id(ev), touched, sql, ev.sql_mode, ev.timestamp_us
-            )
+            outcome = self._executor.execute(self.marker_id(ev), touched, sql, ev.session)
         except DownstreamDdlError as exc:
             head = _ALREADY.get(exc.code or 0)
             if head is not None and sql.lstrip().upper().startswith(head):

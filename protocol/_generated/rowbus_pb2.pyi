@@ -137,7 +137,7 @@ class TableSchema(_message.Message):
     def __init__(self, schema: _Optional[str] = ..., table: _Optional[str] = ..., columns: _Optional[_Iterable[_Union[Column, _Mapping]]] = ..., primary_key: _Optional[_Iterable[str]] = ..., indexes: _Optional[_Iterable[_Union[Index, _Mapping]]] = ...) -> None: ...
 
 class DdlChange(_message.Message):
-    __slots__ = ("source", "ts", "schema", "table", "statement", "table_schema", "position", "txn", "kind", "sql_mode", "timestamp_us")
+    __slots__ = ("source", "ts", "schema", "table", "statement", "table_schema", "position", "txn", "kind", "sql_mode", "timestamp_us", "time_zone")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     TS_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
@@ -149,6 +149,7 @@ class DdlChange(_message.Message):
     KIND_FIELD_NUMBER: _ClassVar[int]
     SQL_MODE_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_US_FIELD_NUMBER: _ClassVar[int]
+    TIME_ZONE_FIELD_NUMBER: _ClassVar[int]
     source: str
     ts: int
     schema: str
@@ -160,7 +161,8 @@ class DdlChange(_message.Message):
     kind: str
     sql_mode: str
     timestamp_us: int
-    def __init__(self, source: _Optional[str] = ..., ts: _Optional[int] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., statement: _Optional[str] = ..., table_schema: _Optional[_Union[TableSchema, _Mapping]] = ..., position: _Optional[_Union[Position, _Mapping]] = ..., txn: _Optional[_Union[Txn, _Mapping]] = ..., kind: _Optional[str] = ..., sql_mode: _Optional[str] = ..., timestamp_us: _Optional[int] = ...) -> None: ...
+    time_zone: str
+    def __init__(self, source: _Optional[str] = ..., ts: _Optional[int] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., statement: _Optional[str] = ..., table_schema: _Optional[_Union[TableSchema, _Mapping]] = ..., position: _Optional[_Union[Position, _Mapping]] = ..., txn: _Optional[_Union[Txn, _Mapping]] = ..., kind: _Optional[str] = ..., sql_mode: _Optional[str] = ..., timestamp_us: _Optional[int] = ..., time_zone: _Optional[str] = ...) -> None: ...
 
 class Resolved(_message.Message):
     __slots__ = ("source", "ts")

@@ -28,9 +28,9 @@ from rowbus.protocol.events import (
     SchemaRecord,
 )
 
-PROTOCOL_VERSION = "1.4"
+PROTOCOL_VERSION = "1.5"
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 4
+PROTOCOL_MINOR = 5
 VERSION_HEADER = "rowbus-version"
 ENCODING_HEADER = "rowbus-encoding"
 KIND_HEADER = "rowbus-kind"

@@ -49,7 +49,10 @@ WRITER_SCHEMAS: dict[str, Any] = {
     "1.3": fastavro.parse_schema(
         json.loads((SCHEMA_PATH.parent / "rowbus-1.3.avsc").read_text(encoding="utf-8"))
     ),
-    "1.4": SCHEMA,
+    "1.4": fastavro.parse_schema(
+        json.loads((SCHEMA_PATH.parent / "rowbus-1.4.avsc").read_text(encoding="utf-8"))
+    ),
+    "1.5": SCHEMA,
 }
 """The Avro schema of each protocol version this decoder reads (each minor version adds fields
 at record ends, with defaults, so an older datum resolves to this version's reader schema)."""
@@ -158,6 +161,7 @@ def _(r: DdlChange) -> tuple[str, dict[str, Any]]:
         "kind": None if r.kind is None else r.kind.value,
         "sql_mode": r.sql_mode,
         "timestamp_us": r.timestamp_us,
+        "time_zone": r.time_zone,
     }
 
 
@@ -265,6 +269,7 @@ def _ddl_from(d: dict[str, Any]) -> DdlChange:
         kind=ddl_kind(d["kind"]),
         sql_mode=d["sql_mode"],
         timestamp_us=d["timestamp_us"],
+        time_zone=d["time_zone"],
     )
 
 

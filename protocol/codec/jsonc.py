@@ -304,6 +304,7 @@ def _(r: DdlChange) -> dict[str, Any]:
             "kind": None if r.kind is None else r.kind.value,
             "sql_mode": r.sql_mode,
             "timestamp_us": r.timestamp_us,
+            "time_zone": r.time_zone,
         }
     }
 
@@ -455,6 +456,7 @@ def _ddl_from(d: Mapping[str, Any]) -> DdlChange:
         kind=ddl_kind(_opt_str(d.get("kind"))),
         sql_mode=_opt_str(d.get("sql_mode")),
         timestamp_us=None if d.get("timestamp_us") is None else _int(d["timestamp_us"]),
+        time_zone=_opt_str(d.get("time_zone")),
     )
 
 

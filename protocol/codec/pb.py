@@ -161,6 +161,8 @@ def _(r: DdlChange, env: Any) -> None:
         m.sql_mode = r.sql_mode
     if r.timestamp_us is not None:
         m.timestamp_us = r.timestamp_us
+    if r.time_zone is not None:
+        m.time_zone = r.time_zone
 
 
 @_filler
@@ -341,6 +343,7 @@ def _ddl_from(m: Any) -> DdlChange:
         kind=ddl_kind(m.kind) if m.HasField("kind") else None,
         sql_mode=m.sql_mode if m.HasField("sql_mode") else None,
         timestamp_us=m.timestamp_us if m.HasField("timestamp_us") else None,
+        time_zone=m.time_zone if m.HasField("time_zone") else None,
     )
 
 

@@ -162,3 +162,17 @@ def test_a_ddl_runs_at_the_source_statements_time(sink: tuple[SinkDdl, str, Any]
     assert sink_ddl.apply(add)
     got = query(conn, f"SELECT id, UNIX_TIMESTAMP(at) FROM `{db}`.t ORDER BY id")
     assert [(i, int(t * 1_000_000)) for i, t in got] == [(1, when), (2, when)]
+
+
+def test_a_ddl_runs_in_the_source_sessions_time_zone(sink: tuple[SinkDdl, str, Any]) -> None:
+    """A DATETIME added with DEFAULT CURRENT_TIMESTAMP holds, in the rows the table had, the
+    statement's moment in the source session's zone (protocol 1.5), not the sink's."""
+    sink_ddl, db, conn = sink
+    add = replace(
+        ddl(db, "ALTER TABLE t ADD COLUMN d DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP"),
+        timestamp_us=1_700_000_000_000_000,
+        time_zone="+05:30",
+    )
+    assert sink_ddl.apply(add)
+    got = query(conn, f"SELECT id, CAST(d AS CHAR) FROM `{db}`.t ORDER BY id")
+    assert got == [(1, "2023-11-15 03:43:20"), (2, "2023-11-15 03:43:20")]

@@ -5,9 +5,9 @@ Spark: the DDL events the reader published go through its gate and its `after_ap
 planner calls them).
 
 Two shards on a real source run the same DDL from a session that changes what it does to the
-rows already there: a lenient ``sql_mode`` truncating a column (a strict sink refuses it), or a
+rows already there: a lenient ``sql_mode`` truncating a column (a strict sink refuses it), a
 fixed session time with a ``DEFAULT CURRENT_TIMESTAMP`` column (the sink would fill its own
-moment). `rowbus verify` then compares the target with the union of the shards.
+moment), or a session time zone with a DATETIME column (the sink would fill its own zone's). `rowbus verify` then compares the target with the union of the shards.
 """
 
 from __future__ import annotations
@@ -47,6 +47,11 @@ SESSIONS = {
     "timestamp": (
         "SET TIMESTAMP = 1700000000.123456",
         "ALTER TABLE {t} ADD COLUMN c DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)",
+    ),
+    # ... in the session's zone (protocol 1.5), not the sink connection's
+    "zone": (
+        "SET SESSION time_zone = '+05:30', TIMESTAMP = 1700000000",
+        "ALTER TABLE {t} ADD COLUMN z DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP",
     ),
 }
 
@@ -165,11 +170,13 @@ def test_the_subscriber_runs_a_coordinated_ddl_under_the_source_session(
         wait_for(up.equal, timeout=60, what="the target to equal the union of the shards")
         lock = coord.table.get(up.lock)
         assert lock is not None
-        sql_mode, timestamp_us = lock.session
+        session = lock.session
         if case == "lenient":
-            assert sql_mode == ""
+            assert session.sql_mode == ""
+        elif case == "timestamp":
+            assert session.timestamp_us == 1_700_000_000_123_456
         else:
-            assert timestamp_us == 1_700_000_000_123_456
+            assert session.time_zone == "+05:30"
     with connect(services.resolved_sink) as conn, conn.cursor() as cur:
         cur.execute(f"DROP DATABASE `{ddl_state}`")
 

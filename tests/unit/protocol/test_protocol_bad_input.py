@@ -330,22 +330,32 @@ def test_checkpoints_of_protocol_1_2_still_decode(suffix: str) -> None:
     assert record.snapshot is None and record.epoch == 3
 
 
+@pytest.mark.parametrize("version", ["1.3", "1.4"])
 @pytest.mark.parametrize("suffix", ["pb", "avro", "json"])
-def test_ddl_of_protocol_1_3_still_decodes(suffix: str) -> None:
-    """1.4 adds `DdlChange.sql_mode` at the end: a 1.3 DDL (Avro: read with the 1.3 writer
-    schema) decodes with no sql_mode, its other fields intact."""
+def test_ddl_of_older_protocols_still_decodes(suffix: str, version: str) -> None:
+    """1.4 adds `DdlChange.sql_mode` and `timestamp_us`, 1.5 `time_zone`, each at the end: an
+    older DDL (Avro: read with its version's writer schema) decodes with the later fields
+    unknown, its other fields intact."""
     from pathlib import Path
 
     import rowbus.protocol
 
     data = (
-        Path(rowbus.protocol.__file__).parent / "testdata" / "v1.3" / f"ddl.{suffix}"
+        Path(rowbus.protocol.__file__).parent / "testdata" / f"v{version}" / f"ddl.{suffix}"
     ).read_bytes()
     enc = {"pb": b"protobuf", "avro": b"avro", "json": b"json"}[suffix]
-    headers = [("rowbus-version", b"1.3"), ("rowbus-encoding", enc), ("rowbus-kind", b"ddl")]
+    headers = [
+        ("rowbus-version", version.encode()),
+        ("rowbus-encoding", enc),
+        ("rowbus-kind", b"ddl"),
+    ]
     record = decode(data, headers, POS)
     assert isinstance(record, DdlChange)
-    assert record.sql_mode is None and record.timestamp_us is None
+    assert record.time_zone is None
+    if version == "1.3":
+        assert record.sql_mode is None and record.timestamp_us is None
+    else:
+        assert record.sql_mode is not None and record.timestamp_us == 1_764_000_000_123_456
     assert record.kind is DdlKind.ALTER_TABLE
     assert record.statement == "ALTER TABLE all_types ADD COLUMN gone VARCHAR(8)"
 

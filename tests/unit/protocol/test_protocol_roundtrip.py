@@ -71,7 +71,7 @@ def test_headers_name_version_encoding_and_kind() -> None:
 
     _, headers = encode(Resolved(source="db1", ts=5), Encoding.AVRO)
     assert headers == [
-        ("rowbus-version", b"1.4"),
+        ("rowbus-version", b"1.5"),
         ("rowbus-encoding", b"avro"),
         ("rowbus-kind", b"resolved"),
     ]

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from rowbus.protocol.events import ControlKind, ControlRecord
+from rowbus.protocol.events import UNKNOWN, ControlKind, ControlRecord, StatementSession
 from rowbus.shard_ddl.coordinator import Coordinator
 from rowbus.shard_ddl.exceptions import ControlTopicError, ShardDdlError
 from rowbus.shard_ddl.executor import Outcome
@@ -54,8 +54,7 @@ class FakeSink:
         lock_id: str,
         target: str,
         statement: str,
-        sql_mode: str | None = None,
-        timestamp_us: int | None = None,
+        session: StatementSession = UNKNOWN,
     ) -> Outcome:
         first = all(lock != lock_id for lock, _ in self.executed)
         self.executed.append((lock_id, statement))

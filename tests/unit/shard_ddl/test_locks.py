@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rowbus.protocol.events import ControlKind, ControlRecord
+from rowbus.protocol.events import ControlKind, ControlRecord, StatementSession
 from rowbus.shard_ddl import records
 from rowbus.shard_ddl.ddl import normalize, retarget
 from rowbus.shard_ddl.locks import OPTIMISTIC, PESSIMISTIC, LockState, LockTable, replay
@@ -320,16 +320,17 @@ def test_the_owners_sql_mode_and_time_travel_in_the_intent_and_old_intents_read_
         mode=PESSIMISTIC,
         actor="job-s1",
         at_ms=1000,
-        sql_mode="",
-        timestamp_us=1_700_000_000_123_456,
+        session=StatementSession("", 1_700_000_000_123_456, "-03:00"),
     )
     table = replay([owner, *(intent(s, ADD.replace("o_1", s[-3:])) for s in GROUP[1:])])
     lock = table.get("shop.orders#1")
     assert lock is not None and lock.state is LockState.READY
     # an empty sql_mode (a lenient session) is a mode, not an unknown one
-    assert lock.session == ("", 1_700_000_000_123_456)
+    assert lock.session == StatementSession("", 1_700_000_000_123_456, "-03:00")
     assert lock.describe()["intents"][0]["timestamp_us"] == 1_700_000_000_123_456
+    assert lock.describe()["intents"][0]["time_zone"] == "-03:00"
     # a record of an older writer (no keys) and a later shard's own session leave it unknown
-    assert replay([intent(s, ADD.replace("o_1", s[-3:])) for s in GROUP]).get(
-        "shop.orders#1"
-    ).session == (None, None)  # type: ignore[union-attr]
+    assert (
+        replay([intent(s, ADD.replace("o_1", s[-3:])) for s in GROUP]).get("shop.orders#1").session
+        == StatementSession()
+    )  # type: ignore[union-attr]
