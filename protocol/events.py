@@ -116,6 +116,10 @@ class IndexSchema:
         return {"name": self.name, "columns": list(self.columns), "unique": self.unique}
 
 
+def _index_name(index: IndexSchema) -> str:
+    return index.name
+
+
 @dataclass(frozen=True)
 class TableSchema:
     """A table's columns in binlog order, its primary key (column names, key order) and its
@@ -149,8 +153,12 @@ class TableSchema:
         }
 
     def canonical_bytes(self) -> bytes:
-        """Compact JSON of `to_dict` with sorted keys, UTF-8, non-ASCII unescaped."""
-        text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        """Compact JSON of `to_dict` with sorted keys and indexes sorted by name (code point
+        order: a writer that lists them otherwise still computes the same id), UTF-8,
+        non-ASCII unescaped."""
+        canonical = self.to_dict()
+        canonical["indexes"] = [i.to_dict() for i in sorted(self.indexes, key=_index_name)]
+        text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return text.encode("utf-8")
 
     @cached_property

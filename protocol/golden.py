@@ -71,22 +71,42 @@ ALL_TYPES = TableSchema(
         ColumnSchema("ratio", "double"),
         ColumnSchema("f", "float"),
         ColumnSchema("flag", "tinyint"),
-        ColumnSchema("body", "text", charset="utf8mb4"),
+        ColumnSchema("body", "text", charset="utf8mb4", collation="utf8mb4_general_ci"),
         ColumnSchema("day", "date"),
         ColumnSchema("dur", "time", fsp=6),
         ColumnSchema("yr", "year"),
         ColumnSchema("bits", "bit", length=12),
-        ColumnSchema("state", "enum", elements=("new", "paid", "shipped")),
-        ColumnSchema("tags", "set", elements=("a", "b", "c")),
+        ColumnSchema(
+            "state",
+            "enum",
+            charset="utf8mb4",
+            elements=("new", "paid", "shipped"),
+            collation="utf8mb4_general_ci",
+        ),
+        ColumnSchema(
+            "tags",
+            "set",
+            charset="utf8mb4",
+            elements=("a", "b", "c"),
+            collation="utf8mb4_general_ci",
+        ),
         ColumnSchema("doc", "json"),
         ColumnSchema("raw", "blob"),
         ColumnSchema("code", "binary", length=4),
-        ColumnSchema("gone", "varchar", length=8, default="NULL", collation="latin1_swedish_ci"),
+        # a nullable column added without a DEFAULT clause: information_schema shows NULL
+        ColumnSchema(
+            "gone",
+            "varchar",
+            length=8,
+            charset="latin1",
+            default="NULL",
+            collation="latin1_swedish_ci",
+        ),
     ),
     ("id",),
     (
-        IndexSchema("by_name", ("name", "i"), unique=True),
         IndexSchema("by_day", ("day",), unique=False),
+        IndexSchema("by_name", ("name", "i"), unique=True),
     ),
 )
 ALL_VALUES: tuple[Any, ...] = (
@@ -118,7 +138,9 @@ EDGE_TYPES = TableSchema(
     "edge_values",
     (
         ColumnSchema("id", "int", nullable=False),
-        ColumnSchema("tags", "set", elements=("a", "b")),
+        ColumnSchema(
+            "tags", "set", elements=("a", "b"), charset="utf8mb4", collation="utf8mb4_general_ci"
+        ),
         ColumnSchema("vb", "varbinary", length=8),
         ColumnSchema("bl", "blob"),
         ColumnSchema("code", "binary", length=4),
@@ -129,10 +151,12 @@ EDGE_TYPES = TableSchema(
         ColumnSchema("seen", "timestamp"),
         ColumnSchema("part", "date"),
         ColumnSchema("yr", "year"),
-        ColumnSchema("l1", "varchar", length=8, charset="latin1"),
-        ColumnSchema("e", "enum", elements=("x", "y")),
-        ColumnSchema("c", "char", length=5, charset="utf8mb4"),
-        ColumnSchema("vc", "varchar", length=8, charset="utf8mb4"),
+        ColumnSchema("l1", "varchar", length=8, charset="latin1", collation="latin1_swedish_ci"),
+        ColumnSchema(
+            "e", "enum", elements=("x", "y"), charset="utf8mb4", collation="utf8mb4_general_ci"
+        ),
+        ColumnSchema("c", "char", length=5, charset="utf8mb4", collation="utf8mb4_general_ci"),
+        ColumnSchema("vc", "varchar", length=8, charset="utf8mb4", collation="utf8mb4_general_ci"),
         ColumnSchema("doc", "json"),
         ColumnSchema("u64", "bigint", unsigned=True),
         ColumnSchema("bits", "bit", length=64),

@@ -30,6 +30,7 @@ from tests.conftest import connect
 from tests.integration.producer.helpers import ReaderSetup, TopicReader, reader_thread
 from tests.integration.schema_changes.rebuild import Rebuild, describe, described
 from tests.integration.spark_apply.test_spark_apply import job_config, shared_spark
+from tests.unit.protocol.schema_rules import violations
 
 CS = " DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci"
 CASES: dict[str, list[str]] = {
@@ -300,6 +301,9 @@ def test_schema_change_matrix_through_subscriber_and_spark(
                 sub.run(take, idle_timeout=20, should_stop=caught_up)
             report = compare(rebuilt, expected)
             assert report == {}, report
+            # what the reader published obeys PROTOCOL.md §1.1 (the rules schema ids rest on)
+            published = [s for s, _ in rebuilt.tables.values() if s is not None]
+            assert [v for s in published for v in violations(s)] == []
 
             # (a) the Spark apply job, one run for every case
             config = job_config(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 
 import pytest
@@ -117,3 +118,29 @@ def test_order_key_grows_in_binlog_order() -> None:
     assert keys == sorted(keys)
     assert len(set(keys)) == 4
     assert BinlogPosition("weird", 1).file_number == -1
+
+
+def test_schema_ids_do_not_depend_on_the_order_a_value_lists_its_indexes() -> None:
+    """§1.1: indexes sorted by name in code point order ('B' < 'a' < 'é'), whatever order a
+    writer sent them in."""
+    from rowbus.protocol.events import IndexSchema
+
+    indexes = (IndexSchema("é", ("id",), False), IndexSchema("a", ("id",), True))
+    listed = TableSchema("s", "t", TABLE.columns, ("id",), indexes)
+    ordered = TableSchema("s", "t", TABLE.columns, ("id",), tuple(reversed(indexes)))
+    upper = TableSchema("s", "t", TABLE.columns, ("id",), (IndexSchema("B", ("id",), False),))
+    assert listed.canonical_bytes() == ordered.canonical_bytes()
+    assert listed.schema_id == ordered.schema_id
+    assert b'"indexes":[{"columns":["id"],"name":"a"' in listed.canonical_bytes()
+    both = TableSchema("s", "t", TABLE.columns, ("id",), (*indexes, *upper.indexes))
+    assert [i["name"] for i in json.loads(both.canonical_bytes())["indexes"]] == ["B", "a", "é"]
+
+
+def test_the_golden_schemas_follow_the_text() -> None:
+    """The vectors a third party checks against agree with §1.1's rules (they did not: a
+    charset without a collation, a collation without a charset, unsorted indexes)."""
+    from rowbus.protocol import golden
+    from tests.unit.protocol.schema_rules import violations
+
+    assert violations(golden.ALL_TYPES) == []
+    assert violations(golden.EDGE_TYPES) == []
