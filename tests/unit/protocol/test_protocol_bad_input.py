@@ -374,3 +374,29 @@ def test_a_snapshot_row_is_shaped_like_an_insert() -> None:
     RowChange(op=Op.READ, before=None, after=(1,), **common)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         RowChange(op=Op.READ, before=(1,), after=(1,), **common)  # type: ignore[arg-type]
+
+
+def test_json_escapes_only_what_json_requires_and_reads_missing_optionals_as_defaults() -> None:
+    """PROTOCOL.md §5.3, byte for byte: `"`, `\\` and control characters escaped (short forms
+    where JSON has them, lowercase `\\u00xx` else); `/`, `<`, `>`, `&`, DEL, U+2028 and
+    non-ASCII as themselves. And a missing optional member reads as a present null."""
+    from rowbus.protocol.codec import jsonc
+
+    ev = DdlChange(
+        source="a",
+        ts=1,
+        schema="d",
+        table="t",
+        statement="ALTER TABLE t COMMENT '\"\\\b\t\n\f\r\x01</&>\x7f\u2028é'",
+        table_schema=None,
+        position=BinlogPosition("f", 4),
+    )
+    text = jsonc.encode(ev).decode("utf-8")
+    assert (
+        '"statement":"ALTER TABLE t COMMENT \'\\"\\\\\\b\\t\\n\\f\\r\\u0001</&>\x7f\u2028é\'"'
+        in text
+    )
+    assert '"time_zone":null' in text
+    assert decode(text.encode(), [("rowbus-encoding", b"json")], POS) == ev
+    missing = text.replace(',"time_zone":null', "").replace(',"sql_mode":null', "")
+    assert decode(missing.encode(), [("rowbus-encoding", b"json")], POS) == ev
