@@ -12,7 +12,9 @@ Used alike by the Subscriber SDK (`rowbus.consumers`) and the Spark apply job
 - `spill`: the spill folder for stashed events beyond the memory limit;
 - `state`: the merger's whole state as a value (`MergerSnapshot`), to replay from;
 - `start`: a requested start position (timestamp, GTID, binlog position) as offsets and floors;
-- `exceptions`: `SubscriberError`, the root of every subscriber-side error.
+- `exceptions`: `SubscriberError`, the root of every subscriber-side error;
+- `conformance`: the reference program the conformance kit compares others with (PROTOCOL.md
+  §10).
 """
 
 from rowbus.merge.checkpoint import Checkpoint

@@ -16,6 +16,8 @@ This package imports no I/O library; PROTOCOL.md in this folder is the specifica
 - `ddl`: the one DDL parser (classify a statement, the tables it touches, retarget it);
 - `errors`: `RowbusError`, the root of every rowbus exception, and `ProtocolError`;
 - `golden`: the golden vectors of `testdata/`;
+- `conformance`: the conformance kit, which checks any program's decoder and merger against
+  the vectors over JSON lines (PROTOCOL.md §10);
 - `regenerate`: rebuilds `_generated/` from `rowbus.proto`.
 """
 
