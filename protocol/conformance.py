@@ -100,7 +100,7 @@ def record_cases() -> Iterator[tuple[str, dict[str, Any], dict[str, Any] | None]
     """(name, decode request, expected record or None: must be refused) of every record
     vector of the manifest."""
     manifest = json.loads((TESTDATA / "manifest.json").read_text(encoding="utf-8"))
-    for v in manifest["vectors"]:
+    for v in [*manifest["vectors"], *manifest["versioned"]]:
         request = {
             "op": "decode",
             "headers": v["headers"],

@@ -8,6 +8,8 @@ diff of testdata. Other implementations check themselves against `testdata/manif
   (the Kafka headers) and ``expected`` (the decoded record, in the JSON encoding's form);
 * ``keys``: message keys with their murmur2 and partition for a few partition counts;
 * ``schema_ids``: the canonical bytes of a table schema and its id;
+* ``versioned``: values of older versions (``vX.Y/``) with their headers and the record a
+  decoder of this version reads from them;
 * ``invalid``: values a decoder must refuse, with the reason.
 """
 
@@ -420,9 +422,56 @@ def build() -> dict[str, bytes]:
             }
         ],
         "invalid": _invalid(),
+        "versioned": _versioned(files),
     }
     files["manifest.json"] = _pretty(manifest)
     return files
+
+
+_VERSIONED_KINDS = {"row_insert": "row", "ddl": "ddl", "schema": "schema"}
+_VERSIONED_KINDS |= {"checkpoint": "checkpoint", "heartbeat": "heartbeat"}
+
+
+def _versioned(files: dict[str, bytes]) -> list[dict[str, Any]]:
+    """The values older writers sent (`testdata/vX.Y/`, frozen when each version came), with
+    their headers and the record this version's decoder reads from them (later fields at
+    their defaults): a decoder must read them so. Their expected records go into `files`."""
+    from rowbus.protocol.codec import decode
+
+    out = []
+    by_suffix = {suffix: encoding for encoding, suffix in SUFFIX.items()}
+    for folder in sorted(
+        TESTDATA.glob("v*.*"), key=lambda p: [int(x) for x in p.name[1:].split(".")]
+    ):
+        version = folder.name[1:]
+        values = (p for p in folder.iterdir() if not p.name.endswith(".expected.json"))
+        for path in sorted(p for p in values if p.suffix[1:] in by_suffix):
+            encoding = by_suffix[path.suffix[1:]]
+            kind = _VERSIONED_KINDS[path.stem]
+            headers = {
+                "rowbus-version": version,
+                "rowbus-encoding": encoding.value,
+                "rowbus-kind": kind,
+            }
+            record = decode(
+                path.read_bytes(),
+                [(k, v.encode()) for k, v in headers.items()],
+                f"testdata/{folder.name}/{path.name}",
+            )
+            expected = f"{folder.name}/{path.stem}.expected.json"
+            files[expected] = _pretty(to_json(record))
+            out.append(
+                {
+                    "name": path.stem,
+                    "version": version,
+                    "kind": kind,
+                    "encoding": encoding.value,
+                    "file": f"{folder.name}/{path.name}",
+                    "headers": headers,
+                    "expected": expected,
+                }
+            )
+    return out
 
 
 def to_json_value(v: Any) -> Any:
