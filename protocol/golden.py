@@ -238,7 +238,7 @@ SAMPLES: dict[str, Record] = {
         txn=TxnRef(GTID.replace(":23", ":24"), 0, 1),
         kind=DdlKind.ALTER_TABLE,
         sql_mode="STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_AUTO_CREATE_USER",
-        timestamp_us=1_764_000_000_123_456,
+        timestamp_us=1_714_566_645_123_456,  # TS's moment (§3: ts follows the statement's time)
         time_zone="+05:30",
     ),
     "ddl_truncate": DdlChange(
@@ -339,7 +339,8 @@ SAMPLES: dict[str, Record] = {
         statement="ALTER TABLE orders_3 ADD c INT",
         ts=TS,
         actor="subscriber-1",
-        detail="waiting for 3 more shards",
+        detail='{"target":"shop.orders","seq":1,"group":["db1/shop.orders_3","db2/shop.orders_1"],'
+        '"mode":"pessimistic","at_ms":1714566645200}',
     ),
 }
 
