@@ -19,6 +19,7 @@ import datetime as dt
 import json
 import sys
 import zlib
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -52,58 +53,69 @@ TS = (1_714_566_645_123 << 16) | 2  # 2024-05-01T12:30:45.123Z, logical 2
 GTID = "3e11fa47-71ca-11e1-9e33-c80aa9429562:23"
 POSITION = BinlogPosition("binlog.000042", 123_456, GTID)
 
+
+def _implicit_null(columns: tuple[ColumnSchema, ...]) -> tuple[ColumnSchema, ...]:
+    """A nullable column without a DEFAULT clause has the implicit DEFAULT NULL, which
+    information_schema shows and the reader publishes as ``NULL`` (§1.1)."""
+    return tuple(
+        replace(c, default="NULL") if c.nullable and c.default is None else c for c in columns
+    )
+
+
 ALL_TYPES = TableSchema(
     "shop",
     "all_types",
-    (
-        ColumnSchema("id", "bigint", unsigned=True, nullable=False),
-        ColumnSchema("i", "int", nullable=False, default="7"),
-        ColumnSchema("big", "bigint"),
-        ColumnSchema(
-            "name",
-            "varchar",
-            length=64,
-            charset="utf8mb4",
-            default="'it''s'",
-            collation="utf8mb4_bin",
-        ),
-        ColumnSchema("amount", "decimal", precision=65, scale=30),
-        ColumnSchema("created", "datetime", fsp=6),
-        ColumnSchema("seen", "timestamp", fsp=6, default="current_timestamp(6)"),
-        ColumnSchema("ratio", "double"),
-        ColumnSchema("f", "float"),
-        ColumnSchema("flag", "tinyint"),
-        ColumnSchema("body", "text", charset="utf8mb4", collation="utf8mb4_general_ci"),
-        ColumnSchema("day", "date"),
-        ColumnSchema("dur", "time", fsp=6),
-        ColumnSchema("yr", "year"),
-        ColumnSchema("bits", "bit", length=12),
-        ColumnSchema(
-            "state",
-            "enum",
-            charset="utf8mb4",
-            elements=("new", "paid", "shipped"),
-            collation="utf8mb4_general_ci",
-        ),
-        ColumnSchema(
-            "tags",
-            "set",
-            charset="utf8mb4",
-            elements=("a", "b", "c"),
-            collation="utf8mb4_general_ci",
-        ),
-        ColumnSchema("doc", "json"),
-        ColumnSchema("raw", "blob"),
-        ColumnSchema("code", "binary", length=4),
-        # a nullable column added without a DEFAULT clause: information_schema shows NULL
-        ColumnSchema(
-            "gone",
-            "varchar",
-            length=8,
-            charset="latin1",
-            default="NULL",
-            collation="latin1_swedish_ci",
-        ),
+    _implicit_null(
+        (
+            ColumnSchema("id", "bigint", unsigned=True, nullable=False),
+            ColumnSchema("i", "int", nullable=False, default="7"),
+            ColumnSchema("big", "bigint"),
+            ColumnSchema(
+                "name",
+                "varchar",
+                length=64,
+                charset="utf8mb4",
+                default="'it''s'",
+                collation="utf8mb4_bin",
+            ),
+            ColumnSchema("amount", "decimal", precision=65, scale=30),
+            ColumnSchema("created", "datetime", fsp=6),
+            ColumnSchema("seen", "timestamp", fsp=6, default="current_timestamp(6)"),
+            ColumnSchema("ratio", "double"),
+            ColumnSchema("f", "float"),
+            ColumnSchema("flag", "tinyint"),
+            ColumnSchema("body", "text", charset="utf8mb4", collation="utf8mb4_general_ci"),
+            ColumnSchema("day", "date"),
+            ColumnSchema("dur", "time", fsp=6),
+            ColumnSchema("yr", "year"),
+            ColumnSchema("bits", "bit", length=12),
+            ColumnSchema(
+                "state",
+                "enum",
+                charset="utf8mb4",
+                elements=("new", "paid", "shipped"),
+                collation="utf8mb4_general_ci",
+            ),
+            ColumnSchema(
+                "tags",
+                "set",
+                charset="utf8mb4",
+                elements=("a", "b", "c"),
+                collation="utf8mb4_general_ci",
+            ),
+            ColumnSchema("doc", "json"),
+            ColumnSchema("raw", "blob"),
+            ColumnSchema("code", "binary", length=4),
+            # a nullable column added without a DEFAULT clause: information_schema shows NULL
+            ColumnSchema(
+                "gone",
+                "varchar",
+                length=8,
+                charset="latin1",
+                default="NULL",
+                collation="latin1_swedish_ci",
+            ),
+        )
     ),
     ("id",),
     (
@@ -138,30 +150,40 @@ ALL_VALUES: tuple[Any, ...] = (
 EDGE_TYPES = TableSchema(
     "shop",
     "edge_values",
-    (
-        ColumnSchema("id", "int", nullable=False),
-        ColumnSchema(
-            "tags", "set", elements=("a", "b"), charset="utf8mb4", collation="utf8mb4_general_ci"
-        ),
-        ColumnSchema("vb", "varbinary", length=8),
-        ColumnSchema("bl", "blob"),
-        ColumnSchema("code", "binary", length=4),
-        ColumnSchema("short", "time", fsp=6),
-        ColumnSchema("least", "time", fsp=6),
-        ColumnSchema("day", "date"),
-        ColumnSchema("at", "datetime", fsp=3),
-        ColumnSchema("seen", "timestamp"),
-        ColumnSchema("part", "date"),
-        ColumnSchema("yr", "year"),
-        ColumnSchema("l1", "varchar", length=8, charset="latin1", collation="latin1_swedish_ci"),
-        ColumnSchema(
-            "e", "enum", elements=("x", "y"), charset="utf8mb4", collation="utf8mb4_general_ci"
-        ),
-        ColumnSchema("c", "char", length=5, charset="utf8mb4", collation="utf8mb4_general_ci"),
-        ColumnSchema("vc", "varchar", length=8, charset="utf8mb4", collation="utf8mb4_general_ci"),
-        ColumnSchema("doc", "json"),
-        ColumnSchema("u64", "bigint", unsigned=True),
-        ColumnSchema("bits", "bit", length=64),
+    _implicit_null(
+        (
+            ColumnSchema("id", "int", nullable=False),
+            ColumnSchema(
+                "tags",
+                "set",
+                elements=("a", "b"),
+                charset="utf8mb4",
+                collation="utf8mb4_general_ci",
+            ),
+            ColumnSchema("vb", "varbinary", length=8),
+            ColumnSchema("bl", "blob"),
+            ColumnSchema("code", "binary", length=4),
+            ColumnSchema("short", "time", fsp=6),
+            ColumnSchema("least", "time", fsp=6),
+            ColumnSchema("day", "date"),
+            ColumnSchema("at", "datetime", fsp=3),
+            ColumnSchema("seen", "timestamp"),
+            ColumnSchema("part", "date"),
+            ColumnSchema("yr", "year"),
+            ColumnSchema(
+                "l1", "varchar", length=8, charset="latin1", collation="latin1_swedish_ci"
+            ),
+            ColumnSchema(
+                "e", "enum", elements=("x", "y"), charset="utf8mb4", collation="utf8mb4_general_ci"
+            ),
+            ColumnSchema("c", "char", length=5, charset="utf8mb4", collation="utf8mb4_general_ci"),
+            ColumnSchema(
+                "vc", "varchar", length=8, charset="utf8mb4", collation="utf8mb4_general_ci"
+            ),
+            ColumnSchema("doc", "json"),
+            ColumnSchema("u64", "bigint", unsigned=True),
+            ColumnSchema("bits", "bit", length=64),
+        )
     ),
     ("id",),
 )

@@ -20,6 +20,8 @@ def violations(table: TableSchema) -> list[str]:
     for c in table.columns:
         if (c.charset is None) != (c.collation is None):
             found.append(f"{table.qualified}.{c.name}: charset {c.charset} collation {c.collation}")
+        if c.nullable and c.default is None:
+            found.append(f"{table.qualified}.{c.name}: nullable without a default (not NULL)")
         if c.charset is not None and c.type not in CHARACTER_TYPES:
             found.append(f"{table.qualified}.{c.name}: a {c.type} with charset {c.charset}")
     return found
