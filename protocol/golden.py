@@ -167,9 +167,9 @@ EDGE_TYPES = TableSchema(
             ColumnSchema("least", "time", fsp=6),
             ColumnSchema("day", "date"),
             ColumnSchema("at", "datetime", fsp=3),
-            ColumnSchema("seen", "timestamp"),
+            ColumnSchema("seen", "timestamp", fsp=0),
             ColumnSchema("part", "date"),
-            ColumnSchema("yr", "year"),
+            ColumnSchema("yr", "year", unsigned=True),  # the table map says so
             ColumnSchema(
                 "l1", "varchar", length=8, charset="latin1", collation="latin1_swedish_ci"
             ),
@@ -180,7 +180,8 @@ EDGE_TYPES = TableSchema(
             ColumnSchema(
                 "vc", "varchar", length=8, charset="utf8mb4", collation="utf8mb4_general_ci"
             ),
-            ColumnSchema("doc", "json"),
+            # MariaDB's JSON is LONGTEXT utf8mb4_bin with a check (MySQL 8 publishes `json`)
+            ColumnSchema("doc", "longtext", charset="utf8mb4", collation="utf8mb4_bin"),
             ColumnSchema("u64", "bigint", unsigned=True),
             ColumnSchema("bits", "bit", length=64),
         )
