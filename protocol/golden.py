@@ -87,7 +87,7 @@ ALL_TYPES = TableSchema(
             ColumnSchema("body", "text", charset="utf8mb4", collation="utf8mb4_general_ci"),
             ColumnSchema("day", "date"),
             ColumnSchema("dur", "time", fsp=6),
-            ColumnSchema("yr", "year"),
+            ColumnSchema("yr", "year", unsigned=True),  # the table map says so
             ColumnSchema("bits", "bit", length=12),
             ColumnSchema(
                 "state",
@@ -103,7 +103,8 @@ ALL_TYPES = TableSchema(
                 elements=("a", "b", "c"),
                 collation="utf8mb4_general_ci",
             ),
-            ColumnSchema("doc", "json"),
+            # MariaDB's JSON is LONGTEXT utf8mb4_bin with a check (MySQL 8 publishes `json`)
+            ColumnSchema("doc", "longtext", charset="utf8mb4", collation="utf8mb4_bin"),
             ColumnSchema("raw", "blob"),
             ColumnSchema("code", "binary", length=4),
             # a nullable column added without a DEFAULT clause: information_schema shows NULL
