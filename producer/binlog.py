@@ -85,6 +85,7 @@ from rowbus.producer.tables import (
     converter_for,
     table_schema_from_map,
 )
+from rowbus.producer.online_ddl import OnlineDdl
 from rowbus.producer.tracker import DdlSchema, PositionKey, SchemaTracker
 from rowbus.producer.values import UnsupportedCharsetError, install, reader_for
 from rowbus.protocol.ddl import DdlParseError, parse_ddl
@@ -274,6 +275,7 @@ class BinlogStream:
         tracker: SchemaTracker | None = None,
         fast: bool = True,
         framed: bool | None = None,
+        online: OnlineDdl | None = None,
     ) -> None:
         self.source = source
         self.file = file
@@ -295,6 +297,9 @@ class BinlogStream:
         self._whole: dict[int, bytes] = {}
         """Column count -> the columns-present bitmap of a whole row image (`_require_whole`)."""
         self._tracker = tracker
+        self._online = online
+        """gh-ost / pt-osc cut-overs rewritten as the ALTER they made (None: reader.online_ddl
+        is off)."""
         self._fast = fast and fastrows.AVAILABLE
         """Rows of covered tables decoded natively (`rowbus.producer.fastrows`); False: the
         pure-Python path for every table (the fallback, and the reference in tests)."""
@@ -569,6 +574,8 @@ class BinlogStream:
             sql_mode = None
             micros = None
             if classify(statement) is None:
+                if self._online is not None:
+                    statement = self._cut_over(statement, str(schema or ""), end)
                 if self._tracker is not None:
                     ddl = self._track(statement, str(schema or ""), end)
                 sql_mode = self._sql_mode(getattr(event, "sql_mode", None))
@@ -706,6 +713,17 @@ class BinlogStream:
 
     def _at(self, end: int) -> PositionKey:
         return (BinlogPosition(self.file, end).file_number, self.file, end)
+
+    def _cut_over(self, statement: str, schema: str, end: int) -> str:
+        """The statement as published: an online schema change's cut-over becomes its ALTER."""
+        assert self._online is not None
+        try:
+            parsed = parse_ddl(statement, schema)
+        except DdlParseError:
+            return statement
+        if not self._filter.schema_wanted(parsed.tables[0].schema if parsed.tables else schema):
+            return statement
+        return self._online.on_ddl(parsed, statement, f"{self.file}:{end}", self._at(end))
 
     def _track(self, statement: str, schema: str, end: int) -> DdlSchema | None:
         assert self._tracker is not None
