@@ -78,6 +78,7 @@ from rowbus.producer.exceptions import (
     ServerMisconfiguredError,
     SourceUnavailableError,
 )
+from rowbus.producer.online_ddl import OnlineDdl
 from rowbus.producer.tables import (
     Converter,
     MissingMetadataError,
@@ -85,7 +86,6 @@ from rowbus.producer.tables import (
     converter_for,
     table_schema_from_map,
 )
-from rowbus.producer.online_ddl import OnlineDdl
 from rowbus.producer.tracker import DdlSchema, PositionKey, SchemaTracker
 from rowbus.producer.values import UnsupportedCharsetError, install, reader_for
 from rowbus.protocol.ddl import DdlParseError, parse_ddl

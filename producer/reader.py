@@ -60,6 +60,7 @@ from rowbus.producer.exceptions import (
 from rowbus.producer.history import BinlogResetError, check_history
 from rowbus.producer.leader import ZooKeeperLeadership, leader_path
 from rowbus.producer.metrics import ReaderMetrics
+from rowbus.producer.online_ddl import OnlineDdl, is_tool_table
 from rowbus.producer.positions import GtidState, parse_start
 from rowbus.producer.publisher import KafkaPublisher
 from rowbus.producer.server import SourceServer
@@ -72,7 +73,6 @@ from rowbus.producer.snapshot.signals import SignalWatch
 from rowbus.producer.snapshot.state import SnapshotState
 from rowbus.producer.stall import StableWatch
 from rowbus.producer.tables import TableFilter
-from rowbus.producer.online_ddl import OnlineDdl, is_tool_table
 from rowbus.producer.tracker import PositionKey, SchemaTracker
 from rowbus.producer.xa_watch import PreparedXaWatch
 from rowbus.protocol.codec import Encoding, encode
