@@ -78,7 +78,7 @@ from rowbus.producer.exceptions import (
     ServerMisconfiguredError,
     SourceUnavailableError,
 )
-from rowbus.producer.online_ddl import OnlineDdl
+from rowbus.producer.online_ddl import OnlineDdl, is_tool_table
 from rowbus.producer.tables import (
     Converter,
     MissingMetadataError,
@@ -721,9 +721,15 @@ class BinlogStream:
             parsed = parse_ddl(statement, schema)
         except DdlParseError:
             return statement
-        if not self._filter.schema_wanted(parsed.tables[0].schema if parsed.tables else schema):
+        # A cut-over of an excluded table passes as is (the way out of a refused one, below).
+        real = [t for t in parsed.touched if not is_tool_table(t.table)]
+        if not (
+            any(self._filter.wanted(t.schema, t.table) for t in real)
+            if real
+            else any(self._filter.schema_wanted(t.schema) for t in parsed.touched)
+        ):
             return statement
-        return self._online.on_ddl(parsed, statement, f"{self.file}:{end}", self._at(end))
+        return self._online.on_ddl(parsed, statement, self._at(end))
 
     def _track(self, statement: str, schema: str, end: int) -> DdlSchema | None:
         assert self._tracker is not None

@@ -20,20 +20,24 @@ sink. So, as DM's online-DDL mode does, the reader (``reader.online_ddl``, on by
   schema tracker applies, the DdlChange carries (with the after-schema) and the shard-DDL
   coordinator sees, so ``T``'s routes and shard groups change once, like for a plain ALTER.
 
-What cannot be followed stops the reader with one line (`OnlineDdlError`) rather than publish
-a RENAME that would lose ``T``'s rows downstream: a cut-over whose ghost had no ALTER read by
-this reader (it was started after the tool's ALTER, or the statement is not a swap of the two
-tables). A tool aborted half-way leaves its tables behind: their rows were never published and
-``T``'s were, so nothing is lost; a DROP of a ghost forgets its ALTERs.
-
 The remembered ALTERs are stamped with their binlog positions, so a new stream from an earlier
-position (a reconnect) `rewind`s them like the schema tracker.
+position (a reconnect) `rewind`s them like the schema tracker. They are not stored with the
+checkpoint: a reader started (or restarted) after the tool's ALTER finds them at the cut-over
+in the server's own binlog (`binlog_alters`: ``SHOW BINLOG EVENTS``, newest file first, back to
+the ghost's CREATE).
+
+What cannot be followed stops the reader with one line (`OnlineDdlError`) rather than publish
+a RENAME that would lose ``T``'s rows downstream: a cut-over whose ghost's ALTERs are found
+nowhere (its binlog purged), or a RENAME that is not a swap of the two tables. A tool aborted
+half-way leaves its tables behind: their rows were never published and ``T``'s were, so nothing
+is lost; a DROP of a ghost forgets its ALTERs.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rowbus.producer.exceptions import ReaderError
@@ -58,19 +62,66 @@ def is_tool_table(table: str) -> bool:
     return _TOOL.match(table) is not None
 
 
+Statements = Callable[[str, int], list[tuple[str, str]]]
+"""(default schema, statement) of every statement event of binlog file `name` that ends before
+offset `until` (-1: the whole file), in binlog order."""
+
+
+def binlog_alters(
+    ghost: TableName, files: list[str], statements: Statements, until: int
+) -> list[str] | None:
+    """The ALTERs of `ghost` since its last CREATE, read back from the binlog whose `files` end
+    with the cut-over's file (the cut-over at offset `until`); None when its CREATE is not
+    there (purged) or something else happened to it in between."""
+    found: list[str] = []
+    for n, name in enumerate(reversed(files)):
+        for schema, text in reversed(statements(name, until if n == 0 else -1)):
+            try:
+                parsed = parse_ddl(text, schema)
+            except DdlParseError:
+                continue
+            if ghost not in parsed.touched:
+                continue
+            if parsed.kind is DdlKind.ALTER_TABLE and not parsed.renames:
+                found.append(text)
+            elif parsed.kind in (DdlKind.CREATE_TABLE, DdlKind.CREATE_TABLE_LIKE):
+                return found[::-1]
+            else:
+                return None
+    return None
+
+
+def binlog_history(
+    files: Callable[[], list[str]], statements: Statements
+) -> Callable[[TableName, PositionKey], list[str] | None]:
+    """`OnlineDdl.history` over the server's binlog `files` (oldest first) and `statements`."""
+
+    def history(ghost: TableName, at: PositionKey) -> list[str] | None:
+        names = files()
+        if at[1] not in names:
+            return None
+        return binlog_alters(ghost, names[: names.index(at[1]) + 1], statements, at[2])
+
+    return history
+
+
 @dataclass
 class OnlineDdl:
-    """The ghost tables' ALTERs read so far, and the cut-over rewrite."""
+    """The ghost tables' ALTERs read so far, and the cut-over rewrite. `history` reads a
+    ghost's ALTERs back from the server's binlog (`binlog_alters`) for a cut-over whose ALTERs
+    this reader did not read; None: it cannot."""
 
+    history: Callable[[TableName, PositionKey], list[str] | None] | None = None
     _alters: dict[TableName, list[tuple[PositionKey, str]]] = field(default_factory=dict)
     _undo: list[tuple[PositionKey, TableName, list[tuple[PositionKey, str]] | None]] = field(
         default_factory=list
     )
 
-    def on_ddl(self, parsed: ParsedDdl, statement: str, where: str, at: PositionKey) -> str:
-        """The statement to carry on for a DDL read at `at` (`where`: its binlog position for
-        messages): the cut-over as an ALTER of the real table, any other unchanged (a tool
-        table's DDL is then dropped by the table filter)."""
+    def on_ddl(self, parsed: ParsedDdl, statement: str, at: PositionKey) -> str:
+        """The statement to carry on for a DDL read at `at`: the cut-over as an ALTER of the
+        real table, any other unchanged (a tool table's DDL is then dropped by the table
+        filter)."""
+        where = f"{at[1]}:{at[2]}"
         if parsed.kind is DdlKind.RENAME_TABLE:
             return self._cut_over(parsed, where, at) or statement
         tools = [t for t in parsed.touched if is_tool_table(t.table)]
@@ -105,19 +156,28 @@ class OnlineDdl:
         trash = next(new for old, new in pairs if old == real)
         if is_tool_table(real.table) or not is_tool_table(trash.table):
             raise OnlineDdlError(self._refusal(where, parsed, "not a swap of two tables"))
-        alters = self._alters.get(ghost)
+        alters = [text for _, text in self._alters.get(ghost, [])]
+        if not alters and self.history is not None:
+            # Started after the tool's ALTER (a restart): read it back from the binlog.
+            alters = self.history(ghost, at) or []
+            if alters:
+                log.info(
+                    "online schema change of %s: the ALTERs of %s were made before this "
+                    "reader started; read back from the binlog",
+                    real,
+                    ghost,
+                )
         if not alters:
             raise OnlineDdlError(
                 self._refusal(
                     where,
                     parsed,
-                    f"no ALTER of {ghost} was read by this reader (it started after the "
-                    "tool's ALTER)",
+                    f"no ALTER of {ghost} was read, nor found in the server's binlog (purged)",
                 )
             )
         self._keep(at, ghost, None)
         specs = []
-        for _, text in alters:
+        for text in alters:
             alter = parse_ddl(text, ghost.schema)
             head = retarget(alter, lambda name: real if name == ghost else None)
             specs.append(_specs_of(head, real))
@@ -135,9 +195,9 @@ class OnlineDdl:
         return (
             f"binlog {where}: RENAME TABLE {names} looks like an online schema change's "
             f"cut-over, but {why}: published as is it would lose the table's rows downstream. "
-            "Apply the tool's ALTER to the table's targets, then start the reader past this "
-            "position, or set reader.online_ddl: false to publish the tools' tables and "
-            "statements as they are"
+            f"Add {', '.join(str(t) for t in parsed.touched if not is_tool_table(t.table))} to "
+            "reader.exclude_tables for one restart (the RENAME "
+            "passes) and take it out again: the reader then snapshots it alone, as it is now"
         )
 
     def _keep(

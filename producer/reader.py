@@ -60,7 +60,7 @@ from rowbus.producer.exceptions import (
 from rowbus.producer.history import BinlogResetError, check_history
 from rowbus.producer.leader import ZooKeeperLeadership, leader_path
 from rowbus.producer.metrics import ReaderMetrics
-from rowbus.producer.online_ddl import OnlineDdl, is_tool_table
+from rowbus.producer.online_ddl import OnlineDdl, binlog_history, is_tool_table
 from rowbus.producer.positions import GtidState, parse_start
 from rowbus.producer.publisher import KafkaPublisher
 from rowbus.producer.server import SourceServer
@@ -432,7 +432,11 @@ class Reader:
             snapshot=state,
             prepared=prepared,
             identity=identity,
-            online=OnlineDdl() if self.settings.online_ddl else None,
+            online=OnlineDdl(
+                binlog_history(lambda: [n for n, _ in server.binary_logs()], server.statements)
+            )
+            if self.settings.online_ddl
+            else None,
         )
         term.restore_tables(stored.tables)
         return term

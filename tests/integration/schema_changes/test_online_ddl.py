@@ -11,6 +11,7 @@ target equals its source row for row and column for column, and each shard lock 
 
 from __future__ import annotations
 
+import logging
 import random
 import shutil
 import subprocess
@@ -19,6 +20,8 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from typing import Any
+
+import pytest
 
 from rowbus.config import MySQLSettings, Settings
 from rowbus.consumers.sharded_apply import ShardedApply
@@ -166,7 +169,13 @@ def pt_osc(server: MySQLSettings, db: str, table: str, alter: str) -> None:
 
 
 def ghost_alter(
-    server: MySQLSettings, db: str, table: str, alter: str, writer: Writer, chunk: int = 200
+    server: MySQLSettings,
+    db: str,
+    table: str,
+    alter: str,
+    writer: Writer,
+    chunk: int = 200,
+    before_cut_over: Callable[[], None] = lambda: None,
 ) -> None:
     """gh-ost's statements (go/logic/applier.go), in its order: changelog table, ghost table
     created LIKE the original and altered, changelog rows, the row copy in chunks (INSERT IGNORE
@@ -235,6 +244,7 @@ def ghost_alter(
             )
             catch_up(cur)
         writer.wait(20)
+        before_cut_over()
         # gh-ost's sentry (created, then dropped just before the lock goes); see the docstring
         cur.execute(
             f"create /* gh-ost */ table `{db}`.`{dele}` (id int auto_increment primary key) "
@@ -287,7 +297,9 @@ def test_gh_ost_and_pt_osc_cut_overs_on_routed_and_sharded_tables_change_the_sch
     make_topic: Callable[..., str],
     make_database: Callable[..., str],
     unique: Callable[[str], str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.INFO, logger="rowbus.producer.online_ddl")
     server, sink = services.sources[0], services.resolved_sink
     db, target_db = make_database(server), make_database(sink)
     with connect(server, db) as conn, conn.cursor() as cur:
@@ -322,7 +334,9 @@ def test_gh_ost_and_pt_osc_cut_overs_on_routed_and_sharded_tables_change_the_sch
         schemas_topic=schemas,
     )
     with ExitStack() as stack:
-        stack.enter_context(reader_thread(setup, heartbeat_interval_s=0.2))
+        reader = ExitStack()
+        stack.enter_context(reader)
+        reader.enter_context(reader_thread(setup, heartbeat_interval_s=0.2))
         readers_ready(services, [topic])
         sub = Subscriber(
             services.kafka.client_config(),
@@ -381,9 +395,23 @@ def test_gh_ost_and_pt_osc_cut_overs_on_routed_and_sharded_tables_change_the_sch
             step()
         pt_s = time.monotonic() - started
         writer.wait(50)
+
+        def restart() -> None:
+            """A reader restart between gh-ost's ALTER and its cut-over: the new term resumes
+            from a checkpoint past the ALTER, and reads it back from the binlog."""
+            reader.close()
+            reader.enter_context(reader_thread(setup, heartbeat_interval_s=0.2))
+
         started = time.monotonic()
         for table in TABLES:
-            ghost_alter(server, db, table, "ADD COLUMN b BIGINT NULL, ADD KEY kb (b)", writer)
+            ghost_alter(
+                server,
+                db,
+                table,
+                "ADD COLUMN b BIGINT NULL, ADD KEY kb (b)",
+                writer,
+                before_cut_over=restart if table == "items" else lambda: None,
+            )
             writer.columns[table].append("b")
             step()
         ghost_s = time.monotonic() - started
@@ -406,6 +434,7 @@ def test_gh_ost_and_pt_osc_cut_overs_on_routed_and_sharded_tables_change_the_sch
                 print("KEY", key, [e for e in seen if e[2] and e[2][0] == key])
             raise
         print(f"pt-osc x3 {pt_s:.1f}s, gh-ost sequence x3 {ghost_s:.1f}s, {writer.done} writes")
+        assert f"{db}._items_gho were made before this reader started" in caplog.text
         for lock in (f"{target_db}.orders#1", f"{target_db}.orders#2"):
             found: Any = coord.table.get(lock)
             assert found is not None and found.state is LockState.DONE, (lock, found)

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from rowbus.producer.online_ddl import OnlineDdl, OnlineDdlError, is_tool_table
+from rowbus.producer.online_ddl import (
+    OnlineDdl,
+    OnlineDdlError,
+    binlog_alters,
+    binlog_history,
+    is_tool_table,
+)
 from rowbus.producer.tables import TableFilter
-from rowbus.protocol.ddl import parse_ddl
+from rowbus.protocol.ddl import TableName, parse_ddl
 
 GH_OST = [
     "create /* gh-ost */ table `d`.`_t_ghc` (id bigint auto_increment, primary key(id))",
@@ -29,8 +35,7 @@ PT_OSC = [
 
 def run(online: OnlineDdl, statements: list[str], start: int = 0) -> list[str]:
     return [
-        online.on_ddl(parse_ddl(s, "d"), s, f"b.1:{start + i}", (1, "b.1", start + i))
-        for i, s in enumerate(statements)
+        online.on_ddl(parse_ddl(s, "d"), s, (1, "b.1", start + i)) for i, s in enumerate(statements)
     ]
 
 
@@ -99,3 +104,31 @@ def test_a_new_stream_from_an_earlier_position_reads_the_alter_again() -> None:
     online.rewind((1, "b.1", 4))  # settled: nothing before it is read again
     with pytest.raises(OnlineDdlError):
         run(online, GH_OST[5:6], start=5)
+
+
+def test_alters_made_before_the_reader_started_are_read_back_from_the_binlog() -> None:
+    ghost = TableName("d", "_t_gho")
+    files = {
+        "b.1": [(10, "d", "ALTER TABLE _t_gho ADD COLUMN old INT"), (20, "", GH_OST[1])],
+        "b.2": [(5, "d", "INSERT INTO x VALUES (1)"), (9, "", GH_OST[2])],
+        "b.3": [(7, "", "alter table `d`.`_t_gho` drop key kb"), (50, "", GH_OST[5])],
+    }
+
+    def statements(name: str, until: int) -> list[tuple[str, str]]:
+        return [(schema, text) for end, schema, text in files[name] if until < 0 or end < until]
+
+    # from the last CREATE of the ghost on; the earlier run's ALTER (before it) is not taken
+    assert binlog_alters(ghost, list(files), statements, 50) == [
+        GH_OST[2],
+        "alter table `d`.`_t_gho` drop key kb",
+    ]
+    online = OnlineDdl(binlog_history(lambda: list(files), statements))
+    assert online.on_ddl(parse_ddl(GH_OST[5], "d"), GH_OST[5], (3, "b.3", 50)) == (
+        "ALTER TABLE `d`.`t` ADD COLUMN b INT NULL, ADD KEY kb (b), drop key kb"
+    )
+    # the CREATE purged: nothing to go by
+    assert binlog_alters(ghost, ["b.2", "b.3"], statements, 50) is None
+    with pytest.raises(OnlineDdlError, match="nor found in the server's binlog"):
+        OnlineDdl(binlog_history(lambda: ["b.2", "b.3"], statements)).on_ddl(
+            parse_ddl(GH_OST[5], "d"), GH_OST[5], (3, "b.3", 50)
+        )
