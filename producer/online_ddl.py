@@ -129,8 +129,10 @@ class OnlineDdl:
             return statement
         if parsed.kind is DdlKind.ALTER_TABLE and not parsed.renames:
             ghost = tools[0]
-            if _GHOST.match(ghost.table):
-                self._keep(at, ghost, [*self._alters.get(ghost, []), (at, statement)])
+            # Kept only for a ghost whose CREATE this term read: else some ALTERs may be
+            # missing, and the cut-over reads them all back from the binlog.
+            if _GHOST.match(ghost.table) and ghost in self._alters:
+                self._keep(at, ghost, [*self._alters[ghost], (at, statement)])
         elif parsed.kind in (DdlKind.DROP_TABLE, DdlKind.CREATE_TABLE, DdlKind.CREATE_TABLE_LIKE):
             for name in tools:
                 if self._alters.get(name):
@@ -141,8 +143,9 @@ class OnlineDdl:
                         where,
                         name,
                     )
-                if name in self._alters:
-                    self._keep(at, name, None)
+                creates = parsed.kind is not DdlKind.DROP_TABLE and _GHOST.match(name.table)
+                if creates or name in self._alters:
+                    self._keep(at, name, [] if creates else None)
         return statement
 
     def _cut_over(self, parsed: ParsedDdl, where: str, at: PositionKey) -> str | None:
@@ -156,9 +159,10 @@ class OnlineDdl:
         trash = next(new for old, new in pairs if old == real)
         if is_tool_table(real.table) or not is_tool_table(trash.table):
             raise OnlineDdlError(self._refusal(where, parsed, "not a swap of two tables"))
-        alters = [text for _, text in self._alters.get(ghost, [])]
-        if not alters and self.history is not None:
-            # Started after the tool's ALTER (a restart): read it back from the binlog.
+        kept = self._alters.get(ghost)
+        alters = [text for _, text in kept or []]
+        if kept is None and self.history is not None:
+            # Its CREATE was read before this term began (a restart): read back from the binlog.
             alters = self.history(ghost, at) or []
             if alters:
                 log.info(
