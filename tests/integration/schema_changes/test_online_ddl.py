@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import random
-import shutil
 import subprocess
 import threading
 import time
@@ -26,6 +25,7 @@ import pytest
 from rowbus.config import MySQLSettings, Settings
 from rowbus.consumers.sharded_apply import ShardedApply
 from rowbus.consumers.subscriber import Subscriber
+from rowbus.local.install import ensure_command
 from rowbus.merge.spill import DataEvent
 from rowbus.producer.online_ddl import is_tool_table
 from rowbus.protocol.ddl import DdlKind, parse_ddl
@@ -138,8 +138,7 @@ class Writer:
 
 def pt_osc(server: MySQLSettings, db: str, table: str, alter: str) -> None:
     """The real pt-online-schema-change: triggers, chunked copy, atomic RENAME swap."""
-    tool = shutil.which("pt-online-schema-change")
-    assert tool is not None, "pt-online-schema-change missing: apt-get install percona-toolkit"
+    tool = ensure_command("pt-online-schema-change", "percona-toolkit")
     password = server.password.get_secret_value()
     dsn = f"h={server.host},P={server.port},u={server.user},D={db},t={table}" + (
         f",p={password}" if password else ""
