@@ -17,6 +17,8 @@ The data path, one module per step (each testable without services where it can 
                    stream has not defined it (PROTOCOL.md §9.6)
     ddl/           the MySQL DDL interpreter the tracker uses (CREATE / ALTER on a table
                    definition)
+    online_ddl.py  gh-ost / pt-osc: their tables unpublished, each cut-over RENAME published as
+                   the ALTER they made (DM's online-DDL mode; ``reader.online_ddl``)
     control.py     transaction-control statements of a binlog, classified (pure)
     assembler.py   events → whole transactions with resume positions (pure)
     batch.py       transactions → records of one Kafka transaction, flush policy (pure)

@@ -79,6 +79,7 @@ from rowbus.producer.exceptions import (
     ServerMisconfiguredError,
     SourceUnavailableError,
 )
+from rowbus.producer.online_ddl import OnlineDdl, is_tool_table
 from rowbus.producer.tables import (
     Converter,
     MissingMetadataError,
@@ -275,6 +276,7 @@ class BinlogStream:
         tracker: SchemaTracker | None = None,
         fast: bool = True,
         framed: bool | None = None,
+        online: OnlineDdl | None = None,
     ) -> None:
         self.source = source
         self.file = file
@@ -296,6 +298,9 @@ class BinlogStream:
         self._whole: dict[int, bytes] = {}
         """Column count -> the columns-present bitmap of a whole row image (`_require_whole`)."""
         self._tracker = tracker
+        self._online = online
+        """gh-ost / pt-osc cut-overs rewritten as the ALTER they made (None: reader.online_ddl
+        is off)."""
         self._fast = fast and fastrows.AVAILABLE
         """Rows of covered tables decoded natively (`rowbus.producer.fastrows`); False: the
         pure-Python path for every table (the fallback, and the reference in tests)."""
@@ -571,6 +576,8 @@ class BinlogStream:
             micros = None
             zone = None
             if classify(statement) is None:
+                if self._online is not None:
+                    statement = self._cut_over(statement, str(schema or ""), end)
                 if self._tracker is not None:
                     ddl = self._track(statement, str(schema or ""), end)
                 sql_mode = self._sql_mode(getattr(event, "sql_mode", None))
@@ -744,6 +751,23 @@ class BinlogStream:
 
     def _at(self, end: int) -> PositionKey:
         return (BinlogPosition(self.file, end).file_number, self.file, end)
+
+    def _cut_over(self, statement: str, schema: str, end: int) -> str:
+        """The statement as published: an online schema change's cut-over becomes its ALTER."""
+        assert self._online is not None
+        try:
+            parsed = parse_ddl(statement, schema)
+        except DdlParseError:
+            return statement
+        # A cut-over of an excluded table passes as is (the way out of a refused one, below).
+        real = [t for t in parsed.touched if not is_tool_table(t.table)]
+        if not (
+            any(self._filter.wanted(t.schema, t.table) for t in real)
+            if real
+            else any(self._filter.schema_wanted(t.schema) for t in parsed.touched)
+        ):
+            return statement
+        return self._online.on_ddl(parsed, statement, self._at(end))
 
     def _track(self, statement: str, schema: str, end: int) -> DdlSchema | None:
         assert self._tracker is not None

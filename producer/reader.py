@@ -60,6 +60,7 @@ from rowbus.producer.exceptions import (
 from rowbus.producer.history import BinlogResetError, check_history
 from rowbus.producer.leader import ZooKeeperLeadership, leader_path
 from rowbus.producer.metrics import ReaderMetrics
+from rowbus.producer.online_ddl import OnlineDdl, binlog_history, is_tool_table
 from rowbus.producer.positions import GtidState, parse_start
 from rowbus.producer.publisher import KafkaPublisher
 from rowbus.producer.server import SourceServer
@@ -138,6 +139,8 @@ class _Term:
     """Read views of a snapshot still to read (closed when the term ends)."""
     incremental: Incremental | None = None
     """Incremental snapshots asked by `rowbus snapshot` (with ``reader.signal_topic``)."""
+    online: OnlineDdl | None = None
+    """The ghost tables' ALTERs read in this term (``reader.online_ddl``)."""
     in_flight: tuple[threading.Thread, _Ending] | None = None
     """The commit running on its own thread (`Reader._commit` with ``wait=False``)."""
 
@@ -258,6 +261,7 @@ class Reader:
             settings.include_tables,
             settings.exclude_tables,
             SYSTEM_SCHEMAS,
+            is_tool_table if settings.online_ddl else None,
         )
         self._rules = {
             pattern: Dispatch(DispatchRule(d.rule), tuple(d.columns))
@@ -428,6 +432,11 @@ class Reader:
             snapshot=state,
             prepared=prepared,
             identity=identity,
+            online=OnlineDdl(
+                binlog_history(lambda: [n for n, _ in server.binary_logs()], server.statements)
+            )
+            if self.settings.online_ddl
+            else None,
         )
         term.restore_tables(stored.tables)
         return term
@@ -694,6 +703,8 @@ class Reader:
             # A new stream reads again from the last transaction end: what the tracker applied
             # after it is undone, so each DDL is applied once.
             tracker.rewind(_key(term.resume))
+            if term.online is not None:
+                term.online.rewind(_key(term.resume))
             stream = BinlogStream(
                 term.server.source,
                 self.server_id,
@@ -702,6 +713,7 @@ class Reader:
                 self._filter,
                 heartbeat_s=self._server_heartbeat_s,
                 tracker=term.tracker,
+                online=term.online,
             )
             try:
                 self._follow(term, stream, stop)
@@ -894,6 +906,8 @@ class Reader:
         not known is stored with no columns."""
         assert term.tracker is not None
         out: list[OutRecord] = []
+        if term.online is not None:
+            term.online.settled(_key(term.resume))
         for name, state in term.tracker.durable(_key(term.resume)):
             table = state or TableSchema(name.schema, name.table, (), ())
             value, headers = encode(SchemaRecord.of(table, self.source.name, ts), self._encoding)

@@ -51,6 +51,8 @@ def _member(quoted: str) -> str:
 
 
 _GTID_INFO = re.compile(r"GTID(?:_NEXT)?\W+'?([0-9a-fA-F:-]+-?[0-9]*)")
+_USE_INFO = re.compile(r"use `((?:[^`]|``)*)`; (.*)", re.DOTALL)
+"""A statement event's Info in SHOW BINLOG EVENTS: its default schema, then the statement."""
 
 
 class SourceServer:
@@ -396,6 +398,21 @@ class SourceServer:
             if bounds and self._commit_time(name, bounds[0][1], server_id) < timestamp:
                 return name
         return names[0]
+
+    def statements(self, name: str, until: int) -> list[tuple[str, str]]:
+        """(default schema, statement) of the statement events of binlog file `name` ending
+        before offset `until` (-1: the whole file), from ``SHOW BINLOG EVENTS`` (the server's
+        own parse; what `rowbus.producer.online_ddl` reads back a ghost table's ALTERs from)."""
+        out: list[tuple[str, str]] = []
+        for _, _, raw_kind, _, end, raw_info in self.query_all(f"SHOW BINLOG EVENTS IN '{name}'"):
+            if 0 <= until <= int(end):
+                break
+            if str(raw_kind) != "Query":
+                continue
+            info = str(raw_info or "")
+            used = _USE_INFO.match(info)
+            out.append((used.group(1).replace("``", "`"), used.group(2)) if used else ("", info))
+        return out
 
     def boundaries(self, name: str) -> list[tuple[str | None, int, int]]:
         """(gtid, start, end) of every transaction in binlog file `name`, from the server's own

@@ -53,6 +53,13 @@ class ReaderSettings(StrictModel):
     include_tables: tuple[str, ...] = ()
     """``schema.table`` patterns to read; empty means every table of an included schema."""
     exclude_tables: tuple[str, ...] = ()
+    online_ddl: bool = True
+    """gh-ost and pt-online-schema-change followed as DM's online-DDL mode does: their tables
+    (``_*_gho``, ``_*_ghc``, ``_*_del``, ``_*_new``, ``_*_old``) are not published and each
+    cut-over RENAME is published as the ALTER they made (`rowbus.producer.online_ddl`). On by
+    default: otherwise every row is published twice, and a routed, filtered or sharded table
+    gets a RENAME whose ghost table its sink never had. False: a table of yours named so is
+    published, and the tools' statements pass as they are."""
     dispatch: dict[str, DispatchSettings] = Field(default_factory=dict)
     """``schema.table`` pattern → dispatch rule; first match wins, default by primary key."""
     flush_rows: int = Field(20_000, ge=1)

@@ -7,6 +7,7 @@ wrong); `converter_for` only makes the library's ``{column: value}`` dict positi
 from __future__ import annotations
 
 import fnmatch
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -14,6 +15,8 @@ from pymysqlreplication.constants import FIELD_TYPE
 
 from rowbus.protocol.events import ColumnSchema, TableSchema
 from rowbus.protocol.values import Value
+
+log = logging.getLogger(__name__)
 
 _BLOB_SIZES = {1: "tiny", 2: "", 3: "medium", 4: "long"}
 _SIMPLE = {
@@ -176,11 +179,14 @@ class TableFilter:
         include_tables: Sequence[str] = (),
         exclude_tables: Sequence[str] = (),
         system_schemas: Iterable[str] = (),
+        tool_table: Callable[[str], bool] | None = None,
     ) -> None:
         self._inc_s = tuple(include_schemas)
         self._exc_s = (*exclude_schemas, *system_schemas)
         self._inc_t = tuple(include_tables)
         self._exc_t = tuple(exclude_tables)
+        self._tool_table = tool_table
+        """Online schema change tools' tables (`rowbus.producer.online_ddl`), never wanted."""
         self._cache: dict[tuple[str, str | None], bool] = {}
 
     def _match(self, name: str, patterns: tuple[str, ...]) -> bool:
@@ -201,6 +207,14 @@ class TableFilter:
                 found = not self._match(qualified, self._exc_t) and (
                     not self._inc_t or self._match(qualified, self._inc_t)
                 )
+                if found and self._tool_table is not None and self._tool_table(table):
+                    found = False
+                    log.info(
+                        "%s is named like an online schema change tool's table: neither its "
+                        "rows nor its DDL are published (reader.online_ddl; set it false if "
+                        "it is a table of yours)",
+                        qualified,
+                    )
             if len(self._cache) > 100_000:
                 self._cache.clear()
             self._cache[key] = found

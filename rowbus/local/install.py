@@ -93,6 +93,20 @@ def ensure_jdbc_driver(allowed: bool = True) -> Path:
     return MARIADB_JDBC_JAR
 
 
+def ensure_command(command: str, package: str, allowed: bool = True) -> str:
+    """The path of `command`, its Debian `package` installed first if it is missing (the tests'
+    real tools, e.g. percona-toolkit's pt-online-schema-change)."""
+    found = shutil.which(command)
+    if found is None:
+        if not allowed:
+            raise LocalStackError(f"missing {command}: apt-get install {package}")
+        _apt_install([package])
+        found = shutil.which(command)
+        if found is None:
+            raise LocalStackError(f"{package} installed no {command}")
+    return found
+
+
 def _apt_install(packages: list[str]) -> None:
     if os.geteuid() != 0 and shutil.which("sudo") is None:
         raise LocalStackError(f"need root to apt-get install {' '.join(packages)}")
