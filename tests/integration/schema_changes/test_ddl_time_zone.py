@@ -12,7 +12,6 @@ connection's zone: the old rows were 5 h 30 off and the TIMESTAMP default anothe
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +19,11 @@ import pytest
 
 from rowbus.config import Settings
 from rowbus.protocol.ddl import TableName
-from rowbus.protocol.events import DdlChange, ReaderCheckpoint
-from rowbus.spark_apply.job import BatchApplier, start_query
+from rowbus.protocol.events import DdlChange
 from rowbus.waiting import wait_for
 from tests.conftest import connect
 from tests.integration.producer.helpers import ReaderSetup, TopicReader, reader_thread
-from tests.integration.schema_changes.test_matrix import source_tables
+from tests.integration.schema_changes.test_matrix import apply_until_equal, source_tables
 from tests.integration.spark_apply.test_spark_apply import job_config, shared_spark
 
 STATEMENTS = [
@@ -72,14 +70,8 @@ def test_a_ddl_runs_in_its_sessions_time_zone_through_the_reader_and_spark(
     )
     job = unique("job")
     try:
-        with reader_thread(setup, heartbeat_interval_s=0.3):
-            index = TopicReader(services, checkpoints)
-            index.until(
-                lambda rs: any(isinstance(r, ReaderCheckpoint) for r in rs),
-                timeout=60,
-                what="the reader's first checkpoint",
-            )
-            index.close()
+        with reader_thread(setup, heartbeat_interval_s=0.3) as reader:
+            wait_for(lambda: reader.metrics.heartbeats > 0, timeout=60, what="a heartbeat")
             with connect(server, db) as conn, conn.cursor() as cur:
                 for sql in STATEMENTS:
                     cur.execute(sql)
@@ -113,24 +105,7 @@ def test_a_ddl_runs_in_its_sessions_time_zone_through_the_reader_and_spark(
             config = job_config(
                 services, job, [setup.source], schemas, [], tmp_path / "cp", unrouted="identity"
             )
-            applier = BatchApplier(config).start()
-            try:
-                with ExitStack() as stack:
-                    query = start_query(spark, config, applier)
-                    stack.callback(query.stop)
-
-                    def sink_equal() -> bool:
-                        if query.exception() is not None:
-                            return True
-                        return source_tables(services.resolved_sink, [db]) == expected
-
-                    wait_for(
-                        sink_equal, timeout=180, interval=1.0, what="the sink to equal the source"
-                    )
-                    assert query.exception() is None, query.exception()
-            finally:
-                applier.close()
-            assert source_tables(services.resolved_sink, [db]) == expected
+            assert apply_until_equal(spark, config, services, [db], expected) == expected
     finally:
         with connect(services.resolved_sink) as conn, conn.cursor() as cur:
             for name in (db, f"state_{job}"):

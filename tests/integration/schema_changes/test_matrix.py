@@ -307,32 +307,9 @@ def test_schema_change_matrix_through_subscriber_and_spark(
 
             # (a) the Spark apply job, one run for every case
             config = job_config(
-                services,
-                job,
-                [setup.source],
-                schemas,
-                [],
-                tmp_path / "cp",
-                unrouted="identity",
+                services, job, [setup.source], schemas, [], tmp_path / "cp", unrouted="identity"
             )
-            applier = BatchApplier(config).start()
-            try:
-                with ExitStack() as stack:
-                    query = start_query(spark, config, applier)
-                    stack.callback(query.stop)
-
-                    def sink_equal() -> bool:
-                        if query.exception() is not None:
-                            return True
-                        return source_tables(services.resolved_sink, [db, z]) == expected
-
-                    wait_for(
-                        sink_equal, timeout=240, interval=2.0, what="the sink to equal the source"
-                    )
-                    assert query.exception() is None, query.exception()
-            finally:
-                applier.close()
-            got = source_tables(services.resolved_sink, [db, z])
+            got = apply_until_equal(spark, config, services, [db, z], expected)
             assert set(got) == set(expected)
             for name in expected:
                 assert got[name] == expected[name], name
@@ -342,6 +319,33 @@ def test_schema_change_matrix_through_subscriber_and_spark(
         with connect(services.resolved_sink) as conn, conn.cursor() as cur:
             for name in (db, z, f"state_{job}"):
                 cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+def apply_until_equal(
+    spark: Any,
+    config: Any,
+    services: Settings,
+    databases: list[str],
+    expected: dict[TableName, tuple[Any, Any]],
+) -> dict[TableName, tuple[Any, Any]]:
+    """Run the Spark apply job of `config` until the sink's `databases` equal `expected` (or
+    the query fails, or 240 s pass); what the sink then holds."""
+    applier = BatchApplier(config).start()
+    try:
+        with ExitStack() as stack:
+            query = start_query(spark, config, applier)
+            stack.callback(query.stop)
+
+            def sink_equal() -> bool:
+                if query.exception() is not None:
+                    return True
+                return source_tables(services.resolved_sink, databases) == expected
+
+            wait_for(sink_equal, timeout=240, interval=2.0, what="the sink to equal the source")
+            assert query.exception() is None, query.exception()
+    finally:
+        applier.close()
+    return source_tables(services.resolved_sink, databases)
 
 
 def rebuilt_equals(rebuilt: Rebuild, expected: dict[TableName, tuple[Any, Any]]) -> bool:
