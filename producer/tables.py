@@ -209,7 +209,8 @@ class TableFilter:
                 )
                 if found and self._tool_table is not None and self._tool_table(table):
                     found = False
-                    log.info(
+                    # A warning: a table of the user's named so would otherwise vanish quietly.
+                    log.warning(
                         "%s is named like an online schema change tool's table: neither its "
                         "rows nor its DDL are published (reader.online_ddl; set it false if "
                         "it is a table of yours)",
