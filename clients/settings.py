@@ -20,7 +20,9 @@ from rowbus.clients.errors import SecretUnavailableError
 class StrictModel(BaseModel):
     """Unknown keys are refused and values are frozen, so a typo is an error, never ignored."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Attribute docstrings become each setting's description: the configuration reference
+    # (docs/configuration.md) is generated from them, so a setting cannot go undocumented.
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class TlsSettings(StrictModel):
@@ -36,6 +38,8 @@ class TlsSettings(StrictModel):
     """
 
     mode: Literal["required", "preferred", "off"] = "preferred"
+    """``preferred``: TLS when the server offers it (not proof against a man in the middle);
+    ``required``: no connection without TLS; ``off``: never TLS."""
     ca: Path | None = None
     """PEM file of the CA(s) the server's certificate must chain to."""
     cert: Path | None = None
@@ -82,9 +86,13 @@ class MySQLConnection(StrictModel):
     """
 
     host: str = "127.0.0.1"
+    """Host name or address of the server."""
     port: int = Field(3306, ge=1, le=65535)
+    """TCP port of the server."""
     user: str = "rowbus"
+    """The account to log in as."""
     password: SecretStr = SecretStr("rowbus")
+    """Its password (never printed; prefer `password_file` or `password_env`)."""
     password_file: Path | None = None
     """A file holding the password (a trailing newline is not part of it)."""
     password_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -143,13 +151,17 @@ class ServerAddress(StrictModel):
     """Another server of a source, reached with the source's user, password and TLS."""
 
     host: str = "127.0.0.1"
+    """Host name or address of the replica."""
     port: int = Field(3306, ge=1, le=65535)
+    """TCP port of the replica."""
 
 
 class SourceConnection(MySQLConnection):
     """One upstream server a reader tails; `name` keys its topics, checkpoints and election."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    """The source's name (``A-Z a-z 0-9 _ . -``): it names its data topic, checkpoints,
+    leader election and the `source` of every event it publishes."""
     include_schemas: tuple[str, ...] = ()
     """Schema patterns of this source (replaces ``reader.include_schemas``): several sources
     may share one server, each reading its own schemas."""

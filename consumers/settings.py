@@ -17,11 +17,15 @@ class SubscriberSettings(StrictModel):
     sources: tuple[str, ...] = ()
     """Sources expected on the topics; empty: those the checkpoints topic lists."""
     topic_template: str = DEFAULT_DATA_TOPIC_TEMPLATE
+    """The readers' data topic template."""
     checkpoints_topic: str = CHECKPOINTS_TOPIC
+    """The readers' checkpoints topic (it lists the sources and their lanes)."""
     schemas_topic: str = SCHEMAS_TOPIC
+    """The readers' schemas topic."""
     metrics_port: int | None = Field(None, ge=0, le=65535)
     """Serve Prometheus metrics on 127.0.0.1:<port>/metrics (0: any free port; unset: off)."""
     group_id: str = "rowbus-subscriber"
+    """The Kafka consumer group (offsets are the subscriber's own; the group only names it)."""
     memory_limit_events: int = Field(DEFAULT_MEMORY_LIMIT, ge=1)
     """Buffered events kept in memory; beyond it the largest runs spill to disk (a decoded
     row event of a few short columns takes about 1 KB of Python memory)."""
@@ -31,5 +35,6 @@ class SubscriberSettings(StrictModel):
     spill_dir: Path | None = None
     """Where spilled events go (default: the system's temporary folder)."""
     batch_size: int = Field(2000, ge=1)
+    """Records read from Kafka per poll."""
     stall_report_s: float = Field(30.0, gt=0)
     """Log why the merge waits once it has waited this long."""

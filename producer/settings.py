@@ -21,7 +21,10 @@ class DispatchSettings(StrictModel):
     """How rows of the tables matching a pattern are spread over partitions."""
 
     rule: Literal["primary_key", "table", "columns"] = "primary_key"
+    """``primary_key``: by each row's key (rows of one key stay in order on one partition);
+    ``table``: every row of a table on one partition; ``columns``: by `columns`."""
     columns: tuple[str, ...] = ()
+    """The columns whose values pick the partition (rule ``columns``)."""
 
 
 class ReaderSettings(StrictModel):
@@ -42,17 +45,23 @@ class ReaderSettings(StrictModel):
     server_id: int | None = Field(None, ge=1, le=2**32 - 1)
     """Replica server id to register with (default: derived from the reader id)."""
     topic_template: str = DEFAULT_DATA_TOPIC_TEMPLATE
+    """Data topic name, from ``{source}``, ``{schema}`` and ``{table}`` (PROTOCOL.md §7)."""
     partitions: int = Field(3, ge=1)
     """Partitions of a data topic the reader creates because it is missing."""
     checkpoints_topic: str = CHECKPOINTS_TOPIC
+    """The compacted topic of the readers' checkpoints (where each resumes)."""
     schemas_topic: str = SCHEMAS_TOPIC
+    """The compacted topic of table schemas by id."""
     encoding: Literal["protobuf", "avro", "json"] = "protobuf"
+    """How records are encoded (PROTOCOL.md §5); consumers read all three."""
     include_schemas: tuple[str, ...] = ()
     """Schema patterns (fnmatch) to read; empty means all but the system schemas."""
     exclude_schemas: tuple[str, ...] = ()
+    """Schema patterns (fnmatch) never read, even when included."""
     include_tables: tuple[str, ...] = ()
     """``schema.table`` patterns to read; empty means every table of an included schema."""
     exclude_tables: tuple[str, ...] = ()
+    """``schema.table`` patterns never read, even when included."""
     online_ddl: bool = True
     """gh-ost and pt-online-schema-change followed as DM's online-DDL mode does: their tables
     (``_*_gho``, ``_*_ghc``, ``_*_del``, ``_*_new``, ``_*_old``) are not published and each
@@ -95,6 +104,8 @@ class ReaderSettings(StrictModel):
     """The topic `rowbus snapshot` signals on (the control topic, ``rowbus.control``): the
     reader follows it and backfills the tables asked while streaming. None: no signals."""
     transaction_timeout_ms: int = Field(60_000, ge=1000)
+    """The Kafka transaction timeout of the reader's producer: a reader that dies with a
+    transaction open has it aborted by the broker after this long."""
     stall_check_s: float = Field(10.0, gt=0)
     """How often the reader checks that read_committed consumers can read what it committed
     (a partition's last stable offset held behind an unresolved transaction is logged and

@@ -31,10 +31,15 @@ class RouteSettings(StrictModel):
     then renamed by `rename` (upstream → target name)."""
 
     match: str = Field(pattern=r"^(?:[^/.]+/)?[^./]+\.[^./]+$")
+    """Upstream tables, ``[source/]schema.table`` with fnmatch wildcards in each part."""
     target: str = Field("{schema}.{table}", pattern=r"^[^.]+\.[^.]+$")
+    """The sink table, a ``schema.table`` template with ``{source}``, ``{schema}``, ``{table}``."""
     include: tuple[str, ...] = ()
+    """Columns to keep (empty: all)."""
     exclude: tuple[str, ...] = ()
+    """Columns to leave out (after `include`)."""
     rename: dict[str, str] = Field(default_factory=dict)
+    """Upstream column name → its name in the sink."""
     sharded: bool = False
     """Several upstream tables feed the target: their DDL is coordinated (shard DDL)."""
 

@@ -34,17 +34,24 @@ class LocalPorts(StrictModel):
     """Loopback ports of the embedded services; each must be free."""
 
     kafka: int = Field(19092, ge=1, le=65535)
+    """The broker's."""
     zookeeper: int = Field(12181, ge=1, le=65535)
+    """ZooKeeper's."""
     source1: int = Field(13306, ge=1, le=65535)
+    """The first source MariaDB's."""
     source2: int = Field(13307, ge=1, le=65535)
+    """The second source MariaDB's."""
     sink: int = Field(13308, ge=1, le=65535)
+    """The sink MariaDB's."""
 
 
 class LocalStackSettings(StrictModel):
     """The embedded stack of `rowbus local up`."""
 
     state_dir: Path = Path(".rowbus")
+    """Where the embedded services keep their data, logs and pids."""
     broker: Literal["noida", "tansu"] = "noida"
+    """The embedded Kafka-compatible broker: noida-db (PyPI) or Tansu."""
     ports: LocalPorts = LocalPorts()
     install: bool = True
     """Install missing Debian and PyPI packages on `up`; when false, a missing one is an error."""
@@ -73,7 +80,9 @@ class ZooKeeperSettings(StrictModel):
     hosts: str | None = None
     """``host:port[,…]``; unset means the embedded ZooKeeper."""
     root: str = Field("/rowbus", pattern=r"^/[A-Za-z0-9_./-]*$")
+    """The znode under which rowbus keeps its elections and memberships."""
     session_timeout_s: float = Field(6.0, gt=0)
+    """ZooKeeper session timeout: a leader that stops answering loses its lease after it."""
 
 
 class Settings(BaseSettings):

@@ -26,6 +26,7 @@ class ShardDdlSettings(StrictModel):
     """Upstream tables of the shard groups as ``source/schema.table``; empty: `rowbus apply`
     lists the tables of every source that a sharded route matches when the job starts."""
     control_topic: str = CONTROL_TOPIC
+    """The topic where shards report their DDL and the coordinator its steps."""
     optimistic: bool = False
     """Apply compatible DDL (ADD COLUMN with a default, widening) at first sight; see the
     README for its risks."""
@@ -47,7 +48,9 @@ class ApplySettings(StrictModel):
     sources: tuple[str, ...] = ()
     """Upstream sources whose watermarks gate the release; empty: every configured source."""
     topic_template: str = DEFAULT_DATA_TOPIC_TEMPLATE
+    """The readers' data topic template (``{source}``: each of `sources`)."""
     schemas_topic: str = SCHEMAS_TOPIC
+    """The readers' schemas topic."""
     mode: Literal["snapshot", "parallel", "throughput"] = "snapshot"
     """snapshot: one batch is one sink transaction; parallel: one transaction per shard;
     throughput: rows read, keyed, collapsed and written by executor tasks, one transaction
@@ -68,6 +71,7 @@ class ApplySettings(StrictModel):
     memory (measured, `benchmarks.bounded --only big`: driver peak 616 MB at 200k, 278 MB at
     50k); at ~0.3 s fixed cost per batch, 50k costs a few percent of throughput."""
     trigger_interval_s: float = Field(0.0, ge=0)
+    """Seconds between micro-batches (0: the next starts as soon as the last is handed on)."""
     overlap_batches: bool = True
     """Write a batch while Spark reads and decodes the next (one batch in flight; Spark's
     commit log may then be one batch ahead of the sink, which the next start mends:
@@ -83,6 +87,7 @@ class ApplySettings(StrictModel):
     """The Spark master of ``rowbus apply``; under ``spark-submit --master …`` the job keeps the
     master spark-submit chose."""
     spark_conf: dict[str, str] = Field(default_factory=dict)
+    """Spark settings for the job's session (``spark.executor.memory: 4g``, …)."""
     sink_retry_s: float = Field(300.0, ge=0)
     """How long the job waits for a sink it lost (unreachable, or a deadlock it kept
     hitting): the query stops and starts again from its checkpoint once the sink answers. 0:

@@ -1,4 +1,4 @@
-"""`rowbus config show`."""
+"""`rowbus config show` and `rowbus config reference`."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 import yaml
 
 from rowbus.config import Settings, leaves, origins
+from rowbus.reference import reference
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -20,6 +21,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     show.add_argument("--yaml", action="store_true", help="plain YAML, without origins")
     show.set_defaults(func=_show)
+    ref = actions.add_parser(
+        "reference",
+        help="print the reference of every setting (docs/configuration.md): path, type, "
+        "default, what it does",
+    )
+    ref.set_defaults(func=_reference)
+
+
+def _reference(args: argparse.Namespace, settings: Settings) -> int:
+    del args, settings  # the reference is the models', not this configuration's
+    print(reference(), end="")
+    return 0
 
 
 def _show(args: argparse.Namespace, settings: Settings) -> int:
