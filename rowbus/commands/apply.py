@@ -8,6 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from rowbus.commands.common import add_metrics_port, metrics_port
 from rowbus.config import Settings
 from rowbus.jobs import job_config
 from rowbus.tree import run_group
@@ -25,10 +26,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cmd.add_argument(
         "--print-config", action="store_true", help="print the job's JSON config and exit"
     )
+    add_metrics_port(cmd, "apply.metrics_port")
     cmd.set_defaults(func=_apply)
 
 
 def _apply(args: argparse.Namespace, settings: Settings) -> int:
+    port = metrics_port(args, settings.apply.metrics_port)
+    settings = settings.model_copy(
+        update={"apply": settings.apply.model_copy(update={"metrics_port": port})}
+    )
     text = job_config(settings, args.available_now).dump()
     if args.print_config:
         print(text)

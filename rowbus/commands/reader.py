@@ -13,6 +13,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from rowbus.clients.prometheus import Exporter
+from rowbus.commands.common import add_metrics_port, metrics_port
 from rowbus.config import Settings
 
 if TYPE_CHECKING:
@@ -31,13 +32,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     run.add_argument("--source", required=True, help="name of a source in the configuration")
     run.add_argument("--reader-id", default=None, help="this reader's name (default: host-pid)")
-    run.add_argument(
-        "--metrics-port",
-        type=int,
-        default=None,
-        help="serve Prometheus metrics on 127.0.0.1:PORT/metrics (0: any free port; default: "
-        "reader.metrics_port, unset: off)",
-    )
+    add_metrics_port(run, "reader.metrics_port")
     run.set_defaults(func=_run)
 
     node = actions.add_parser(
@@ -102,7 +97,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.reader_id:
         reader_settings = reader_settings.model_copy(update={"reader_id": args.reader_id})
     reader = Reader(source, reader_settings, services)
-    port = args.metrics_port if args.metrics_port is not None else reader_settings.metrics_port
+    port = metrics_port(args, reader_settings.metrics_port)
     exporter = None
     if port is not None:
         exporter = Exporter()

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rowbus.clients.prometheus import Exporter
+from rowbus.commands.common import add_metrics_port, metrics_port
 from rowbus.config import Settings
 
 
@@ -48,13 +49,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="keep the position in this file and resume from it (at least once)",
     )
     tail.add_argument("--max-transactions", type=int, default=None, help="stop after N")
-    tail.add_argument(
-        "--metrics-port",
-        type=int,
-        default=None,
-        help="serve Prometheus metrics on 127.0.0.1:PORT/metrics (0: any free port; default: "
-        "subscriber.metrics_port, unset: off)",
-    )
+    add_metrics_port(tail, "subscriber.metrics_port")
     tail.add_argument(
         "--idle-timeout",
         type=float,
@@ -91,7 +86,7 @@ def _tail(args: argparse.Namespace, settings: Settings) -> int:
     )
     out = sys.stdout
     began = time.perf_counter()
-    port = args.metrics_port if args.metrics_port is not None else conf.metrics_port
+    port = metrics_port(args, conf.metrics_port)
     exporter = None
     if port is not None:
         exporter = Exporter()

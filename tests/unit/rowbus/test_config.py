@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -160,3 +161,21 @@ def test_config_show_names_where_each_value_came_from(
     assert "s3cret" not in lines["sink.password"]
     assert lines["kafka.bootstrap_servers"].endswith("# embedded stack (local.ports)")
     assert lines["apply.job"].endswith("# default")
+
+
+def test_long_running_commands_offer_the_same_metrics_flag(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`reader run`, `tail` and `apply` take ``--metrics-port`` alike (apply had none: its
+    metrics could only be set in the file); apply hands it to the job's configuration."""
+    from rowbus.cli import build_parser, main
+
+    parser = build_parser()
+    for argv in (
+        ["reader", "run", "--source", "s", "--metrics-port", "9"],
+        ["tail", "t", "--metrics-port", "9"],
+        ["apply", "--metrics-port", "9"],
+    ):
+        assert parser.parse_args(argv).metrics_port == 9, argv
+    assert main(["apply", "--metrics-port", "0", "--print-config"]) == 0
+    assert json.loads(capsys.readouterr().out)["apply"]["metrics_port"] == 0
