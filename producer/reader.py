@@ -683,6 +683,8 @@ class Reader:
                 term.incremental.close()
             term.publisher.close()
             term.server.close()
+            # The commit thread (the stall check's user) was joined above: drop the client.
+            self._admin = None
 
     # ---- tailing --------------------------------------------------------------------------------
 

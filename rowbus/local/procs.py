@@ -65,10 +65,49 @@ def is_ours(record: ProcessRecord) -> bool:
     return record.marker.encode() in cmdline
 
 
+_children: dict[int, subprocess.Popen[bytes]] = {}
+"""Every process `launch` started, by pid: kept so that its exit status is ours to read (a
+dropped Popen is reaped by the subprocess module's next launch, its status lost)."""
+
+
 def _reap(pid: int) -> None:
+    child = _children.get(pid)
+    if child is not None:
+        child.poll()
+        return
     # Only our own children can be reaped; for others waitpid raises and that is fine.
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
+
+
+def gone(pid: int) -> bool:
+    """True once `pid` has exited (reaped, or a zombie that holds nothing any more). Unlike
+    `is_ours` it does not look at the command line, which an exiting process empties before
+    it has released its files and ports."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    if stat.rsplit(")", 1)[-1].split()[0] in {"Z", "X"}:
+        _reap(pid)
+        return True
+    return False
+
+
+def exit_description(pid: int) -> str:
+    """How a process `launch` started ended: "exited with status 1", "exited with signal 11
+    (SIGSEGV)"; "exited" when that is unknown (not started here)."""
+    child = _children.get(pid)
+    code = None if child is None else child.poll()
+    if code is None:
+        return "exited"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = "unknown signal"
+        return f"exited with signal {-code} ({name})"
+    return f"exited with status {code}"
 
 
 def launch(args: list[str], log_file: Path, env: dict[str, str] | None = None) -> int:
@@ -83,23 +122,61 @@ def launch(args: list[str], log_file: Path, env: dict[str, str] | None = None) -
             start_new_session=True,
             env={**os.environ, **(env or {})},
         )
+    _children[proc.pid] = proc
     return proc.pid
 
 
 def stop(record: ProcessRecord, sig: signal.Signals, grace: float) -> None:
-    """Signal the recorded process, wait for it to exit, KILL it after `grace` seconds."""
+    """Signal the recorded process and return once it is gone (its pid exited, not merely its
+    command line changed), KILLing it after `grace` seconds."""
     if not is_ours(record):
         return
     log.info("stopping %s (pid %s) with %s", record.name, record.pid, sig.name)
     _signal(record.pid, sig)
     try:
-        wait_for(lambda: not is_ours(record), timeout=grace, what=f"{record.name} to exit")
+        wait_for(lambda: gone(record.pid), timeout=grace, what=f"{record.name} to exit")
     except LocalStackError:
         raise
     except Exception:  # noqa: BLE001 - escalate on any timeout
-        log.warning("%s (pid %s) ignored %s; sending SIGKILL", record.name, record.pid, sig.name)
+        log.warning(
+            "%s (pid %s) still running %.0fs after %s; sending SIGKILL",
+            record.name,
+            record.pid,
+            grace,
+            sig.name,
+        )
         _signal(record.pid, signal.SIGKILL)
-        wait_for(lambda: not is_ours(record), timeout=10, what=f"{record.name} to die")
+        wait_for(lambda: gone(record.pid), timeout=10, what=f"{record.name} to die")
+
+
+def stop_all(records: list[ProcessRecord], sig: signal.Signals, grace: float) -> None:
+    """`stop` each record (in the order given), all of them whatever one raises."""
+    for record in records:
+        try:
+            stop(record, sig, grace)
+        except Exception as exc:  # noqa: BLE001 - stop the others whatever happens
+            log.warning("stopping %s (pid %s): %s", record.name, record.pid, exc)
+
+
+def check_children(records: list[ProcessRecord], logs: Path, grace: float = 30.0) -> None:
+    """For a parent supervising `records` (its own children, logging to ``logs/<name>.log``):
+    if one has exited, stop the others and raise one line naming it, how it ended and its
+    log's last lines."""
+    for record in records:
+        if is_ours(record):
+            continue
+        how = exit_description(record.pid)
+        others = [r for r in records if r is not record]
+        stop_all(others, signal.SIGTERM, grace)
+        path = logs / f"{record.name}.log"
+        try:
+            tail = path.read_text(errors="replace").strip().splitlines()[-3:]
+        except FileNotFoundError:
+            tail = ["(no log)"]
+        stopped = f"; stopped {', '.join(r.name for r in others)}" if others else ""
+        raise LocalStackError(
+            f"{record.name} (pid {record.pid}) {how}{stopped}; {path}: {' | '.join(tail)}"
+        )
 
 
 def _signal(pid: int, sig: signal.Signals) -> None:
