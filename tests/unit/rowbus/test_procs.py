@@ -77,15 +77,18 @@ def _pause_child(tmp_path, name: str, code: str = "import signal; signal.pause()
 def test_stop_returns_only_once_the_process_is_gone(tmp_path):
     # On SIGTERM the child replaces its command line (as an exiting process empties it) and
     # lives on for a second: `stop` must wait for the pid, not for the marker to vanish.
+    ready = tmp_path / "handler-installed"
     code = (
-        "import os, signal, sys\n"
+        "import os, pathlib, signal, sys\n"
         "def later(*_):\n"
         "    os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(1.5)'])\n"
         "signal.signal(signal.SIGTERM, later)\n"
+        f"pathlib.Path({str(ready)!r}).touch()\n"
         "signal.pause()\n"
     )
     record = _pause_child(tmp_path, "lingering", code)
     try:
+        wait_for(ready.exists, timeout=30, what="the child's SIGTERM handler")
         stop(record, signal.SIGTERM, grace=20)
         assert gone(record.pid), f"stop returned while pid {record.pid} still runs"
     finally:

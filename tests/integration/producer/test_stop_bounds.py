@@ -1,0 +1,102 @@
+"""A reader's stop is complete and bounded (issue #33): once it has stopped, none of its Kafka
+clients is left (their librdkafka threads end with it, not whenever they are collected); and
+SIGTERM ends a reader within ``reader.stop_timeout_s`` even when its broker and ZooKeeper are
+gone, saying so in one line."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import yaml
+
+from rowbus.local.procs import ProcessRecord, gone
+from rowbus.local.stack import LocalStack
+from rowbus.waiting import wait_for
+from tests.faults.proxy import Proxy
+from tests.integration.producer.helpers import ReaderSetup, reader_thread, start_reader_process
+from tests.integration.rowbus.test_local_stack import free_ports, stack_settings
+
+
+def _librdkafka_threads() -> list[str]:
+    """The librdkafka threads of this process (named ``rdk:…``)."""
+    names = []
+    for task in Path("/proc/self/task").iterdir():
+        with contextlib.suppress(OSError):
+            name = (task / "comm").read_text().strip()
+            if name.startswith("rdk:"):
+                names.append(name)
+    return names
+
+
+def test_a_stopped_reader_leaves_no_kafka_client_behind(reader_setup: ReaderSetup) -> None:
+    before = len(_librdkafka_threads())
+    # Frequent heartbeats and stall checks: the reader builds every client it has (the
+    # producer, the admin client of the stall check) before it is stopped.
+    with reader_thread(reader_setup, heartbeat_interval_s=0.1, stall_check_s=0.05) as reader:
+        wait_for(lambda: reader.metrics.batches >= 4, timeout=60, what="the reader's heartbeats")
+        assert len(_librdkafka_threads()) > before
+    commits = [t for t in threading.enumerate() if t.name == "rowbus-commit"]
+    assert not commits, commits
+    wait_for(
+        lambda: len(_librdkafka_threads()) <= before,
+        timeout=10,
+        what="the stopped reader's librdkafka threads to end",
+    )
+
+
+def test_sigterm_stops_a_reader_whose_broker_and_zookeeper_are_gone(
+    reader_setup: ReaderSetup, tmp_path: Path
+) -> None:
+    # A private broker (the session's is shared) and ZooKeeper through a proxy that can be cut.
+    stack = LocalStack(stack_settings(tmp_path / "broker", free_ports(5)))
+    stack.services = [s for s in stack.services if s.name == "kafka"]
+    stack.up()
+    (broker,) = stack.services
+    zk_host, zk_port = reader_setup.services.zookeeper.hosts.split(",")[0].rsplit(":", 1)
+    proxy = Proxy((zk_host, int(zk_port)))
+    bound_s = 4.0
+    path = reader_setup.write_config(
+        tmp_path / "rowbus.yaml", stop_timeout_s=bound_s, heartbeat_interval_s=0.2
+    )
+    config = yaml.safe_load(path.read_text())
+    config["kafka"]["bootstrap_servers"] = broker.address
+    config["zookeeper"]["hosts"] = f"127.0.0.1:{proxy.port}"
+    path.write_text(yaml.safe_dump(config))
+    log = tmp_path / "reader.log"
+    proc = start_reader_process(path, reader_setup.source, "bounded", log)
+    try:
+
+        def took_over() -> bool:
+            if proc.poll() is not None:
+                raise AssertionError(f"the reader exited early:\n{log.read_text()}")
+            return "took over" in log.read_text()
+
+        wait_for(took_over, timeout=60, what="the reader to lead", stop_on=(AssertionError,))
+        record = ProcessRecord.load(stack.pid_dir, "kafka")
+        assert record is not None
+        assert stack.down() == ["kafka"]
+        # `local down` returns once the broker's process is gone, not merely going.
+        assert gone(record.pid), f"the broker (pid {record.pid}) still runs after down"
+        proxy.cut()
+        started = time.monotonic()
+        os.kill(proc.pid, signal.SIGTERM)
+        status = proc.wait(timeout=bound_s + 20)
+        elapsed = time.monotonic() - started
+        text = log.read_text()
+        assert elapsed < bound_s + 5, f"stopped after {elapsed:.1f}s:\n{text}"
+        assert text.count("signal 15: finishing the open batch and stopping") == 1, text
+        if status != 0:
+            # Held by the missing services: the deadline ended it, in one line.
+            assert status == 1, text
+            assert text.count(f"still running {bound_s:.0f}s after signal 15") == 1, text
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proxy.close()
+        stack.down()
