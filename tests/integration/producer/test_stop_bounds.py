@@ -6,8 +6,11 @@ gone, saying so in one line."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -18,7 +21,13 @@ from rowbus.local.procs import ProcessRecord, gone
 from rowbus.local.stack import LocalStack
 from rowbus.waiting import wait_for
 from tests.faults.proxy import Proxy
-from tests.integration.producer.helpers import ReaderSetup, reader_thread, start_reader_process
+from tests.integration.bounded.helpers import create_big_table, insert_big_transaction
+from tests.integration.producer.helpers import (
+    ROOT,
+    ReaderSetup,
+    reader_thread,
+    start_reader_process,
+)
 from tests.integration.rowbus.test_local_stack import free_ports, stack_settings
 
 
@@ -100,3 +109,64 @@ def test_sigterm_stops_a_reader_whose_broker_and_zookeeper_are_gone(
             proc.wait()
         proxy.close()
         stack.down()
+
+
+def test_term_changes_and_stops_racing_the_commit_thread_run_clean(
+    reader_setup: ReaderSetup, tmp_path: Path
+) -> None:
+    """The stress that could expose a client used after it is closed (issue #33: a reader died
+    with SIGSEGV in librdkafka): terms lost every few hundred milliseconds and readers stopped
+    while big transactions are published in fragments, in a process with faulthandler."""
+    server = reader_setup.server
+    create_big_table(server, reader_setup.database)
+    spec = {
+        "source": {
+            "name": reader_setup.source,
+            "host": server.host,
+            "port": server.port,
+            "user": server.user,
+            "password": server.password.get_secret_value(),
+        },
+        "kafka": reader_setup.services.kafka.client_config(),
+        "reader": reader_setup.reader_settings(
+            fragment_rows=300, flush_interval_s=0.05, heartbeat_interval_s=0.1, stall_check_s=0.05
+        ),
+        "seconds": 20,
+    }
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    done = threading.Event()
+
+    def write() -> None:
+        first = 1
+        while not done.is_set() and first < 2_000_000:
+            insert_big_transaction(server, reader_setup.database, 2_000, first)
+            first += 2_000
+
+    writer = threading.Thread(target=write, name="big-transactions", daemon=True)
+    writer.start()
+    try:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-X",
+                "faulthandler",
+                "-m",
+                "tests.integration.producer.term_stress",
+                str(tmp_path / "spec.json"),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )
+    finally:
+        done.set()
+        writer.join(60)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"the stress ended with status {proc.returncode}:\n{out[-5000:]}"
+    assert "Fatal Python error" not in out, out[-5000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["errors"] == [], result
+    assert result["readers"] >= 5 and result["terms"] >= 20, result
+    assert result["librdkafka_threads"] == [], result
