@@ -9,6 +9,7 @@ Prints one JSON line: terms run, readers stopped, librdkafka threads left at the
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import random
 import sys
@@ -58,6 +59,11 @@ class FlappingElection:
 
 def main(spec_path: str) -> int:
     spec: dict[str, Any] = json.loads(Path(spec_path).read_text())
+    # Collections far more often than by default, so a client held in a reference cycle is
+    # collected in whatever thread allocates at that moment, a librdkafka thread running a
+    # Python callback among them (confluent-kafka-python #1761, #2129: a client destroyed
+    # from its own thread aborts or crashes the process).
+    gc.set_threshold(*spec.get("gc_threshold", (50, 2, 2)))
     from rowbus.config import SourceConnection
 
     source = SourceConnection(**spec["source"])
