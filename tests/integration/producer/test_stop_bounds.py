@@ -170,3 +170,35 @@ def test_term_changes_and_stops_racing_the_commit_thread_run_clean(
     assert result["errors"] == [], result
     assert result["readers"] >= 5 and result["terms"] >= 20, result
     assert result["librdkafka_threads"] == [], result
+
+
+def test_a_stop_held_past_its_deadline_ends_the_process_in_one_line(tmp_path: Path) -> None:
+    """Whatever holds the stop (here a main thread blocked for good), the process exits
+    ``reader.stop_timeout_s`` after the signal, with status 1 and one line."""
+    ready = tmp_path / "ready"
+    code = (
+        "import logging, pathlib, threading\n"
+        "from rowbus.commands.reader import _stop_on_signals\n"
+        "logging.basicConfig()\n"
+        "_stop_on_signals(1.0)\n"
+        f"pathlib.Path({str(ready)!r}).touch()\n"
+        "threading.Event().wait()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=ROOT, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        wait_for(ready.exists, timeout=30, what="the process to handle signals")
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGTERM)  # a second signal changes nothing
+        _, err = proc.communicate(timeout=20)
+        elapsed = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, err
+    assert 1.0 <= elapsed < 6, elapsed
+    assert err.count("signal 15: finishing the open batch and stopping (at most 1s)") == 1, err
+    assert err.count("still running 1s after signal 15 (reader.stop_timeout_s)") == 1, err
