@@ -80,15 +80,29 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
-def gone(pid: int) -> bool:
-    """True once `pid` has exited (reaped, or a zombie that holds nothing any more). Unlike
-    `is_ours` it does not look at the command line, which an exiting process empties before
-    it has released its files and ports."""
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (state first); None if none."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+        return Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[-1].split()
     except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def started_at(pid: int) -> str | None:
+    """When `pid` started (clock ticks since boot): with the pid, names one process for good."""
+    fields = _stat(pid)
+    return None if fields is None else fields[19]
+
+
+def gone(pid: int, started: str | None = None) -> bool:
+    """True once `pid` has exited (reaped, or a zombie that holds nothing any more), or the pid
+    names another process than the one `started` then. Unlike `is_ours` it does not look at
+    the command line, which an exiting process empties before it has released its files and
+    ports."""
+    fields = _stat(pid)
+    if fields is None or (started is not None and fields[19] != started):
         return True
-    if stat.rsplit(")", 1)[-1].split()[0] in {"Z", "X"}:
+    if fields[0] in {"Z", "X"}:
         _reap(pid)
         return True
     return False
@@ -132,9 +146,10 @@ def stop(record: ProcessRecord, sig: signal.Signals, grace: float) -> None:
     if not is_ours(record):
         return
     log.info("stopping %s (pid %s) with %s", record.name, record.pid, sig.name)
+    started = started_at(record.pid)
     _signal(record.pid, sig)
     try:
-        wait_for(lambda: gone(record.pid), timeout=grace, what=f"{record.name} to exit")
+        wait_for(lambda: gone(record.pid, started), timeout=grace, what=f"{record.name} to exit")
     except LocalStackError:
         raise
     except Exception:  # noqa: BLE001 - escalate on any timeout
@@ -146,7 +161,7 @@ def stop(record: ProcessRecord, sig: signal.Signals, grace: float) -> None:
             sig.name,
         )
         _signal(record.pid, signal.SIGKILL)
-        wait_for(lambda: gone(record.pid), timeout=10, what=f"{record.name} to die")
+        wait_for(lambda: gone(record.pid, started), timeout=10, what=f"{record.name} to die")
 
 
 def stop_all(records: list[ProcessRecord], sig: signal.Signals, grace: float) -> None:
