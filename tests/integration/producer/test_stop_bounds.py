@@ -42,13 +42,36 @@ def _librdkafka_threads() -> list[str]:
     return names
 
 
+def _connections_to(port: int) -> int:
+    """This process's established TCP connections to `port` on any host."""
+    inodes = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    count = 0
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+                if remote_port == port and fields[3] == "01" and fields[9] in inodes:
+                    count += 1
+    return count
+
+
 def test_a_stopped_reader_leaves_no_kafka_client_behind(reader_setup: ReaderSetup) -> None:
+    broker_port = int(reader_setup.services.kafka.bootstrap_servers.split(",")[0].rsplit(":")[1])
+    ports = {"the broker": broker_port, "the source": reader_setup.server.port}
+    connected = {what: _connections_to(port) for what, port in ports.items()}
     before = len(_librdkafka_threads())
     # Frequent heartbeats and stall checks: the reader builds every client it has (the
     # producer, the admin client of the stall check) before it is stopped.
     with reader_thread(reader_setup, heartbeat_interval_s=0.1, stall_check_s=0.05) as reader:
         wait_for(lambda: reader.metrics.batches >= 4, timeout=60, what="the reader's heartbeats")
         assert len(_librdkafka_threads()) > before
+        assert all(_connections_to(port) > connected[w] for w, port in ports.items())
     commits = [t for t in threading.enumerate() if t.name == "rowbus-commit"]
     assert not commits, commits
     wait_for(
@@ -56,6 +79,12 @@ def test_a_stopped_reader_leaves_no_kafka_client_behind(reader_setup: ReaderSetu
         timeout=10,
         what="the stopped reader's librdkafka threads to end",
     )
+    for what, port in ports.items():
+        wait_for(
+            lambda port=port, what=what: _connections_to(port) <= connected[what],
+            timeout=10,
+            what=f"the stopped reader's connections to {what} (port {port}) to close",
+        )
 
 
 def test_sigterm_stops_a_reader_whose_broker_and_zookeeper_are_gone(
