@@ -53,16 +53,13 @@ class ProcessRecord:
 
 def is_ours(record: ProcessRecord) -> bool:
     """True while the recorded process runs and is still the one we started."""
-    try:
-        stat = Path(f"/proc/{record.pid}/stat").read_text(encoding="utf-8")
-        cmdline = Path(f"/proc/{record.pid}/cmdline").read_bytes().replace(b"\0", b" ")
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
+    fields = _stat(record.pid)
+    if fields is None:
         return False
-    state = stat.rsplit(")", 1)[-1].split()[0]
-    if state in {"Z", "X"}:
+    if fields[0] in {"Z", "X"}:
         _reap(record.pid)
         return False
-    return record.marker.encode() in cmdline
+    return record.marker.encode() in _cmdline(record.pid).replace(b"\0", b" ")
 
 
 _children: dict[int, subprocess.Popen[bytes]] = {}
@@ -137,7 +134,23 @@ def launch(args: list[str], log_file: Path, env: dict[str, str] | None = None) -
             env={**os.environ, **(env or {})},
         )
     _children[proc.pid] = proc
+    # Popen returns while the kernel may still be inside the child's exec, and meanwhile
+    # /proc shows an empty command line: `is_ours` would take the child for exited (seen:
+    # 12 of 40 launches; `rowbus demo` then reported a reader that was starting as exited,
+    # with an empty log).
+    wait_for(
+        lambda: proc.poll() is not None or bool(_cmdline(proc.pid)),
+        timeout=10,
+        what=f"{args[0]} to start",
+    )
     return proc.pid
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return b""
 
 
 def stop(record: ProcessRecord, sig: signal.Signals, grace: float) -> None:

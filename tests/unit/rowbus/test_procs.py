@@ -117,3 +117,19 @@ def test_a_parent_names_how_its_child_ended_and_stops_the_others(tmp_path):
         for record in (crashed, failed, sibling):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(record.pid, signal.SIGKILL)
+
+
+def test_a_launched_child_is_ours_as_soon_as_launch_returns(tmp_path):
+    # Popen returns while the child may still be inside exec (its /proc command line empty):
+    # a supervisor checking at once took a starting child for exited (`rowbus demo`:
+    # "reader-source2 exited; …log:" with an empty log).
+    for i in range(20):
+        marker = str(tmp_path / f"child-{i}")
+        pid = launch(
+            [sys.executable, "-c", "import signal; signal.pause()", marker], tmp_path / "c.log"
+        )
+        try:
+            assert is_ours(ProcessRecord("c", pid, marker, "-")), f"launch {i}: not ours"
+        finally:
+            os.kill(pid, signal.SIGKILL)
+            wait_for(lambda pid=pid: gone(pid), timeout=10, what="the child to end")
