@@ -1,7 +1,8 @@
 """The one seam around confluent-kafka.
 
 Every consumer, producer and admin client is built here (`consumer`, `producer`, `admin`), with
-the defaults rowbus relies on rendered at the last moment; every KafkaException is translated by
+the defaults rowbus relies on rendered at the last moment, and a producer is closed by
+`close_producer` (bounded, whatever the broker does); every KafkaException is translated by
 `kafka_errors` (also when confluent-kafka hides it behind a SystemError); `KafkaReader` is the
 assign-only consumer the subscribers use, and `read_to_end` reads a small system topic
 (checkpoints, schemas, control) to its current end.
@@ -147,8 +148,34 @@ def producer(config: Mapping[str, Any], **overrides: Any) -> Any:
         return Producer(conf)
 
 
+CLOSE_TIMEOUT_S = 5.0
+"""How long closing a producer waits for its queued records before it drops them: librdkafka's
+close otherwise waits up to the message timeout (minutes) for a broker that is gone."""
+
+
+def close_producer(producer: Any, timeout: float = CLOSE_TIMEOUT_S) -> int:
+    """Flush `producer` for at most `timeout` seconds, drop what is left, close it; the number of
+    records dropped. A closed client refuses further calls (RuntimeError) instead of touching
+    freed memory, and its threads and connections end now rather than whenever it is collected.
+    Its owner stops the threads that use it first."""
+    from confluent_kafka import KafkaException
+
+    left = 0
+    try:
+        left = int(producer.flush(timeout))
+        if left:
+            producer.purge(True, True, False)
+    except (KafkaException, SystemError, RuntimeError) as exc:
+        log.debug("flush on close: %s", exc)
+    with contextlib.suppress(KafkaException, SystemError, RuntimeError):
+        producer.close()
+    return left
+
+
 def admin(config: Mapping[str, Any]) -> Any:
-    """A `confluent_kafka.admin.AdminClient` on the same connection settings."""
+    """A `confluent_kafka.admin.AdminClient` on the same connection settings. It has no
+    ``close()``: its owner drops its one reference when it stops (CPython then destroys it at
+    once, threads and connections with it), and keeps it nowhere else."""
     from confluent_kafka.admin import AdminClient
 
     with kafka_errors("cannot create a Kafka admin client"):

@@ -118,7 +118,12 @@ class ZooKeeperLeadership:
             self._lock = None
 
     def close(self) -> None:
-        self.release()
+        """End the session (its ephemeral lock node goes with it). The lock is released first
+        only while connected: kazoo retries a release without end while ZooKeeper is away."""
+        if self._client is not None and self._client.state == KazooState.CONNECTED:
+            self.release()
+        self._leading = False
+        self._lock = None
         if self._client is not None:
             try:
                 self._client.stop()

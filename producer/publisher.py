@@ -174,14 +174,32 @@ class KafkaPublisher:
             self.producer.init_transactions(self._timeout)
 
     def close(self) -> None:
-        if self._producer is not None:
-            if self._in_txn:
-                self.abort()
+        """Abort the open transaction, close the producer and drop the admin client, each
+        within `CLOSE_TIMEOUT_S`, whatever the broker does: a stop with the broker gone must
+        not wait for librdkafka's own timeouts (minutes). The caller has joined every thread
+        that uses this publisher (the reader's commit thread) before."""
+        producer, self._producer, self._admin = self._producer, None, None
+        if producer is None:
+            return
+        if self._in_txn:
+            self._in_txn = False
             try:
-                self._producer.flush(5)
+                producer.abort_transaction(min(self._timeout, clients_kafka.CLOSE_TIMEOUT_S))
             except (KafkaException, SystemError) as exc:
-                log.debug("flush on close: %s", exc)
-            self._producer = None
+                # Unfinished, it ends with the transaction timeout or the next term's fencing.
+                log.warning(
+                    "aborting the Kafka transaction of %s on close failed: %s",
+                    self.transactional_id,
+                    exc,
+                )
+        dropped = clients_kafka.close_producer(producer)
+        if dropped:
+            log.warning(
+                "closed producer %s with %d undelivered records dropped (they belong to no "
+                "committed transaction)",
+                self.transactional_id,
+                dropped,
+            )
 
     @property
     def producer(self) -> Producer:

@@ -324,7 +324,10 @@ class Reader:
                     log.warning("%s: %s; retrying (%d)", self.reader_id, exc, failures)
                     stop.wait(min(5.0, 0.2 * 2**failures))
                 finally:
-                    self.leadership.release()
+                    if not stop.is_set():
+                        # Stopping, `close` below ends the session, which gives leadership
+                        # up as well, and does not wait for a ZooKeeper that may be gone.
+                        self.leadership.release()
                     if prepared is not None:
                         prepared[1].close()
                         prepared[0].close()
@@ -692,6 +695,8 @@ class Reader:
                 term.incremental.close()
             term.publisher.close()
             term.server.close()
+            # The commit thread (the stall check's user) was joined above: drop the client.
+            self._admin = None
 
     # ---- tailing --------------------------------------------------------------------------------
 

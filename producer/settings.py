@@ -110,6 +110,11 @@ class ReaderSettings(StrictModel):
     """How often the reader checks that read_committed consumers can read what it committed
     (a partition's last stable offset held behind an unresolved transaction is logged and
     exported as ``stalled_partitions``)."""
+    stop_timeout_s: float = Field(30.0, gt=0)
+    """After SIGTERM/SIGINT a reader (or reader node) finishes its open batch and exits; if it
+    has not within this many seconds (a broker, ZooKeeper or source that no longer answers holds
+    it), it exits anyway with status 1 and one line saying so. Nothing is lost: the open Kafka
+    transaction never commits, and the next leader resumes from the last checkpoint."""
     kafka: dict[str, str | int | float | bool] = Field(default_factory=dict)
     """Extra librdkafka settings for the reader's producer."""
 

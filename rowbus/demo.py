@@ -24,7 +24,7 @@ import yaml
 
 from rowbus.clients import mysql
 from rowbus.config import MySQLSettings, Settings
-from rowbus.local.procs import ProcessRecord, is_ours, launch, stop
+from rowbus.local.procs import ProcessRecord, check_children, launch, stop_all
 from rowbus.local.stack import LocalStack
 from rowbus.protocol.errors import RowbusError
 from rowbus.verify import TableDiff, verify
@@ -301,11 +301,7 @@ class Demo:
         self.say(f"apply job committed its first batch after {self.startup_s:.1f}s")
 
     def _check_alive(self) -> None:
-        for record in self.records:
-            if not is_ours(record):
-                log = self.home / f"{record.name}.log"
-                tail = log.read_text(errors="replace").strip().splitlines()[-3:]
-                raise RowbusError(f"{record.name} exited; {log}: {' | '.join(tail)}")
+        check_children(self.records, self.home)
 
     def _write(self, workloads: list[tuple[pymysql.connections.Connection[Any], W2 | W3]]) -> None:
         threads = []
@@ -454,8 +450,7 @@ class Demo:
         return 0 if equal and ddls == len(W3_DDLS) else 1
 
     def _stop_processes(self) -> None:
-        for record in reversed(self.records):
-            stop(record, signal.SIGTERM, grace=30)
+        stop_all(list(reversed(self.records)), signal.SIGTERM, grace=30)
 
 
 def _ms(value: float | None) -> str:
@@ -505,4 +500,13 @@ def _columns(server: MySQLSettings, qualified: str) -> dict[str, str]:
 
 
 def run_demo(settings: Settings, options: DemoOptions) -> int:
-    return Demo(settings, options).run()
+    def _exit(signum: int, _frame: object) -> None:
+        # Unwinds through `Demo.run`'s finally, which stops the processes it started (they
+        # run in sessions of their own: nothing else would).
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, _exit)
+    try:
+        return Demo(settings, options).run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)

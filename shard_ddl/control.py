@@ -78,8 +78,10 @@ class ControlLog:
 
     def close(self) -> None:
         if self._producer is not None:
-            self._producer.flush(5)
-            self._producer = None
+            from rowbus.clients import kafka
+
+            producer, self._producer = self._producer, None
+            kafka.close_producer(producer)
         if self._tail is not None:
             self._tail.close()
             self._tail = None

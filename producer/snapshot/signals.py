@@ -72,7 +72,10 @@ def publish(client_config: Mapping[str, Any], topic: str, source: str, tables: l
         partition=0,
         on_delivery=lambda err, _msg: errors.append(err) if err is not None else None,
     )
-    left = producer.flush(30)
+    try:
+        left = producer.flush(30)
+    finally:
+        kafka.close_producer(producer, timeout=0)
     if errors:
         raise kafka.failure_error(errors[0], f"publishing to {topic}")
     if left:

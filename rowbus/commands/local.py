@@ -16,9 +16,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     actions.add_parser(
         "up", help="install what is missing, start every service not running, wait until ready"
     ).set_defaults(func=_up)
-    actions.add_parser("down", help="stop exactly the processes `up` recorded").set_defaults(
-        func=_down
-    )
+    actions.add_parser(
+        "down", help="stop exactly the processes `up` recorded; returns once they are gone"
+    ).set_defaults(func=_down)
     actions.add_parser(
         "status", help="each service's address, pid and health (exit 3 if any is not up)"
     ).set_defaults(func=_status)

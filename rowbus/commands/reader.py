@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import threading
 import time
@@ -63,12 +64,35 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     drain.set_defaults(func=_drain)
 
 
-def _stop_on_signals() -> threading.Event:
+def _stop_on_signals(bound_s: float) -> threading.Event:
+    """An event SIGTERM/SIGINT set; the process exits (status 1, one line) if it is still
+    running `bound_s` seconds (``reader.stop_timeout_s``) after the first signal."""
     stop = threading.Event()
 
+    def _overdue(signum: int) -> None:
+        log.error(
+            "still running %.0fs after signal %d (reader.stop_timeout_s): a broker, ZooKeeper "
+            "or source that does not answer holds the stop; exiting without finishing the open "
+            "batch (it never commits: the next leader resumes from the last checkpoint)",
+            bound_s,
+            signum,
+        )
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        # The main thread is blocked inside a client call: only a hard exit ends the process.
+        os._exit(1)
+
     def _stop(signum: int, _frame: FrameType | None) -> None:
-        log.warning("signal %d: finishing the open batch and stopping", signum)
+        if stop.is_set():
+            return
+        log.warning(
+            "signal %d: finishing the open batch and stopping (at most %.0fs)", signum, bound_s
+        )
         stop.set()
+        timer = threading.Timer(bound_s, _overdue, args=(signum,))
+        timer.daemon = True
+        timer.name = "rowbus-stop-deadline"
+        timer.start()
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
@@ -87,7 +111,7 @@ def _services(settings: Settings) -> Services:
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
-    stop = _stop_on_signals()
+    stop = _stop_on_signals(settings.reader.stop_timeout_s)
 
     from rowbus.producer.reader import Reader
 
@@ -119,7 +143,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _node(args: argparse.Namespace, settings: Settings) -> int:
-    stop = _stop_on_signals()
+    stop = _stop_on_signals(settings.reader.stop_timeout_s)
     from rowbus.producer.cluster.node import ClusterNode
 
     reader_settings = settings.reader

@@ -5,7 +5,18 @@ import os
 import signal
 import sys
 
-from rowbus.local.procs import ProcessRecord, is_ours, launch, port_is_free, stop
+import pytest
+
+from rowbus.exceptions import LocalStackError
+from rowbus.local.procs import (
+    ProcessRecord,
+    check_children,
+    gone,
+    is_ours,
+    launch,
+    port_is_free,
+    stop,
+)
 from rowbus.waiting import wait_for
 
 
@@ -53,3 +64,72 @@ def test_port_is_free_sees_a_listener():
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         assert not port_is_free(sock.getsockname()[1])
+
+
+def _pause_child(tmp_path, name: str, code: str = "import signal; signal.pause()") -> ProcessRecord:
+    marker = str(tmp_path / name)
+    pid = launch([sys.executable, "-c", code, marker], tmp_path / f"{name}.log")
+    record = ProcessRecord(name, pid, marker, "-")
+    wait_for(lambda: is_ours(record), timeout=30, what=f"{name} to run its command")
+    return record
+
+
+def test_stop_returns_only_once_the_process_is_gone(tmp_path):
+    # On SIGTERM the child replaces its command line (as an exiting process empties it) and
+    # lives on for a second: `stop` must wait for the pid, not for the marker to vanish.
+    ready = tmp_path / "handler-installed"
+    code = (
+        "import os, pathlib, signal, sys\n"
+        "def later(*_):\n"
+        "    os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(1.5)'])\n"
+        "signal.signal(signal.SIGTERM, later)\n"
+        f"pathlib.Path({str(ready)!r}).touch()\n"
+        "signal.pause()\n"
+    )
+    record = _pause_child(tmp_path, "lingering", code)
+    try:
+        wait_for(ready.exists, timeout=30, what="the child's SIGTERM handler")
+        stop(record, signal.SIGTERM, grace=20)
+        assert gone(record.pid), f"stop returned while pid {record.pid} still runs"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(record.pid, signal.SIGKILL)
+
+
+def test_a_parent_names_how_its_child_ended_and_stops_the_others(tmp_path):
+    crashed = _pause_child(tmp_path, "crashed")
+    failed = _pause_child(tmp_path, "failed", "import sys, time; time.sleep(0.5); sys.exit(3)")
+    sibling = _pause_child(tmp_path, "sibling")
+    try:
+        check_children([crashed, sibling], tmp_path)  # all running: nothing to say
+        os.kill(crashed.pid, signal.SIGKILL)
+        wait_for(lambda: gone(crashed.pid), timeout=10, what="the killed child to end")
+        with pytest.raises(LocalStackError) as caught:
+            check_children([crashed, sibling], tmp_path)
+        line = str(caught.value)
+        assert f"crashed (pid {crashed.pid}) exited with signal 9 (SIGKILL)" in line, line
+        assert "stopped sibling" in line, line
+        assert gone(sibling.pid)
+        wait_for(lambda: gone(failed.pid), timeout=10, what="the failing child to end")
+        with pytest.raises(LocalStackError, match=r"failed \(pid \d+\) exited with status 3"):
+            check_children([failed], tmp_path)
+    finally:
+        for record in (crashed, failed, sibling):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(record.pid, signal.SIGKILL)
+
+
+def test_a_launched_child_is_ours_as_soon_as_launch_returns(tmp_path):
+    # Popen returns while the child may still be inside exec (its /proc command line empty):
+    # a supervisor checking at once took a starting child for exited (`rowbus demo`:
+    # "reader-source2 exited; …log:" with an empty log).
+    for i in range(20):
+        marker = str(tmp_path / f"child-{i}")
+        pid = launch(
+            [sys.executable, "-c", "import signal; signal.pause()", marker], tmp_path / "c.log"
+        )
+        try:
+            assert is_ours(ProcessRecord("c", pid, marker, "-")), f"launch {i}: not ours"
+        finally:
+            os.kill(pid, signal.SIGKILL)
+            wait_for(lambda pid=pid: gone(pid), timeout=10, what="the child to end")

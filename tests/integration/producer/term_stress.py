@@ -1,0 +1,110 @@
+"""Run by `test_stop_bounds` in a process of its own (with faulthandler, so a crash in a C
+library prints every thread's stack): readers whose term ends every few hundred milliseconds
+while their commit thread publishes, each reader stopped after a few terms, for a bounded time.
+Prints one JSON line: terms run, readers stopped, librdkafka threads left at the end.
+
+    python -X faulthandler -m tests.integration.producer.term_stress SPEC.json
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import random
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from rowbus.producer.reader import Reader
+from rowbus.producer.settings import ReaderSettings, Services
+from rowbus.waiting import wait_for
+from tests.integration.producer.test_stop_bounds import _librdkafka_threads
+
+
+class FlappingElection:
+    """An `Election` won at once and lost again 0.1-0.5 s later: a term change every few
+    hundred milliseconds, whatever the reader is doing (the commit thread often mid-commit)."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self._rng = rng
+        self._until = 0.0
+        self.terms = 0
+
+    def start(self) -> None:
+        return None
+
+    def acquire(self, stop: threading.Event) -> bool:
+        if stop.is_set():
+            return False
+        self.terms += 1
+        self._until = time.monotonic() + self._rng.uniform(0.1, 0.5)
+        return True
+
+    def is_leader(self) -> bool:
+        return not self.lost
+
+    @property
+    def lost(self) -> bool:
+        return time.monotonic() > self._until
+
+    def release(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def main(spec_path: str) -> int:
+    spec: dict[str, Any] = json.loads(Path(spec_path).read_text())
+    # Collections far more often than by default, so a client held in a reference cycle is
+    # collected in whatever thread allocates at that moment, a librdkafka thread running a
+    # Python callback among them (confluent-kafka-python #1761, #2129: a client destroyed
+    # from its own thread aborts or crashes the process).
+    gc.set_threshold(*spec.get("gc_threshold", (50, 2, 2)))
+    from rowbus.config import SourceConnection
+
+    source = SourceConnection(**spec["source"])
+    services = Services(kafka=spec["kafka"], zookeeper_hosts=None)
+    rng = random.Random(spec.get("seed", 33))
+    end = time.monotonic() + spec["seconds"]
+    terms = readers = 0
+    errors: list[str] = []
+    while time.monotonic() < end:
+        election = FlappingElection(rng)
+        reader = Reader(source, ReaderSettings(**spec["reader"]), services, leadership=election)
+        stop = threading.Event()
+
+        def run(reader: Reader = reader, stop: threading.Event = stop) -> None:
+            try:
+                reader.run(stop)
+            except Exception as exc:  # reported in the JSON line
+                errors.append(f"{type(exc).__name__}: {exc}")
+
+        thread = threading.Thread(target=run, name="stress-reader", daemon=True)
+        thread.start()
+        # Stopped while a term is under way, after a few term changes.
+        stop.wait(rng.uniform(1.0, 2.5))
+        stop.set()
+        thread.join(30)
+        if thread.is_alive():
+            errors.append("a reader did not stop within 30 s")
+            break
+        terms += election.terms
+        readers += 1
+    with contextlib.suppress(Exception):  # what is left is reported
+        wait_for(lambda: not _librdkafka_threads(), timeout=10, what="librdkafka threads to end")
+    result = {
+        "terms": terms,
+        "readers": readers,
+        "errors": errors,
+        "librdkafka_threads": _librdkafka_threads(),
+    }
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
