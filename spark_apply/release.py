@@ -12,7 +12,7 @@ events; in throughput mode the executors read and decode the batch and hand the 
   lanes' last keys and sources' floors raised to what was released, next offsets, and
   `reread`, where the held rows are read again by the next batch.
 
-The executors apply the merger's push rules themselves (`throughput.key_rows`: a row whose
+The executors apply the merger's push rules themselves (`throughput.read_and_key`: a row whose
 order key does not pass its lane's last one, or that a floor covers, is dropped), so the rows
 the pieces describe are the ones the merger would stash. The rest of the merger's rules are
 conditions for accepting a batch; `bound` answers a reason instead when one fails, and the

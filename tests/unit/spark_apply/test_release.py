@@ -37,7 +37,7 @@ def stream(txns: int) -> list[Envelope]:
 
 
 def summarize(batch: list[Envelope], previous: PlannerState) -> list[LanePiece]:
-    """What the executors report (`throughput.key_rows`), for batches without duplicates."""
+    """What the executors report (`throughput.read_and_key`), for batches without duplicates."""
     pieces: dict[tuple[str, int, str], dict[str, object]] = {}
     for e in sorted(batch, key=lambda e: (e.partition, e.offset)):
         lane = (e.topic, e.partition, e.event.source)
