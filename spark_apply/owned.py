@@ -21,7 +21,14 @@ from rowbus.spark_apply.exceptions import ApplyError
 from rowbus.spark_apply.keys import Fold
 from rowbus.spark_apply.overlap import logged_offsets
 from rowbus.spark_apply.planner import PlannerState
-from rowbus.spark_apply.release import Bound, Released, advance, bound, reread_span
+from rowbus.spark_apply.release import (
+    Bound,
+    Released,
+    advance,
+    bound,
+    released_by_tails,
+    reread_span,
+)
 from rowbus.spark_apply.throughput import (
     KEYED_SCHEMA,
     REREAD_LIMIT,
@@ -98,7 +105,9 @@ def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:  # noqa:
         state: PlannerState | None = None
         rows = keyed.where(sf.col("summary").isNull())
         if b is not None:
-            state = advance(previous, b, _released(rows, b, summary))
+            # The tails answer in the usual case; a mark before one asks the JVM.
+            released = released_by_tails(summary.tails, b.mark, summary.ends)
+            state = advance(previous, b, released or _released(rows, b, summary))
             if reread_span(state) > REREAD_LIMIT:
                 reason = f"held rows span {reread_span(state)} offsets (> {REREAD_LIMIT})"
         bounded_at = time.perf_counter()

@@ -15,8 +15,10 @@ Per micro-batch (`owned.apply_owned`, called by `job.BatchApplier` in ``mode: th
    with one summary row per lane (`release.LanePiece`) and the reasons the merger must plan
    the batch instead.
 2. **Bound** (driver, `release.bound`): the lane watermarks and the release mark from the
-   summaries; then one aggregate over the cached rows (JVM, no Python) gives per lane the last
-   key released and per partition the first held offset (`release.Released`).
+   summaries; then per lane the last key released and per partition the first held offset
+   (`release.Released`) from the tasks' tails (`release.released_by_tails`: the last runs of
+   equal ts of each piece), or, when the mark falls before a tail, from one aggregate over
+   the cached rows (JVM, no Python).
 3. **Write** (executors, `write_owned`): released rows repartitioned by owner into the batch's
    task count (stored in the sink before any task writes: `MySQLSink.batch_tasks`), each task
    sorts its rows by (ts, source, order key) — the merger's release order restricted to them —
@@ -49,7 +51,7 @@ from rowbus.spark_apply.exceptions import BadEventError
 from rowbus.spark_apply.keys import Fold
 from rowbus.spark_apply.ownership import owner
 from rowbus.spark_apply.planner import Envelope
-from rowbus.spark_apply.release import LanePiece, key_of, okey
+from rowbus.spark_apply.release import LanePiece, Tail, key_of, okey
 from rowbus.spark_apply.settings import SinkConnection
 
 log = logging.getLogger(__name__)
@@ -129,6 +131,7 @@ class _Keyer:
         self.router = Router(ctx.routes, ctx.unrouted)
         self.projections: dict[int, tuple[Projection, tuple[Fold, ...]] | None] = {}
         self.pieces: dict[Lane, LanePiece] = {}
+        self.tails: dict[Lane, Tail] = {}
         self.running: dict[Lane, PosKey] = {}
         self.reasons: list[str] = []
         self.ranges: dict[tuple[str, int], list[int]] = {}
@@ -176,6 +179,11 @@ class _Keyer:
                 p.ordered = False
             p.rows += 1
             p.last_key, p.last_ts = key, ts
+            k = okey(key)
+            tail = self.tails.get(lane)
+            if tail is None:
+                tail = self.tails[lane] = Tail(topic, partition, source)
+            tail.add(ts, offset, k)
             try:
                 owned = _owned(ev, where, ctx, self.router, self.projections)
             except BadEventError as exc:
@@ -184,7 +192,6 @@ class _Keyer:
             except _NotInSinkError as exc:
                 reasons.append(f"a target the sink does not know at {where} ({exc})")
                 owned = [("", 0, 0, WHOLE)]
-            k = okey(key)
             for target, k_owner, t_owner, part in owned:
                 out["topic"].append(topic)
                 out["partition"].append(partition)
@@ -204,6 +211,9 @@ class _Keyer:
         """The task's last output row: its summary (`Summary.of` reads it) and nulls."""
         summary = {
             "pieces": [dataclasses.astuple(p) for p in self.pieces.values()],
+            "tails": [
+                [t.topic, t.partition, t.source, t.before, t.groups] for t in self.tails.values()
+            ],
             "reasons": self.reasons[:_REASONS],
             "ranges": [[t, p, lo, hi] for (t, p), (lo, hi) in self.ranges.items()],
             "ends": [[t, p, e] for (t, p), e in self.ends.items()],
@@ -388,6 +398,8 @@ class Summary:
     """Stage 1's report, merged over its tasks."""
 
     pieces: tuple[LanePiece, ...]
+    tails: tuple[Tail, ...]
+    """The last rows of each piece with rows (`release.released_by_tails`)."""
     reasons: tuple[str, ...]
     ranges: dict[TopicPartition, tuple[int, int]]
     """(first, last) offset per partition of the records Spark's batch names (not re-read)."""
@@ -396,6 +408,7 @@ class Summary:
     @staticmethod
     def of(texts: Iterable[str]) -> Summary:
         pieces: list[LanePiece] = []
+        tails: list[Tail] = []
         reasons: list[str] = []
         ranges: dict[TopicPartition, tuple[int, int]] = {}
         ends: dict[TopicPartition, int] = {}
@@ -419,13 +432,15 @@ class Summary:
                         ordered,
                     )
                 )
+            for t, p, s, before, groups in data["tails"]:
+                tails.append(Tail(t, p, s, groups, None if before is None else tuple(before)))
             reasons.extend(data["reasons"])
             for t, p, lo, hi in data["ranges"]:
                 old = ranges.get((t, p), (lo, hi))
                 ranges[(t, p)] = (min(old[0], lo), max(old[1], hi))
             for t, p, e in data["ends"]:
                 ends[(t, p)] = max(ends.get((t, p), 0), e)
-        return Summary(tuple(pieces), tuple(reasons), ranges, ends)
+        return Summary(tuple(pieces), tuple(tails), tuple(reasons), ranges, ends)
 
 
 def _key(items: list[Any] | None) -> PosKey | None:
