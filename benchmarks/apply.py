@@ -872,7 +872,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - argument wiri
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
-    logging.getLogger("rowbus.spark_apply.job").setLevel(logging.INFO)  # per-batch phase timings
+    for name in ("rowbus.spark_apply.job", "rowbus.spark_apply.owned"):
+        logging.getLogger(name).setLevel(logging.INFO)  # per-batch phase timings
     settings = load_settings(Path(args.config) if args.config else None)
     parts = args.only or ["path", "baseline", "apply", "lag"]
     bench = Bench(settings, args.partitions, args.max_per_trigger)

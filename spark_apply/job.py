@@ -349,6 +349,11 @@ def spark_session(config: JobConfig) -> Any:
         "spark.python.worker.faulthandler.enabled": "true",
         **a.spark_conf,
     }
+    if a.mode == "throughput":
+        # Its one cache (`owned.apply_owned`) is read twice and dropped within the batch:
+        # compressing its columns (the rendered text above all) costs JVM CPU per row and
+        # saves nothing that lasts (measured: 43.6 against 48.8-63.3 µs of JVM per row).
+        conf.setdefault("spark.sql.inMemoryColumnarStorage.compressed", "false")
     if a.jdbc_jar is not None:
         conf["spark.jars"] = str(a.jdbc_jar)
     for k, v in conf.items():

@@ -109,3 +109,21 @@ def rewind(checkpoint: Path, sink_done: int) -> int | None:
         checkpoint,
     )
     return rerun
+
+
+def logged_offsets(checkpoint: Path, batch: int) -> dict[tuple[str, int], int] | None:
+    """The end offsets Spark's offset log holds for `batch` (its write-ahead entry, written
+    before the batch runs) per (topic, partition), or None when there is no such entry. The
+    entry is ``v1``, the batch's metadata, then one line per source: this job has one, whose
+    offsets are ``{topic: {partition: next offset}}`` (the rowbus source's and Spark's
+    Kafka source's alike)."""
+    import json
+
+    entry = checkpoint / "offsets" / str(batch)
+    if not entry.is_file():
+        return None
+    lines = entry.read_text().splitlines()
+    if len(lines) != 3 or not lines[2].startswith("{"):
+        return None
+    offsets: dict[str, dict[str, int]] = json.loads(lines[2])
+    return {(t, int(p)): int(o) for t, parts in offsets.items() for p, o in parts.items()}

@@ -15,18 +15,28 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from rowbus.merge.checkpoint import TopicPartition
 from rowbus.routing.routes import Target
 from rowbus.spark_apply.exceptions import ApplyError
 from rowbus.spark_apply.keys import Fold
+from rowbus.spark_apply.overlap import logged_offsets
 from rowbus.spark_apply.planner import PlannerState
-from rowbus.spark_apply.release import Bound, Released, advance, bound, reread_span
+from rowbus.spark_apply.release import (
+    Bound,
+    Released,
+    advance,
+    bound,
+    released_by_tails,
+    reread_span,
+)
 from rowbus.spark_apply.throughput import (
     KEYED_SCHEMA,
     REREAD_LIMIT,
     KeyContext,
+    ReadRange,
     Summary,
     WriteContext,
-    key_rows,
+    read_and_key,
     released_of,
     write_owned,
 )
@@ -49,10 +59,6 @@ def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:  # noqa:
         sink.check_offsets(batch_id, _spark_ranges(df), None)
         log.info("batch %d is already committed in the sink; skipped", batch_id)
         return
-    data = df.withColumn("reread", sf.lit(False))
-    again = _reread(df.sparkSession, applier.config.kafka, previous)
-    if again is not None:
-        data = data.unionByName(again)
     # A batch in flight (a driver before this one was killed mid-batch) is finished the way
     # it began: by write tasks if it stored a task count (their markers would collide with
     # the driver path's), by the driver's path if the head is part-way through it.
@@ -60,7 +66,7 @@ def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:  # noqa:
     if head is not None and head.batch_id == batch_id and not head.complete:
         applier.metrics.fallbacks["a batch the driver's path began"] += 1
         log.info("batch %d: finished by the driver's path, which began it", batch_id)
-        _fallback(applier, data, batch_id, started)
+        _fallback(applier, df, previous, batch_id, started)
         return
     in_flight = sink.stored_tasks(batch_id)
     if in_flight is not None:
@@ -71,7 +77,19 @@ def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:  # noqa:
     ctx = KeyContext(
         applier.catalog.known(), a.routes, a.unrouted, previous.last_seen, previous.floors, folds
     )
-    keyed = data.mapInArrow(key_rows(ctx), KEYED_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
+    spark = df.sparkSession
+    reads = _read_ranges(applier, batch_id, previous, spark.sparkContext.defaultParallelism)
+    if isinstance(reads, str):
+        _refuse_in_flight(batch_id, in_flight, reads)
+        applier.metrics.fallbacks[reads] += 1
+        log.info("batch %d: planned by the merger on the driver (%s)", batch_id, reads)
+        _fallback(applier, df, previous, batch_id, started)
+        return
+    keyed = (
+        spark.range(0, len(reads), 1, len(reads))
+        .mapInArrow(read_and_key(ctx, applier.config.kafka, reads), KEYED_SCHEMA)
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
     try:
         texts = keyed.where(sf.col("summary").isNotNull()).select("summary").collect()
         summary = Summary.of(r[0] for r in texts)
@@ -87,20 +105,17 @@ def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:  # noqa:
         state: PlannerState | None = None
         rows = keyed.where(sf.col("summary").isNull())
         if b is not None:
-            state = advance(previous, b, _released(rows, b, summary))
+            # The tails answer in the usual case; a mark before one asks the JVM.
+            released = released_by_tails(summary.tails, b.mark, summary.ends)
+            state = advance(previous, b, released or _released(rows, b, summary))
             if reread_span(state) > REREAD_LIMIT:
                 reason = f"held rows span {reread_span(state)} offsets (> {REREAD_LIMIT})"
         bounded_at = time.perf_counter()
-        if (reason is not None or state is None or b is None) and in_flight is not None:
-            raise ApplyError(
-                f"batch {batch_id} was begun by {in_flight} write task(s) of an earlier driver "
-                f"but would now be planned by the driver's path ({reason}): stopped rather "
-                "than write it twice; its records or this driver's view of the sink changed"
-            )
         if reason is not None or state is None or b is None:
+            _refuse_in_flight(batch_id, in_flight, reason)
             applier.metrics.fallbacks[(reason or "").split(" at ")[0][:60]] += 1
             log.info("batch %d: planned by the merger on the driver (%s)", batch_id, reason)
-            _fallback(applier, data, batch_id, started)
+            _fallback(applier, df, previous, batch_id, started)
             return
         tasks = sink.batch_tasks(batch_id, a.parallelism)
         wctx, table_owned = _write_context(applier, batch_id, state, folds)
@@ -146,6 +161,73 @@ def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:  # noqa:
     )
 
 
+def _refuse_in_flight(batch_id: int, in_flight: int | None, reason: str | None) -> None:
+    """A batch begun by write tasks must not be finished by the driver's path."""
+    if in_flight is not None:
+        raise ApplyError(
+            f"batch {batch_id} was begun by {in_flight} write task(s) of an earlier driver "
+            f"but would now be planned by the driver's path ({reason}): stopped rather "
+            "than write it twice; its records or this driver's view of the sink changed"
+        )
+
+
+def _read_ranges(
+    applier: BatchApplier, batch_id: int, previous: PlannerState, tasks: int
+) -> list[list[ReadRange]] | str:
+    """What each stage-1 task reads (`read_plan`) of Spark's ranges of the batch, taken from
+    its offset log (the batch before's end to this one's), or the reason the driver's path
+    must read the batch. A held offset below its partition's log start stops the job
+    (`_check_retained`)."""
+    location = applier.config.apply.checkpoint_location
+    ends = logged_offsets(location, batch_id)
+    starts = logged_offsets(location, batch_id - 1) if batch_id > 0 else None
+    if ends is None or starts is None:
+        return "no start in Spark's offset log"
+    plan = read_plan(starts, ends, previous, tasks)
+    if isinstance(plan, str):
+        return plan
+    groups, again = plan
+    if again:
+        _check_retained(applier.config.kafka, again)
+    return groups
+
+
+def read_plan(
+    starts: dict[TopicPartition, int],
+    ends: dict[TopicPartition, int],
+    previous: PlannerState,
+    tasks: int,
+) -> tuple[list[list[ReadRange]], list[tuple[str, int, int, int]]] | str:
+    """(what each stage-1 task reads, the held ranges read again) of a batch whose Spark
+    ranges are ``[starts, ends)``: the held rows (``previous.reread`` up to
+    ``previous.offsets``) and Spark's records of a partition as one read where they meet
+    (always, unless Spark's checkpoint and the sink disagree, which `check_offsets` then
+    refuses), grouped as the source groups its reads (`source.group_ranges`); or the reason
+    the driver's path must read it (a partition Spark has no start for)."""
+    from rowbus.spark_apply.source import KafkaRange, group_ranges
+
+    if not ends.keys() <= starts.keys():
+        return "a partition new to Spark's offsets"
+    ranges: list[KafkaRange] = []
+    again: list[tuple[str, int, int, int]] = []
+    for (t, p), end in sorted(ends.items()):
+        fresh = start = starts[(t, p)]
+        held, until = previous.reread.get((t, p)), previous.offsets.get((t, p), fresh)
+        if held is not None and held < until:
+            again.append((t, p, held, until))
+            if until == fresh:
+                start = held
+            else:
+                ranges.append(KafkaRange(t, p, held, until))
+        if end > start:
+            ranges.append(KafkaRange(t, p, start, end))
+    groups = [
+        [(r.topic, r.partition, r.start, r.end, starts[(r.topic, r.partition)]) for r in g.ranges]
+        for g in group_ranges(ranges, tasks)
+    ]
+    return groups or [[]], again
+
+
 def _released(rows: Any, b: Bound, summary: Summary) -> Released:
     """One aggregate over the cached keyed rows (in the JVM): per lane the last key and the
     highest ts released, and the first held offset."""
@@ -172,7 +254,7 @@ def _released(rows: Any, b: Bound, summary: Summary) -> Released:
 def _folds(applier: BatchApplier) -> dict[Target, dict[str, Fold]]:
     """The sink's column folds of every target the catalog's tables route to and the sink
     describes (`MySQLSink.target_folds`, cached there until its next DDL); a target left out
-    sends a batch with rows of it to the driver's path (`throughput.key_rows`)."""
+    sends a batch with rows of it to the driver's path (`throughput.read_and_key`)."""
     out: dict[Target, dict[str, Fold]] = {}
     for table in applier.catalog.known().values():
         proj = applier.router.projection(table)
@@ -282,10 +364,18 @@ def _spark_ranges(df: Any) -> dict[tuple[str, int], tuple[int, int]]:
     return {(r[0], int(r[1])): (int(r[2]), int(r[3])) for r in rows}
 
 
-def _fallback(applier: BatchApplier, data: Any, batch_id: int, started: float) -> None:
+def _fallback(
+    applier: BatchApplier, df: Any, previous: PlannerState, batch_id: int, started: float
+) -> None:
     """The batch, with its re-read records, planned by the merger and written by the driver
     (as snapshot mode does), before the next batch starts."""
     import pyarrow.compute as pc
+    from pyspark.sql import functions as sf
+
+    data = df.withColumn("reread", sf.lit(False))
+    again = _reread(df.sparkSession, applier.config.kafka, previous)
+    if again is not None:
+        data = data.unionByName(again)
 
     from rowbus.spark_apply.job import envelopes_of, offset_ranges
     from rowbus.spark_apply.rendered import Wire

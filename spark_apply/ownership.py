@@ -12,7 +12,7 @@ parallelism, never a row: ownership never decides identity, the sink does.
 The folds are the target's key columns' (`keys.fold_of` of the sink's column collations),
 looked up by the driver from the sink (`MySQLSink.target_folds`) and shipped to the
 executors with the batch; a target the sink does not describe yet is not keyed here (the
-batch goes to the driver's path, `throughput.key_rows`).
+batch goes to the driver's path, `throughput.read_and_key`).
 
 The hash is crc32, not Python's `hash` (salted per process): every executor, every attempt and
 every replay must place a key in the same task.

@@ -12,7 +12,7 @@ events; in throughput mode the executors read and decode the batch and hand the 
   lanes' last keys and sources' floors raised to what was released, next offsets, and
   `reread`, where the held rows are read again by the next batch.
 
-The executors apply the merger's push rules themselves (`throughput.key_rows`: a row whose
+The executors apply the merger's push rules themselves (`throughput.read_and_key`: a row whose
 order key does not pass its lane's last one, or that a floor covers, is dropped), so the rows
 the pieces describe are the ones the merger would stash. The rest of the merger's rules are
 conditions for accepting a batch; `bound` answers a reason instead when one fails, and the
@@ -33,7 +33,8 @@ driver then plans that batch with the merger itself (`planner.plan`):
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from rowbus.merge.checkpoint import Lane, TopicPartition
 from rowbus.merge.positions import Floor, PosKey
@@ -90,6 +91,70 @@ class Released:
     last: Mapping[Lane, tuple[PosKey, int]]
     held: Mapping[TopicPartition, int]
     next_offsets: Mapping[TopicPartition, int]
+
+
+TAIL_GROUPS = 64
+"""Runs of equal ts a read task keeps per lane (`Tail`): a batch whose mark falls before them
+asks the JVM for its release instead (`throughput.released_rows`)."""
+
+
+@dataclass(slots=True)
+class Tail:
+    """The last rows one read task kept of one lane, as runs of equal ts: with the lane's
+    rows in ts order (`LanePiece.ordered`, which `bound` requires), the rows released at a
+    mark are a prefix of the piece, so these runs give its release for any mark at or above
+    the ts of the row before them (`released_by_tails`) without the rows."""
+
+    topic: str
+    partition: int
+    source: str
+    groups: list[list[Any]] = field(default_factory=list)
+    """[ts, first offset, last order key (`okey`)] of each of the last `limit` runs."""
+    before: tuple[str, int] | None = None
+    """(order key, ts) of the last row before `groups` (None: they hold every row)."""
+    limit: int = TAIL_GROUPS
+
+    def add(self, ts: int, offset: int, key: str) -> None:
+        """A kept row, in offset order."""
+        groups = self.groups
+        if groups and groups[-1][0] == ts:
+            groups[-1][2] = key
+            return
+        if len(groups) == self.limit:
+            old = groups.pop(0)
+            self.before = (old[2], old[0])
+        groups.append([ts, offset, key])
+
+
+def released_by_tails(
+    tails: Iterable[Tail], mark: int, next_offsets: Mapping[TopicPartition, int]
+) -> Released | None:
+    """What the rows of pieces with these tails release at `mark` (what the JVM's aggregate
+    over the rows gives: per lane the highest key and ts at or below the mark, per partition
+    the first offset of a row above it), or None when the mark falls before a tail (rows
+    before it would be held: only the rows can tell)."""
+    keys: dict[Lane, str] = {}
+    tops: dict[Lane, int] = {}
+    held: dict[TopicPartition, int] = {}
+    for tail in tails:
+        lane, groups = (tail.topic, tail.partition, tail.source), tail.groups
+        i = 0
+        while i < len(groups) and groups[i][0] <= mark:
+            i += 1
+        if i:
+            got: tuple[str, int] | None = (groups[i - 1][2], groups[i - 1][0])
+        elif tail.before is not None and tail.before[1] > mark:
+            return None
+        else:
+            got = tail.before
+        if got is not None:
+            keys[lane] = max(keys.get(lane, got[0]), got[0])
+            tops[lane] = max(tops.get(lane, got[1]), got[1])
+        if i < len(groups):
+            tp = (tail.topic, tail.partition)
+            held[tp] = min(held.get(tp, groups[i][1]), groups[i][1])
+    last = {lane: (key_of(k), tops[lane]) for lane, k in keys.items()}
+    return Released(last, held, next_offsets)
 
 
 def bound(

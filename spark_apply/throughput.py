@@ -2,8 +2,12 @@
 
 Per micro-batch (`owned.apply_owned`, called by `job.BatchApplier` in ``mode: throughput``):
 
-1. **Read and key** (executors, `key_rows` over the batch's records and the held ones read
-   again, persisted): each row record's header is parsed from the text the source rendered;
+1. **Read and key** (executors, `read_and_key`, persisted): each task reads its share of
+   Spark's offset ranges for the batch (from Spark's offset log, `overlap.logged_offsets`)
+   and of the held rows read again from Kafka itself, with the source's reader
+   (`source.read_range`, rows rendered natively), and keys them in the same Python worker,
+   so a row's text enters the JVM once, already keyed. Each row record's header is parsed
+   from the rendered text;
    the merge engine's push rules drop duplicates and rows a floor covers; each kept row gets
    its target, its owner hash (`ownership.owner`: by the target and the skeleton of its key
    under the sink's collations, `keys.sink_key`, with the folds the driver ships per target;
@@ -11,8 +15,10 @@ Per micro-batch (`owned.apply_owned`, called by `job.BatchApplier` in ``mode: th
    with one summary row per lane (`release.LanePiece`) and the reasons the merger must plan
    the batch instead.
 2. **Bound** (driver, `release.bound`): the lane watermarks and the release mark from the
-   summaries; then one aggregate over the cached rows (JVM, no Python) gives per lane the last
-   key released and per partition the first held offset (`release.Released`).
+   summaries; then per lane the last key released and per partition the first held offset
+   (`release.Released`) from the tasks' tails (`release.released_by_tails`: the last runs of
+   equal ts of each piece), or, when the mark falls before a tail, from one aggregate over
+   the cached rows (JVM, no Python).
 3. **Write** (executors, `write_owned`): released rows repartitioned by owner into the batch's
    task count (stored in the sink before any task writes: `MySQLSink.batch_tasks`), each task
    sorts its rows by (ts, source, order key) — the merger's release order restricted to them —
@@ -45,7 +51,7 @@ from rowbus.spark_apply.exceptions import BadEventError
 from rowbus.spark_apply.keys import Fold
 from rowbus.spark_apply.ownership import owner
 from rowbus.spark_apply.planner import Envelope
-from rowbus.spark_apply.release import LanePiece, key_of, okey
+from rowbus.spark_apply.release import LanePiece, Tail, key_of, okey
 from rowbus.spark_apply.settings import SinkConnection
 
 log = logging.getLogger(__name__)
@@ -54,7 +60,7 @@ KEYED_SCHEMA = (
     "topic STRING, partition INT, offset BIGINT, source STRING, ts BIGINT, okey STRING, "
     "target STRING, k_owner BIGINT, t_owner BIGINT, part INT, row STRING, summary STRING"
 )
-"""`key_rows`' output: a row per kept row record (`part`: 0 whole, 1 the old key's delete of
+"""`read_and_key`'s output: a row per kept row record (`part`: 0 whole, 1 the old key's delete of
 a key-moving update, 2 its new key's upsert), and per task one with `summary` only."""
 WHOLE, OLD_KEY, NEW_KEY = 0, 1, 2
 REREAD_LIMIT = 200_000
@@ -66,7 +72,7 @@ _REASONS = 5
 
 @dataclass(frozen=True, slots=True)
 class KeyContext:
-    """What `key_rows` needs, shipped to the executors (picklable, a few KB)."""
+    """What `read_and_key` needs, shipped to the executors (picklable, a few KB)."""
 
     schemas: dict[int, TableSchema]
     routes: tuple[RouteSettings, ...]
@@ -82,99 +88,139 @@ class _NotInSinkError(Exception):
     """A row of a target the sink does not describe (no folds shipped for it)."""
 
 
-def key_rows(ctx: KeyContext) -> Callable[[Iterator[Any]], Iterator[Any]]:  # noqa: PLR0915 - one pass
-    """The `mapInArrow` function of stage 1 (source schema plus a `reread` column in,
-    `KEYED_SCHEMA` out)."""
+def read_and_key(
+    ctx: KeyContext, kafka: dict[str, Any], groups: list[list[ReadRange]]
+) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The `mapInArrow` function of stage 1 over ``spark.range(len(groups))`` (one id per
+    task): task i reads ``groups[i]`` from Kafka itself (`source.read_range`, the rendered
+    text made natively) and keys each record in the same worker, so a row's text enters the
+    JVM once, keyed (`KEYED_SCHEMA` out, the task's summary row last)."""
 
-    def run(batches: Iterator[Any]) -> Iterator[Any]:  # noqa: PLR0915 - one pass per record
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
         from rowbus.spark_apply.collector import collector_paused
-        from rowbus.spark_apply.rendered import row_event
+        from rowbus.spark_apply.source import KafkaRange, read_range
 
         schema = _arrow(KEYED_SCHEMA)
-        router = Router(ctx.routes, ctx.unrouted)
-        projections: dict[int, tuple[Projection, tuple[Fold, ...]] | None] = {}
-        pieces: dict[Lane, LanePiece] = {}
-        running: dict[Lane, PosKey] = {}
-        reasons: list[str] = []
-        ranges: dict[tuple[str, int], list[int]] = {}
-        ends: dict[tuple[str, int], int] = {}
-        keys: dict[str, tuple[str, ...]] = {}
-        names = [f.name for f in schema]
+        keyer = _Keyer(ctx)
         with collector_paused():
             for batch in batches:
-                out: dict[str, list[Any]] = {n: [] for n in names}
-                c = batch.to_pydict()
-                for i in range(batch.num_rows):
-                    topic, partition, offset = c["topic"][i], c["partition"][i], c["offset"][i]
-                    tp = (topic, partition)
-                    ends[tp] = max(ends.get(tp, -1), offset + 1)
-                    if not c["reread"][i]:
-                        span = ranges.setdefault(tp, [offset, offset])
-                        span[0], span[1] = min(span[0], offset), max(span[1], offset)
-                    kind, source, ts, text = c["kind"][i], c["source"][i], c["ts"][i], c["row"][i]
-                    where = f"{topic}[{partition}]@{offset}"
-                    if kind in ("resolved", "heartbeat"):
-                        p = _piece(pieces, topic, partition, source)
-                        if ts > p.watermark:
-                            p.watermark, p.raised_at = ts, offset
-                        continue
-                    if text is None:
-                        reasons.append(f"a {kind} record at {where}")
-                        continue
-                    ev = row_event(text, source, ts, keys)
-                    lane = (topic, partition, source)
-                    key = event_key(ev)
-                    last = running.get(lane, ctx.last_seen.get(lane))
-                    if last is not None and key <= last:
-                        continue  # a duplicate: the merger drops it too
-                    running[lane] = key
-                    floor = ctx.floors.get(source)
-                    if floor is not None and floor.covers(ev, key):
-                        continue
-                    p = _piece(pieces, topic, partition, source)
-                    if p.rows == 0:
-                        p.first_offset, p.first_key, p.first_ts = offset, key, ts
-                    elif ts < p.last_ts:
-                        p.ordered = False
-                    p.rows += 1
-                    p.last_key, p.last_ts = key, ts
-                    try:
-                        owned = _owned(ev, where, ctx, router, projections)
-                    except BadEventError as exc:
-                        reasons.append(str(exc))
-                        owned = [("", 0, 0, WHOLE)]
-                    except _NotInSinkError as exc:
-                        reasons.append(f"a target the sink does not know at {where} ({exc})")
-                        owned = [("", 0, 0, WHOLE)]
-                    k = okey(key)
-                    for target, k_owner, t_owner, part in owned:
-                        out["topic"].append(topic)
-                        out["partition"].append(partition)
-                        out["offset"].append(offset)
-                        out["source"].append(source)
-                        out["ts"].append(ts)
-                        out["okey"].append(k)
-                        out["target"].append(target)
-                        out["k_owner"].append(k_owner)
-                        out["t_owner"].append(t_owner)
-                        out["part"].append(part)
-                        out["row"].append(text)
-                        out["summary"].append(None)
-                if out["topic"]:
-                    yield pa.RecordBatch.from_pydict(out, schema=schema)
-        summary = {
-            "pieces": [dataclasses.astuple(p) for p in pieces.values()],
-            "reasons": reasons[:_REASONS],
-            "ranges": [[t, p, lo, hi] for (t, p), (lo, hi) in ranges.items()],
-            "ends": [[t, p, e] for (t, p), e in ends.items()],
-        }
-        last_row: dict[str, list[Any]] = {n: [None] for n in names}
-        last_row["summary"] = [json.dumps(summary)]
-        yield pa.RecordBatch.from_pydict(last_row, schema=schema)
+                for task in batch.column(0).to_pylist():
+                    for topic, partition, start, end, fresh in groups[task]:
+                        for cols in read_range(kafka, KafkaRange(topic, partition, start, end)):
+                            out = keyer.key(cols, fresh)
+                            if out["topic"]:
+                                yield pa.RecordBatch.from_pydict(out, schema=schema)
+        yield pa.RecordBatch.from_pydict(keyer.summary_row(), schema=schema)
 
     return run
+
+
+ReadRange = tuple[str, int, int, int, int]
+"""(topic, partition, start, end, fresh) a read task reads: ``[start, end)``, the records
+below `fresh` (Spark's start) being held rows read again (`PlannerState.reread`)."""
+
+
+class _Keyer:
+    """One read task's keying: the merger's push rules, owners and the lane pieces."""
+
+    def __init__(self, ctx: KeyContext) -> None:
+        self.ctx = ctx
+        self.names = [name.split()[0] for name in KEYED_SCHEMA.split(",")]
+        self.router = Router(ctx.routes, ctx.unrouted)
+        self.projections: dict[int, tuple[Projection, tuple[Fold, ...]] | None] = {}
+        self.pieces: dict[Lane, LanePiece] = {}
+        self.tails: dict[Lane, Tail] = {}
+        self.running: dict[Lane, PosKey] = {}
+        self.reasons: list[str] = []
+        self.ranges: dict[tuple[str, int], list[int]] = {}
+        self.ends: dict[tuple[str, int], int] = {}
+        self.keys: dict[str, tuple[str, ...]] = {}
+
+    def key(self, c: dict[str, list[Any]], fresh: int) -> dict[str, list[Any]]:  # noqa: PLR0915 - one pass per record
+        """`KEYED_SCHEMA`'s columns of one chunk of `source.read_range` (records at or past
+        offset `fresh` are Spark's, the others re-read)."""
+        from rowbus.spark_apply.rendered import row_event
+
+        ctx, pieces, running, reasons = self.ctx, self.pieces, self.running, self.reasons
+        out: dict[str, list[Any]] = {n: [] for n in self.names}
+        for i in range(len(c["offset"])):
+            topic, partition, offset = c["topic"][i], c["partition"][i], c["offset"][i]
+            tp = (topic, partition)
+            self.ends[tp] = max(self.ends.get(tp, -1), offset + 1)
+            if offset >= fresh:
+                span = self.ranges.setdefault(tp, [offset, offset])
+                span[0], span[1] = min(span[0], offset), max(span[1], offset)
+            kind, source, ts, text = c["kind"][i], c["source"][i], c["ts"][i], c["row"][i]
+            where = f"{topic}[{partition}]@{offset}"
+            if kind in ("resolved", "heartbeat"):
+                p = _piece(pieces, topic, partition, source)
+                if ts > p.watermark:
+                    p.watermark, p.raised_at = ts, offset
+                continue
+            if text is None:
+                reasons.append(f"a {kind} record at {where}")
+                continue
+            ev = row_event(text, source, ts, self.keys)
+            lane = (topic, partition, source)
+            key = event_key(ev)
+            last = running.get(lane, ctx.last_seen.get(lane))
+            if last is not None and key <= last:
+                continue  # a duplicate: the merger drops it too
+            running[lane] = key
+            floor = ctx.floors.get(source)
+            if floor is not None and floor.covers(ev, key):
+                continue
+            p = _piece(pieces, topic, partition, source)
+            if p.rows == 0:
+                p.first_offset, p.first_key, p.first_ts = offset, key, ts
+            elif ts < p.last_ts:
+                p.ordered = False
+            p.rows += 1
+            p.last_key, p.last_ts = key, ts
+            k = okey(key)
+            tail = self.tails.get(lane)
+            if tail is None:
+                tail = self.tails[lane] = Tail(topic, partition, source)
+            tail.add(ts, offset, k)
+            try:
+                owned = _owned(ev, where, ctx, self.router, self.projections)
+            except BadEventError as exc:
+                reasons.append(str(exc))
+                owned = [("", 0, 0, WHOLE)]
+            except _NotInSinkError as exc:
+                reasons.append(f"a target the sink does not know at {where} ({exc})")
+                owned = [("", 0, 0, WHOLE)]
+            for target, k_owner, t_owner, part in owned:
+                out["topic"].append(topic)
+                out["partition"].append(partition)
+                out["offset"].append(offset)
+                out["source"].append(source)
+                out["ts"].append(ts)
+                out["okey"].append(k)
+                out["target"].append(target)
+                out["k_owner"].append(k_owner)
+                out["t_owner"].append(t_owner)
+                out["part"].append(part)
+                out["row"].append(text)
+                out["summary"].append(None)
+        return out
+
+    def summary_row(self) -> dict[str, list[Any]]:
+        """The task's last output row: its summary (`Summary.of` reads it) and nulls."""
+        summary = {
+            "pieces": [dataclasses.astuple(p) for p in self.pieces.values()],
+            "tails": [
+                [t.topic, t.partition, t.source, t.before, t.groups] for t in self.tails.values()
+            ],
+            "reasons": self.reasons[:_REASONS],
+            "ranges": [[t, p, lo, hi] for (t, p), (lo, hi) in self.ranges.items()],
+            "ends": [[t, p, e] for (t, p), e in self.ends.items()],
+        }
+        row: dict[str, list[Any]] = {n: [None] for n in self.names}
+        row["summary"] = [json.dumps(summary)]
+        return row
 
 
 def _piece(pieces: dict[Lane, LanePiece], topic: str, partition: int, source: str) -> LanePiece:
@@ -352,6 +398,8 @@ class Summary:
     """Stage 1's report, merged over its tasks."""
 
     pieces: tuple[LanePiece, ...]
+    tails: tuple[Tail, ...]
+    """The last rows of each piece with rows (`release.released_by_tails`)."""
     reasons: tuple[str, ...]
     ranges: dict[TopicPartition, tuple[int, int]]
     """(first, last) offset per partition of the records Spark's batch names (not re-read)."""
@@ -360,6 +408,7 @@ class Summary:
     @staticmethod
     def of(texts: Iterable[str]) -> Summary:
         pieces: list[LanePiece] = []
+        tails: list[Tail] = []
         reasons: list[str] = []
         ranges: dict[TopicPartition, tuple[int, int]] = {}
         ends: dict[TopicPartition, int] = {}
@@ -383,13 +432,15 @@ class Summary:
                         ordered,
                     )
                 )
+            for t, p, s, before, groups in data["tails"]:
+                tails.append(Tail(t, p, s, groups, None if before is None else tuple(before)))
             reasons.extend(data["reasons"])
             for t, p, lo, hi in data["ranges"]:
                 old = ranges.get((t, p), (lo, hi))
                 ranges[(t, p)] = (min(old[0], lo), max(old[1], hi))
             for t, p, e in data["ends"]:
                 ends[(t, p)] = max(ends.get((t, p), 0), e)
-        return Summary(tuple(pieces), tuple(reasons), ranges, ends)
+        return Summary(tuple(pieces), tuple(tails), tuple(reasons), ranges, ends)
 
 
 def _key(items: list[Any] | None) -> PosKey | None:

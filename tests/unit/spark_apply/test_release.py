@@ -12,7 +12,17 @@ from rowbus.protocol.events import Op, Resolved, RowChange
 from rowbus.spark_apply.keys import Fold
 from rowbus.spark_apply.ownership import owner
 from rowbus.spark_apply.planner import Envelope, PlannerState, plan
-from rowbus.spark_apply.release import Bound, LanePiece, Released, advance, bound, key_of, okey
+from rowbus.spark_apply.release import (
+    Bound,
+    LanePiece,
+    Released,
+    Tail,
+    advance,
+    bound,
+    key_of,
+    okey,
+    released_by_tails,
+)
 from tests.unit.spark_apply.events import resolved, row
 
 T = "topic"
@@ -37,7 +47,7 @@ def stream(txns: int) -> list[Envelope]:
 
 
 def summarize(batch: list[Envelope], previous: PlannerState) -> list[LanePiece]:
-    """What the executors report (`throughput.key_rows`), for batches without duplicates."""
+    """What the executors report (`throughput.read_and_key`), for batches without duplicates."""
     pieces: dict[tuple[str, int, str], dict[str, object]] = {}
     for e in sorted(batch, key=lambda e: (e.partition, e.offset)):
         lane = (e.topic, e.partition, e.event.source)
@@ -194,3 +204,47 @@ def test_owner_on_the_executors_uses_the_shipped_folds_and_refuses_an_unknown_ta
     assert len(owners({t: {"k": Fold.PAD}}, "'a'", "'A'")) == 2
     with pytest.raises(_NotInSinkError):
         owners({Target("sink", "other"): {"k": Fold.TEXT}}, "'a'")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 3), min_size=1, max_size=30), min_size=1, max_size=3),
+    st.integers(1, 4),
+    st.integers(0, 60),
+    st.data(),
+)
+def test_tails_release_what_the_rows_release(
+    steps: list[list[int]], limit: int, mark: int, data: st.DataObject
+) -> None:
+    """Per lane rows in ts order, cut into read tasks' pieces at random offsets: the tails
+    (of at most `limit` runs) give what the JVM's aggregate over the rows gives, or None only
+    when the mark falls before a tail."""
+    rows: list[tuple[tuple[str, int, str], int, int, str]] = []  # lane, offset, ts, key
+    tails: list[Tail] = []
+    for p, gaps in enumerate(steps):
+        lane, ts = (T, p, "s1"), 0
+        cuts = set(data.draw(st.lists(st.integers(1, len(gaps)), max_size=3)))
+        tail = Tail(*lane, limit=limit)
+        for offset, gap in enumerate(gaps):
+            if offset in cuts:
+                tails.append(tail)
+                tail = Tail(*lane, limit=limit)
+            ts += gap
+            key = okey((0, 1, "f", 100 + offset, 0))
+            tail.add(ts, offset, key)
+            rows.append((lane, offset, ts, key))
+        tails.append(tail)
+    ends = {(T, p): len(g) for p, g in enumerate(steps)}
+    got = released_by_tails(tails, mark, ends)
+    last: dict[tuple[str, int, str], tuple[object, int]] = {}
+    held: dict[tuple[str, int], int] = {}
+    for lane, offset, ts, key in rows:
+        if ts <= mark:
+            last[lane] = (key_of(key), ts)
+        else:
+            held[lane[:2]] = min(held.get(lane[:2], offset), offset)  # type: ignore[index]
+    if got is None:
+        assert any(t.before is not None and t.before[1] > mark for t in tails)
+    else:
+        assert got == Released(last, held, ends)  # type: ignore[arg-type]
+    assert released_by_tails(tails, 10**6, ends) is not None  # everything released
