@@ -185,6 +185,7 @@ EDGE_TYPES = TableSchema(
             ColumnSchema("doc", "longtext", charset="utf8mb4", collation="utf8mb4_bin"),
             ColumnSchema("u64", "bigint", unsigned=True),
             ColumnSchema("bits", "bit", length=64),
+            ColumnSchema("y0", "date"),
         )
     ),
     ("id",),
@@ -209,6 +210,7 @@ EDGE_VALUES: tuple[Any, ...] = (
     '{"a": [1, 2.5, null, true], "b": "x"}',  # JSON: its text, as the server prints it
     2**64 - 1,
     2**64 - 1,
+    ZeroDate("0000-01-01"),  # year 0: a date MySQL has and Python's calendar lacks
 )
 
 SAMPLES: dict[str, Record] = {

@@ -41,8 +41,9 @@ _ZERO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}( \d{2}:\d{2}:\d{2}(\.\d{1,6})?)?")
 class ZeroDate:
     """A DATE, DATETIME or TIMESTAMP holding one of MySQL's zero dates, which no calendar type
     can hold: ``0000-00-00``, ``0000-00-00 00:00:00.000``, or a date with a zero month or day
-    (``2024-00-15``, allowed without ``NO_ZERO_IN_DATE``), or a day the month does not have
-    (``2024-02-31``, stored under ``ALLOW_INVALID_DATES``).
+    (``2024-00-15``, allowed without ``NO_ZERO_IN_DATE``), a day the month does not have
+    (``2024-02-31``, stored under ``ALLOW_INVALID_DATES``), or a date of year 0 (``0000-01-01``:
+    MySQL has it, Python's calendar starts at year 1).
 
     `text` is the value exactly as the server prints it (the column's fraction digits
     included), so a consumer writes it back unchanged. It is never a valid calendar date: those

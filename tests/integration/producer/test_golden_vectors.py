@@ -33,7 +33,7 @@ EDGE = [
   e ENUM('x','y') {UTF8},
   c CHAR(5) {UTF8},
   vc VARCHAR(8) {UTF8},
-  doc JSON, u64 BIGINT UNSIGNED, bits BIT(64))""",
+  doc JSON, u64 BIGINT UNSIGNED, bits BIT(64), y0 DATE)""",
     # Each edge form written as a user would: a lenient session stores the zero dates, the
     # zero month and the ENUM error value; latin1 bytes C3 81 arrive as bytes.
     "SET SESSION sql_mode = ''",
@@ -42,7 +42,8 @@ EDGE = [
   '-00:00:00.25', '-838:59:59.999999', '0000-00-00', '0000-00-00 00:00:00.000',
   '0000-00-00 00:00:00', '2024-00-15', 0,
   X'C381', 'not a member', 'ab   ', 'ab  ',
-  '{{"a": [1, 2.5, null, true], "b": "x"}}', 18446744073709551615, b'{"1" * 64}')""",
+  '{{"a": [1, 2.5, null, true], "b": "x"}}', 18446744073709551615, b'{"1" * 64}',
+  '0000-01-01')""",
 ]
 ALL = [
     f"""CREATE TABLE all_types (
