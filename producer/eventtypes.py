@@ -9,8 +9,8 @@ on every path, before the library decides anything (`rowbus.producer.binlog`).
 Codes: MySQL's ``Log_event_type`` 0-42 (binlog_event.h, MySQL 8.4/9) and MariaDB's 160-171
 (sql/log_event.h, 10.11/11.x); MariaDB's compressed Query and rows events (165-171) are
 inflated into the ordinary events first (`rowbus.producer.compressed`). A code that is not
-here stops the reader too: a newer server's event is unknown, not harmless. README's "Binlog
-event types" lists the ignored ones with the same reasons.
+here stops the reader too: a newer server's event is unknown, not harmless. The "Binlog event
+types" section of docs/operations.md lists the ignored ones with the same reasons.
 """
 
 from __future__ import annotations

@@ -164,8 +164,8 @@ def test_the_kinds_the_framed_path_reads_without_the_library_are_decoded_ones() 
     assert all(EVENT_TYPES[c].handling is Handling.DECODED for c in natively)
 
 
-def test_the_readme_names_every_ignored_and_refused_type() -> None:
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+def test_the_operations_doc_names_every_ignored_and_refused_type() -> None:
+    readme = (Path(__file__).resolve().parents[3] / "docs" / "operations.md").read_text()
     section = readme[readme.index("### Binlog event types") :]
     section = section[: section.index("\n#")]
     for code, kind in EVENT_TYPES.items():
