@@ -39,7 +39,7 @@ from rowbus.spark_apply.rendered import ROW_COLUMN, Wire, row_event
 from rowbus.spark_apply.settings import JobConfig, launched_by_spark_submit
 from rowbus.spark_apply.shard_ddl import ShardDdlHook
 from rowbus.spark_apply.shard_writes import ShardWrite, write_shard
-from rowbus.spark_apply.sink import MySQLSink
+from rowbus.spark_apply.sink import MySQLSink, check_sink
 
 log = logging.getLogger(__name__)
 
@@ -468,7 +468,9 @@ def shard_ddl_hook(config: JobConfig) -> ShardDdlHook | None:
 def run(config: JobConfig) -> None:
     """Run the job until it fails or (with ``available_now``) until it has caught up. A sink
     that goes away is waited for up to ``apply.sink_retry_s`` each time, then the query
-    starts again from its checkpoint (`recovery`)."""
+    starts again from its checkpoint (`recovery`). A sink that refuses the job's login is
+    refused before Spark starts."""
+    check_sink(config.sink)
     spark = spark_session(config)
     applier: BatchApplier | None = None
     # What is alive now (interpreter, pyspark, py4j, the clients) lives as long as the job:

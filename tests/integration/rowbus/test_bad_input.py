@@ -1,0 +1,100 @@
+"""Bad input a new user meets gets one clear line naming what to change, found before expensive
+start-up where it can be (issue #33): a wrong password on the sink or on a source, a corrupt
+record in a data topic, a topic no source is known on. Each runs the command as a user does
+and compares its whole stderr with the line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rowbus.config import Settings
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def _config(services: Settings, tmp_path: Path, **sections: Any) -> Path:
+    """A rowbus.yaml for the test services, `sections` merged over it."""
+    data: dict[str, Any] = {
+        "kafka": {"bootstrap_servers": services.kafka.bootstrap_servers},
+        "zookeeper": {"hosts": services.zookeeper.hosts},
+        "sink": {"port": services.resolved_sink.port},
+        "sources": [{"name": s.name, "port": s.port} for s in services.sources],
+    }
+    for name, value in sections.items():
+        data[name] = {**data[name], **value} if isinstance(data.get(name), dict) else value
+    path = tmp_path / "rowbus.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _rowbus(config: Path, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rowbus", "-c", str(config), *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _lines(text: str) -> list[str]:
+    return text.strip().splitlines()
+
+
+def test_a_wrong_sink_password_is_refused_before_spark_starts(
+    services: Settings, tmp_path: Path
+) -> None:
+    sink = services.resolved_sink
+    config = _config(services, tmp_path, sink={"password": "not-the-password"})
+    refused = (
+        f"connecting to the sink {sink.host}:{sink.port}: access denied (Access denied for "
+        f"user '{sink.user}'@'localhost' (using password: YES)); the user or the password is "
+        "wrong: check user and password (or password_file, password_env) of the sink"
+    )
+    began = time.monotonic()
+    out = _rowbus(config, "apply", "--available-now")
+    assert out.returncode == 2, out.stderr
+    assert _lines(out.stderr) == [f"rowbus: error: {refused}"], out.stderr
+    # The job as spark-submit runs it (no rowbus shell in front) refuses it before its JVM.
+    job = tmp_path / "job.json"
+    printed = json.loads(_rowbus(_config(services, tmp_path), "apply", "--print-config").stdout)
+    printed["sink"]["password"] = "not-the-password"
+    job.write_text(json.dumps(printed))
+    alone = subprocess.run(
+        [sys.executable, "-m", "rowbus.spark_apply", "--config", str(job)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert alone.returncode == 2, alone.stderr
+    (line,) = _lines(alone.stderr)
+    assert line.endswith(f" ERROR rowbus.spark_apply: apply stopped: {refused}"), alone.stderr
+    assert time.monotonic() - began < 20, "refused before any Spark start-up"
+
+
+def test_a_wrong_source_password_says_so_not_to_grant_replication(
+    services: Settings, tmp_path: Path
+) -> None:
+    source = services.sources[0]
+    config = _config(
+        services,
+        tmp_path,
+        sources=[{"name": source.name, "port": source.port, "password": "not-the-password"}],
+    )
+    out = _rowbus(config, "reader", "run", "--source", source.name)
+    assert out.returncode == 2, out.stderr
+    assert _lines(out.stderr) == [
+        f"rowbus: error: connecting to source {source.name} ({source.host}:{source.port}): "
+        f"access denied (Access denied for user '{source.user}'@'localhost' (using password: "
+        "YES)); the user or the password is wrong: check user and password (or password_file, "
+        "password_env) of the source"
+    ], out.stderr
