@@ -339,11 +339,16 @@ def spark_session(config: JobConfig) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     a = config.apply
     builder = SparkSession.builder.appName(f"rowbus-apply-{a.job}")
+    conf: dict[str, str] = {}
     if not launched_by_spark_submit():
         builder = builder.master(a.master)
+        conf.update(local_bind(a.master))
     conf = {
+        **conf,
         "spark.sql.shuffle.partitions": "2",
         "spark.ui.enabled": "false",
+        # A service's log, not a terminal's: no progress bar redrawn on stderr.
+        "spark.ui.showConsoleProgress": "false",
         # A crash of a Python worker (a C extension, librdkafka) reports its stack to the task's
         # error instead of "Python worker exited unexpectedly".
         "spark.python.worker.faulthandler.enabled": "true",
@@ -354,6 +359,21 @@ def spark_session(config: JobConfig) -> Any:
     for k, v in conf.items():
         builder = builder.config(k, v)
     return builder.getOrCreate()
+
+
+LOOPBACK = "127.0.0.1"
+
+
+def local_bind(master: str) -> dict[str, str]:
+    """The Spark settings that keep a ``local[…]`` master on loopback: the driver (and the
+    block manager it runs) binds and advertises 127.0.0.1 instead of the machine's first
+    interface, and the JVM's own address lookup (``SPARK_LOCAL_IP``, read when the JVM starts)
+    agrees. Every session of ours is built by `spark_session`, so this is decided once for the
+    job, the benchmarks and the tests; another master (a cluster) is left to its launcher."""
+    if not master.startswith("local"):
+        return {}
+    os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+    return {"spark.driver.bindAddress": LOOPBACK, "spark.driver.host": LOOPBACK}
 
 
 def start_query(spark: Any, config: JobConfig, applier: BatchApplier) -> Any:

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from rowbus.clients import kafka
 from rowbus.config import Settings
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
@@ -98,3 +99,40 @@ def test_a_wrong_source_password_says_so_not_to_grant_replication(
         "YES)); the user or the password is wrong: check user and password (or password_file, "
         "password_env) of the source"
     ], out.stderr
+
+
+def test_a_corrupt_record_in_a_data_topic_is_one_line(
+    services: Settings, tmp_path: Path, make_topic: Callable[..., str], unique: Callable[[str], str]
+) -> None:
+    topic = make_topic("bad", partitions=1)
+    producer = kafka.producer(services.kafka.client_config())
+    producer.produce(topic, b"\x0a\xff\xff", partition=0)
+    assert producer.flush(15) == 0
+    config = _config(
+        services,
+        tmp_path,
+        sources=[{"name": topic, "port": services.sources[0].port}],
+        apply={
+            "job": unique("bad"),
+            "state_database": unique("state"),
+            "topic_template": "{source}",
+            "checkpoint_location": str(tmp_path / "ckpt"),
+        },
+    )
+    out = _rowbus(config, "apply", "--available-now", timeout=300)
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr and "\tat " not in out.stderr, out.stderr
+    # Besides the cause, only the JVM's own start-up notice (printed before any log profile).
+    *jvm, cause = _lines(out.stderr)
+    assert jvm == [JVM_NOTICE], out.stderr
+    assert cause.endswith(
+        f" ERROR rowbus.spark_apply: apply stopped: ProtocolError: {topic}[0]@0: protobuf value "
+        "is truncated (no CRC trailer); no rowbus reader writes such a record: find what else "
+        f"writes to {topic} (the job cannot go past it)"
+    ), out.stderr
+    # Spark's traces are kept in the job's Spark log.
+    log = (tmp_path / "ckpt.spark.log").read_text()
+    assert "PythonException" in log and "\tat " in log
+
+
+JVM_NOTICE = "WARNING: Using incubator modules: jdk.incubator.vector"
