@@ -333,7 +333,7 @@ def run_spark_jdbc(args: argparse.Namespace, db: str, names: list[str]) -> dict[
     spark = (
         SparkSession.builder.master(master)
         .appName("bench-snapshot-jdbc")
-        .config(map=local_bind(master))
+        .config(map=dict(local_bind(master)))
         .config("spark.jars", str(jar))
         .config("spark.ui.enabled", "false")
         .config("spark.driver.memory", "1g")

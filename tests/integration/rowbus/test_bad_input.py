@@ -17,6 +17,9 @@ import yaml
 
 from rowbus.clients import kafka
 from rowbus.config import Settings
+from rowbus.protocol.codec import encode
+from rowbus.protocol.events import Resolved
+from tests.integration.consumers.publisher import publish_schema, txn_events
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -136,3 +139,26 @@ def test_a_corrupt_record_in_a_data_topic_is_one_line(
 
 
 JVM_NOTICE = "WARNING: Using incubator modules: jdk.incubator.vector"
+
+
+def test_tail_reads_a_topic_the_named_source_is_on_without_a_checkpoint(
+    services: Settings, tmp_path: Path, make_topic: Callable[..., str]
+) -> None:
+    """`rowbus tail TOPIC --source NAME`: the template does not place NAME on TOPIC and no reader
+    checkpoint does either; naming both says the source is there (it was refused with "name
+    the sources")."""
+    topic, schemas = make_topic("tail", partitions=1), make_topic("schemas", partitions=1)
+    publish_schema(services, schemas)
+    producer = kafka.producer(services.kafka.client_config())
+    rows = txn_events("source1", 0, 0, rows=2)
+    for event in [*rows, Resolved(source="source1", ts=rows[0].ts)]:
+        value, headers = encode(event)
+        producer.produce(topic, value, partition=0, headers=headers)
+    assert producer.flush(15) == 0
+    config = _config(services, tmp_path, subscriber={"schemas_topic": schemas})
+    out = _rowbus(config, "tail", topic, "--source", "source1", "--max-transactions", "1")
+    assert out.returncode == 0, out.stderr
+    (line,) = _lines(out.stdout)
+    got = json.loads(line)
+    assert got["source"] == "source1"
+    assert [e["after"] for e in got["events"]] == [{"id": r.after[0], "k": r.after[1]} for r in rows]
