@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from rowbus.clients import kafka
@@ -104,12 +105,43 @@ def test_a_wrong_source_password_says_so_not_to_grant_replication(
     ], out.stderr
 
 
-def test_a_corrupt_record_in_a_data_topic_is_one_line(
-    services: Settings, tmp_path: Path, make_topic: Callable[..., str], unique: Callable[[str], str]
+UNREADABLE = "; no rowbus reader writes such a record: find what else writes to {topic} (the job cannot go past it)"
+
+BAD_RECORDS = {
+    "truncated": (
+        b"\x0a\xff\xff",
+        [],
+        "protobuf value is truncated (no CRC trailer)" + UNREADABLE,
+    ),
+    "unknown encoding": (
+        b"\x0a\xff\xff",
+        [("rowbus-encoding", b"zstd")],
+        "unknown encoding 'zstd' in header rowbus-encoding (known: protobuf, avro, json)"
+        + UNREADABLE,
+    ),
+    "future version": (
+        b"\x0a\xff\xff",
+        [("rowbus-version", b"2.0")],
+        "unsupported protocol version 2.0: this decoder reads 1.x; upgrade the consumer (or "
+        "the rowbus package) to read it",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_RECORDS))
+def test_a_record_the_job_cannot_read_is_one_line(
+    services: Settings,
+    tmp_path: Path,
+    make_topic: Callable[..., str],
+    unique: Callable[[str], str],
+    case: str,
 ) -> None:
+    """The job stops at the record with one line naming its position and what to do (exit 2);
+    Spark's failure messages, which carry the Python and Java traces, are in its log only."""
+    value, headers, reason = BAD_RECORDS[case]
     topic = make_topic("bad", partitions=1)
     producer = kafka.producer(services.kafka.client_config())
-    producer.produce(topic, b"\x0a\xff\xff", partition=0)
+    producer.produce(topic, value, partition=0, headers=headers)
     assert producer.flush(15) == 0
     config = _config(
         services,
@@ -129,9 +161,8 @@ def test_a_corrupt_record_in_a_data_topic_is_one_line(
     *jvm, cause = _lines(out.stderr)
     assert jvm == [JVM_NOTICE], out.stderr
     assert cause.endswith(
-        f" ERROR rowbus.spark_apply: apply stopped: ProtocolError: {topic}[0]@0: protobuf value "
-        "is truncated (no CRC trailer); no rowbus reader writes such a record: find what else "
-        f"writes to {topic} (the job cannot go past it)"
+        f" ERROR rowbus.spark_apply: apply stopped: ProtocolError: {topic}[0]@0: "
+        + reason.format(topic=topic)
     ), out.stderr
     # Spark's traces are kept in the job's Spark log.
     log = (tmp_path / "ckpt.spark.log").read_text()
@@ -161,4 +192,6 @@ def test_tail_reads_a_topic_the_named_source_is_on_without_a_checkpoint(
     (line,) = _lines(out.stdout)
     got = json.loads(line)
     assert got["source"] == "source1"
-    assert [e["after"] for e in got["events"]] == [{"id": r.after[0], "k": r.after[1]} for r in rows]
+    assert [e["after"] for e in got["events"]] == [
+        {"id": r.after[0], "k": r.after[1]} for r in rows
+    ]
