@@ -72,9 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("rowbus.spark_apply").error("apply stopped: %s", exc)
         return 2
     except ProtocolError as exc:  # a record of a data topic, read on the driver
-        logging.getLogger("rowbus.spark_apply").error(
-            "apply stopped: %s", _advised(f"ProtocolError: {exc}")
-        )
+        logging.getLogger("rowbus.spark_apply").error("apply stopped: ProtocolError: %s", exc)
         return 2
     except Exception as exc:
         if stopped:  # the stop interrupted a call into Spark mid-way
@@ -84,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             return 128 + stopped[0]
         cause = _apply_error_in(exc)
         if cause is not None:
-            logging.getLogger("rowbus.spark_apply").error("apply stopped: %s", _advised(cause))
+            logging.getLogger("rowbus.spark_apply").error("apply stopped: %s", cause)
             return 2
         if args.verbose:
             logging.getLogger("rowbus.spark_apply").exception("apply failed")
@@ -157,21 +155,6 @@ def _apply_error_in(exc: BaseException) -> str | None:
             head, _, message = found[-1].partition(": ")
             return f"{head.rsplit('.', 1)[-1]}: {message}"
     return None
-
-
-_UNREADABLE = re.compile(r"^ProtocolError: ([\w.-]+)\[\d+\]@\d+: ")
-
-
-def _advised(cause: str) -> str:
-    """A record of a data topic that does not decode, with what to do about it (a version
-    too new for this rowbus says so itself: upgrade)."""
-    unreadable = _UNREADABLE.match(cause)
-    if unreadable is None or "upgrade" in cause:
-        return cause
-    return (
-        f"{cause}; no rowbus reader writes such a record: find what else writes to "
-        f"{unreadable.group(1)} (the job cannot go past it)"
-    )
 
 
 if __name__ == "__main__":

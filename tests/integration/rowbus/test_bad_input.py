@@ -105,30 +105,41 @@ def test_a_wrong_source_password_says_so_not_to_grant_replication(
     ], out.stderr
 
 
-UNREADABLE = "; no rowbus reader writes such a record: find what else writes to {topic} (the job cannot go past it)"
+UNREADABLE = (
+    "; no rowbus reader writes such a record: find what else writes to {topic} (a consumer "
+    "cannot go past it)"
+)
 
 BAD_RECORDS = {
     "truncated": (
-        b"\x0a\xff\xff",
         [],
         "protobuf value is truncated (no CRC trailer)" + UNREADABLE,
     ),
-    "unknown encoding": (
-        b"\x0a\xff\xff",
-        [("rowbus-encoding", b"zstd")],
-        "unknown encoding 'zstd' in header rowbus-encoding (known: protobuf, avro, json)"
-        + UNREADABLE,
-    ),
     "future version": (
-        b"\x0a\xff\xff",
         [("rowbus-version", b"2.0")],
         "unsupported protocol version 2.0: this decoder reads 1.x; upgrade the consumer (or "
         "the rowbus package) to read it",
     ),
+    "unknown encoding": (
+        [("rowbus-encoding", b"zstd")],
+        "unknown encoding 'zstd' in header rowbus-encoding (known: protobuf, avro, json)"
+        + UNREADABLE,
+    ),
 }
+"""Records the readers never write, each with the end of the line it is refused with."""
 
 
-@pytest.mark.parametrize("case", list(BAD_RECORDS))
+def _bad_topic(services: Settings, make_topic: Callable[..., str], case: str) -> str:
+    """A one-partition topic holding the record of `case` at offset 0."""
+    headers, _reason = BAD_RECORDS[case]
+    topic = make_topic("bad", partitions=1)
+    producer = kafka.producer(services.kafka.client_config())
+    producer.produce(topic, b"\x0a\xff\xff", partition=0, headers=headers)
+    assert producer.flush(15) == 0
+    return topic
+
+
+@pytest.mark.parametrize("case", ["truncated", "future version"])
 def test_a_record_the_job_cannot_read_is_one_line(
     services: Settings,
     tmp_path: Path,
@@ -137,12 +148,10 @@ def test_a_record_the_job_cannot_read_is_one_line(
     case: str,
 ) -> None:
     """The job stops at the record with one line naming its position and what to do (exit 2);
-    Spark's failure messages, which carry the Python and Java traces, are in its log only."""
-    value, headers, reason = BAD_RECORDS[case]
-    topic = make_topic("bad", partitions=1)
-    producer = kafka.producer(services.kafka.client_config())
-    producer.produce(topic, value, partition=0, headers=headers)
-    assert producer.flush(15) == 0
+    Spark's failure messages, which carry the Python and Java traces, are in its log only.
+    (One Spark start per case: the job stops at the first record it cannot read.)"""
+    topic = _bad_topic(services, make_topic, case)
+    reason = BAD_RECORDS[case][1]
     config = _config(
         services,
         tmp_path,
@@ -195,3 +204,16 @@ def test_tail_reads_a_topic_the_named_source_is_on_without_a_checkpoint(
     assert [e["after"] for e in got["events"]] == [
         {"id": r.after[0], "k": r.after[1]} for r in rows
     ]
+
+
+@pytest.mark.parametrize("case", ["truncated", "unknown encoding"])
+def test_a_record_tail_cannot_read_is_one_line(
+    services: Settings, tmp_path: Path, make_topic: Callable[..., str], case: str
+) -> None:
+    """A subscriber (`rowbus tail`) refuses the record with the job's line (one `ProtocolError`
+    says what to do, for every consumer)."""
+    topic = _bad_topic(services, make_topic, case)
+    out = _rowbus(_config(services, tmp_path), "tail", topic, "--source", "source1")
+    assert out.returncode == 2, out.stderr
+    reason = BAD_RECORDS[case][1].format(topic=topic)
+    assert _lines(out.stderr) == [f"rowbus: error: {topic}[0]@0: {reason}"], out.stderr
