@@ -30,7 +30,7 @@ def job_config(settings: Settings, available_now: bool = False) -> JobConfig:
     """The job's configuration, checked against the sources and the sink first: what can be
     found wrong here is refused in one line before Spark spends a minute starting."""
     from rowbus.spark_apply.settings import JobConfig
-    from rowbus.spark_apply.sink import check_sink
+    from rowbus.spark_apply.sink import precheck_sink
 
     apply = settings.apply
     known = [s.name for s in settings.sources]
@@ -40,7 +40,7 @@ def job_config(settings: Settings, available_now: bool = False) -> JobConfig:
             f"apply.sources names {', '.join(map(repr, unknown))}, which is not a configured "
             f"source; configured: {', '.join(known)}"
         )
-    check_sink(settings.resolved_sink)
+    precheck_sink(settings.resolved_sink)
     if available_now:
         apply = apply.model_copy(update={"available_now": True})
     if any(r.sharded for r in apply.routes) and not apply.shard_ddl.tables:

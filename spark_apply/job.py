@@ -39,7 +39,7 @@ from rowbus.spark_apply.rendered import ROW_COLUMN, Wire, row_event
 from rowbus.spark_apply.settings import JobConfig, launched_by_spark_submit
 from rowbus.spark_apply.shard_ddl import ShardDdlHook
 from rowbus.spark_apply.shard_writes import ShardWrite, write_shard
-from rowbus.spark_apply.sink import MySQLSink, check_sink
+from rowbus.spark_apply.sink import MySQLSink, precheck_sink
 
 log = logging.getLogger(__name__)
 
@@ -490,7 +490,7 @@ def run(config: JobConfig) -> None:
     that goes away is waited for up to ``apply.sink_retry_s`` each time, then the query
     starts again from its checkpoint (`recovery`). A sink that refuses the job's login is
     refused before Spark starts."""
-    check_sink(config.sink)
+    precheck_sink(config.sink)
     spark = spark_session(config)
     applier: BatchApplier | None = None
     # What is alive now (interpreter, pyspark, py4j, the clients) lives as long as the job:

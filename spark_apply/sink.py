@@ -114,7 +114,7 @@ def connect_sink(c: SinkConnection) -> Connection[Any]:
     return conn
 
 
-def check_sink(c: SinkConnection) -> None:
+def precheck_sink(c: SinkConnection) -> None:
     """Refuse a sink that would refuse the job (a wrong user or password, TLS that cannot be
     agreed) before Spark spends seconds starting. One that cannot be reached now is not
     refused: the job waits for it as for a sink that goes away later (`recovery`)."""
