@@ -39,7 +39,7 @@ from rowbus.spark_apply.rendered import ROW_COLUMN, Wire, row_event
 from rowbus.spark_apply.settings import JobConfig, launched_by_spark_submit
 from rowbus.spark_apply.shard_ddl import ShardDdlHook
 from rowbus.spark_apply.shard_writes import ShardWrite, write_shard
-from rowbus.spark_apply.sink import MySQLSink, precheck_sink
+from rowbus.spark_apply.sink import MySQLSink
 
 log = logging.getLogger(__name__)
 
@@ -485,13 +485,37 @@ def shard_ddl_hook(config: JobConfig) -> ShardDdlHook | None:
     )
 
 
+def _started_applier(config: JobConfig) -> BatchApplier:
+    return BatchApplier(config, shard_ddl_hook(config)).start()
+
+
+def _applier_before_spark(config: JobConfig) -> BatchApplier | None:
+    """The first applier, started before the Spark session: a sink that refuses the job's
+    login or the grants its state tables need (or a shard-DDL hook that cannot start) is
+    refused in one line before Spark spends seconds starting. None when the sink does not
+    answer yet: the job's loop waits for it as for a sink that goes away later."""
+    try:
+        return _started_applier(config)
+    except Exception as exc:
+        failure = retryable(exc)
+        if failure is None:
+            raise
+        log.info("%s; the job waits for the sink once Spark has started", failure)
+        return None
+
+
 def run(config: JobConfig) -> None:
     """Run the job until it fails or (with ``available_now``) until it has caught up. A sink
     that goes away is waited for up to ``apply.sink_retry_s`` each time, then the query
-    starts again from its checkpoint (`recovery`). A sink that refuses the job's login is
-    refused before Spark starts."""
-    precheck_sink(config.sink)
-    spark = spark_session(config)
+    starts again from its checkpoint (`recovery`). What the sink refuses at start-up is
+    refused before Spark starts (`_applier_before_spark`)."""
+    ready = _applier_before_spark(config)
+    try:
+        spark = spark_session(config)
+    except BaseException:
+        if ready is not None:
+            ready.close()
+        raise
     applier: BatchApplier | None = None
     # What is alive now (interpreter, pyspark, py4j, the clients) lives as long as the job:
     # the collector's full passes need not traverse it again (`collector_paused`).
@@ -517,7 +541,8 @@ def run(config: JobConfig) -> None:
             query: Any = None
             applier = None  # the last one is closed: a failed start must not close it again
             try:
-                applier = BatchApplier(config, shard_ddl_hook(config)).start()
+                applier = ready if ready is not None else _started_applier(config)
+                ready = None
                 query = start_query(spark, config, applier)
                 await_query(query, applier)
                 return

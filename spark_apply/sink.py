@@ -140,9 +140,13 @@ def _apply_error(exc: BaseException, what: str) -> ApplyError:
         return SinkUnavailableError(f"{what}: sink unavailable ({exc})")
     if kind is mysql.Kind.ROLLED_BACK:  # lock wait timeout, deadlock: run the transaction again
         return TransactionConflictError(f"{what}: {exc}")
-    advice = mysql.wrong_login(exc, "the sink")
-    if advice is not None:
-        return ApplyError(f"{what}: access denied ({exc.args[1]}); {advice}")
+    if kind is mysql.Kind.DENIED:
+        advice = mysql.wrong_login(exc, "the sink") or (
+            "grant it to the sink's user (the job creates apply.state_database and its tables, "
+            "and writes the target tables)"
+        )
+        text = exc.args[1] if len(exc.args) > 1 else exc
+        return ApplyError(f"{what}: access denied ({text}); {advice}")
     return ApplyError(f"{what}: {exc}")
 
 

@@ -20,6 +20,7 @@ from rowbus.clients import kafka
 from rowbus.config import Settings
 from rowbus.protocol.codec import encode
 from rowbus.protocol.events import Resolved
+from tests.conftest import connect
 from tests.integration.consumers.publisher import publish_schema, txn_events
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
@@ -217,3 +218,38 @@ def test_a_record_tail_cannot_read_is_one_line(
     assert out.returncode == 2, out.stderr
     reason = BAD_RECORDS[case][1].format(topic=topic)
     assert _lines(out.stderr) == [f"rowbus: error: {topic}[0]@0: {reason}"], out.stderr
+
+
+def test_a_sink_user_without_the_grants_is_refused_before_spark_starts(
+    services: Settings, tmp_path: Path, unique: Callable[[str], str]
+) -> None:
+    """The sink's user logs in but may not create the job's state tables (CREATE revoked):
+    `rowbus apply` stops with one line naming the statement and what to grant, before its
+    JVM starts."""
+    sink = services.resolved_sink
+    user, password, state = unique("apply"), unique("pw"), unique("state")
+    with connect(sink) as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY '{password}'")
+        cur.execute(f"GRANT ALL PRIVILEGES ON *.* TO '{user}'@'%'")
+        cur.execute(f"REVOKE CREATE ON *.* FROM '{user}'@'%'")
+    try:
+        config = _config(
+            services,
+            tmp_path,
+            sink={"user": user, "password": password},
+            apply={"state_database": state, "checkpoint_location": str(tmp_path / "ckpt")},
+        )
+        began = time.monotonic()
+        out = _rowbus(config, "apply", "--available-now")
+        assert out.returncode == 2, out.stderr
+        (line,) = _lines(out.stderr)
+        assert line.endswith(
+            " ERROR rowbus.spark_apply: apply stopped: creating the apply state tables: access "
+            f"denied (Access denied for user '{user}'@'%' to database '{state}'); grant it to "
+            "the sink's user (the job creates apply.state_database and its tables, and writes "
+            "the target tables)"
+        ), out.stderr
+        assert time.monotonic() - began < 20, "refused before any Spark start-up"
+    finally:
+        with connect(sink) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
