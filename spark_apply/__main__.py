@@ -147,7 +147,13 @@ class JobStopped(Exception):  # noqa: N818 - a stop request, not a failure
 def _apply_error_in(exc: BaseException) -> str | None:
     """Spark wraps a foreachBatch failure in its own exception; find ours in the message."""
     text = str(exc)
-    for name in ("BadEventError", "CheckpointConflictError", "ApplyError", "ProtocolError"):
+    for name in (
+        "BadEventError",
+        "CheckpointConflictError",
+        "MissingTopicError",
+        "ApplyError",
+        "ProtocolError",
+    ):
         # The traceback's last "…Error: message" line, not a source line naming the class.
         said = re.compile(rf"^(?:[\w.]+\.)?{name}: ")
         found = [ln.strip() for ln in text.splitlines() if said.match(ln.strip())]

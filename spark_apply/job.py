@@ -30,7 +30,7 @@ from rowbus.protocol.topics import data_topic
 from rowbus.routing.routes import Router
 from rowbus.spark_apply.catalog import SchemaCatalog
 from rowbus.spark_apply.collector import collector_paused
-from rowbus.spark_apply.exceptions import ApplyError, SinkUnavailableError
+from rowbus.spark_apply.exceptions import ApplyError, MissingTopicError, SinkUnavailableError
 from rowbus.spark_apply.metrics import ApplyMetrics
 from rowbus.spark_apply.overlap import BatchWriter, rewind
 from rowbus.spark_apply.planner import Envelope, PairKey, Plan, plan, stored_gate
@@ -86,6 +86,8 @@ class BatchApplier:
         """Writes a planned batch while Spark reads the next (`overlap`)."""
 
     def start(self) -> BatchApplier:
+        # Every data topic exists (its reader created it): refused here, before a query starts.
+        self._partitions = _partition_counts(self.config.kafka, list(self.topics))
         self.sink.start()
         if self.shard_ddl is not None:
             self.shard_ddl.start()
@@ -324,6 +326,9 @@ def _partition_counts(kafka: dict[str, Any], topics: list[str]) -> dict[str, int
     from rowbus.clients import kafka as clients_kafka
 
     meta = clients_kafka.admin(kafka).list_topics(timeout=10)
+    for topic in topics:
+        if topic not in meta.topics or meta.topics[topic].error is not None:
+            raise MissingTopicError(topic)
     return {t: len(meta.topics[t].partitions) for t in topics}
 
 
