@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import signal
 import sys
 from pathlib import Path
@@ -100,11 +101,16 @@ def _prepare_jvm(config: JobConfig, verbose: bool) -> None:
         return
     if not verbose and "PYSPARK_SUBMIT_ARGS" not in os.environ:
         quiet = Path(__file__).with_name("log4j2-quiet.properties")
+        options = f"-Dlog4j2.configurationFile=file:{quiet}"
         log = spark_log(config)
-        log.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            log.parent.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            pass  # Spark's own failure with the checkpoint folder says why, in one line
+        else:
+            options += f" -Drowbus.spark.log={log}"
         os.environ["PYSPARK_SUBMIT_ARGS"] = (
-            f"--driver-java-options '-Dlog4j2.configurationFile=file:{quiet} "
-            f"-Drowbus.spark.log={log}' pyspark-shell"
+            f"--driver-java-options {shlex.quote(options)} pyspark-shell"
         )
 
 

@@ -86,8 +86,6 @@ class BatchApplier:
         """Writes a planned batch while Spark reads the next (`overlap`)."""
 
     def start(self) -> BatchApplier:
-        # Every data topic exists (its reader created it): refused here, before a query starts.
-        self._partitions = _partition_counts(self.config.kafka, list(self.topics))
         self.sink.start()
         if self.shard_ddl is not None:
             self.shard_ddl.start()

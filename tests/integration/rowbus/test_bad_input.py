@@ -253,25 +253,3 @@ def test_a_sink_user_without_the_grants_is_refused_before_spark_starts(
     finally:
         with connect(sink) as conn, conn.cursor() as cur:
             cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
-
-
-def test_a_data_topic_that_does_not_exist_is_refused_before_spark_starts(
-    services: Settings, tmp_path: Path, unique: Callable[[str], str]
-) -> None:
-    topic = unique("nosuch").replace("_", ".")
-    config = _config(
-        services,
-        tmp_path,
-        sources=[{"name": topic, "port": services.sources[0].port}],
-        apply={"topic_template": "{source}", "checkpoint_location": str(tmp_path / "ckpt")},
-    )
-    began = time.monotonic()
-    out = _rowbus(config, "apply", "--available-now")
-    assert out.returncode == 2, out.stderr
-    (line,) = _lines(out.stderr)
-    assert line.endswith(
-        f" ERROR rowbus.spark_apply: apply stopped: the data topic {topic} does not exist: start "
-        "the reader of its source (it creates the topic), or check apply.sources and "
-        "apply.topic_template"
-    ), out.stderr
-    assert time.monotonic() - began < 20, "refused before any Spark start-up"
