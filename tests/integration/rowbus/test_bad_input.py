@@ -253,3 +253,43 @@ def test_a_sink_user_without_the_grants_is_refused_before_spark_starts(
     finally:
         with connect(sink) as conn, conn.cursor() as cur:
             cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+
+
+def test_a_row_whose_schema_is_not_in_the_schemas_topic_is_one_line(
+    services: Settings,
+    tmp_path: Path,
+    make_topic: Callable[..., str],
+    unique: Callable[[str], str],
+) -> None:
+    """A row whose schema id the schemas topic does not hold (apply.schemas_topic names
+    another topic than the readers write): one line naming the row and the setting (exit 2)."""
+    topic, schemas = make_topic("rows", partitions=1), make_topic("schemas", partitions=1)
+    (row,) = txn_events(topic, 0, 0, rows=1)
+    producer = kafka.producer(services.kafka.client_config())
+    for event in (row, Resolved(source=topic, ts=row.ts)):
+        value, headers = encode(event)
+        producer.produce(topic, value, partition=0, headers=headers)
+    assert producer.flush(15) == 0
+    config = _config(
+        services,
+        tmp_path,
+        sources=[{"name": topic, "port": services.sources[0].port}],
+        apply={
+            "job": unique("noschema"),
+            "state_database": unique("state"),
+            "topic_template": "{source}",
+            "schemas_topic": schemas,
+            "checkpoint_location": str(tmp_path / "ckpt"),
+        },
+    )
+    out = _rowbus(config, "apply", "--available-now", timeout=300)
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr and "\tat " not in out.stderr, out.stderr
+    *jvm, cause = _lines(out.stderr)
+    assert jvm == [JVM_NOTICE], out.stderr
+    assert cause.endswith(
+        f" ERROR rowbus.spark_apply: apply stopped: {topic}[0]@0 (binlog bin.000001:1000 "
+        f"gtid=0-1-0): unknown schema id {row.schema_id} of db.t: the schemas topic does "
+        "not hold it; apply.schemas_topic must name the topic the readers of its source write "
+        "(reader.schemas_topic)"
+    ), out.stderr
