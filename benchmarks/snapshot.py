@@ -322,15 +322,18 @@ def run_spark_jdbc(args: argparse.Namespace, db: str, names: list[str]) -> dict[
     from pyspark.sql import SparkSession
 
     from rowbus.local.install import ensure_jdbc_driver
+    from rowbus.spark_apply.job import local_bind
 
     jar = ensure_jdbc_driver()
     host, port = args.mysql.split(":")
     sink_host, sink_port = (args.sink or args.mysql).split(":")
     sink_db = f"{db}_sink"
+    master = f"local[{args.spark_cores}]"
     began = time.perf_counter()
     spark = (
-        SparkSession.builder.master(f"local[{args.spark_cores}]")
+        SparkSession.builder.master(master)
         .appName("bench-snapshot-jdbc")
+        .config(map=dict(local_bind(master)))
         .config("spark.jars", str(jar))
         .config("spark.ui.enabled", "false")
         .config("spark.driver.memory", "1g")

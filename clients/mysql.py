@@ -7,7 +7,9 @@ Kinds of failure (`Kind`), each with what a caller does about it:
   cannot be reached — retryable;
 - ``rolled_back`` (1205 lock wait timeout, 1213 deadlock): InnoDB rolled the transaction back —
   run the whole transaction again;
-- ``denied`` (1044, 1045, 1142, 1227): a grant is missing — an operator must act;
+- ``denied`` (1044, 1045, 1142, 1227): the login or a grant is refused — an operator must act
+  (1045 is the login itself: the user or the password is wrong, `wrong_login` says so; the
+  others are a missing grant);
 - ``tls`` (2026): TLS could not be agreed (``tls.mode: required`` and a server without TLS, a
   certificate that does not verify) — an operator must act, retrying cannot help;
 - ``other``: the statement itself is wrong for this server — not retryable.
@@ -37,6 +39,8 @@ UNAVAILABLE = frozenset({2003, 2006, 2013, 2055})
 ROLLED_BACK = frozenset({1205, 1213})
 CR_AUTH_PLUGIN_ERR = 2061
 DENIED = frozenset({1044, 1045, 1142, 1227, CR_AUTH_PLUGIN_ERR})
+ER_ACCESS_DENIED = 1045
+"""The server refused the login itself; 1044, 1142 and 1227 refuse a privilege instead."""
 CR_SSL_CONNECTION_ERROR = 2026
 TLS = frozenset({CR_SSL_CONNECTION_ERROR})
 SHA2_FULL_AUTH = (
@@ -97,6 +101,18 @@ def classify(exc: BaseException) -> Kind:
     if isinstance(exc, pymysql.err.InterfaceError | ConnectionError | TimeoutError):
         return Kind.UNAVAILABLE
     return Kind.OTHER
+
+
+def wrong_login(exc: BaseException, whose: str) -> str | None:
+    """What to change when the server refused the login itself (1045: the user or the password
+    is wrong, which no grant would fix), naming whose settings (``the sink``, ``source
+    source1``); None for any other failure (a missing grant is the caller's to name)."""
+    if error_code(exc) != ER_ACCESS_DENIED:
+        return None
+    return (
+        f"the user or the password is wrong: check user and password (or password_file, "
+        f"password_env) of {whose}"
+    )
 
 
 def translate(exc: BaseException, what: str) -> MySQLClientError:

@@ -80,8 +80,9 @@ honours fetch sizes keeps at most this much read ahead of the merger."""
 class Subscriber:
     """Merged, whole transactions from `topics`; see the module docstring.
 
-    `sources`: sources expected on the topics (each on the topic `topic_template` gives it);
-    the readers' checkpoints topic adds the sources it knows. `start` applies when the store
+    `sources`: sources expected on the topics (each on the topic `topic_template` gives it; one
+    that gives none of them: on those no source is known on); the readers' checkpoints topic
+    adds the sources it knows. `start` applies when the store
     holds no checkpoint yet. `memory_limit`: buffered events in memory before spilling.
     `read_ahead`: buffered events beyond which partitions ahead of the merge are paused (at
     most half the memory limit; None: never pause); see the module docstring.
@@ -242,6 +243,12 @@ class Subscriber:
                 pairs.update((t, source) for t in partitions)
         for cp in index:
             pairs.update((t, cp.source) for t, _, _ in cp.offsets if t in partitions)
+        # A source named but placed on none of the topics (neither by the template nor by a
+        # checkpoint) is expected on the topics no source is known on: naming both the topic
+        # and the source says it is there (`rowbus tail TOPIC --source NAME`).
+        placed = {s for _, s in pairs}
+        unknown = [t for t in partitions if all(t != pt for pt, _ in pairs)]
+        pairs.update((t, s) for s in self._sources if s not in placed for t in unknown)
         return sorted((t, p, s) for t, s in pairs for p in partitions[t])
 
     # -- reading ---------------------------------------------------------------------------

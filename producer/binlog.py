@@ -221,7 +221,8 @@ def translate_mysql_error(exc: BaseException, where: str) -> ReaderError:
         return SourceUnavailableError(f"{where}: the server stopped the stream ({text})")
     kind = mysql.classify(exc)
     if kind is mysql.Kind.DENIED:
-        return ServerMisconfiguredError(f"{where}: access denied ({text}); {GRANT_HINT}")
+        advice = mysql.wrong_login(exc, "the source") or GRANT_HINT
+        return ServerMisconfiguredError(f"{where}: access denied ({text}); {advice}")
     if kind is mysql.Kind.TLS:
         return ServerMisconfiguredError(f"{where}: {text}")
     return SourceUnavailableError(f"{where}: {type(exc).__name__} {code or ''} {text}".strip())

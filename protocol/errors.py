@@ -27,14 +27,24 @@ class ProtocolError(RowbusError):
     """Bytes or headers that do not decode to a valid event.
 
     `position` is the Kafka position as ``topic[partition]@offset`` when it is known, so the
-    message names where the bad record sits.
+    message names where the bad record sits. `fix` says what to do about it; a located record
+    without one gets the advice every consumer gives (`at`).
     """
 
-    def __init__(self, reason: str, position: str | None = None) -> None:
+    def __init__(self, reason: str, position: str | None = None, fix: str | None = None) -> None:
         self.reason = reason
         self.position = position
-        super().__init__(f"{position}: {reason}" if position else reason)
+        self.fix = fix
+        said = f"{position}: {reason}" if position else reason
+        super().__init__(f"{said}; {fix}" if fix else said)
 
     def at(self, position: str) -> ProtocolError:
-        """The same error, located at a Kafka position (``topic[partition]@offset``)."""
-        return ProtocolError(self.reason, position)
+        """The same error, located at a Kafka position (``topic[partition]@offset``): a record
+        no consumer can go past, so the message says where it came from if it does not say
+        what to do already."""
+        topic = position.rpartition("[")[0] or position
+        fix = self.fix or (
+            f"no rowbus reader writes such a record: find what else writes to {topic} (a "
+            "consumer cannot go past it)"
+        )
+        return ProtocolError(self.reason, position, fix)

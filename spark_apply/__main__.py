@@ -2,7 +2,8 @@
 
 The JSON file is a `JobConfig` (``rowbus apply`` writes one from rowbus' configuration).
 Exit status: 0 when an ``available_now`` run has caught up, 2 when an event cannot be applied
-(the message names its position and the reason), 1 on any other failure (a sink that stayed
+or a record of a data topic cannot be read (the message names its position and the reason), or
+the sink refuses the job's login, 1 on any other failure (a sink that stayed
 away longer than ``apply.sink_retry_s`` among them). Every failure ends
 with one line; ``-v`` adds the trace and keeps Spark's own (verbose) log profile.
 """
@@ -15,11 +16,13 @@ import json
 import logging
 import os
 import re
+import shlex
 import signal
 import sys
 from pathlib import Path
 from types import FrameType
 
+from rowbus.protocol.errors import ProtocolError
 from rowbus.spark_apply.exceptions import ApplyError, SinkUnavailableError
 from rowbus.spark_apply.settings import JobConfig, launched_by_spark_submit
 
@@ -69,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     except ApplyError as exc:
         logging.getLogger("rowbus.spark_apply").error("apply stopped: %s", exc)
         return 2
+    except ProtocolError as exc:  # a record of a data topic, read on the driver
+        logging.getLogger("rowbus.spark_apply").error("apply stopped: ProtocolError: %s", exc)
+        return 2
     except Exception as exc:
         if stopped:  # the stop interrupted a call into Spark mid-way
             logging.getLogger("rowbus.spark_apply").warning(
@@ -95,12 +101,24 @@ def _prepare_jvm(config: JobConfig, verbose: bool) -> None:
         return
     if not verbose and "PYSPARK_SUBMIT_ARGS" not in os.environ:
         quiet = Path(__file__).with_name("log4j2-quiet.properties")
+        options = f"-Dlog4j2.configurationFile=file:{quiet}"
+        log = spark_log(config)
+        try:
+            log.parent.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            pass  # Spark's own failure with the checkpoint folder says why, in one line
+        else:
+            options += f" -Drowbus.spark.log={log}"
         os.environ["PYSPARK_SUBMIT_ARGS"] = (
-            f"--driver-java-options -Dlog4j2.configurationFile=file:{quiet} pyspark-shell"
+            f"--driver-java-options {shlex.quote(options)} pyspark-shell"
         )
-    if config.apply.master.startswith("local"):
-        # Everything is on this machine: bind loopback rather than the first interface.
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+def spark_log(config: JobConfig) -> Path:
+    """Where the quiet profile keeps Spark's whole log, traces included: beside the checkpoint
+    folder, so each job has its own."""
+    where = config.apply.checkpoint_location
+    return where.with_name(f"{where.name}.spark.log")
 
 
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Warning|Exit)\b[^ ]*: ")
@@ -135,7 +153,13 @@ class JobStopped(Exception):  # noqa: N818 - a stop request, not a failure
 def _apply_error_in(exc: BaseException) -> str | None:
     """Spark wraps a foreachBatch failure in its own exception; find ours in the message."""
     text = str(exc)
-    for name in ("BadEventError", "CheckpointConflictError", "ApplyError"):
+    for name in (
+        "BadEventError",
+        "CheckpointConflictError",
+        "MissingTopicError",
+        "ApplyError",
+        "ProtocolError",
+    ):
         # The traceback's last "…Error: message" line, not a source line naming the class.
         said = re.compile(rf"^(?:[\w.]+\.)?{name}: ")
         found = [ln.strip() for ln in text.splitlines() if said.match(ln.strip())]

@@ -120,8 +120,9 @@ def project(env: Envelope, router: Router, schemas: SchemaLookup) -> Projection 
     table = schemas(ev.schema_id)
     if table is None:
         raise BadEventError(
-            f"unknown schema id {ev.schema_id} of {ev.schema}.{ev.table} "
-            "(not in the schemas topic)",
+            f"unknown schema id {ev.schema_id} of {ev.schema}.{ev.table}: the schemas topic "
+            "does not hold it; apply.schemas_topic must name the topic the readers of its source "
+            "write (reader.schemas_topic)",
             env.position,
         )
     try:

@@ -5,6 +5,8 @@ RowbusError
     ├── BadEventError          one event cannot be applied (type mismatch, missing target
     │                          table or column, bad routing); names its position and reason
     ├── CheckpointConflictError the sink's checkpoint is not the one this batch builds on
+    ├── MissingTopicError      a data topic the job reads does not exist (not created yet, or
+    │                          deleted under the running job)
     ├── SinkUnavailableError   the sink cannot be reached (retryable)
     └── TransactionConflictError the sink rolled a transaction back: deadlock or lock wait
                                timeout (retryable; the sink retries it itself first)
@@ -31,6 +33,17 @@ class BadEventError(ApplyError):
 class CheckpointConflictError(ApplyError):
     """The batch does not build on the checkpoint the sink holds (another driver, or a Spark
     checkpoint that does not belong to this sink)."""
+
+
+class MissingTopicError(ApplyError):
+    """A data topic the job reads does not exist on the broker."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        super().__init__(
+            f"the data topic {topic} does not exist: start the reader of its source (it creates "
+            "the topic), or check apply.sources and apply.topic_template"
+        )
 
 
 class SinkUnavailableError(ApplyError):

@@ -30,7 +30,7 @@ from rowbus.protocol.topics import data_topic
 from rowbus.routing.routes import Router
 from rowbus.spark_apply.catalog import SchemaCatalog
 from rowbus.spark_apply.collector import collector_paused
-from rowbus.spark_apply.exceptions import ApplyError, SinkUnavailableError
+from rowbus.spark_apply.exceptions import ApplyError, MissingTopicError, SinkUnavailableError
 from rowbus.spark_apply.metrics import ApplyMetrics
 from rowbus.spark_apply.overlap import BatchWriter, rewind
 from rowbus.spark_apply.planner import Envelope, PairKey, Plan, plan, stored_gate
@@ -324,6 +324,9 @@ def _partition_counts(kafka: dict[str, Any], topics: list[str]) -> dict[str, int
     from rowbus.clients import kafka as clients_kafka
 
     meta = clients_kafka.admin(kafka).list_topics(timeout=10)
+    for topic in topics:
+        if topic not in meta.topics or meta.topics[topic].error is not None:
+            raise MissingTopicError(topic)
     return {t: len(meta.topics[t].partitions) for t in topics}
 
 
@@ -339,11 +342,16 @@ def spark_session(config: JobConfig) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     a = config.apply
     builder = SparkSession.builder.appName(f"rowbus-apply-{a.job}")
+    conf: dict[str, str] = {}
     if not launched_by_spark_submit():
         builder = builder.master(a.master)
+        conf.update(local_bind(a.master))
     conf = {
+        **conf,
         "spark.sql.shuffle.partitions": "2",
         "spark.ui.enabled": "false",
+        # A service's log, not a terminal's: no progress bar redrawn on stderr.
+        "spark.ui.showConsoleProgress": "false",
         # A crash of a Python worker (a C extension, librdkafka) reports its stack to the task's
         # error instead of "Python worker exited unexpectedly".
         "spark.python.worker.faulthandler.enabled": "true",
@@ -359,6 +367,21 @@ def spark_session(config: JobConfig) -> Any:
     for k, v in conf.items():
         builder = builder.config(k, v)
     return builder.getOrCreate()
+
+
+LOOPBACK = "127.0.0.1"
+
+
+def local_bind(master: str) -> dict[str, str]:
+    """The Spark settings that keep a ``local[…]`` master on loopback: the driver (and the
+    block manager it runs) binds and advertises 127.0.0.1 instead of the machine's first
+    interface, and the JVM's own address lookup (``SPARK_LOCAL_IP``, read when the JVM starts)
+    agrees. Every session of ours is built by `spark_session`, so this is decided once for the
+    job, the benchmarks and the tests; another master (a cluster) is left to its launcher."""
+    if not master.startswith("local"):
+        return {}
+    os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+    return {"spark.driver.bindAddress": LOOPBACK, "spark.driver.host": LOOPBACK}
 
 
 def start_query(spark: Any, config: JobConfig, applier: BatchApplier) -> Any:
@@ -470,11 +493,37 @@ def shard_ddl_hook(config: JobConfig) -> ShardDdlHook | None:
     )
 
 
+def _started_applier(config: JobConfig) -> BatchApplier:
+    return BatchApplier(config, shard_ddl_hook(config)).start()
+
+
+def _applier_before_spark(config: JobConfig) -> BatchApplier | None:
+    """The first applier, started before the Spark session: a sink that refuses the job's
+    login or the grants its state tables need (or a shard-DDL hook that cannot start) is
+    refused in one line before Spark spends seconds starting. None when the sink does not
+    answer yet: the job's loop waits for it as for a sink that goes away later."""
+    try:
+        return _started_applier(config)
+    except Exception as exc:
+        failure = retryable(exc)
+        if failure is None:
+            raise
+        log.info("%s; the job waits for the sink once Spark has started", failure)
+        return None
+
+
 def run(config: JobConfig) -> None:
     """Run the job until it fails or (with ``available_now``) until it has caught up. A sink
     that goes away is waited for up to ``apply.sink_retry_s`` each time, then the query
-    starts again from its checkpoint (`recovery`)."""
-    spark = spark_session(config)
+    starts again from its checkpoint (`recovery`). What the sink refuses at start-up is
+    refused before Spark starts (`_applier_before_spark`)."""
+    ready = _applier_before_spark(config)
+    try:
+        spark = spark_session(config)
+    except BaseException:
+        if ready is not None:
+            ready.close()
+        raise
     applier: BatchApplier | None = None
     # What is alive now (interpreter, pyspark, py4j, the clients) lives as long as the job:
     # the collector's full passes need not traverse it again (`collector_paused`).
@@ -500,7 +549,8 @@ def run(config: JobConfig) -> None:
             query: Any = None
             applier = None  # the last one is closed: a failed start must not close it again
             try:
-                applier = BatchApplier(config, shard_ddl_hook(config)).start()
+                applier = ready if ready is not None else _started_applier(config)
+                ready = None
                 query = start_query(spark, config, applier)
                 await_query(query, applier)
                 return

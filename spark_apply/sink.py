@@ -114,6 +114,16 @@ def connect_sink(c: SinkConnection) -> Connection[Any]:
     return conn
 
 
+def precheck_sink(c: SinkConnection) -> None:
+    """Refuse a sink that would refuse the job (a wrong user or password, TLS that cannot be
+    agreed) before Spark spends seconds starting. One that cannot be reached now is not
+    refused: the job waits for it as for a sink that goes away later (`recovery`)."""
+    try:
+        connect_sink(c).close()
+    except SinkUnavailableError:
+        log.info("the sink %s:%d does not answer yet; the job waits for it", c.host, c.port)
+
+
 @contextlib.contextmanager
 def db_errors(what: str) -> Iterator[None]:
     """Translate pymysql errors (the one choke point), keeping their codes."""
@@ -130,6 +140,13 @@ def _apply_error(exc: BaseException, what: str) -> ApplyError:
         return SinkUnavailableError(f"{what}: sink unavailable ({exc})")
     if kind is mysql.Kind.ROLLED_BACK:  # lock wait timeout, deadlock: run the transaction again
         return TransactionConflictError(f"{what}: {exc}")
+    if kind is mysql.Kind.DENIED:
+        advice = mysql.wrong_login(exc, "the sink") or (
+            "grant it to the sink's user (the job creates apply.state_database and its tables, "
+            "and writes the target tables)"
+        )
+        text = exc.args[1] if len(exc.args) > 1 else exc
+        return ApplyError(f"{what}: access denied ({text}); {advice}")
     return ApplyError(f"{what}: {exc}")
 
 

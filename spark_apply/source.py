@@ -35,6 +35,7 @@ from pyspark.sql.streaming.datasource import (
 from rowbus.protocol.codec import decode, kind_name
 from rowbus.protocol.events import RowChange
 from rowbus.spark_apply.collector import collector_paused
+from rowbus.spark_apply.exceptions import MissingTopicError
 from rowbus.spark_apply.rendered import (
     ROW_COLUMN,
     append_natively,
@@ -184,7 +185,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         meta = client.list_topics(timeout=10)
         for topic in self.topics:
             if topic not in meta.topics or meta.topics[topic].error is not None:
-                raise RuntimeError(f"topic {topic} does not exist")
+                raise MissingTopicError(topic)
             for p in sorted(meta.topics[topic].partitions):
                 lo, hi = client.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
                 low.setdefault(topic, {})[str(p)] = lo

@@ -209,8 +209,8 @@ def check_version(version: str) -> None:
         raise ProtocolError(f"malformed {VERSION_HEADER} header {version!r} (want MAJOR.MINOR)")
     if int(major) != PROTOCOL_MAJOR:
         raise ProtocolError(
-            f"unsupported protocol version {version}: this decoder reads {PROTOCOL_MAJOR}.x; "
-            "upgrade the consumer (or the rowbus package) to read it"
+            f"unsupported protocol version {version}: this decoder reads {PROTOCOL_MAJOR}.x",
+            fix="upgrade the consumer (or the rowbus package) to read it",
         )
 
 

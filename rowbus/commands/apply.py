@@ -37,8 +37,13 @@ def _apply(args: argparse.Namespace, settings: Settings) -> int:
     )
     text = job_config(settings, args.available_now).dump()
     if args.print_config:
+        # Printing needs no sink: the file may be for a cluster this host cannot reach.
         print(text)
         return 0
+    from rowbus.spark_apply.sink import precheck_sink
+
+    # A sink that refuses the login is one line now, not after Spark's minute of start-up.
+    precheck_sink(settings.resolved_sink)
     with tempfile.TemporaryDirectory(prefix="rowbus-apply-") as tmp:
         path = Path(tmp) / "job.json"
         path.touch(mode=0o600)

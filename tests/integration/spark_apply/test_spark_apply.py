@@ -4,6 +4,7 @@ upstream transaction."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -171,3 +172,12 @@ def test_two_sources_w2_with_ddl_and_snapshot_consistency(
         assert total == distinct > 1
         cur.execute("SELECT COUNT(*) FROM apply_checkpoint WHERE ddl LIKE 'ALTER TABLE%'")
         assert cur.fetchone()[0] == 1
+
+
+def test_a_local_session_binds_loopback(spark: Any) -> None:
+    """Every session of ours (the job, the benchmarks, these tests) binds the driver and its
+    block manager to loopback, not the machine's first interface (issue #33)."""
+    conf = spark.sparkContext.getConf()
+    assert conf.get("spark.driver.bindAddress") == "127.0.0.1"
+    assert conf.get("spark.driver.host") == "127.0.0.1"
+    assert os.environ["SPARK_LOCAL_IP"] == "127.0.0.1"

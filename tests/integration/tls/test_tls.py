@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import io
 import pickle
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pymysql
 import pytest
+import yaml
 
 from rowbus.clients import mysql
 from rowbus.clients.settings import TlsSettings
@@ -254,3 +259,39 @@ def test_verify_compares_over_tls(
     settings = services.model_copy(update={"sources": (source,), "sink": source})
     [diff] = verify(settings, [], [database])
     assert diff.equal and diff.source_rows == 2, diff
+
+
+def test_a_sink_certificate_that_does_not_verify_is_refused_before_spark_starts(
+    services: Settings, tls_server: TlsServer, tmp_path: Path
+) -> None:
+    """`rowbus apply` with a sink whose certificate does not verify: one line naming tls.ca
+    and the host, before Spark starts (issue #33)."""
+    other_ca = tls_server.certs.other_ca
+    config = tmp_path / "rowbus.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "kafka": {"bootstrap_servers": services.kafka.bootstrap_servers},
+                "sources": [{"name": s.name, "port": s.port} for s in services.sources],
+                "sink": {
+                    "host": "127.0.0.1",
+                    "port": tls_server.port,
+                    "tls": {"mode": "required", "ca": str(other_ca)},
+                },
+            }
+        )
+    )
+    began = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-m", "rowbus", "-c", str(config), "apply", "--available-now"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 2, out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith(f"rowbus: error: connecting to the sink 127.0.0.1:{tls_server.port}: ")
+    assert "certificate verify failed (self-signed certificate in certificate chain)" in line
+    assert f"tls.ca {other_ca}" in line and "for host 127.0.0.1" in line
+    assert time.monotonic() - began < 20, "refused before any Spark start-up"
