@@ -247,7 +247,7 @@ def test_w3_three_ddls_per_shard_spanning_transactions_and_a_kill_9_do_not_wedge
                     apply_process(args(killed), tmp_path / "re.json", tmp_path / "re.log")
                 )
         assert restart_after is not None and restart_after < i, "the schedule had no kill point"
-        up.limit = None
+        up.limit = WRITES  # the rest of the run's writes while the locks complete
         for n in range(1, len(DDLS) + 1):
             obs.until(
                 f"{target}#{n}",
@@ -255,6 +255,7 @@ def test_w3_three_ddls_per_shard_spanning_transactions_and_a_kill_9_do_not_wedge
                 180,
                 "DONE (every shard reached its DDL although spanning transactions wait)",
             )
+        up.limit = up.writes + 25
         wait_for(up.wrote(25), timeout=30, what="writes after the last DDL", stop_on=(WriterError,))
         up.finish()
 
