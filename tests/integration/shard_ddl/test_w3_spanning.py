@@ -9,13 +9,14 @@ a transitive hold (the old rule) a shard's waiting lock held ``moves``, then ano
 the same source, whose DDL was then never asked for, so the lock never completed. Now the
 spanning transactions are split.
 
-Once lock #1 is half-reported (some shards of the killed job's source among them) an apply
-job is killed with SIGKILL (driver and JVM); more shards run their DDLs while it is down; it
-is restarted. The run is made in two layouts (`LAYOUTS`): one job per source in snapshot mode
-(two jobs share the target and elect the coordinator through ZooKeeper), and one job for both
-sources in parallel mode. Each ends with every lock DONE once (one DONE record, one marker
-row), the target's columns those of the shards and its rows, as ``moves``', equal to
-upstream's row for row (`rowbus verify`).
+The writer makes ~1,200 writes, pausing while the test waits for the jobs. The apply job of
+the current coordinator is killed with SIGKILL (driver and JVM) twice: once lock #1 is
+half-reported, and right after lock #2 is done (while the jobs release the rows it held); more
+shards run their DDLs while it is down, then it is restarted. The run is made in two layouts
+(`LAYOUTS`): one job per source in snapshot mode (two jobs share the target and elect the
+coordinator through ZooKeeper), and one job for both sources in parallel mode. Each ends with
+every lock DONE once, by its shards (one DONE record, one marker row), the target's columns
+those of the shards and its rows, as ``moves``', equal to upstream's row for row (`rowbus verify`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ import pytest
 from rowbus.config import Settings
 from rowbus.protocol.events import ControlKind
 from rowbus.routing.routes import RouteSettings
-from rowbus.shard_ddl.groups import shard_name
 from rowbus.shard_ddl.locks import LockState
 from rowbus.spark_apply.settings import ApplySettings, JobConfig, SinkConnection
 from rowbus.verify import verify
@@ -211,9 +211,25 @@ def test_w3_three_ddls_per_shard_spanning_transactions_and_a_kill_9_do_not_wedge
         watch = stack.enter_context(closing(election(services, job, "w3-test")))
         up.limit = 0
         up.start()
-        ran: list[tuple[int, int]] = []  # shards that ran DDL #1
-        killed: int | None = None  # the job killed: the coordinator's
-        restart_after: int | None = None
+        ran: list[list[tuple[int, int]]] = [[] for _ in DDLS]  # shards that ran each DDL
+        kills: list[int] = []  # the jobs killed, in order: the coordinator's each time
+        down: int | None = None  # the schedule's step at which the killed job restarts
+
+        def kill_coordinator(i: int) -> None:
+            nonlocal down
+            holder = wait_for(watch.holder, timeout=150, what="a coordinator")
+            kills.append(next(j for j in range(len(jobs)) if holder == args(j)["actor"]))
+            assert procs[kills[-1]].poll() is None
+            kill9(procs[kills[-1]])
+            down = i + 2  # more shards run their DDLs while it is down
+
+        def restart() -> None:
+            nonlocal down
+            j = kills[-1]
+            log = tmp_path / f"re{len(kills)}.log"
+            procs[j] = stack.enter_context(apply_process(args(j), log.with_suffix(".json"), log))
+            down = None
+
         for i, (at, shard, n) in enumerate(schedule(up.shards, seed=28)):
             up.limit = at  # the writer pauses there while the test waits for the jobs
             wait_for(
@@ -223,30 +239,21 @@ def test_w3_three_ddls_per_shard_spanning_transactions_and_a_kill_9_do_not_wedge
             up.span(shard)
             up.ddl(shard, statement, feature)
             up.span(shard)
-            ran += [shard] if n == 0 else []
-            if restart_after is None and 3 <= len(ran) < len(up.shards):
-                if killed is None:
-                    holder = wait_for(watch.holder, timeout=150, what="a coordinator")
-                    killed = next(j for j in range(len(jobs)) if holder == args(j)["actor"])
-                # lock #1 half-reported, one of the killed job's shards among the reports
-                mine = {
-                    shard_name(topics[s], dbs[s], f"orders_{k}")
-                    for s, k in ran
-                    if s in jobs[killed]
-                }
-                if mine:
-                    obs.until(first, lambda lk, m=mine: lk.arrived & m, 150, "its shard reported")
-                    assert obs.refresh().get(first).state is LockState.WAITING  # type: ignore[union-attr]
-                    assert procs[killed].poll() is None
-                    kill9(procs[killed])
-                    restart_after = i + 2
-            if i == restart_after:
-                # more shards ran their DDLs while the job was down
-                assert killed is not None
-                stack.enter_context(
-                    apply_process(args(killed), tmp_path / "re.json", tmp_path / "re.log")
-                )
-        assert restart_after is not None and restart_after < i, "the schedule had no kill point"
+            ran[n].append(shard)
+            if not kills and 3 <= len(ran[0]) < len(up.shards):
+                # lock #1 half-reported: kill -9 the coordinator's job
+                obs.until(first, lambda lk: len(lk.arrived) >= 2, 150, "two shards reported")
+                assert obs.refresh().get(first).state is LockState.WAITING  # type: ignore[union-attr]
+                kill_coordinator(i)
+            elif len(kills) == 1 and n == 1 and len(ran[1]) == len(up.shards):
+                # lock #2 just done: kill -9 again while the jobs release what it held
+                obs.until(f"{target}#2", lambda lk: lk.state is LockState.DONE, 180, "DONE")
+                kill_coordinator(i)
+            if i == down:
+                restart()
+        if down is not None:
+            restart()
+        assert len(kills) == 2, f"the schedule had no kill points: {kills}"
         up.limit = WRITES  # the rest of the run's writes while the locks complete
         for n in range(1, len(DDLS) + 1):
             obs.until(
@@ -277,6 +284,9 @@ def test_w3_three_ddls_per_shard_spanning_transactions_and_a_kill_9_do_not_wedge
     locks = [f"{target}#{n}" for n in range(1, len(DDLS) + 1)]
     done = [r.lock_id for r in obs.records if r.kind is ControlKind.DONE]
     assert sorted(done) == locks, "each DDL executed once"
+    assert [(lk.lock_id, lk.state, lk.forced) for lk in obs.table] == [
+        (lock, LockState.DONE, False) for lock in locks
+    ], "every lock completed by its shards, none by an operator"
     with connect(sink) as conn, conn.cursor() as cur:
         cur.execute(f"SELECT lock_id, state FROM `{state_ddl}`.shard_ddl_applied ORDER BY lock_id")
         assert cur.fetchall() == tuple((lock, "done") for lock in locks)
