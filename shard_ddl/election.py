@@ -86,6 +86,18 @@ class ZkElection:
         except (NoNodeError, KazooException) as exc:
             log.debug("releasing %s: %s", self.path, exc)
 
+    def holder(self) -> str | None:
+        """The identifier of the current coordinator (None: none now), for operators and tests."""
+        from kazoo.exceptions import KazooException, NoNodeError
+
+        try:
+            value, _ = self._zk.get(self.path)
+        except NoNodeError:
+            return None
+        except KazooException as exc:
+            raise ElectionError(f"coordinator election at {self.path}: {exc}") from exc
+        return bytes(value).decode()
+
     def is_leader(self) -> bool:
         from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 

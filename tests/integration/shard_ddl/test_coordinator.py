@@ -41,8 +41,10 @@ def test_two_jobs_one_coordinator_execute_once_and_a_restart_rebuilds(
         services, topic, "job-2", groups, execute=executor(services, state_db), elect=e2
     )
     try:
+        assert e2.holder() is None
         assert e1.is_leader()
         assert not e2.is_leader()
+        assert e2.holder() == "job-1"
         lock = job1.report("s1", "up", "t_1", "ALTER TABLE t_1 ADD c INT", ts=100 << 16)
         assert lock == f"{db}.t#1"
         assert job1.report("s1", "up", "t_1", "ALTER TABLE t_1 ADD c INT", ts=100 << 16) == lock

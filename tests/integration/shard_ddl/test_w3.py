@@ -61,6 +61,8 @@ class Upstream:
         self.mutex = threading.Lock()
         self.stop = threading.Event()
         self.writes = 0
+        self.limit: int | None = None
+        """The writer pauses once it made this many writes, until it is raised (None: never)."""
         self.error: BaseException | None = None
         self.rng = random.Random(3)
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -104,6 +106,8 @@ class Upstream:
                 # pacing of the workload, not a wait for a condition
                 if self.stop.wait(0.01):
                     return
+                if self.limit is not None and self.writes >= self.limit:
+                    continue
                 with self.mutex:
                     self._one(conns, n)
                     self.writes += 1
