@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import yaml
@@ -68,7 +69,7 @@ def test_a_stopped_reader_leaves_no_kafka_client_behind(reader_setup: ReaderSetu
     before = len(_librdkafka_threads())
     # Frequent heartbeats and stall checks: the reader builds every client it has (the
     # producer, the admin client of the stall check) before it is stopped.
-    with reader_thread(reader_setup, heartbeat_interval_s=0.1, stall_check_s=0.05) as reader:
+    with reader_thread(reader_setup, heartbeat_interval_s=0.3, stall_check_s=0.5) as reader:
         wait_for(lambda: reader.metrics.batches >= 4, timeout=60, what="the reader's heartbeats")
         assert len(_librdkafka_threads()) > before
         assert all(_connections_to(port) > connected[w] for w, port in ports.items())
@@ -93,10 +94,20 @@ def test_sigterm_stops_a_reader_whose_broker_and_zookeeper_are_gone(
     # A private broker (the session's is shared) and ZooKeeper through a proxy that can be cut.
     stack = LocalStack(stack_settings(tmp_path / "broker", free_ports(5)))
     stack.services = [s for s in stack.services if s.name == "kafka"]
-    stack.up()
+    with ExitStack() as cleanup:
+        # Registered before `up`: a broker that started is stopped whatever fails after.
+        cleanup.callback(stack.down)
+        stack.up()
+        _sigterm_with_services_gone(reader_setup, tmp_path, stack, cleanup)
+
+
+def _sigterm_with_services_gone(
+    reader_setup: ReaderSetup, tmp_path: Path, stack: LocalStack, cleanup: ExitStack
+) -> None:
     (broker,) = stack.services
     zk_host, zk_port = reader_setup.services.zookeeper.hosts.split(",")[0].rsplit(":", 1)
     proxy = Proxy((zk_host, int(zk_port)))
+    cleanup.callback(proxy.close)
     bound_s = 4.0
     path = reader_setup.write_config(
         tmp_path / "rowbus.yaml", stop_timeout_s=bound_s, heartbeat_interval_s=0.2
@@ -136,8 +147,6 @@ def test_sigterm_stops_a_reader_whose_broker_and_zookeeper_are_gone(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        proxy.close()
-        stack.down()
 
 
 def test_term_changes_and_stops_racing_the_commit_thread_run_clean(
