@@ -11,11 +11,12 @@ spanning transactions are split.
 
 The writer makes ~1,200 writes, pausing while the test waits for the jobs. The apply job of
 the current coordinator is killed with SIGKILL (driver and JVM) once lock #1 is half-reported;
-more shards run their DDLs while it is down, then it is restarted. The run is made in two
+more shards run their DDLs while it is down, then it is restarted. The run is made in three
 layouts (`LAYOUTS`): one job per source in snapshot mode (two jobs share the target and elect
 the coordinator through ZooKeeper: the other job takes over), and one job for both sources in
 parallel mode, killed a second time right after lock #2 is done (while it releases the rows
-that lock held, shard by shard in their own transactions). Each ends with
+that lock held, shard by shard in their own transactions), and one job for both sources in
+snapshot mode (the issue's three layouts). Each ends with
 every lock DONE once, by its shards (one DONE record, one marker row), the target's columns
 those of the shards and its rows, as ``moves``', equal to upstream's row for row (`rowbus verify`).
 """
@@ -67,6 +68,7 @@ class Layout:
 LAYOUTS = {
     "one-job-per-source-snapshot": Layout(per_source=True, mode="snapshot", kills=1),
     "one-job-for-both-parallel": Layout(per_source=False, mode="parallel", kills=2),
+    "one-job-for-both-snapshot": Layout(per_source=False, mode="snapshot", kills=1),
 }
 
 
