@@ -4,6 +4,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 
 import pytest
 
@@ -76,29 +77,57 @@ def _pause_child(tmp_path, name: str, code: str = "import signal; signal.pause()
 
 def test_stop_returns_only_once_the_process_is_gone(tmp_path):
     # On SIGTERM the child replaces its command line (as an exiting process empties it) and
-    # lives on for a second: `stop` must wait for the pid, not for the marker to vanish.
+    # lives on until the test releases it (it blocks opening a FIFO for reading): `stop` must
+    # wait for the pid, not for the marker to vanish.
     ready = tmp_path / "handler-installed"
+    release = tmp_path / "release"
+    os.mkfifo(release)
     code = (
         "import os, pathlib, signal, sys\n"
         "def later(*_):\n"
-        "    os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(1.5)'])\n"
+        "    os.execv(sys.executable, [sys.executable, '-c', "
+        f"{f'open({str(release)!r}).read()'!r}])\n"
         "signal.signal(signal.SIGTERM, later)\n"
         f"pathlib.Path({str(ready)!r}).touch()\n"
         "signal.pause()\n"
     )
     record = _pause_child(tmp_path, "lingering", code)
+    released = threading.Event()
+
+    def release_once_lingering() -> None:
+        # The marker is gone from its command line, the process is not: now let it end.
+        wait_for(lambda: not is_ours(record), timeout=30, what="the child to exec")
+        assert not gone(record.pid)
+        released.set()
+        with open(release, "w"):
+            pass
+
+    releaser = threading.Thread(target=release_once_lingering, daemon=True)
     try:
         wait_for(ready.exists, timeout=30, what="the child's SIGTERM handler")
+        releaser.start()
         stop(record, signal.SIGTERM, grace=20)
+        assert released.is_set(), "stop returned before the lingering child was let go"
         assert gone(record.pid), f"stop returned while pid {record.pid} still runs"
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(record.pid, signal.SIGKILL)
+        if releaser.ident is not None:
+            releaser.join(30)
 
 
 def test_a_parent_names_how_its_child_ended_and_stops_the_others(tmp_path):
     crashed = _pause_child(tmp_path, "crashed")
-    failed = _pause_child(tmp_path, "failed", "import sys, time; time.sleep(0.5); sys.exit(3)")
+    # "failed" exits with status 3 when told to (SIGUSR1), once its handler is installed.
+    armed = tmp_path / "failed-armed"
+    failed = _pause_child(
+        tmp_path,
+        "failed",
+        "import pathlib, signal, sys\n"
+        "signal.signal(signal.SIGUSR1, lambda *_: sys.exit(3))\n"
+        f"pathlib.Path({str(armed)!r}).touch()\n"
+        "signal.pause()\n",
+    )
     sibling = _pause_child(tmp_path, "sibling")
     try:
         check_children([crashed, sibling], tmp_path)  # all running: nothing to say
@@ -110,6 +139,8 @@ def test_a_parent_names_how_its_child_ended_and_stops_the_others(tmp_path):
         assert f"crashed (pid {crashed.pid}) exited with signal 9 (SIGKILL)" in line, line
         assert "stopped sibling" in line, line
         assert gone(sibling.pid)
+        wait_for(armed.exists, timeout=30, what="the failing child's handler")
+        os.kill(failed.pid, signal.SIGUSR1)
         wait_for(lambda: gone(failed.pid), timeout=10, what="the failing child to end")
         with pytest.raises(LocalStackError, match=r"failed \(pid \d+\) exited with status 3"):
             check_children([failed], tmp_path)
