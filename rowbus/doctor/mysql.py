@@ -34,15 +34,19 @@ def _connect(
     return conn, Check("connect", True, True, f"as {settings.user}")
 
 
+def _version(cur: pymysql.cursors.Cursor) -> str:
+    cur.execute("SELECT VERSION()")
+    row = cur.fetchone()
+    return str(row[0]) if row else "unknown"
+
+
 def check_sink(settings: MySQLSettings) -> tuple[str, list[Check]]:
     """(server description, checks) of the sink: that it answers, and its TLS."""
     conn, connected = _connect(settings, "the apply job cannot write to the sink")
     if conn is None:
         return "unreachable", [connected]
     with conn, conn.cursor() as cur:
-        cur.execute("SELECT VERSION()")
-        row = cur.fetchone()
-        version = str(row[0]) if row else "unknown"
+        version = _version(cur)
         encryption = _tls(cur, settings)
     return version, [connected, encryption]
 
@@ -88,9 +92,7 @@ def check_source(settings: MySQLSettings) -> tuple[str, list[Check]]:
     if conn is None:
         return "unreachable", [connected]
     with conn, conn.cursor() as cur:
-        cur.execute("SELECT VERSION()")
-        row = cur.fetchone()
-        version = str(row[0]) if row else "unknown"
+        version = _version(cur)
         mariadb = "mariadb" in version.lower()
         variables = _variables(cur)
         cur.execute("SHOW GRANTS FOR CURRENT_USER()")
