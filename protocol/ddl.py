@@ -142,8 +142,13 @@ class ParsedDdl:
         return tuple(t for t in dict.fromkeys(self.tables) if t != self.like)
 
 
-class _Cursor:
-    """Walks the significant tokens of a statement."""
+class TokenCursor:
+    """Walks the significant tokens (no spaces, no comments) of a statement.
+
+    The one token cursor: this module's parser names tables with it, and the producer's DDL
+    interpreter (`rowbus.producer.ddl.words.Words`) adds its readers of types and values on top.
+    `sig` indexes `tokens`, so a reader can tell the span of what it read in the statement text.
+    """
 
     def __init__(self, tokens: list[Token]) -> None:
         self.tokens = tokens
@@ -151,8 +156,17 @@ class _Cursor:
         self.k = 0
 
     def at(self, offset: int = 0) -> str:
+        """The upper-cased text of the significant token `offset` on ("" past the end)."""
         j = self.k + offset
         return self.tokens[self.sig[j]].upper if j < len(self.sig) else ""
+
+    def peek(self) -> Token | None:
+        """The token at the cursor, None at the end."""
+        return self.tokens[self.sig[self.k]] if self.k < len(self.sig) else None
+
+    @property
+    def ended(self) -> bool:
+        return self.k >= len(self.sig)
 
     def accept(self, *words: str) -> bool:
         if self.at() in words:
@@ -165,6 +179,10 @@ class _Cursor:
             self.k += len(words)
             return True
         return False
+
+
+class _Cursor(TokenCursor):
+    """The parser's cursor: table and database names, with their spans in the statement."""
 
     def name(self, default_schema: str) -> tuple[TableName, tuple[int, int]]:
         """A possibly qualified name at the cursor."""

@@ -57,7 +57,7 @@ def literal(w: Words) -> tuple[str, str | Decimal | None]:
     if (tok.kind == "word" and tok.text[:1].isdigit()) or tok.text == ".":
         text = tok.text
         # 1.5e3 and .5 arrive as several tokens: digits, '.', digits with an exponent.
-        while w.k < len(w.t):
+        while not w.ended:
             nxt = w.tok().text
             if (nxt == "." and "." not in text and "e" not in text.lower()) or (
                 text.endswith(".") and re.fullmatch(r"\d+([eE]\d*)?", nxt)

@@ -1,6 +1,8 @@
-"""Words of MySQL/MariaDB DDL for the interpreter: the token cursor, string values, charsets.
+"""Words of MySQL/MariaDB DDL for the interpreter: its token cursor, string values, charsets.
 
-Shared by the type, default and column readers (`ddl_types`, `ddl_defaults`, `ddl_columns`) and by
+The cursor is `rowbus.protocol.ddl.TokenCursor` (the one cursor, shared with the DDL parser)
+with readers that raise `DdlApplyError`. Shared by the type, default and column readers
+(`types`, `defaults`, `columns`) and by
 `rowbus.producer.ddl.apply`. Pure text work; `DdlApplyError` for anything not modelled.
 """
 
@@ -9,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rowbus.protocol.ddl import Token
+from rowbus.protocol.ddl import Token, TokenCursor
 
 
 class DdlApplyError(ValueError):
@@ -60,38 +62,19 @@ def canon_charset(name: str) -> str:
 # ---- tokens -----------------------------------------------------------------------------------
 
 
-class Words:
-    """Significant tokens with a cursor."""
-
-    def __init__(self, tokens: list[Token]) -> None:
-        self.t = [t for t in tokens if t.kind not in ("space", "comment")]
-        self.k = 0
-
-    def at(self, offset: int = 0) -> str:
-        j = self.k + offset
-        return self.t[j].upper if j < len(self.t) else ""
+class Words(TokenCursor):
+    """The interpreter's cursor: `TokenCursor` with readers that raise `DdlApplyError`."""
 
     def tok(self) -> Token:
-        if self.k >= len(self.t):
+        tok = self.peek()
+        if tok is None:
             raise DdlApplyError("statement ends early")
-        return self.t[self.k]
+        return tok
 
     def take(self) -> Token:
         tok = self.tok()
         self.k += 1
         return tok
-
-    def accept(self, *words: str) -> bool:
-        if self.at() in words:
-            self.k += 1
-            return True
-        return False
-
-    def accept_seq(self, *words: str) -> bool:
-        if all(self.at(i) == w for i, w in enumerate(words)):
-            self.k += len(words)
-            return True
-        return False
 
     def expect(self, word: str) -> None:
         if not self.accept(word):
@@ -120,7 +103,7 @@ class Words:
     def skip_to_spec_end(self) -> None:
         """Skip to the next ``,`` or closing ``)`` at depth 0 (not consuming it)."""
         depth = 0
-        while self.k < len(self.t):
+        while not self.ended:
             word = self.at()
             if depth == 0 and word in (",", ")"):
                 return
@@ -129,7 +112,7 @@ class Words:
 
     @property
     def done(self) -> bool:
-        return self.k >= len(self.t) or (self.at() == ";" and self.k == len(self.t) - 1)
+        return self.ended or (self.at() == ";" and self.k == len(self.sig) - 1)
 
 
 def string_value(tok: Token) -> str:
