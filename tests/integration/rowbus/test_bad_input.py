@@ -55,6 +55,33 @@ def _lines(text: str) -> list[str]:
     return text.strip().splitlines()
 
 
+def _topic_job(services: Settings, tmp_path: Path, topic: str, job: str, **apply: Any) -> Path:
+    """A configuration whose one source is `topic` (its own data topic) and whose job is `job`."""
+    return _config(
+        services,
+        tmp_path,
+        sources=[{"name": topic, "port": services.sources[0].port}],
+        apply={
+            "job": job,
+            "state_database": f"{job}_state",
+            "topic_template": "{source}",
+            "checkpoint_location": str(tmp_path / "ckpt"),
+            **apply,
+        },
+    )
+
+
+def _apply_stops_with(config: Path, cause: str) -> None:
+    """`rowbus apply` exits 2 with one line ending in `cause` on stderr (besides the JVM's own
+    start-up notice, printed before any log profile): no Python or Java trace."""
+    out = _rowbus(config, "apply", "--available-now", timeout=300)
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr and "\tat " not in out.stderr, out.stderr
+    *jvm, line = _lines(out.stderr)
+    assert jvm == [JVM_NOTICE], out.stderr
+    assert line.endswith(f" ERROR rowbus.spark_apply: apply stopped: {cause}"), out.stderr
+
+
 def test_a_wrong_sink_password_is_refused_before_spark_starts(
     services: Settings, tmp_path: Path
 ) -> None:
@@ -152,28 +179,11 @@ def test_a_record_the_job_cannot_read_is_one_line(
     Spark's failure messages, which carry the Python and Java traces, are in its log only.
     (One Spark start per case: the job stops at the first record it cannot read.)"""
     topic = _bad_topic(services, make_topic, case)
-    reason = BAD_RECORDS[case][1]
-    config = _config(
-        services,
-        tmp_path,
-        sources=[{"name": topic, "port": services.sources[0].port}],
-        apply={
-            "job": unique("bad"),
-            "state_database": unique("state"),
-            "topic_template": "{source}",
-            "checkpoint_location": str(tmp_path / "ckpt"),
-        },
+    reason = BAD_RECORDS[case][1].format(topic=topic)
+    _apply_stops_with(
+        _topic_job(services, tmp_path, topic, unique("bad")),
+        f"ProtocolError: {topic}[0]@0: {reason}",
     )
-    out = _rowbus(config, "apply", "--available-now", timeout=300)
-    assert out.returncode == 2, out.stderr
-    assert "Traceback" not in out.stderr and "\tat " not in out.stderr, out.stderr
-    # Besides the cause, only the JVM's own start-up notice (printed before any log profile).
-    *jvm, cause = _lines(out.stderr)
-    assert jvm == [JVM_NOTICE], out.stderr
-    assert cause.endswith(
-        f" ERROR rowbus.spark_apply: apply stopped: ProtocolError: {topic}[0]@0: "
-        + reason.format(topic=topic)
-    ), out.stderr
     # Spark's traces are kept in the job's Spark log.
     log = (tmp_path / "ckpt.spark.log").read_text()
     assert "PythonException" in log and "\tat " in log
@@ -270,26 +280,9 @@ def test_a_row_whose_schema_is_not_in_the_schemas_topic_is_one_line(
         value, headers = encode(event)
         producer.produce(topic, value, partition=0, headers=headers)
     assert producer.flush(15) == 0
-    config = _config(
-        services,
-        tmp_path,
-        sources=[{"name": topic, "port": services.sources[0].port}],
-        apply={
-            "job": unique("noschema"),
-            "state_database": unique("state"),
-            "topic_template": "{source}",
-            "schemas_topic": schemas,
-            "checkpoint_location": str(tmp_path / "ckpt"),
-        },
+    _apply_stops_with(
+        _topic_job(services, tmp_path, topic, unique("noschema"), schemas_topic=schemas),
+        f"{topic}[0]@0 (binlog bin.000001:1000 gtid=0-1-0): unknown schema id "
+        f"{row.schema_id} of db.t: the schemas topic does not hold it; apply.schemas_topic "
+        "must name the topic the readers of its source write (reader.schemas_topic)",
     )
-    out = _rowbus(config, "apply", "--available-now", timeout=300)
-    assert out.returncode == 2, out.stderr
-    assert "Traceback" not in out.stderr and "\tat " not in out.stderr, out.stderr
-    *jvm, cause = _lines(out.stderr)
-    assert jvm == [JVM_NOTICE], out.stderr
-    assert cause.endswith(
-        f" ERROR rowbus.spark_apply: apply stopped: {topic}[0]@0 (binlog bin.000001:1000 "
-        f"gtid=0-1-0): unknown schema id {row.schema_id} of db.t: the schemas topic does "
-        "not hold it; apply.schemas_topic must name the topic the readers of its source write "
-        "(reader.schemas_topic)"
-    ), out.stderr
