@@ -13,6 +13,7 @@ What it answers (everything else gets MySQL's syntax error, 1064, and is recorde
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import re
 import socket
@@ -39,6 +40,14 @@ COM_BINLOG_DUMP, COM_REGISTER_REPLICA, COM_BINLOG_DUMP_GTID = 0x12, 0x15, 0x1E
 SESSION_LIMIT_S = 120.0
 """No session lives longer (every loop here is bounded in time)."""
 VERSION = "8.4.3"
+DEFAULT_COLLATIONS = {
+    "utf8mb4": "utf8mb4_0900_ai_ci",
+    "utf8mb3": "utf8mb3_general_ci",
+    "latin1": "latin1_swedish_ci",
+    "ascii": "ascii_general_ci",
+    "binary": "binary",
+}
+"""MySQL 8.4's default collation of the charsets a test uses."""
 
 
 @dataclass
@@ -51,7 +60,9 @@ class Seen:
     dumps: list[tuple[str, int]] = field(default_factory=list)
 
 
+@functools.cache
 def _rsa() -> tuple[Any, bytes]:
+    """The server's RSA key pair (one per process: making one takes a good part of a second)."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
 
@@ -164,7 +175,7 @@ class Primary:
         auth = Authenticator(self.accounts, VERSION, nonce, self._tls, *self._rsa)
         try:
             login = auth.login(io, connection_id)
-            self.seen.logins.append("refused" if login is None else f"{login.user} tls={login.tls}")
+            self.seen.logins.append("refused" if login is None else f"{login.user} {login.how}")
             if login is None:
                 return
             state: dict[str, str] = {}
@@ -209,11 +220,12 @@ class Primary:
         text = sql.strip().rstrip(";").strip()
         upper = text.upper()
         if upper.startswith("SET "):
-            for name, value in re.findall(r"@(\w+)\s*=\s*([^,]+)", text):
-                state[name.lower()] = value.strip().strip("'")
+            for name, value in re.findall(r"(@{0,2}[\w.]+)\s*=\s*('[^']*'|[^,\s]+)", text[4:]):
+                key = name.lower().lstrip("@").removeprefix("session.")
+                state[key] = value.strip("'")
             io.ok()
             return
-        answer = self._answer(text, upper)
+        answer = self._answer(text, upper, state)
         if answer is None:
             self.seen.unanswered.append(sql)
             io.error(
@@ -225,7 +237,9 @@ class Primary:
             return
         io.result(*answer)
 
-    def _answer(self, text: str, upper: str) -> tuple[list[str], list[tuple[Any, ...]]] | None:
+    def _answer(
+        self, text: str, upper: str, state: dict[str, str]
+    ) -> tuple[list[str], list[tuple[Any, ...]]] | None:
         if upper == "SELECT VERSION()":
             return ["VERSION()"], [(VERSION,)]
         if upper == "SHOW BINARY LOG STATUS":
@@ -246,7 +260,8 @@ class Primary:
         )
         if selected:
             names = [n.strip() for n in selected.group(1).split(",")]
-            return names, [tuple(self._variable(n) for n in names)]
+            values = tuple(self._variable(n, state) for n in names)
+            return ([selected.group(2)] if selected.group(2) else names), [values]
         shown = re.fullmatch(r"SHOW\s+(?:GLOBAL\s+|SESSION\s+)?VARIABLES\s+(.*)", text, re.I | re.S)
         if shown:
             return ["Variable_name", "Value"], self._variables(shown.group(1))
@@ -255,6 +270,10 @@ class Primary:
             key = (create.group(1), create.group(2))
             if key in self.creates:
                 return ["Table", "Create Table"], [(key[1], self.creates[key])]
+        if "INFORMATION_SCHEMA.COLLATIONS" in upper and "IS_DEFAULT" in upper:
+            return ["CHARACTER_SET_NAME", "COLLATION_NAME"], list(DEFAULT_COLLATIONS.items())
+        if "INFORMATION_SCHEMA.SCHEMATA" in upper:
+            return ["DEFAULT_COLLATION_NAME"], [("utf8mb4_0900_ai_ci",)]
         if "INFORMATION_SCHEMA" in upper and upper.startswith("SELECT"):
             names = [
                 n.split(".")[-1]
@@ -263,10 +282,14 @@ class Primary:
             return [n.strip() for n in names], []
         return None
 
-    def _variable(self, name: str) -> Any:
+    def _variable(self, name: str, state: dict[str, str] | None = None) -> Any:
         bare = name.lstrip("@").split(".")[-1].lower()
         if bare == "gtid_executed":
             return self.binlog.executed()
+        if state and "global." not in name.lower() and bare in state:
+            value = state[bare]
+            # sql_mode set as a number (a Query event's bits): 0 is the empty mode.
+            return "" if bare == "sql_mode" and value == "0" else value
         return self.variables.get(bare)
 
     def _variables(self, clause: str) -> list[tuple[Any, ...]]:
@@ -277,7 +300,7 @@ class Primary:
         else:
             wanted = {n.lower() for n in re.findall(r"'([^']*)'", clause)}
             chosen = [n for n in self.variables if n in wanted]
-        return [(n, self._variable(n)) for n in chosen]
+        return [(n, self._variable(n, None)) for n in chosen]
 
     # ---- the dump -------------------------------------------------------------------------
 

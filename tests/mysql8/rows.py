@@ -129,7 +129,7 @@ def column(name: str, sql: str, primary: bool = False) -> Column:
                 name,
                 STRING,
                 bytes([ENUM, width]),
-                lambda v: (members.index(v) + 1 if v else 0).to_bytes(width, "little"),
+                lambda v: (members.index(v) + 1 if v in members else 0).to_bytes(width, "little"),
                 collation=UTF8MB4,
                 members=members,
             )
@@ -183,7 +183,7 @@ def decimal_bytes(value: decimal.Decimal, precision: int, scale: int) -> bytes:
     group first and the fraction's last; a negative number has every bit inverted; the top
     bit of the first byte is flipped so that the bytes sort as the numbers."""
     negative = value < 0
-    digits = f"{abs(value):.{scale}f}"
+    digits = f"{value.copy_abs():.{scale}f}"  # abs() would round to the context's 28 digits
     whole, _, frac = digits.partition(".")
     intg = precision - scale
     whole = whole.rjust(intg, "0")[-intg:] if intg else ""
@@ -211,21 +211,51 @@ def _frac(micros: int, fsp: int) -> bytes:
     return (micros // 10 ** (6 - 2 * size)).to_bytes(size, "big")
 
 
+@dataclass(frozen=True)
+class _Fields:
+    """A date or date-time by its fields: pymysql gives the text of one it cannot build
+    (zero dates such as '0000-00-00' or '2024-00-15', stored by a lenient server)."""
+
+    year: int
+    month: int
+    day: int
+    hour: int = 0
+    minute: int = 0
+    second: int = 0
+    microsecond: int = 0
+
+
+def _fields(v: Any) -> Any:
+    if not isinstance(v, str):
+        return v
+    numbers = [int(n) for n in re.findall(r"\d+", v)]
+    if "." in v:
+        numbers[-1] = int(v.rsplit(".", 1)[1].ljust(6, "0"))
+    else:
+        numbers.append(0)
+    return _Fields(*(numbers + [0] * 7)[:7])
+
+
 def _date(v: Any) -> bytes:
+    v = _fields(v)
     return (v.day | v.month << 5 | v.year << 9).to_bytes(3, "little")
 
 
-def datetime2(v: dt.datetime, fsp: int) -> bytes:
+def datetime2(v: Any, fsp: int) -> bytes:
     """DATETIME(fsp): 40 bits big-endian (sign, year*13+month, day, hour, minute, second)
     offset by 2^39, then the fraction in (fsp+1)//2 bytes."""
+    v = _fields(v)
     ym = v.year * 13 + v.month
     ymd = ym << 5 | v.day
     hms = v.hour << 12 | v.minute << 6 | v.second
     return ((ymd << 17 | hms) + (1 << 39)).to_bytes(5, "big") + _frac(v.microsecond, fsp)
 
 
-def timestamp2(v: dt.datetime, fsp: int) -> bytes:
-    """TIMESTAMP(fsp): seconds since the epoch (4 bytes big-endian), then the fraction."""
+def timestamp2(v: Any, fsp: int) -> bytes:
+    """TIMESTAMP(fsp): seconds since the epoch (4 bytes big-endian), then the fraction; the
+    zero timestamp is 0."""
+    if isinstance(v, str):
+        return bytes(4) + _frac(0, fsp)
     seconds = int(v.replace(tzinfo=dt.UTC).timestamp()) if v.tzinfo is None else int(v.timestamp())
     return seconds.to_bytes(4, "big") + _frac(v.microsecond, fsp)
 

@@ -123,6 +123,8 @@ class Login:
     user: str
     database: str | None
     tls: bool
+    how: str
+    """"fast" (the cached hash), "rsa" (full, the RSA exchange) or "clear" (full, over TLS)."""
 
 
 @dataclass
@@ -195,7 +197,7 @@ class Authenticator:
         if good and (account.cached or not account.password):
             io.send(b"\x01" + bytes([FAST_AUTH_SUCCESS]))
             io.ok()
-            return Login(user, database, tls)
+            return Login(user, database, tls, "fast")
         # Not in the cache, or a wrong scramble: full authentication, as MySQL falls back.
         io.send(b"\x01" + bytes([PERFORM_FULL_AUTHENTICATION]))
         reply = io.recv()
@@ -211,7 +213,7 @@ class Authenticator:
             return None
         account.cached = True
         io.ok()
-        return Login(user, database, tls)
+        return Login(user, database, tls, "clear" if tls else "rsa")
 
     def _decrypt(self, data: bytes) -> bytes:
         from cryptography.hazmat.primitives import hashes
