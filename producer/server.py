@@ -347,12 +347,13 @@ class SourceServer:
         return str(found[0]) if found and found[0] else None
 
     def charsets(self) -> Charsets:
-        """Each charset's default collation (a server fact, read once per term)."""
+        """Each charset's default collation (a server fact, read once per term); on MySQL,
+        JSON is a type of its own (its table map says json, not longtext)."""
         rows = self.query_all(
             "SELECT CHARACTER_SET_NAME, COLLATION_NAME FROM information_schema.COLLATIONS "
             "WHERE IS_DEFAULT='Yes'"
         )
-        return Charsets({str(cs): str(coll) for cs, coll in rows})
+        return Charsets({str(cs): str(coll) for cs, coll in rows}, native_json=not self.mariadb)
 
     # ---- locating a start position ------------------------------------------------------------
 
