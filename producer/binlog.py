@@ -60,6 +60,7 @@ from pymysqlreplication.row_event import (
 from rowbus.clients import mysql
 from rowbus.clients.settings import SourceConnection
 from rowbus.producer import compressed, dumpframes, eventtypes, fastrows, tablemaps
+from rowbus.producer import payload as payloads
 from rowbus.producer.assembler import (
     BinlogEvent,
     GtidMark,
@@ -186,7 +187,9 @@ class _ReconnectRefused(Exception):  # noqa: N818 - control flow inside this mod
 
 
 class _GuardedConnect:
-    """`pymysql_wrapper` that allows one stream connection; control connections pass."""
+    """`pymysql_wrapper` that allows one stream connection; control connections pass. The
+    stream connection's packets go through `_Unpacking` (the library reads one event per
+    packet; a Transaction_payload packet holds many)."""
 
     def __init__(self) -> None:
         self.stream_connections = 0
@@ -196,7 +199,43 @@ class _GuardedConnect:
             self.stream_connections += 1
             if self.stream_connections > 1:
                 raise _ReconnectRefused
+            conn = mysql.connect(**kwargs)
+            conn._read_packet = _Unpacking(conn._read_packet)  # type: ignore[method-assign]
+            return conn
         return mysql.connect(**kwargs)
+
+
+class _Unpacking:
+    """A connection's ``_read_packet`` that hands a Transaction_payload's events over one per
+    call, as if the server had sent them uncompressed (`rowbus.producer.payload`); every other
+    packet passes as read. The payload's events are unpacked as they are asked for."""
+
+    def __init__(self, read: Callable[..., Any]) -> None:
+        self._read = read
+        self._pending: Iterator[bytes] | None = None
+
+    def __call__(self, *args: Any) -> Any:
+        if self._pending is not None:
+            inner = next(self._pending, None)
+            if inner is not None:
+                return (args[0] if args else MysqlPacket)(inner, "utf8")
+            self._pending = None
+        packet = self._read(*args)
+        data = packet._data
+        if len(data) > 5 and data[5] == payloads.TRANSACTION_PAYLOAD and data[0] == 0:
+            self._pending = payloads.unpack(data)
+            return self(*args)
+        return packet
+
+
+def _unpacked(packets: Iterator[bytes]) -> Iterator[bytes]:
+    """The framed stream with each Transaction_payload replaced by the events it holds."""
+    unpack, kind = payloads.unpack, payloads.TRANSACTION_PAYLOAD
+    for packet in packets:
+        if packet[5] == kind:
+            yield from unpack(packet)
+        else:
+            yield packet
 
 
 def _corrupt(corrupt: compressed.Corrupt, file: str) -> CorruptBinlogError:
@@ -396,7 +435,7 @@ class BinlogStream:
         gtid = _MARIADB_GTID.unpack_from
         decode_body = fastrows.decode_body
         inflate, compressed_rows = compressed.inflate, compressed.ROWS
-        for payload in dumpframes.packets(lib._stream_connection._rfile):
+        for payload in _unpacked(dumpframes.packets(lib._stream_connection._rfile)):
             ts, kind, server_id, size, end = header(payload, 1)
             if kind in compressed_rows:
                 # Inflated here so they take the native way below; Query_compressed goes to

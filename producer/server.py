@@ -444,7 +444,8 @@ class SourceServer:
                 start = int(pos) if start is None else start
                 continue
             head = info.lstrip()[:12].upper()
-            closes = kind in ("Xid", "XA_prepare") or (
+            # A compressed MySQL transaction is its GTID and one Transaction_payload event.
+            closes = kind in ("Xid", "XA_prepare", "Transaction_payload") or (
                 kind == "Query"
                 and not head.startswith(("ROLLBACK TO", "SAVEPOINT", "XA END"))
                 and (head.startswith(("COMMIT", "ROLLBACK")) or standalone or not opened)

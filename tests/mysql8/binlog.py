@@ -98,6 +98,17 @@ class Binlog:
                 lambda: len(self._data[name]) > pos or self._names[-1] != name, timeout
             )
 
+    def kinds(self) -> dict[int, int]:
+        """How many events of each type code the files hold."""
+        out: dict[int, int] = {}
+        with self._lock:
+            for data in self._data.values():
+                at = 4
+                while at + 19 <= len(data):
+                    out[data[at + 4]] = out.get(data[at + 4], 0) + 1
+                    at += int.from_bytes(data[at + 9 : at + 13], "little")
+        return out
+
     @property
     def current(self) -> tuple[str, int]:
         with self._lock:

@@ -24,6 +24,7 @@ from tests.integration.fidelity.corpus import from_source, same
 from tests.integration.mysql8.corpus import Corpus, build, mysql8_cases, values_from_mariadb
 from tests.integration.producer.helpers import ReaderSetup, TopicReader
 from tests.mysql8.binlog import Binlog
+from tests.mysql8.payload import compressing
 from tests.mysql8.primary import Primary
 
 PATHS = {"framed": (True, True), "native": (True, False), "pure": (False, False)}
@@ -41,6 +42,19 @@ def primary(
     log = Binlog()
     corpus = build(log, f"m8_{uuid.uuid4().hex[:6]}", mariadb_values)
     with Primary(log) as server:
+        yield server, corpus
+
+
+@pytest.fixture
+def compressed_primary(
+    mariadb_values: dict[str, dict[int, Any]],
+) -> Iterator[tuple[Primary, Corpus]]:
+    """The same corpus with binlog_transaction_compression=ON: every transaction of row
+    changes is its GTID event and one Transaction_payload (zstd)."""
+    log = Binlog(compression=compressing())
+    corpus = build(log, f"m8z_{uuid.uuid4().hex[:6]}", mariadb_values)
+    variables = {"binlog_transaction_compression": "ON"}
+    with Primary(log, variables=variables) as server:
         yield server, corpus
 
 
@@ -175,3 +189,32 @@ def test_the_reader_reads_the_corpus_from_a_mysql8_primary_as_from_mariadb(
     # fast path.
     assert server.seen.logins[0] == "repl rsa", server.seen.logins
     assert set(server.seen.logins[1:]) == {"repl fast"}, server.seen.logins
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_compressed_transactions_give_the_values_of_plain_ones(
+    compressed_primary: tuple[Primary, Corpus],
+    services: Settings,
+    make_topic: Callable[..., str],
+    unique: Callable[[str], str],
+    monkeypatch: pytest.MonkeyPatch,
+    path: str,
+) -> None:
+    """Transaction_payload events (zstd) read on every path: the records' values equal the
+    MariaDB path's, as the uncompressed binlog's do (the test above), and each transaction's
+    records carry the payload's end as their position (no position inside a payload)."""
+    server, corpus = compressed_primary
+    fast, framed = PATHS[path]
+    monkeypatch.setattr(binlog_module, "FRAMED", framed)
+    if not fast:
+        monkeypatch.setattr(fastrows, "AVAILABLE", False)
+    kinds = server.binlog.kinds()
+    assert kinds.get(40, 0) == 2 * len(corpus.cases), kinds  # inserts, then the changes
+    assert not {19, 30, 31, 32, 16} & set(kinds), kinds  # no table map, rows or Xid outside
+    payloads = server.binlog.written
+    setup = setup_for(services, server, corpus.database, make_topic, unique)
+    records = read_all(setup, corpus.changes)
+    check_corpus(records, corpus)
+    ends = {w.end for w in payloads}
+    rows = [r for r in records if isinstance(r, RowChange)]
+    assert rows and all(r.position.offset in ends for r in rows)
