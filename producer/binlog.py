@@ -59,7 +59,7 @@ from pymysqlreplication.row_event import (
 
 from rowbus.clients import mysql
 from rowbus.clients.settings import SourceConnection
-from rowbus.producer import compressed, dumpframes, eventtypes, fastrows, tablemaps
+from rowbus.producer import compressed, dumpframes, eventtypes, fastrows, tablemaps, tagged
 from rowbus.producer import payload as payloads
 from rowbus.producer.assembler import (
     BinlogEvent,
@@ -119,6 +119,7 @@ TRANSACTION_EVENTS = [
     QueryEvent,
     XidEvent,
     XAPrepareEvent,
+    NotImplementedEvent,  # MySQL 8.3+'s tagged GTID event among them (`tagged`)
 ]
 """Enough to find transaction boundaries (rows events are then skipped unparsed)."""
 _EVENTS = [
@@ -371,6 +372,9 @@ class BinlogStream:
             slave_heartbeat=self._heartbeat_s if self._blocking else None,
             pymysql_wrapper=_GuardedConnect(),
             enable_logging=False,
+            # Yield the events it has no class for (they are in `only_events`): the ignored
+            # kinds then give a Skipped at their end, and MySQL's tagged GTID event its GTID.
+            filter_non_implemented_events=False,
         )
 
     def close(self) -> None:
@@ -607,6 +611,8 @@ class BinlogStream:
             return GtidMark(event.gtid, end, event.event_size, standalone, opens=True)
         if kind is GtidEvent:
             return GtidMark(str(event.gtid), end, event.event_size, False, opens=False)
+        if kind is NotImplementedEvent and event.event_type == tagged.GTID_TAGGED:
+            return GtidMark(self._tagged(event, end), end, event.event_size, False, opens=False)
         if kind is QueryEvent:
             schema = event.schema
             schema = schema.decode("utf-8", "replace") if isinstance(schema, bytes) else schema
@@ -643,6 +649,17 @@ class BinlogStream:
         if kind is HeartbeatLogEvent:
             return ServerHeartbeat(event.ident.rstrip("\x00"), end)
         return Skipped(end)
+
+    def _tagged(self, event: Any, end: int) -> str:
+        """A tagged GTID event's ``uuid:tag:N`` (the library has no class for it)."""
+        body = event.packet.packet.get_all_data()[20:]  # the message's size bounds it
+        try:
+            return tagged.gtid(body)
+        except tagged.TaggedGtidError as exc:
+            raise CorruptBinlogError(
+                f"{self.file}:{end}: Gtid_tagged event cannot be read: {exc}; check the binlog "
+                "on the source with mysqlbinlog at this position"
+            ) from None
 
     def _sql_mode(self, bits: int | None) -> str | None:
         """A statement event's sql_mode (a bit set whose layout is the server's own) named

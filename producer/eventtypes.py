@@ -127,12 +127,7 @@ EVENT_TYPES: dict[int, EventType] = {
         _I,
         "a heartbeat (MySQL 8.0.26+'s form for positions past 4 GiB): it carries no change",
     ),
-    42: EventType(
-        "Gtid_tagged",
-        _R,
-        "a tagged GTID (MySQL 8.3+, gtid_next='AUTOMATIC:<tag>'): this reader cannot read "
-        "tagged GTIDs yet; do not tag transactions on the source",
-    ),
+    42: EventType("Gtid_tagged", _D),
     160: EventType(
         "Annotate_rows", _I, "the statement's text beside its rows (binlog_annotate_row_events)"
     ),

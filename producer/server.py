@@ -50,7 +50,11 @@ def _member(quoted: str) -> str:
     return _ESCAPED.sub(lambda m: "'" if m.group(1) is None else _ESCAPES.get(m[1], m[1]), quoted)
 
 
-_GTID_INFO = re.compile(r"GTID(?:_NEXT)?\W+'?([0-9a-fA-F:-]+-?[0-9]*)")
+_GTID_INFO = re.compile(
+    r"GTID(?:_NEXT)?\W+'?([0-9a-fA-F-]{36}(?::[A-Za-z_][A-Za-z0-9_]*)?:\d+|\d+-\d+-\d+)"
+)
+"""A GTID event's Info in SHOW BINLOG EVENTS: MariaDB ``BEGIN GTID 0-1-42``, MySQL
+``SET @@SESSION.GTID_NEXT= 'uuid:42'`` or, tagged (8.3+), ``'uuid:tag:42'``."""
 _USE_INFO = re.compile(r"use `((?:[^`]|``)*)`; (.*)", re.DOTALL)
 """A statement event's Info in SHOW BINLOG EVENTS: its default schema, then the statement."""
 
@@ -428,7 +432,7 @@ class SourceServer:
         opened = False
         for _, pos, raw_kind, _, end, raw_info in self.query_all(f"SHOW BINLOG EVENTS IN '{name}'"):
             kind, info = str(raw_kind), str(raw_info or "")
-            if kind == "Gtid":
+            if kind in ("Gtid", "Gtid_tagged"):
                 m = _GTID_INFO.search(info)
                 gtid = m.group(1) if m else None
                 start = int(pos)
@@ -523,7 +527,8 @@ class SourceServer:
 
 def _gtid_targets(gtid_set: str) -> set[str]:
     """The GTIDs whose transactions must be passed: each MariaDB GTID, or for a MySQL set
-    ``uuid:1-42`` its last transaction ``uuid:42``."""
+    ``uuid:1-42`` its last transaction ``uuid:42`` (per tag: ``uuid:1-42:tag:1-5`` also
+    ``uuid:tag:5``)."""
     out: set[str] = set()
     for raw in gtid_set.split(","):
         part = raw.strip()
@@ -532,9 +537,8 @@ def _gtid_targets(gtid_set: str) -> set[str]:
         if is_mariadb_gtid(part):
             out.add(part)
             continue
-        uuid, _, ranges = part.partition(":")
-        last = ranges.split(":")[-1].split("-")[-1]
-        if not last.isdigit():
+        streams = parse_gtid_set(part)
+        if not streams:
             raise BadStartPositionError(f"GTID set {gtid_set!r} is malformed")
-        out.add(f"{uuid}:{last}")
+        out.update(f"{stream}:{last}" for stream, last in streams.items())
     return out

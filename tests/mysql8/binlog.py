@@ -9,6 +9,7 @@ a Rotate event. Thread-safe: a test appends while the primary serves the dump.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -21,6 +22,21 @@ SERVER_UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 START_TIME = 1_700_000_000
 
 Image = tuple[Any, ...]
+_NAMES = {
+    2: "Query",
+    4: "Rotate",
+    15: "Format_desc",
+    16: "Xid",
+    19: "Table_map",
+    30: "Write_rows",
+    31: "Update_rows",
+    32: "Delete_rows",
+    33: "Gtid",
+    35: "Previous_gtids",
+    40: "Transaction_payload",
+    42: "Gtid_tagged",
+}
+"""Event_type as SHOW BINLOG EVENTS prints it."""
 
 
 @dataclass
@@ -74,6 +90,9 @@ class Binlog:
         (`tests.mysql8.payload`); None: events as they are."""
         self._seq = 0
         self._xid = 0
+        self._gtids: dict[tuple[str, int], str] = {}
+        self.creates: dict[tuple[str, str], str] = {}
+        """Each table's CREATE TABLE as written, by (schema, table): SHOW CREATE TABLE."""
         self._new_file()
 
     # ---- reading (the primary) ------------------------------------------------------------
@@ -107,6 +126,31 @@ class Binlog:
                 while at + 19 <= len(data):
                     out[data[at + 4]] = out.get(data[at + 4], 0) + 1
                     at += int.from_bytes(data[at + 9 : at + 13], "little")
+        return out
+
+    def show_events(self, name: str) -> list[tuple[Any, ...]]:
+        """SHOW BINLOG EVENTS IN `name`: (Log_name, Pos, Event_type, Server_id, End_log_pos,
+        Info), as MySQL 8.4 prints the kinds a reader's scan looks at."""
+        out: list[tuple[Any, ...]] = []
+        with self._lock:
+            data = bytes(self._data[name])
+        at = 4
+        while at + 19 <= len(data):
+            code = data[at + 4]
+            size = int.from_bytes(data[at + 9 : at + 13], "little")
+            end = int.from_bytes(data[at + 13 : at + 17], "little")
+            info = ""
+            if code in (events.GTID, events.GTID_TAGGED):
+                info = f"SET @@SESSION.GTID_NEXT= '{self._gtids[(name, at)]}'"
+            elif code == events.QUERY:
+                body = data[at + 19 : at + size - 4]
+                db_len = body[8]
+                status = int.from_bytes(body[11:13], "little")
+                info = body[13 + status + db_len + 1 :].decode()
+            elif code == events.XID:
+                info = f"COMMIT /* xid={int.from_bytes(data[at + 19 : at + 27], 'little')} */"
+            out.append((name, at, _NAMES.get(code, str(code)), 1, end, info))
+            at += size
         return out
 
     @property
@@ -182,6 +226,7 @@ class Binlog:
             raise AssertionError("the GTID event's size did not settle")
         self._data[name] += gtid + inner
         text = f"{key}:{gno}"
+        self._gtids[(name, start)] = text
         written = Written(text, name, start, len(self._data[name]))
         self.written.append(written)
         return written
@@ -198,6 +243,9 @@ class Binlog:
         """The transaction's events after its GTID, as builders of an end position."""
         if txn.ddl is not None:
             ddl = txn.ddl
+            created = re.match(r"CREATE TABLE\s+`?(\w+)`?", ddl, re.I)
+            if created:
+                self.creates[(txn.schema, created.group(1))] = ddl
             return [lambda end: events.query(ddl, txn.schema, end, when)]
         self._xid += 1
         xid = self._xid

@@ -253,6 +253,13 @@ class Primary:
                 ["Log_name", "File_size", "Encrypted"],
                 [(n, size, "No") for n, size in self.binlog.files()],
             )
+        shown_events = re.fullmatch(
+            r"SHOW BINLOG EVENTS IN '([^']+)'(?:\s+FROM\s+(\d+))?", text, re.I
+        )
+        if shown_events:
+            at = int(shown_events.group(2) or 0)
+            rows = [r for r in self.binlog.show_events(shown_events.group(1)) if r[1] >= at]
+            return ["Log_name", "Pos", "Event_type", "Server_id", "End_log_pos", "Info"], rows
         if upper.startswith("SHOW GRANTS"):
             return ["Grants"], [(self.grants,)]
         selected = re.fullmatch(
@@ -265,11 +272,22 @@ class Primary:
         shown = re.fullmatch(r"SHOW\s+(?:GLOBAL\s+|SESSION\s+)?VARIABLES\s+(.*)", text, re.I | re.S)
         if shown:
             return ["Variable_name", "Value"], self._variables(shown.group(1))
+        database = re.fullmatch(r"SHOW CREATE DATABASE\s+`?(\w+)`?", text, re.I)
+        if database:
+            name = database.group(1)
+            return ["Database", "Create Database"], [
+                (
+                    name,
+                    f"CREATE DATABASE `{name}` /*!40100 DEFAULT CHARACTER SET utf8mb4 COLLATE "
+                    "utf8mb4_0900_ai_ci */ /*!80016 DEFAULT ENCRYPTION='N' */",
+                )
+            ]
         create = re.fullmatch(r"SHOW CREATE TABLE\s+`?(\w+)`?\.`?(\w+)`?", text, re.I)
         if create:
             key = (create.group(1), create.group(2))
-            if key in self.creates:
-                return ["Table", "Create Table"], [(key[1], self.creates[key])]
+            found = self.creates.get(key) or self.binlog.creates.get(key)
+            if found:
+                return ["Table", "Create Table"], [(key[1], found)]
         if "INFORMATION_SCHEMA.COLLATIONS" in upper and "IS_DEFAULT" in upper:
             return ["CHARACTER_SET_NAME", "COLLATION_NAME"], list(DEFAULT_COLLATIONS.items())
         if "INFORMATION_SCHEMA.SCHEMATA" in upper:

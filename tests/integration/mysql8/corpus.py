@@ -5,7 +5,7 @@ sql_mode, UTC) and read back with pymysql, so the MySQL 8 rows hold exactly the 
 MariaDB path is compared with (`from_source`, `same`: the fidelity tests hold the MariaDB path
 equal to them). The binlog then holds, per case, the CREATE TABLE, the inserts in one
 transaction, and the fidelity test's changes (the NULL row takes row 1's value, row 1 goes,
-a NULL row -1 comes) in another.
+a NULL row -1 comes) in another, every third one under a tagged GTID.
 """
 
 from __future__ import annotations
@@ -94,7 +94,8 @@ def build(binlog: Binlog, database: str, values: dict[str, dict[int, Any]]) -> C
             [
                 Transaction(ddl=case.create(), schema=database),
                 Transaction(inserts),
-                Transaction(later),
+                # Every third case's changes run tagged (gtid_next='AUTOMATIC:fix', 8.3+).
+                Transaction(later, tag="fix" if n % 3 == 0 else ""),
             ]
         )
         changes += len(inserts) + len(later)

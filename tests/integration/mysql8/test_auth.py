@@ -13,6 +13,7 @@ import pytest
 from rowbus.clients.settings import SourceConnection, TlsSettings
 from rowbus.producer.exceptions import ServerMisconfiguredError
 from rowbus.producer.server import SourceServer
+from rowbus.waiting import wait_for
 from tests.integration.tls.conftest import Certificates, make_certificates
 from tests.mysql8.binlog import Binlog
 from tests.mysql8.primary import Primary
@@ -42,6 +43,11 @@ def plain() -> Iterator[Primary]:
         yield server
 
 
+def _logins(server: Primary, expected: list[str]) -> None:
+    """The primary records a login once its reply is sent: the client may be first."""
+    wait_for(lambda: server.seen.logins == expected, timeout=10, what=f"logins {expected}")
+
+
 def _check(source: SourceConnection) -> str:
     with SourceServer(source) as server:
         server.check()
@@ -53,7 +59,7 @@ def test_full_authentication_over_plain_tcp_runs_the_rsa_exchange_then_the_fast_
 ) -> None:
     assert _check(_source(plain)) == plain.variables["server_uuid"]
     _check(_source(plain))
-    assert plain.seen.logins == ["repl rsa", "repl fast"]
+    _logins(plain, ["repl rsa", "repl fast"])
 
 
 def test_full_authentication_over_tls_sends_the_password_in_clear_inside_tls(
@@ -65,7 +71,7 @@ def test_full_authentication_over_tls_sends_the_password_in_clear_inside_tls(
     with Primary(Binlog(), tls=context) as server:
         _check(_source(server, tls=tls))
         _check(_source(server, tls=tls))
-        assert server.seen.logins == ["repl clear", "repl fast"]
+        _logins(server, ["repl clear", "repl fast"])
 
 
 def test_a_wrong_password_is_one_line_naming_the_setting(plain: Primary) -> None:
@@ -74,7 +80,7 @@ def test_a_wrong_password_is_one_line_naming_the_setting(plain: Primary) -> None
     text = str(caught.value)
     assert "Access denied for user 'repl'" in text
     assert "check user and password" in text and "\n" not in text
-    assert plain.seen.logins == ["refused"]
+    _logins(plain, ["refused"])
 
 
 def test_a_missing_replication_grant_is_one_line_naming_the_grant() -> None:

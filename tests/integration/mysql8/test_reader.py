@@ -131,7 +131,10 @@ def read_all(setup: ReaderSetup, expected: int, **overrides: object) -> list[Rec
 
 def check_corpus(records: list[Record], corpus: Corpus) -> None:
     """Every table rebuilt from its row changes equals the MariaDB path's values, types
-    included; each update's before image is the row as it was."""
+    included; each update's before image is the row as it was; the tagged transactions'
+    records carry their ``uuid:fix:N``."""
+    tagged = {r.position.gtid for r in records if isinstance(r, RowChange)}
+    assert len({g for g in tagged if g and ":fix:" in g}) == (len(corpus.cases) + 2) // 3
     tables: dict[str, dict[int, Any]] = {}
     for r in records:
         if not isinstance(r, RowChange) or r.schema != corpus.database:
