@@ -4,7 +4,7 @@ Sources of the formats (read, not copied): the MySQL source documentation of
 ``libs/mysql/binlog/event`` (``binlog_event.h``, ``control_events.h``, ``rows_event.h``,
 ``statement_events.h``) and the client/server protocol pages. Every event has the v4 header
 (timestamp, type, server id, size, end position, flags) and, as binlog_checksum=CRC32 has it,
-a CRC32 of header and body at its end. Positions are decided by `rowbus.tests.mysql8.binlog`,
+a CRC32 of header and body at its end. Positions are decided by `tests.mysql8.binlog`,
 which lays events out in files; here an event is built for a given end position.
 """
 
@@ -25,38 +25,28 @@ SERVER_VERSION = "8.4.3"
 EVENT_TYPES = 42
 """How many event types the 8.4 Format_description describes (post-header lengths)."""
 _POST_HEADER = {
-    1: 56,
-    2: 13,
-    4: 8,
-    6: 18,
-    7: 0,
-    8: 8,  # START_V3 .. CREATE_FILE as 8.4 lists them
-    10: 4,
-    11: 4,
-    12: 18,
-    15: 2 + 50 + 4 + 1 + EVENT_TYPES,
-    17: 4,
-    18: 26,
-    19: 8,
-    20: 6,
-    21: 6,
-    22: 6,
-    23: 8,
-    24: 8,
-    25: 8,
-    26: 2,
-    29: 0,
-    30: 10,
+    1: 56,  # Start_v3
+    2: 13,  # Query
+    4: 8,  # Rotate
+    9: 4,  # Append_block
+    11: 4,  # Delete_file
+    15: 2 + 50 + 4 + 1 + EVENT_TYPES,  # Format_description
+    17: 4,  # Begin_load_query
+    18: 26,  # Execute_load_query
+    19: 8,  # Table_map
+    26: 2,  # Incident
+    30: 10,  # Write_rows (v2)
     31: 10,
     32: 10,
-    33: 42,
-    34: 42,
-    36: 18,
-    37: 52,
-    38: 0,
-    39: 10,
-    40: 40,
+    33: 42,  # Gtid
+    34: 42,  # Anonymous_gtid
+    36: 18,  # Transaction_context
+    37: 52,  # View_change
+    39: 10,  # Partial_update_rows
+    40: 40,  # Transaction_payload
 }
+"""Post-header lengths the Format_description declares, by type; the others are 0 (8.4 lists
+the v1 rows events and the pre-5.0 kinds with 0)."""
 
 
 def lenenc(n: int) -> bytes:
