@@ -179,6 +179,9 @@ class Primary:
             if login is None:
                 return
             state: dict[str, str] = {}
+            if login.tls:
+                state["ssl_version"] = str(io.conn.version())
+                state["ssl_cipher"] = str(io.conn.cipher()[0])
             deadline = time.monotonic() + SESSION_LIMIT_S
             while not self._stop.is_set() and time.monotonic() < deadline:
                 packet = io.recv()
@@ -260,6 +263,11 @@ class Primary:
             at = int(shown_events.group(2) or 0)
             rows = [r for r in self.binlog.show_events(shown_events.group(1)) if r[1] >= at]
             return ["Log_name", "Pos", "Event_type", "Server_id", "End_log_pos", "Info"], rows
+        if re.fullmatch(r"SHOW (SESSION )?STATUS LIKE 'SSL_%'", upper):
+            return ["Variable_name", "Value"], [
+                ("Ssl_cipher", state.get("ssl_cipher", "")),
+                ("Ssl_version", state.get("ssl_version", "")),
+            ]
         if upper.startswith("SHOW GRANTS"):
             return ["Grants"], [(self.grants,)]
         selected = re.fullmatch(

@@ -1,6 +1,7 @@
 """The reader's connection to a MySQL 8.4 primary (`tests.mysql8`): caching_sha2_password's
 full authentication (the RSA exchange over plain TCP, the password in clear over TLS) and then
-its fast path, and the one line a wrong password or a missing grant gives at start-up."""
+its fast path, the one line a wrong password, a missing grant or a setting that loses data
+gives at start-up, and the doctor's source checks."""
 
 from __future__ import annotations
 
@@ -105,3 +106,26 @@ def test_mysql8_defaults_that_lose_data_stop_the_start_up_in_one_line(
         with pytest.raises(ServerMisconfiguredError) as caught:
             _check(_source(server))
     assert named in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_the_doctor_reports_mysql8s_minimal_row_metadata_and_supported_compression() -> None:
+    """`rowbus doctor`'s source checks against MySQL 8.4: the default
+    binlog_row_metadata=MINIMAL fails with what to change; transaction compression passes,
+    saying its events are decoded; every statement it sends is one 8.4 answers."""
+    from rowbus.config import MySQLSettings
+    from rowbus.doctor.mysql import check_source
+
+    variables = {"binlog_row_metadata": "MINIMAL", "binlog_transaction_compression": "ON"}
+    grants = "SELECT, REPLICATION SLAVE, REPLICATION CLIENT"
+    with Primary(Binlog(), variables=variables, grants=grants) as server:
+        settings = MySQLSettings(host="127.0.0.1", port=server.port, user="repl", password="s3cret")
+        version, checks = check_source(settings)
+        assert not server.seen.unanswered, server.seen.unanswered
+    assert version == "MySQL 8.4.3"
+    failed = {c.name: c for c in checks if not c.ok}
+    assert set(failed) == {"binlog_row_metadata=FULL"}, failed
+    assert failed["binlog_row_metadata=FULL"].fix == "set binlog_row_metadata=FULL"
+    passed = {c.name: c.detail for c in checks if c.ok}
+    assert passed["binlog_transaction_compression ON or OFF"] == (
+        "is ON: compressed events are decoded"
+    )
