@@ -102,3 +102,32 @@ def test_a_tagged_start_position_and_a_resume_from_a_tagged_checkpoint(
         assert [r.after[0] for r in rows if r.after] == [3, 4, 5, 6]  # once each, in order
         assert rows[2].position.gtid == f"{SERVER_UUID}:green:1"
         assert rows[2].position.file == "binlog.000002"
+
+
+def test_a_reader_started_at_latest_reads_what_the_primary_writes_after(
+    services: Settings, make_topic: Callable[..., str], unique: Callable[[str], str]
+) -> None:
+    """start: latest asks SHOW MASTER STATUS, which 8.4 removed, then SHOW BINARY LOG STATUS;
+    the dump then waits (heartbeats) and serves what is written while the reader runs."""
+    database = f"m8l_{uuid.uuid4().hex[:6]}"
+    log, table = _history(database)
+    _rows(log, table, [1], [""])
+    with Primary(log) as server:
+        setup = setup_for(services, server, database, make_topic, unique)
+        with ReaderThread(setup, start="latest", snapshot="never") as r:
+            wait_for(
+                lambda: any(f == log.current for f in server.seen.dumps) or r.error is not None,
+                timeout=30,
+                what="the reader's dump from the binlog's end",
+            )
+            _rows(log, table, [2, 3], ["", "late"])
+            wait_for(
+                lambda: r.reader.metrics.rows >= 2 or r.error is not None,
+                timeout=30,
+                what="the rows written after the start",
+            )
+        assert r.error is None, r.error
+        assert "SHOW BINARY LOG STATUS" in server.seen.queries
+        assert not server.seen.unanswered, server.seen.unanswered
+    rows = _published(setup, 2)
+    assert [r.after[0] for r in rows if r.after] == [2, 3]
