@@ -434,7 +434,7 @@ class SourceServer:
             kind, info = str(raw_kind), str(raw_info or "")
             if kind in ("Gtid", "Gtid_tagged"):
                 m = _GTID_INFO.search(info)
-                gtid = m.group(1) if m else None
+                gtid = m.group(1).lower() if m else None  # as `_gtid_targets` spells them
                 start = int(pos)
                 # An XA group opens like BEGIN and ends at its XA_prepare event.
                 opened = info.startswith(("BEGIN", "XA START"))
