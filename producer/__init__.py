@@ -7,6 +7,8 @@ The data path, one module per step (each testable without services where it can 
     dumpframes.py  the dump stream cut into event packets from large reads
     eventtypes.py  every binlog event type: decoded, ignored with a reason, or refused
     compressed.py  MariaDB's compressed events inflated into the ordinary ones (bounded)
+    payload.py     MySQL's Transaction_payload (zstd) unpacked into its events (streamed)
+    tagged.py      MySQL 8.3+'s tagged GTID event (``uuid:tag:N``) read
     tablemaps.py   table maps parsed once per table id and layout
     fastrows.py    rows events decoded by the native `_rows` extension (`_rows.c`)
     values.py      binlog column bytes to protocol values where the library gets them wrong

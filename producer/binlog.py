@@ -59,7 +59,8 @@ from pymysqlreplication.row_event import (
 
 from rowbus.clients import mysql
 from rowbus.clients.settings import SourceConnection
-from rowbus.producer import compressed, dumpframes, eventtypes, fastrows, tablemaps
+from rowbus.producer import compressed, dumpframes, eventtypes, fastrows, tablemaps, tagged
+from rowbus.producer import payload as payloads
 from rowbus.producer.assembler import (
     BinlogEvent,
     GtidMark,
@@ -118,6 +119,7 @@ TRANSACTION_EVENTS = [
     QueryEvent,
     XidEvent,
     XAPrepareEvent,
+    NotImplementedEvent,  # MySQL 8.3+'s tagged GTID event among them (`tagged`)
 ]
 """Enough to find transaction boundaries (rows events are then skipped unparsed)."""
 _EVENTS = [
@@ -186,7 +188,9 @@ class _ReconnectRefused(Exception):  # noqa: N818 - control flow inside this mod
 
 
 class _GuardedConnect:
-    """`pymysql_wrapper` that allows one stream connection; control connections pass."""
+    """`pymysql_wrapper` that allows one stream connection; control connections pass. The
+    stream connection's packets go through `_Unpacking` (the library reads one event per
+    packet; a Transaction_payload packet holds many)."""
 
     def __init__(self) -> None:
         self.stream_connections = 0
@@ -196,7 +200,43 @@ class _GuardedConnect:
             self.stream_connections += 1
             if self.stream_connections > 1:
                 raise _ReconnectRefused
+            conn = mysql.connect(**kwargs)
+            conn._read_packet = _Unpacking(conn._read_packet)  # type: ignore[method-assign]
+            return conn
         return mysql.connect(**kwargs)
+
+
+class _Unpacking:
+    """A connection's ``_read_packet`` that hands a Transaction_payload's events over one per
+    call, as if the server had sent them uncompressed (`rowbus.producer.payload`); every other
+    packet passes as read. The payload's events are unpacked as they are asked for."""
+
+    def __init__(self, read: Callable[..., Any]) -> None:
+        self._read = read
+        self._pending: Iterator[bytes] | None = None
+
+    def __call__(self, *args: Any) -> Any:
+        if self._pending is not None:
+            inner = next(self._pending, None)
+            if inner is not None:
+                return (args[0] if args else MysqlPacket)(inner, "utf8")
+            self._pending = None
+        packet = self._read(*args)
+        data = packet._data
+        if len(data) > 5 and data[5] == payloads.TRANSACTION_PAYLOAD and data[0] == 0:
+            self._pending = payloads.unpack(data)
+            return self(*args)
+        return packet
+
+
+def _unpacked(packets: Iterator[bytes]) -> Iterator[bytes]:
+    """The framed stream with each Transaction_payload replaced by the events it holds."""
+    unpack, kind = payloads.unpack, payloads.TRANSACTION_PAYLOAD
+    for packet in packets:
+        if packet[5] == kind:
+            yield from unpack(packet)
+        else:
+            yield packet
 
 
 def _corrupt(corrupt: compressed.Corrupt, file: str) -> CorruptBinlogError:
@@ -332,6 +372,9 @@ class BinlogStream:
             slave_heartbeat=self._heartbeat_s if self._blocking else None,
             pymysql_wrapper=_GuardedConnect(),
             enable_logging=False,
+            # Yield the events it has no class for (they are in `only_events`): the ignored
+            # kinds then give a Skipped at their end, and MySQL's tagged GTID event its GTID.
+            filter_non_implemented_events=False,
         )
 
     def close(self) -> None:
@@ -396,7 +439,7 @@ class BinlogStream:
         gtid = _MARIADB_GTID.unpack_from
         decode_body = fastrows.decode_body
         inflate, compressed_rows = compressed.inflate, compressed.ROWS
-        for payload in dumpframes.packets(lib._stream_connection._rfile):
+        for payload in _unpacked(dumpframes.packets(lib._stream_connection._rfile)):
             ts, kind, server_id, size, end = header(payload, 1)
             if kind in compressed_rows:
                 # Inflated here so they take the native way below; Query_compressed goes to
@@ -568,6 +611,8 @@ class BinlogStream:
             return GtidMark(event.gtid, end, event.event_size, standalone, opens=True)
         if kind is GtidEvent:
             return GtidMark(str(event.gtid), end, event.event_size, False, opens=False)
+        if kind is NotImplementedEvent and event.event_type == tagged.GTID_TAGGED:
+            return GtidMark(self._tagged(event, end), end, event.event_size, False, opens=False)
         if kind is QueryEvent:
             schema = event.schema
             schema = schema.decode("utf-8", "replace") if isinstance(schema, bytes) else schema
@@ -604,6 +649,17 @@ class BinlogStream:
         if kind is HeartbeatLogEvent:
             return ServerHeartbeat(event.ident.rstrip("\x00"), end)
         return Skipped(end)
+
+    def _tagged(self, event: Any, end: int) -> str:
+        """A tagged GTID event's ``uuid:tag:N`` (the library has no class for it)."""
+        body = event.packet.packet.get_all_data()[20:]  # the message's size bounds it
+        try:
+            return tagged.gtid(body)
+        except tagged.TaggedGtidError as exc:
+            raise CorruptBinlogError(
+                f"{self.file}:{end}: Gtid_tagged event cannot be read: {exc}; check the binlog "
+                "on the source with mysqlbinlog at this position"
+            ) from None
 
     def _sql_mode(self, bits: int | None) -> str | None:
         """A statement event's sql_mode (a bit set whose layout is the server's own) named

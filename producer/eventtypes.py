@@ -8,9 +8,11 @@ on every path, before the library decides anything (`rowbus.producer.binlog`).
 
 Codes: MySQL's ``Log_event_type`` 0-42 (binlog_event.h, MySQL 8.4/9) and MariaDB's 160-171
 (sql/log_event.h, 10.11/11.x); MariaDB's compressed Query and rows events (165-171) are
-inflated into the ordinary events first (`rowbus.producer.compressed`). A code that is not
-here stops the reader too: a newer server's event is unknown, not harmless. The "Binlog event
-types" section of docs/operations.md lists the ignored ones with the same reasons.
+inflated into the ordinary events first (`rowbus.producer.compressed`), and MySQL's
+Transaction_payload (40) unpacked into the events it holds (`rowbus.producer.payload`). A
+code that is not here stops the reader too: a newer server's event is unknown, not harmless.
+The "Binlog event types" section of docs/operations.md lists the ignored ones with the same
+reasons.
 """
 
 from __future__ import annotations
@@ -118,23 +120,14 @@ EVENT_TYPES: dict[int, EventType] = {
         "binlog_row_value_options=PARTIAL_JSON on the source: updates carry JSON diffs, not "
         "whole values; set binlog_row_value_options='' (empty)",
     ),
-    40: EventType(
-        "Transaction_payload",
-        _R,
-        "binlog_transaction_compression=ON on the source: its transactions arrive compressed "
-        "and this reader cannot read them; set binlog_transaction_compression=OFF",
-    ),
+    # binlog_transaction_compression=ON: unpacked into the events it holds first (`payload`).
+    40: EventType("Transaction_payload", _D),
     41: EventType(
         "Heartbeat_v2",
         _I,
         "a heartbeat (MySQL 8.0.26+'s form for positions past 4 GiB): it carries no change",
     ),
-    42: EventType(
-        "Gtid_tagged",
-        _R,
-        "a tagged GTID (MySQL 8.3+, gtid_next='AUTOMATIC:<tag>'): this reader cannot read "
-        "tagged GTIDs yet; do not tag transactions on the source",
-    ),
+    42: EventType("Gtid_tagged", _D),
     160: EventType(
         "Annotate_rows", _I, "the statement's text beside its rows (binlog_annotate_row_events)"
     ),
@@ -204,13 +197,7 @@ REFUSED_SETTINGS = (
         "JSON updates carry diffs, not whole values; the reader refuses them",
         "set binlog_row_value_options='' (empty)",
     ),
-    RefusedSetting(
-        "binlog_transaction_compression",
-        _on,
-        "=OFF",
-        "transactions arrive compressed (Transaction_payload); the reader refuses them",
-        "set binlog_transaction_compression=OFF",
-    ),
 )
-"""A server without the variable (MariaDB has neither) passes. MariaDB's log_bin_compress is
-not here: its compressed events are decoded (`rowbus.producer.compressed`)."""
+"""A server without the variable (MariaDB has none) passes. Compression is not here: MariaDB's
+compressed events (`rowbus.producer.compressed`) and MySQL's Transaction_payload
+(`rowbus.producer.payload`) are decoded."""

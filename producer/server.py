@@ -50,7 +50,11 @@ def _member(quoted: str) -> str:
     return _ESCAPED.sub(lambda m: "'" if m.group(1) is None else _ESCAPES.get(m[1], m[1]), quoted)
 
 
-_GTID_INFO = re.compile(r"GTID(?:_NEXT)?\W+'?([0-9a-fA-F:-]+-?[0-9]*)")
+_GTID_INFO = re.compile(
+    r"GTID(?:_NEXT)?\W+'?([0-9a-fA-F-]{36}(?::[A-Za-z_][A-Za-z0-9_]*)?:\d+|\d+-\d+-\d+)"
+)
+"""A GTID event's Info in SHOW BINLOG EVENTS: MariaDB ``BEGIN GTID 0-1-42``, MySQL
+``SET @@SESSION.GTID_NEXT= 'uuid:42'`` or, tagged (8.3+), ``'uuid:tag:42'``."""
 _USE_INFO = re.compile(r"use `((?:[^`]|``)*)`; (.*)", re.DOTALL)
 """A statement event's Info in SHOW BINLOG EVENTS: its default schema, then the statement."""
 
@@ -347,12 +351,13 @@ class SourceServer:
         return str(found[0]) if found and found[0] else None
 
     def charsets(self) -> Charsets:
-        """Each charset's default collation (a server fact, read once per term)."""
+        """Each charset's default collation (a server fact, read once per term); on MySQL,
+        JSON is a type of its own (its table map says json, not longtext)."""
         rows = self.query_all(
             "SELECT CHARACTER_SET_NAME, COLLATION_NAME FROM information_schema.COLLATIONS "
             "WHERE IS_DEFAULT='Yes'"
         )
-        return Charsets({str(cs): str(coll) for cs, coll in rows})
+        return Charsets({str(cs): str(coll) for cs, coll in rows}, native_json=not self.mariadb)
 
     # ---- locating a start position ------------------------------------------------------------
 
@@ -427,9 +432,9 @@ class SourceServer:
         opened = False
         for _, pos, raw_kind, _, end, raw_info in self.query_all(f"SHOW BINLOG EVENTS IN '{name}'"):
             kind, info = str(raw_kind), str(raw_info or "")
-            if kind == "Gtid":
+            if kind in ("Gtid", "Gtid_tagged"):
                 m = _GTID_INFO.search(info)
-                gtid = m.group(1) if m else None
+                gtid = m.group(1).lower() if m else None  # as `_gtid_targets` spells them
                 start = int(pos)
                 # An XA group opens like BEGIN and ends at its XA_prepare event.
                 opened = info.startswith(("BEGIN", "XA START"))
@@ -443,7 +448,8 @@ class SourceServer:
                 start = int(pos) if start is None else start
                 continue
             head = info.lstrip()[:12].upper()
-            closes = kind in ("Xid", "XA_prepare") or (
+            # A compressed MySQL transaction is its GTID and one Transaction_payload event.
+            closes = kind in ("Xid", "XA_prepare", "Transaction_payload") or (
                 kind == "Query"
                 and not head.startswith(("ROLLBACK TO", "SAVEPOINT", "XA END"))
                 and (head.startswith(("COMMIT", "ROLLBACK")) or standalone or not opened)
@@ -521,7 +527,8 @@ class SourceServer:
 
 def _gtid_targets(gtid_set: str) -> set[str]:
     """The GTIDs whose transactions must be passed: each MariaDB GTID, or for a MySQL set
-    ``uuid:1-42`` its last transaction ``uuid:42``."""
+    ``uuid:1-42`` its last transaction ``uuid:42`` (per tag: ``uuid:1-42:tag:1-5`` also
+    ``uuid:tag:5``)."""
     out: set[str] = set()
     for raw in gtid_set.split(","):
         part = raw.strip()
@@ -530,9 +537,8 @@ def _gtid_targets(gtid_set: str) -> set[str]:
         if is_mariadb_gtid(part):
             out.add(part)
             continue
-        uuid, _, ranges = part.partition(":")
-        last = ranges.split(":")[-1].split("-")[-1]
-        if not last.isdigit():
+        streams = parse_gtid_set(part)
+        if not streams:
             raise BadStartPositionError(f"GTID set {gtid_set!r} is malformed")
-        out.add(f"{uuid}:{last}")
+        out.update(f"{stream}:{last}" for stream, last in streams.items())
     return out

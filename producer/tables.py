@@ -114,7 +114,8 @@ def column_schema(col: Any, nullable: bool) -> ColumnSchema:
     return ColumnSchema(
         name=str(col.name),
         type=name,
-        unsigned=bool(col.unsigned),
+        # YEAR is unsigned on both servers; MySQL leaves it out of the signedness bitmap.
+        unsigned=bool(col.unsigned) or name == "year",
         nullable=nullable,
         length=getattr(col, "bits", None)
         if name == "bit"

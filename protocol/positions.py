@@ -9,7 +9,8 @@ Every command that takes a start position (the reader's ``reader.start``, ``rowb
                                      seconds (fraction allowed) or an ISO 8601 date-time (UTC
                                      if it has no zone)
     [SOURCE@]gtid:<gtid set>         after the transaction(s) of a GTID set (MariaDB
-                                     ``0-1-42[,1-2-7]``, MySQL ``uuid:1-42``)
+                                     ``0-1-42[,1-2-7]``, MySQL ``uuid:1-42``, with MySQL
+                                     8.3+'s tags ``uuid:1-42:tag:1-5``)
     [SOURCE@]file:<binlog file>:<pos>  an exact binlog transaction boundary
 
 A GTID or binlog position belongs to one source: a reader takes it without a prefix (its own
@@ -25,7 +26,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 _MARIADB_GTID = re.compile(r"^(\d+)-(\d+)-(\d+)$")
-_MYSQL_GTID = re.compile(r"^([0-9a-fA-F-]{36}):(\d+)$")
+_MYSQL_GTID = re.compile(r"^([0-9a-fA-F-]{36})(?::([A-Za-z_][A-Za-z0-9_]{0,31}))?:(\d+)$")
+"""MySQL's ``uuid:N`` and, from 8.3, ``uuid:tag:N`` (a tag: a letter or ``_``, then up to 31
+letters, digits or ``_``; MySQL compares tags case-insensitively and prints them lower-case)."""
+_TAG = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")
 _SOURCE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 START_FORMS = (
@@ -96,17 +100,27 @@ def is_mariadb_gtid(gtid: str) -> bool:
 
 def parse_gtid(gtid: str) -> tuple[str, int]:
     """A GTID as (stream, sequence number): MariaDB ``D-S-N`` → (``D``, N), MySQL ``uuid:N`` →
-    (uuid, N). Sequence numbers grow within a stream (a MariaDB domain, a MySQL server uuid)."""
+    (uuid, N), a tagged one ``uuid:tag:N`` → (``uuid:tag``, N). Sequence numbers grow within a
+    stream (a MariaDB domain, a MySQL server uuid, a uuid with one tag: each tag numbers its
+    own transactions)."""
     if match := _MARIADB_GTID.match(gtid):
         return match.group(1), int(match.group(3))
     if match := _MYSQL_GTID.match(gtid):
-        return match.group(1).lower(), int(match.group(2))
-    raise ValueError(f"{gtid!r} is neither a MariaDB (D-S-N) nor a MySQL (uuid:N) GTID")
+        return _stream(match.group(1), match.group(2)), int(match.group(3))
+    raise ValueError(
+        f"{gtid!r} is neither a MariaDB (D-S-N) nor a MySQL (uuid:N or uuid:tag:N) GTID"
+    )
+
+
+def _stream(uuid: str, tag: str | None) -> str:
+    return f"{uuid.lower()}:{tag.lower()}" if tag else uuid.lower()
 
 
 def parse_gtid_set(text: str | None) -> dict[str, int]:
     """A GTID set as {stream: highest sequence number}: MariaDB ``0-1-42,1-2-7`` or MySQL
-    ``uuid:1-42:50-60,uuid2:1-5``; unparsable parts are skipped."""
+    ``uuid:1-42:50-60,uuid2:1-5``, where (MySQL 8.3+) a tag among the ranges applies to the
+    ranges after it: ``uuid:1-5:tag:1-3`` is {uuid: 5, ``uuid:tag``: 3}; unparsable parts are
+    skipped."""
     out: dict[str, int] = {}
     for raw in (text or "").replace("\n", "").split(","):
         part = raw.strip()
@@ -116,10 +130,32 @@ def parse_gtid_set(text: str | None) -> dict[str, int]:
             out[match.group(1)] = max(out.get(match.group(1), 0), int(match.group(3)))
             continue
         uuid, _, ranges = part.partition(":")
-        highs = [int(r.rpartition("-")[2]) for r in ranges.split(":") if r.rpartition("-")[2]]
-        if uuid and highs:
-            out[uuid.lower()] = max(out.get(uuid.lower(), 0), *highs)
+        if not uuid:
+            continue
+        tag: str | None = None
+        for item in ranges.split(":"):
+            if _TAG.match(item):
+                tag = item
+                continue
+            high = item.rpartition("-")[2]
+            if high.isdigit():
+                key = _stream(uuid, tag)
+                out[key] = max(out.get(key, 0), int(high))
     return out
+
+
+def format_gtid_set(streams: dict[str, int]) -> str:
+    """MySQL {stream: highest} back as a GTID set of ranges from 1 (`parse_gtid_set`'s inverse
+    for contiguous histories): one part per uuid, its untagged range first, then each tag with
+    its range (``uuid:1-5:tag:1-3``), as MySQL prints gtid_executed."""
+    by_uuid: dict[str, list[str]] = {}
+    for key, n in sorted(streams.items()):
+        uuid, _, tag = key.partition(":")
+        if key.isdigit():
+            raise ValueError(f"{key!r} is a MariaDB domain: its set is a list of GTIDs")
+        span = f"1-{n}" if n > 1 else "1"
+        by_uuid.setdefault(uuid, []).append(f"{tag}:{span}" if tag else span)
+    return ",".join(f"{u}:{':'.join(p)}" for u, p in by_uuid.items())
 
 
 class GtidState:

@@ -114,7 +114,11 @@ def _text_collation(
 
 def column_def(w: Words, name: str, table_collation: str, charsets: Charsets) -> ColumnDef:
     """The column definition at the cursor (after its name), up to ``,`` or ``)``."""
-    typ = parse_type(w)
+    if charsets.native_json and w.at() == "JSON":
+        w.take()
+        typ = ColType("json")  # MySQL's own type (MariaDB's JSON is LONGTEXT: parse_type)
+    else:
+        typ = parse_type(w)
     attrs = _Attrs()
     while not w.done and w.at() not in (",", ")"):
         attrs.read(w)

@@ -20,9 +20,11 @@ class DdlApplyError(ValueError):
 
 @dataclass(frozen=True)
 class Charsets:
-    """Server facts: each charset's default collation (``utf8mb4`` -> ``utf8mb4_general_ci``)."""
+    """Server facts: each charset's default collation (``utf8mb4`` -> ``utf8mb4_general_ci``),
+    and whether JSON is a type of its own (MySQL) or LONGTEXT with utf8mb4_bin (MariaDB)."""
 
     default_collation: Mapping[str, str]
+    native_json: bool = False
 
     def collation_of(self, charset: str) -> str:
         found = self.default_collation.get(charset)

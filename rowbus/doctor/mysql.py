@@ -166,7 +166,8 @@ def value_checks(variables: dict[str, str]) -> list[Check]:
             _refuse(variables, s.variable, s.bad, s.wanted, s.consequence, s.fix)
             for s in REFUSED_SETTINGS
         ),
-        _compression(variables),
+        _compression(variables, "log_bin_compress"),
+        _compression(variables, "binlog_transaction_compression"),
         _refuse(
             variables,
             "mysql56_temporal_format",
@@ -179,17 +180,19 @@ def value_checks(variables: dict[str, str]) -> list[Check]:
     ]
 
 
-def _compression(variables: dict[str, str]) -> Check:
-    """MariaDB's log_bin_compress: either value is read (compressed events are inflated,
-    `rowbus.producer.compressed`); reported so a user who turned it on sees it is supported."""
-    got = variables.get("log_bin_compress")
+def _compression(variables: dict[str, str], name: str) -> Check:
+    """MariaDB's log_bin_compress or MySQL's binlog_transaction_compression: either value is
+    read (MariaDB's compressed events are inflated, `rowbus.producer.compressed`; MySQL's
+    Transaction_payload events unpacked, `rowbus.producer.payload`); reported so a user who
+    turned it on sees it is supported."""
+    got = variables.get(name)
     if got is None:
         detail = "not on this server"
     elif got.upper() in ("ON", "1"):
         detail = f"is {got}: compressed events are decoded"
     else:
         detail = f"is {got}"
-    return Check("log_bin_compress ON or OFF", True, required=True, detail=detail)
+    return Check(f"{name} ON or OFF", True, required=True, detail=detail)
 
 
 def _refuse(

@@ -1,11 +1,11 @@
 """caching_sha2_password (MySQL 8's default) against an in-tree fake server: the pinned pymysql
 does the fast path itself, so the reader's control connection and doctor connect; the full
-authentication over a connection without TLS needs the 'cryptography' package, and without it
-the failure is one clear, non-retryable line (not a bare RuntimeError)."""
+authentication over a connection without TLS needs the 'cryptography' package (a dependency
+now: `tests/integration/mysql8/test_auth.py` runs the RSA exchange), and an install without
+it fails in one clear, non-retryable line (not a bare RuntimeError)."""
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 
 import pytest
@@ -49,9 +49,13 @@ def test_a_wrong_password_is_access_denied(server: FakeServer) -> None:
 
 
 @pytest.mark.parametrize("server", [False], indirect=True)
-def test_full_authentication_without_cryptography_is_one_clear_line(server: FakeServer) -> None:
-    # This environment has no 'cryptography' (pymysql's optional RSA dependency).
-    assert importlib.util.find_spec("cryptography") is None
+def test_full_authentication_without_cryptography_is_one_clear_line(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An install without 'cryptography' (pymysql's optional RSA dependency), as pymysql sees it.
+    import pymysql._auth
+
+    monkeypatch.setattr(pymysql._auth, "_have_cryptography", False)
     with pytest.raises(ServerMisconfiguredError) as failure:
         SourceServer(source(server)).connect()
     line = str(failure.value)

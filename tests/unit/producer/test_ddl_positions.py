@@ -61,3 +61,8 @@ def test_gtid_targets() -> None:
     assert _gtid_targets("3e11fa47-71ca-11e1-9e33-c80aa9429562:1-42") == {
         "3e11fa47-71ca-11e1-9e33-c80aa9429562:42"
     }
+
+
+def test_gtid_targets_of_a_tagged_set_name_each_tags_last_transaction() -> None:
+    u = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+    assert _gtid_targets(f"{u}:1-42:blue:1-5:Green:7") == {f"{u}:42", f"{u}:blue:5", f"{u}:green:7"}

@@ -30,6 +30,7 @@ from rowbus.producer.binlog import (
     _XID,
     TRANSACTION_EVENTS,
     BinlogStream,
+    _Unpacking,
 )
 from rowbus.producer.eventtypes import EVENT_TYPES, IGNORED, PASSED, Handling
 from rowbus.producer.exceptions import ServerMisconfiguredError
@@ -45,7 +46,6 @@ PATHS = {
 }
 REFUSED_KINDS = {
     # code: (what the line names, the setting to change)
-    40: ("Transaction_payload", "binlog_transaction_compression=OFF"),
     39: ("Partial_update_rows", "binlog_row_value_options=''"),
     26: ("Incident", "snapshot"),
     250: ("binlog event type 250 is unknown", "upgrade rowbus"),
@@ -105,6 +105,8 @@ class _ReplayStream(BinlogStream):
         setattr(lib, p + "connected_stream", True)
         setattr(lib, p + "connected_ctl", True)
         lib._stream_connection = _ReplayConnection(self._wire)
+        # As `_GuardedConnect` wraps the real stream connection (Transaction_payload events).
+        lib._stream_connection._read_packet = _Unpacking(lib._stream_connection._read_packet)
         lib._ctl_connection = _Ctl()
         lib.mysql_version = (10, 11, 0)
         return lib
@@ -171,3 +173,22 @@ def test_the_operations_doc_names_every_ignored_and_refused_type() -> None:
     for code, kind in EVENT_TYPES.items():
         if kind.handling is not Handling.DECODED:
             assert re.search(rf"\b{kind.name}\b", section), (code, kind.name)
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_a_transaction_payload_is_read_as_its_events_on_every_path(path: str) -> None:
+    """binlog_transaction_compression=ON: the payload's events (here BEGIN and an Xid, zstd)
+    come out as if uncompressed, at the payload's end position; the next event follows."""
+    from tests.mysql8 import events as m8
+    from tests.mysql8.payload import compressing
+
+    inner = [
+        lambda end: m8.query("BEGIN", "", end, 1_700_000_000),
+        lambda end: m8.xid(5, end, 1_700_000_000),
+    ]
+    packed = compressing(checksum=False)([lambda e, b=b: b(e) for b in inner], 1000, 1)
+    payload = b"\x00" + packed[:13] + (2000).to_bytes(4, "little") + packed[17:]
+    seen = list(_read([_rotate(), payload, XID], path))
+    assert isinstance(seen[0], Rotate)
+    assert [type(e).__name__ for e in seen[1:]] == ["Query", "Xid", "Xid"]
+    assert [e.end for e in seen[1:3]] == [2000, 2000]  # type: ignore[attr-defined]

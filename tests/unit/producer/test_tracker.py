@@ -133,3 +133,17 @@ def test_a_table_met_first_in_a_table_map_is_undefined_until_a_term_stores_it() 
     lost.restore({made: stored[made]})
     lost.on_table_map(mapped, (1, "b.000001", 300))
     assert lost.undefined == {TableName("d", "old")}
+
+
+def test_json_is_a_type_of_its_own_on_mysql_and_longtext_on_mariadb() -> None:
+    """MySQL's table map says json; MariaDB's JSON is LONGTEXT utf8mb4_bin: the interpreter
+    reads a CREATE as the source means it, so the tracked schema equals the table map's."""
+    from rowbus.producer.ddl.apply import create_table
+    from rowbus.producer.ddl.words import MARIADB_CHARSETS, Charsets
+
+    statement = "CREATE TABLE t (id INT PRIMARY KEY, doc JSON)"
+    mysql = Charsets({"utf8mb4": "utf8mb4_0900_ai_ci"}, native_json=True)
+    mine = create_table(statement, "s", "t", "utf8mb4_0900_ai_ci", mysql).schema_of()
+    theirs = create_table(statement, "s", "t", "utf8mb4_general_ci", MARIADB_CHARSETS).schema_of()
+    assert (mine.columns[1].type, mine.columns[1].collation) == ("json", None)
+    assert (theirs.columns[1].type, theirs.columns[1].collation) == ("longtext", "utf8mb4_bin")

@@ -62,3 +62,22 @@ def test_gtids() -> None:
     assert parse_gtid("0-1-42") == ("0", 42)
     assert parse_gtid("3E11FA47-71CA-11E1-9E33-C80AA9429562:7")[1] == 7
     assert parse_gtid_set("0-1-42,0-1-40,1-2-7") == {"0": 42, "1": 7}
+
+
+U = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+
+
+def test_tagged_gtids_are_streams_of_their_own() -> None:
+    """MySQL 8.3+: ``uuid:tag:N`` numbers its transactions apart from ``uuid:N``; a tag in a
+    set applies to the ranges after it; tags compare case-insensitively."""
+    from rowbus.protocol.positions import format_gtid_set, parse_gtid, parse_gtid_set
+
+    assert parse_gtid(f"{U}:Blue:7") == (f"{U}:blue", 7)
+    assert parse_gtid(f"{U}:7") == (U, 7)
+    got = parse_gtid_set(f"{U}:1-42:blue:1-5:7-9:green:3, {U.upper()}:50")
+    assert got == {U: 50, f"{U}:blue": 9, f"{U}:green": 3}
+    assert format_gtid_set({U: 42, f"{U}:blue": 9, f"{U}:green": 1}) == (
+        f"{U}:1-42:blue:1-9:green:1"
+    )
+    assert parse_gtid_set(format_gtid_set(got)) == got
+    assert parse_start(f"gtid:{U}:blue:5").gtid_set == f"{U}:blue:5"

@@ -25,9 +25,12 @@ def test_partial_json_is_refused_with_one_line() -> None:
     assert failed == {"binlog_row_value_options must not hold PARTIAL_JSON": "is PARTIAL_JSON"}
 
 
-def test_transaction_compression_is_refused_with_one_line() -> None:
-    failed = _failed({**MYSQL8_OK, "binlog_transaction_compression": "ON"})
-    assert failed == {"binlog_transaction_compression=OFF": "is ON"}
+def test_transaction_compression_is_reported_as_supported() -> None:
+    variables = {**MYSQL8_OK, "binlog_transaction_compression": "ON"}
+    assert _failed(variables) == {}
+    passed = {c.name: c.detail for c in value_checks(variables) if c.ok}
+    detail = passed["binlog_transaction_compression ON or OFF"]
+    assert detail == "is ON: compressed events are decoded"
 
 
 def test_mariadb_old_temporal_format_is_refused_and_binlog_compression_is_supported() -> None:
