@@ -4,7 +4,9 @@
 Python: the benchmark runs the job in process), of every descendant (the Spark JVM, the
 JVM's Python workers and their children), of the sink server (a ``mariadbd``/``mysqld`` whose
 command line names ``--port=<sink port>``) and of the broker (a process naming the Kafka
-port). Two samples subtract; `per_row` prints ``cpu per row: <process> <µs>``.
+port), and of a throttling sink proxy (``python -m tests.faults.proxy``, a child of the
+benchmark: counted as "sink proxy", not as a Python worker). Two samples subtract;
+`per_row` prints ``cpu per row: <process> <µs>``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _TICK = os.sysconf("SC_CLK_TCK")
-KINDS = ("driver Python", "JVM", "Python workers", "sink", "broker")
+KINDS = ("driver Python", "JVM", "Python workers", "sink", "broker", "sink proxy")
 
 
 def _stat(pid: int) -> tuple[int, float] | None:
@@ -64,6 +66,8 @@ class CpuSample:
                 out["sink"] += spent
             elif f"--kafka-port {kafka_port}" in cmd or f"port={kafka_port}" in cmd:
                 out["broker"] += spent
+            elif "tests.faults.proxy" in cmd:
+                out["sink proxy"] += spent
             elif ancestor == me and "zookeeper" not in cmd.lower():
                 program = cmd.split(" ")[0]
                 if "java" in program:
