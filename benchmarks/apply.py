@@ -467,8 +467,10 @@ class ThrottledSink:
                 str(rtt_ms),
                 "--kbps",
                 str(kbps),
+                "--with-parent",
             ],
             cwd=root,
+            stdin=subprocess.PIPE,  # closed when this process ends, however: the proxy ends too
             stdout=subprocess.PIPE,
             text=True,
         )

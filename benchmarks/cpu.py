@@ -21,10 +21,12 @@ KINDS = ("driver Python", "JVM", "Python workers", "sink", "broker", "sink proxy
 
 
 def _stat(pid: int) -> tuple[int, float] | None:
-    """(parent pid, CPU seconds) of `pid`, None if it is gone."""
+    """(parent pid, CPU seconds) of `pid` with its children it has waited for, None if it is
+    gone: a Python worker the PySpark daemon forked and reaped counts in the daemon's
+    figure, not nowhere (it made "Python workers" negative across a window)."""
     with contextlib.suppress(OSError, ValueError, IndexError):
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK
+        return int(fields[1]), sum(int(f) for f in fields[11:15]) / _TICK
     return None
 
 
@@ -39,8 +41,9 @@ def _cmdline(pid: int) -> str:
 @dataclass(frozen=True, slots=True)
 class CpuSample:
     seconds: dict[str, float]
-    """CPU seconds by kind, since each process started (dead children are not counted:
-    compare samples of processes that live through the window)."""
+    """CPU seconds by kind, since each process started, its reaped children included (a
+    child that ended unreaped, or whose parent ended, is not counted: compare samples of
+    processes that live through the window)."""
 
     @staticmethod
     def take(sink_port: int, kafka_port: int) -> CpuSample:
@@ -66,7 +69,7 @@ class CpuSample:
                 out["sink"] += spent
             elif f"--kafka-port {kafka_port}" in cmd or f"port={kafka_port}" in cmd:
                 out["broker"] += spent
-            elif "tests.faults.proxy" in cmd:
+            elif ancestor == me and "tests.faults.proxy" in cmd:
                 out["sink proxy"] += spent
             elif ancestor == me and "zookeeper" not in cmd.lower():
                 program = cmd.split(" ")[0]

@@ -175,6 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--kbps", type=float, default=0.0, help="KB/s per connection and direction (0: no cap)"
     )
+    parser.add_argument(
+        "--with-parent",
+        action="store_true",
+        help="end when standard input closes (the parent that holds it ended, even by kill -9)",
+    )
     args = parser.parse_args(argv)
     host, port = args.target.rsplit(":", 1)
     throttle = Throttle(args.rtt_ms / 1000, args.kbps * 1000)
@@ -182,6 +187,14 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    if args.with_parent:
+        import sys
+
+        def watch() -> None:
+            sys.stdin.read()  # returns at end of file: the parent's end of the pipe closed
+            stop.set()
+
+        threading.Thread(target=watch, daemon=True).start()
     print(proxy.port, flush=True)
     while not stop.wait(1.0):
         pass
