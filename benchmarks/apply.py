@@ -108,6 +108,9 @@ class Bench:
         self.profile: Any = None
         """A cProfile.Profile that the job's foreachBatch calls run under (--profile)."""
         self.databases: list[tuple[Any, str]] = []
+        self.warm_batches = 1
+        """Batches left out of the steady rate (the first: the session's and the driver's
+        warm-up; a second one: the write tasks' Python workers starting)."""
         self.job_sink: Any = settings.resolved_sink
         """The sink as the job reaches it: the throttling proxy's port when one runs."""
 
@@ -233,7 +236,8 @@ def _headers(headers: list[tuple[str, bytes]]) -> list[tuple[str, str | bytes | 
 
 
 def checkpoint_rate(bench: Bench, state_db: str) -> tuple[int, float, float]:
-    """(rows, seconds, rows/s) between the end of the first batch and the end of the last."""
+    """(rows, seconds, rows/s) between the end of the first `bench.warm_batches` batches
+    and the end of the last."""
     with bench.connect(bench.settings.resolved_sink) as conn, conn.cursor() as cur:
         # shard -1: a throughput batch's closing marker, whose count repeats its tasks' rows
         cur.execute(
@@ -241,9 +245,9 @@ def checkpoint_rate(bench: Bench, state_db: str) -> tuple[int, float, float]:
             "WHERE shard >= 0 ORDER BY committed_at"
         )
         rows = cur.fetchall()
-    first = min((r[0] for r in rows), default=0)
-    ended = max((r[1] for r in rows if r[0] == first), default=None)
-    later = [r for r in rows if r[0] != first]
+    warm = sorted({r[0] for r in rows})[: bench.warm_batches]
+    ended = max((r[1] for r in rows if r[0] in warm), default=None)
+    later = [r for r in rows if r[0] not in warm]
     if ended is None or not later:
         return sum(r[2] for r in rows), 0.0, 0.0
     n = sum(r[2] for r in later)
@@ -410,7 +414,7 @@ def bench_apply(
         f"apply [{master}, {bench.mode}{how}]: {rows} rows in {done - started:.1f}s wall "
         f"({rows / (done - started):,.0f} rows/s with a {ready - started:.1f}s session start and "
         f"the first batch); steady {rate:,.0f} rows/s ({n} rows in {seconds:.1f}s after the "
-        f"first batch){ratio}"
+        f"first {bench.warm_batches} batch(es)){ratio}"
     )
     print_progress("apply", progress)
     m = applier.metrics
@@ -956,6 +960,13 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - argument wiri
         "comma-separated (e.g. 1,2,4), run one after the other on the same published rows",
     )
     parser.add_argument(
+        "--warm-batches",
+        type=int,
+        default=1,
+        help="apply part: batches left out of the steady rate (2 leaves out the first batch "
+        "the write tasks' Python workers start in too)",
+    )
+    parser.add_argument(
         "--sink-rtt-ms",
         type=float,
         default=0.0,
@@ -1009,6 +1020,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - argument wiri
     tasks = [int(n) for n in str(args.parallelism).split(",") if n.strip()]
     bench.master, bench.mode, bench.parallelism = masters[0], modes[0], tasks[0]
     bench.executor_writes = not args.driver_writes
+    bench.warm_batches = max(1, args.warm_batches)
     if args.profile:
         import cProfile
 
