@@ -11,6 +11,12 @@ Parts (all by default; nothing is asserted, figures are printed):
   publishes it (rows, then a Resolved to every partition per transaction), then the Spark job
   run ``available_now`` over it: wall time, and the steady rate between its first and last
   committed checkpoint (Spark's start-up excluded).
+- ``apply`` with ``--tasks 1,2,4`` (parallel and throughput modes: ``apply.parallelism``) and
+  ``--sink-rtt-ms`` / ``--sink-kbps``: the same pre-published rows applied once per task count
+  in one run, every sink connection through a throttling loopback proxy
+  (``tests/faults/proxy.py`` in a process of its own) as a remote sink limits each connection;
+  one ``scale`` line per configuration: steady rows/s, the ratio to the first task count of its
+  master and mode, CPU per applied row by process.
 - ``lag``: a real reader (``rowbus reader run`` in a subprocess) on a source, the Spark job
   running, W1 written at ``--rate`` rows/s; each transaction's commit time against the moment
   its last row is visible in the sink (polled): p50/p99.
@@ -25,9 +31,10 @@ import contextlib
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.cpu import CpuSample, per_row
+from benchmarks.cpu import KINDS, CpuSample, per_row
 from benchmarks.workloads import w1_table, w1_transactions
 from rowbus.clients import kafka as clients_kafka
 from rowbus.clients import mysql
@@ -101,6 +108,11 @@ class Bench:
         self.profile: Any = None
         """A cProfile.Profile that the job's foreachBatch calls run under (--profile)."""
         self.databases: list[tuple[Any, str]] = []
+        self.warm_batches = 1
+        """Batches left out of the steady rate (the first: the session's and the driver's
+        warm-up; a second one: the write tasks' Python workers starting)."""
+        self.job_sink: Any = settings.resolved_sink
+        """The sink as the job reaches it: the throttling proxy's port when one runs."""
 
     def topic(self, name: str, partitions: int) -> str:
         from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
@@ -144,7 +156,7 @@ class Bench:
             JobConfig,
         )
 
-        s = self.settings.resolved_sink
+        s = self.job_sink
         return JobConfig(
             apply=ApplySettings(
                 job=job,
@@ -224,7 +236,8 @@ def _headers(headers: list[tuple[str, bytes]]) -> list[tuple[str, str | bytes | 
 
 
 def checkpoint_rate(bench: Bench, state_db: str) -> tuple[int, float, float]:
-    """(rows, seconds, rows/s) between the end of the first batch and the end of the last."""
+    """(rows, seconds, rows/s) between the end of the first `bench.warm_batches` batches
+    and the end of the last."""
     with bench.connect(bench.settings.resolved_sink) as conn, conn.cursor() as cur:
         # shard -1: a throughput batch's closing marker, whose count repeats its tasks' rows
         cur.execute(
@@ -232,9 +245,9 @@ def checkpoint_rate(bench: Bench, state_db: str) -> tuple[int, float, float]:
             "WHERE shard >= 0 ORDER BY committed_at"
         )
         rows = cur.fetchall()
-    first = min((r[0] for r in rows), default=0)
-    ended = max((r[1] for r in rows if r[0] == first), default=None)
-    later = [r for r in rows if r[0] != first]
+    warm = sorted({r[0] for r in rows})[: bench.warm_batches]
+    ended = max((r[1] for r in rows if r[0] in warm), default=None)
+    later = [r for r in rows if r[0] not in warm]
     if ended is None or not later:
         return sum(r[2] for r in rows), 0.0, 0.0
     n = sum(r[2] for r in later)
@@ -322,10 +335,17 @@ def bench_path(bench: Bench, rows: int, profile: bool) -> None:
         pstats.Stats(prof).sort_stats("tottime").print_stats(15)
 
 
-def bench_apply(bench: Bench, rows: int, workdir: str, baseline: float | None = None) -> None:
-    """Pre-published W1, then the Spark job alone (available_now)."""
-    from rowbus.spark_apply.job import await_query, spark_session, start_query
+@dataclass(frozen=True, slots=True)
+class Published:
+    """W1 rows pre-published once, applied by every configuration of a run."""
 
+    rows: int
+    source: str
+    schemas: str
+    upstream: str
+
+
+def publish_w1(bench: Bench, rows: int) -> Published:
     source = bench.topic(unique("bench.w1"), bench.partitions)
     schemas = bench.topic(unique("bench.schemas"), 1)
     upstream = unique("bench_up")
@@ -334,6 +354,30 @@ def bench_apply(bench: Bench, rows: int, workdir: str, baseline: float | None = 
         bench.kafka, source, schemas, table, w1_records(source, table, rows, bench.partitions)
     )
     print(f"apply: {rows} W1 rows published in {took:.1f}s")
+    return Published(rows, source, schemas, upstream)
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """One configuration's steady rate and CPU (None when no window was measured)."""
+
+    rate: float
+    rows: int
+    cpu: CpuSample | None
+
+
+def bench_apply(
+    bench: Bench, published: Published, workdir: str, baseline: float | None = None
+) -> Applied:
+    """The pre-published W1 applied by the Spark job alone (available_now)."""
+    from rowbus.spark_apply.job import await_query, spark_session, start_query
+
+    rows, source, schemas, upstream = (
+        published.rows,
+        published.source,
+        published.schemas,
+        published.upstream,
+    )
     sink_db = bench.database(bench.settings.resolved_sink, unique("bench_apply"), W1_SINK_DDL)
     config = bench.job_config(
         unique("job"),
@@ -364,12 +408,13 @@ def bench_apply(bench: Bench, rows: int, workdir: str, baseline: float | None = 
     n, seconds, rate = checkpoint_rate(bench, f"{sink_db}_state")
     ratio = f", {rate / baseline:.2f}x the baseline" if baseline else ""
     how = "" if bench.mode == "snapshot" or bench.executor_writes else ", driver writes"
+    how += "" if bench.mode == "snapshot" else f", {bench.parallelism} writing task(s)"
     how += "" if bench.overlap else ", batches not overlapped"
     print(
         f"apply [{master}, {bench.mode}{how}]: {rows} rows in {done - started:.1f}s wall "
         f"({rows / (done - started):,.0f} rows/s with a {ready - started:.1f}s session start and "
         f"the first batch); steady {rate:,.0f} rows/s ({n} rows in {seconds:.1f}s after the "
-        f"first batch){ratio}"
+        f"first {bench.warm_batches} batch(es)){ratio}"
     )
     print_progress("apply", progress)
     m = applier.metrics
@@ -380,6 +425,73 @@ def bench_apply(bench: Bench, rows: int, workdir: str, baseline: float | None = 
         )
     if spent is not None:
         print(per_row(f"apply [{bench.mode}]", spent, n))
+    return Applied(rate, n, spent)
+
+
+def scale_line(bench: Bench, applied: Applied, reference: Applied | None) -> str:
+    """One line per configuration: rows/s, the ratio to the reference (the run's first task
+    count of this master and mode), CPU per applied row by process kind."""
+    ratio = (
+        f"{applied.rate / reference.rate:.2f}x"
+        if reference is not None and reference.rate
+        else "1.00x"
+    )
+    cpu = "no CPU window"
+    if applied.cpu is not None and applied.rows:
+        cpu = ", ".join(
+            f"{kind} {applied.cpu.seconds[kind] / applied.rows * 1e6:.1f}"
+            for kind in KINDS
+            if kind in applied.cpu.seconds
+        )
+        cpu = f"cpu per row (µs): {cpu}"
+    return (
+        f"scale [{bench.master}, {bench.mode}, {bench.parallelism} writing task(s)]: "
+        f"{applied.rate:,.0f} rows/s steady, {ratio} the first task count; {cpu}"
+    )
+
+
+class ThrottledSink:
+    """The sink behind ``python -m tests.faults.proxy`` in a process of its own (its CPU is
+    counted apart: `benchmarks.cpu` kind "sink proxy"): every connection of the job pays
+    the round trip and the byte rate; the benchmark's own probes go to the sink directly."""
+
+    def __init__(self, sink: Any, rtt_ms: float, kbps: float) -> None:
+        import subprocess
+        import sys
+        from pathlib import Path
+
+        root = str(Path(__file__).resolve().parents[1])
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.faults.proxy",
+                f"{sink.host}:{sink.port}",
+                "--rtt-ms",
+                str(rtt_ms),
+                "--kbps",
+                str(kbps),
+                "--with-parent",
+            ],
+            cwd=root,
+            stdin=subprocess.PIPE,  # closed when this process ends, however: the proxy ends too
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()  # its port, once it listens
+        if not line.strip().isdigit():
+            self.close()
+            raise RuntimeError(f"the sink proxy did not start: {line!r}")
+        self.sink = sink.model_copy(update={"port": int(line)})
+        print(
+            f"sink throttled per connection: {rtt_ms:g} ms round trip, "
+            f"{kbps:g} KB/s each way (proxy port {int(line)})"
+        )
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(15)
 
 
 class CpuWindow:
@@ -840,7 +952,33 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - argument wiri
         "comma-separated, run one after the other against the same baseline "
         "(e.g. snapshot,throughput)",
     )
-    parser.add_argument("--parallelism", type=int, default=2, help="shards of parallel mode")
+    parser.add_argument(
+        "--parallelism",
+        "--tasks",
+        default="2",
+        help="writing tasks of parallel and throughput modes (apply.parallelism); several, "
+        "comma-separated (e.g. 1,2,4), run one after the other on the same published rows",
+    )
+    parser.add_argument(
+        "--warm-batches",
+        type=int,
+        default=1,
+        help="apply part: batches left out of the steady rate (2 leaves out the first batch "
+        "the write tasks' Python workers start in too)",
+    )
+    parser.add_argument(
+        "--sink-rtt-ms",
+        type=float,
+        default=0.0,
+        help="apply part: the job reaches the sink through a proxy adding this round trip "
+        "to every connection",
+    )
+    parser.add_argument(
+        "--sink-kbps",
+        type=float,
+        default=0.0,
+        help="apply part: that proxy's byte rate per connection and direction, KB/s",
+    )
     parser.add_argument(
         "--driver-writes", action="store_true", help="parallel mode: shards on driver threads"
     )
@@ -879,8 +1017,10 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - argument wiri
     bench = Bench(settings, args.partitions, args.max_per_trigger)
     masters = [m.strip() for m in args.master.split(",") if m.strip()]
     modes = [m.strip() for m in args.mode.split(",") if m.strip()]
-    bench.master, bench.mode, bench.parallelism = masters[0], modes[0], args.parallelism
+    tasks = [int(n) for n in str(args.parallelism).split(",") if n.strip()]
+    bench.master, bench.mode, bench.parallelism = masters[0], modes[0], tasks[0]
     bench.executor_writes = not args.driver_writes
+    bench.warm_batches = max(1, args.warm_batches)
     if args.profile:
         import cProfile
 
@@ -910,22 +1050,45 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - argument wiri
                 bench_path(bench, min(args.rows, 100_000), args.profile)
             baseline = bench_baseline(bench, args.rows) if "baseline" in parts else None
             if "apply" in parts:
+                if args.sink_rtt_ms or args.sink_kbps:
+                    throttled = ThrottledSink(
+                        settings.resolved_sink, args.sink_rtt_ms, args.sink_kbps
+                    )
+                    stack.callback(throttled.close)
+                    bench.job_sink = throttled.sink
+                published = publish_w1(bench, args.rows)
                 overlaps = {"on": [True], "off": [False], "both": [False, True]}[args.overlap]
-                runs = [(m, o, mode) for m in masters for o in overlaps for mode in modes]
-                for master, overlap, mode in runs:
+                runs = [
+                    (m, o, mode, n)
+                    for m in masters
+                    for o in overlaps
+                    for mode in modes
+                    for n in (tasks if mode != "snapshot" else tasks[:1])
+                ]
+                references: dict[tuple[str, bool, str], Applied] = {}
+                lines = []
+                for index, (master, overlap, mode, n) in enumerate(runs):
                     if not args.cluster:
                         bench.master = master
-                    bench.overlap, bench.mode = overlap, mode
-                    bench_apply(bench, args.rows, tmp, baseline)
-                    print(
-                        f"load average after the run: {Path('/proc/loadavg').read_text().strip()}"
+                    bench.overlap, bench.mode, bench.parallelism = overlap, mode, n
+                    load = Path("/proc/loadavg").read_text().split()[:3]
+                    applied = bench_apply(bench, published, tmp, baseline)
+                    after = Path("/proc/loadavg").read_text().split()[:3]
+                    reference = references.setdefault((master, overlap, mode), applied)
+                    lines.append(
+                        f"{scale_line(bench, applied, reference)}; load {'/'.join(load)} "
+                        f"-> {'/'.join(after)}"
                     )
-                    if len(masters) > 1:  # the next master needs a session of its own
+                    print(lines[-1])
+                    last_of_master = index + 1 == len(runs) or runs[index + 1][0] != master
+                    if len(masters) > 1 and last_of_master:  # the next master: a new session
                         from pyspark.sql import SparkSession
 
                         active = SparkSession.getActiveSession()
                         if active is not None:
                             active.stop()
+                if len(lines) > 1:
+                    print("\n".join(["all configurations of this run:", *lines]))
             if "lag" in parts:
                 bench_lag(bench, args.source, args.rate, args.seconds, tmp)
             if "lag2" in parts:

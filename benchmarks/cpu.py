@@ -4,7 +4,9 @@
 Python: the benchmark runs the job in process), of every descendant (the Spark JVM, the
 JVM's Python workers and their children), of the sink server (a ``mariadbd``/``mysqld`` whose
 command line names ``--port=<sink port>``) and of the broker (a process naming the Kafka
-port). Two samples subtract; `per_row` prints ``cpu per row: <process> <µs>``.
+port), and of a throttling sink proxy (``python -m tests.faults.proxy``, a child of the
+benchmark: counted as "sink proxy", not as a Python worker). Two samples subtract;
+`per_row` prints ``cpu per row: <process> <µs>``.
 """
 
 from __future__ import annotations
@@ -15,14 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _TICK = os.sysconf("SC_CLK_TCK")
-KINDS = ("driver Python", "JVM", "Python workers", "sink", "broker")
+KINDS = ("driver Python", "JVM", "Python workers", "sink", "broker", "sink proxy")
 
 
 def _stat(pid: int) -> tuple[int, float] | None:
-    """(parent pid, CPU seconds) of `pid`, None if it is gone."""
+    """(parent pid, CPU seconds) of `pid` with its children it has waited for, None if it is
+    gone: a Python worker the PySpark daemon forked and reaped counts in the daemon's
+    figure, not nowhere (it made "Python workers" negative across a window)."""
     with contextlib.suppress(OSError, ValueError, IndexError):
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK
+        return int(fields[1]), sum(int(f) for f in fields[11:15]) / _TICK
     return None
 
 
@@ -37,8 +41,9 @@ def _cmdline(pid: int) -> str:
 @dataclass(frozen=True, slots=True)
 class CpuSample:
     seconds: dict[str, float]
-    """CPU seconds by kind, since each process started (dead children are not counted:
-    compare samples of processes that live through the window)."""
+    """CPU seconds by kind, since each process started, its reaped children included (a
+    child that ended unreaped, or whose parent ended, is not counted: compare samples of
+    processes that live through the window)."""
 
     @staticmethod
     def take(sink_port: int, kafka_port: int) -> CpuSample:
@@ -64,6 +69,8 @@ class CpuSample:
                 out["sink"] += spent
             elif f"--kafka-port {kafka_port}" in cmd or f"port={kafka_port}" in cmd:
                 out["broker"] += spent
+            elif ancestor == me and "tests.faults.proxy" in cmd:
+                out["sink proxy"] += spent
             elif ancestor == me and "zookeeper" not in cmd.lower():
                 program = cmd.split(" ")[0]
                 if "java" in program:

@@ -21,6 +21,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from rowbus.clients.prometheus import Exporter
@@ -30,9 +31,14 @@ from rowbus.protocol.topics import data_topic
 from rowbus.routing.routes import Router
 from rowbus.spark_apply.catalog import SchemaCatalog
 from rowbus.spark_apply.collector import collector_paused
-from rowbus.spark_apply.exceptions import ApplyError, MissingTopicError, SinkUnavailableError
+from rowbus.spark_apply.exceptions import (
+    ApplyError,
+    CheckpointConflictError,
+    MissingTopicError,
+    SinkUnavailableError,
+)
 from rowbus.spark_apply.metrics import ApplyMetrics
-from rowbus.spark_apply.overlap import BatchWriter, rewind
+from rowbus.spark_apply.overlap import BatchWriter, has_batches, rewind, seed
 from rowbus.spark_apply.planner import Envelope, PairKey, Plan, plan, stored_gate
 from rowbus.spark_apply.recovery import retryable, wait_for_sink
 from rowbus.spark_apply.rendered import ROW_COLUMN, Wire, row_event
@@ -384,12 +390,35 @@ def local_bind(master: str) -> dict[str, str]:
     return {"spark.driver.bindAddress": LOOPBACK, "spark.driver.host": LOOPBACK}
 
 
+def resume(checkpoint: Path, applier: BatchApplier) -> None:
+    """Spark's checkpoint brought to what the sink holds before a query starts: a batch still
+    being written as the last run stopped runs again (`overlap.rewind`), and a checkpoint
+    folder without batches (deleted, or new) while the sink holds some continues after the
+    sink's last whole batch (`overlap.seed`), instead of Spark starting again at batch 0
+    from the topics' start — which the sink refuses. A sink part-way through a batch cannot
+    be continued without that batch's offsets: refused with one line."""
+    done = applier.sink_done()
+    if done >= 0 and not has_batches(checkpoint):
+        head = applier.sink.head()
+        if head is not None and not head.complete:
+            raise CheckpointConflictError(
+                f"job {applier.config.apply.job}: Spark's checkpoint folder {checkpoint} holds "
+                f"no batch, and the sink is part-way through batch {head.batch_id} (step "
+                f"{head.step}), whose offsets only that folder knew: restore the folder "
+                "(apply.checkpoint_location), or clear the sink's state to apply everything again"
+            )
+        state = applier.sink.previous_state(done + 1)
+        if state is not None:
+            seed(checkpoint, done, state.offsets)
+    rewind(checkpoint, done)
+
+
 def start_query(spark: Any, config: JobConfig, applier: BatchApplier) -> Any:
     """Start the streaming query (the applier must be started); returns the StreamingQuery.
     Spark's checkpoint is first brought back to the sink's head when a batch was still being
     written as the last run stopped (`overlap.rewind`)."""
     a = config.apply
-    rewind(a.checkpoint_location, applier.sink_done())
+    resume(a.checkpoint_location, applier)
     topics = ",".join(applier.topics)
     if a.kafka_format == "spark":
         reader = (

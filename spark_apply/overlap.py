@@ -111,6 +111,58 @@ def rewind(checkpoint: Path, sink_done: int) -> int | None:
     return rerun
 
 
+def has_batches(checkpoint: Path) -> bool:
+    """Spark's checkpoint at `checkpoint` has logged a batch (offsets or commit)."""
+    return bool(_entries(checkpoint / "offsets") or _entries(checkpoint / "commits"))
+
+
+def seed(checkpoint: Path, batch: int, offsets: dict[tuple[str, int], int]) -> None:
+    """Spark's checkpoint at `checkpoint`, which holds no batch (deleted, or a new folder),
+    made to continue after `batch`, the last batch the sink holds whole: offset-log entries
+    for `batch` and the one before it with `offsets` (the next offset per partition the
+    sink's state resumes from, the merge engine's own resume point) and their commits, so
+    Spark's next batch is ``batch + 1`` from there — the id and offsets the sink expects, as
+    after Spark's own checkpoint (README "Exactly once"). The folder is built beside it and
+    renamed into place, so a crash midway leaves either no folder (seeded again at the next
+    start) or the whole one. Partitions without an offset (never read) start at the log
+    start, as Spark's would."""
+    import json
+    import shutil
+    import time
+    import uuid
+
+    if has_batches(checkpoint):
+        raise ValueError(f"{checkpoint} already holds batches: not seeded")
+    ready = checkpoint.with_name(checkpoint.name + ".seed")
+    shutil.rmtree(ready, ignore_errors=True)  # a seed a crash left half-built
+    (ready / "offsets").mkdir(parents=True)
+    (ready / "commits").mkdir()
+    by_topic: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        by_topic.setdefault(topic, {})[str(partition)] = offset
+    # Spark fills the settings this entry leaves out from the session's (and says so).
+    meta = {"batchWatermarkMs": 0, "batchTimestampMs": int(time.time() * 1000), "conf": {}}
+    # Spark restarts after batch N only with N-1 logged too (it checks the pair), so N-1 is
+    # written with the same offsets: as committed, it is never read as a range.
+    for entry in sorted({max(0, batch - 1), batch}):
+        (ready / "offsets" / str(entry)).write_text(
+            f"v1\n{json.dumps(meta)}\n{json.dumps(by_topic)}"
+        )
+        (ready / "commits" / str(entry)).write_text('v1\n{"nextBatchWatermarkMs":0}')
+    # The query's id: Spark refuses logs without it (a new id, as for a new folder).
+    (ready / "metadata").write_text(json.dumps({"id": str(uuid.uuid4())}))
+    if checkpoint.exists():  # a folder without batches: Spark never ran one there
+        shutil.rmtree(checkpoint)
+    ready.rename(checkpoint)
+    log.warning(
+        "Spark's checkpoint %s held no batch while the sink holds batch %d whole: seeded "
+        "from the sink's offsets, the job continues with batch %d",
+        checkpoint,
+        batch,
+        batch + 1,
+    )
+
+
 def logged_offsets(checkpoint: Path, batch: int) -> dict[tuple[str, int], int] | None:
     """The end offsets Spark's offset log holds for `batch` (its write-ahead entry, written
     before the batch runs) per (topic, partition), or None when there is no such entry. The

@@ -3,6 +3,7 @@ and no (batch, step, shard) is committed twice."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -210,3 +211,98 @@ def test_throughput_mode_kill_9_mid_batch_then_another_parallelism(
         batches, tasks = cur.fetchone()
     assert batches > 5
     assert tasks >= 2
+
+
+def client_pid(port: int) -> int | None:
+    """The local process holding the TCP socket whose local port is `port` (from /proc)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(fields[9])
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            for fd in (proc / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    link = os.readlink(fd)
+                    if link.startswith("socket:[") and link[8:-1] in inodes:
+                        return int(proc.name)
+    return None
+
+
+def waiting_workers(services: Settings, driver: int) -> list[int]:
+    """Pids of the driver's Python workers (not the driver itself) whose sink transaction
+    waits for a lock."""
+    with connect(services.resolved_sink) as conn, conn.cursor() as cur:
+        cur.execute(
+            "SELECT p.HOST FROM information_schema.INNODB_TRX t JOIN "
+            "information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id "
+            "WHERE t.trx_state = 'LOCK WAIT'"
+        )
+        hosts = [str(r[0]) for r in cur.fetchall()]
+    pids = []
+    for host in hosts:
+        pid = client_pid(int(host.rsplit(":", 1)[1])) if ":" in host else None
+        if pid is None or pid == driver:
+            continue
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        if b"pyspark" in cmd or b"python" in cmd:
+            pids.append(pid)
+    return pids
+
+
+def test_throughput_mode_kill_9_of_a_python_worker_while_tasks_write(
+    services: Settings,
+    make_topic: Callable[..., str],
+    make_database: Callable[..., str],
+    unique: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    """kill -9 of the executor's Python worker whose write task is inside its transaction
+    (held there by a lock the test takes on a table, so the kill lands mid-write every time):
+    Spark runs the task again (a local master that retries tasks, as a cluster does), the
+    killed attempt's transaction is rolled back by the server, and the job ends in the same
+    run with the sink equal to the model and no (batch, step, task) committed twice."""
+    d = published_job(
+        services,
+        make_topic,
+        make_database,
+        unique,
+        tmp_path,
+        txns=250,
+        mode="throughput",
+        parallelism=3,
+        master="local[2,4]",
+    )
+    log = (tmp_path / "driver.log").open("w")
+    proc = subprocess.Popen(d.cmd, env=d.env, stdout=log, stderr=log, start_new_session=True)
+    killed: list[int] = []
+    try:
+        wait_for(
+            lambda: proc.poll() is not None or owned_batches(services, d.job) > 0,
+            timeout=120,
+            what="the executors to take a batch",
+        )
+        with connect(services.resolved_sink, d.sink, autocommit=False) as lock:
+            with lock.cursor() as cur:
+                cur.execute("SELECT COUNT(*) FROM t0 FOR UPDATE")  # every row and gap of t0
+            wait_for(
+                lambda: proc.poll() is not None or bool(waiting_workers(services, proc.pid)),
+                timeout=120,
+                what="a write task to wait inside its transaction",
+            )
+            assert proc.poll() is None, "the driver ended before the kill"
+            for pid in waiting_workers(services, proc.pid):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            lock.rollback()
+        assert killed
+        proc.wait(300)
+    finally:
+        kill_driver(proc)
+    assert proc.returncode == 0, (tmp_path / "driver.log").read_text()[-3000:]
+    d.sink_equals_model()

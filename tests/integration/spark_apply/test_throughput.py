@@ -13,12 +13,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from rowbus.config import Settings
 from rowbus.protocol.events import ColumnSchema, Op, TableSchema
 from rowbus.routing.routes import RouteSettings
 from rowbus.spark_apply.job import BatchApplier, await_query, start_query
 from tests.conftest import connect
-from tests.integration.spark_apply.harness import Model, Publisher
+from tests.integration.spark_apply.harness import SINK_DDL, Model, Publisher
 from tests.integration.spark_apply.test_spark_apply import job_config, shared_spark, sink_rows
 
 PARTITIONS = 3
@@ -124,3 +126,115 @@ def test_w2_mix_and_case_insensitive_keys_equal_the_model(
     # learnt, none yet); the others are the executors'.
     assert m.owned_batches >= 3, (m.owned_batches, dict(m.fallbacks))
     assert by_tasks > 0
+
+
+UK = TableSchema(
+    "", "uk",
+    (ColumnSchema(name="id", type="bigint", nullable=False),
+     ColumnSchema(name="name", type="varchar", length=10), ColumnSchema(name="v", type="int")),
+    ("id",),
+)  # fmt: skip
+
+
+def apart(schema: str, table: str, tasks: int, count: int) -> list[int]:
+    """`count` integer keys that the key's hash alone gives to different tasks (of `tasks`),
+    in throughput mode (`ownership.owner`) and in parallel mode (`MySQLSink._shard_of`)."""
+    import zlib
+
+    from rowbus.spark_apply.ownership import owner
+
+    ids: list[int] = []
+    taken: tuple[set[int], set[int]] = (set(), set())
+    for candidate in range(1, 1000):
+        key = (str(candidate),)
+        owned = owner(f"{schema}.{table}", key) % tasks
+        shard = zlib.crc32(repr((schema, table, key)).encode()) % tasks
+        if owned not in taken[0] and shard not in taken[1]:
+            ids.append(candidate)
+            taken[0].add(owned)
+            taken[1].add(shard)
+        if len(ids) == count:
+            return ids
+    raise AssertionError(f"no {count} keys of {schema}.{table} apart over {tasks} tasks")
+
+
+@pytest.mark.parametrize("mode", ["throughput", "parallel"])
+def test_a_unique_value_moved_between_rows_of_different_tasks_in_one_batch(
+    mode: str,
+    services: Settings,
+    make_topic: Callable[..., str],
+    make_database: Callable[..., str],
+    unique: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    """One upstream transaction moves unique values between rows whose keys hash to different
+    write tasks: 'x' from row a to row b as 'X' (one value to the `_ci` unique key), and a
+    swap of 'p' and 'q' through a third value. Written by two tasks in either order, the
+    second row's upsert would meet the first's old value (1062) or clear it; the sink must
+    end as the source, with no (batch, step, task) committed twice."""
+    topic, schemas_topic = make_topic("src", PARTITIONS), make_topic("schemas", 1)
+    upstream, sink = unique("up"), make_database(services.resolved_sink)
+    model = Model(upstream, tables=2, seed=5)
+    uk = TableSchema(upstream, "uk", UK.columns, UK.primary_key)
+    pub = Publisher(services.kafka.client_config(), topic, schemas_topic, topic, PARTITIONS)
+    pub.schemas([*model.table_schemas.values(), uk])
+    with connect(services.resolved_sink) as conn, conn.cursor() as cur:
+        for name in model.table_schemas:
+            cur.execute(SINK_DDL.format(db=sink, table=name))
+        cur.execute(
+            f"CREATE TABLE `{sink}`.uk (id BIGINT PRIMARY KEY, "
+            "name VARCHAR(10) COLLATE utf8mb4_general_ci, v INT, UNIQUE KEY u_name (name))"
+        )
+    a, b, c, d = apart(sink, "uk", 4, 4)
+    for _ in range(40):  # the first batch: the driver's (no schema learnt yet)
+        pub.txn([model.step()])
+    pub.txn(
+        [
+            (Op.INSERT, uk, None, (a, "x", 0)),
+            (Op.INSERT, uk, None, (b, "z", 0)),
+            (Op.INSERT, uk, None, (c, "p", 0)),
+            (Op.INSERT, uk, None, (d, "q", 0)),
+        ]
+    )
+    for _ in range(10):
+        pub.txn([model.step()])
+    # b's row comes first in the transaction, so its upsert is the first a task would write.
+    pub.txn(
+        [
+            (Op.UPDATE, uk, (b, "z", 0), (b, "z", 1)),
+            (Op.UPDATE, uk, (a, "x", 0), (a, "y", 0)),
+            (Op.UPDATE, uk, (b, "z", 1), (b, "X", 1)),
+            (Op.UPDATE, uk, (c, "p", 0), (c, "t", 0)),
+            (Op.UPDATE, uk, (d, "q", 0), (d, "P", 0)),
+            (Op.UPDATE, uk, (c, "t", 0), (c, "Q", 0)),
+        ]
+    )
+    for _ in range(10):
+        pub.txn([model.step()])
+    pub.txn([])
+    pub.close()
+    job = unique("job")
+    config = job_config(
+        services,
+        job,
+        [topic],
+        schemas_topic,
+        [RouteSettings(match=f"{upstream}.*", target=f"{sink}.{{table}}")],
+        tmp_path / "cp",
+        mode=mode,
+        parallelism=4,
+        max_offsets_per_trigger=120,
+        available_now=True,
+    )
+    applier = run_available_now(config)
+    for name in model.rows:
+        assert sink_rows(services, sink, name) == model.rows[name], name
+    with connect(services.resolved_sink, sink) as conn, conn.cursor() as cur:
+        cur.execute("SELECT id, name, v FROM uk ORDER BY id")
+        found = [tuple(r) for r in cur.fetchall()]
+    assert found == sorted([(a, "y", 0), (b, "X", 1), (c, "Q", 0), (d, "P", 0)])
+    total, distinct, by_tasks = markers(services, job)
+    assert total == distinct
+    assert by_tasks > 0
+    if mode == "throughput":
+        assert applier.metrics.owned_batches >= 2, dict(applier.metrics.fallbacks)

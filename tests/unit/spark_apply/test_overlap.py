@@ -5,6 +5,7 @@ laid out as Spark writes them (a file per batch, a hidden checksum beside it); t
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rowbus.spark_apply.overlap import BatchWriter, rewind
+from rowbus.spark_apply.overlap import BatchWriter, has_batches, logged_offsets, rewind, seed
 
 
 def checkpoint(root: Path, offsets: range, commits: range) -> Path:
@@ -236,3 +237,24 @@ def test_the_collector_stays_paused_while_a_write_overlaps_the_next_read() -> No
         assert not gc.isenabled()  # a collector the caller had off stays off
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("exists", [False, True], ids=["deleted", "empty folder"])
+def test_a_checkpoint_without_batches_is_seeded_after_the_sinks_last_batch(
+    tmp_path: Path, exists: bool
+) -> None:
+    cp = tmp_path / "cp"
+    if exists:  # a query that started there but never logged a batch
+        cp.mkdir()
+        (cp / "metadata").write_text('{"id":"x"}')
+    assert not has_batches(cp)
+    seed(cp, 7, {("t", 0): 120, ("t", 2): 5, ("u", 1): 9})
+    assert has_batches(cp)
+    assert batches(cp, "offsets") == [7] and batches(cp, "commits") == [7]
+    assert logged_offsets(cp, 7) == {("t", 0): 120, ("t", 2): 5, ("u", 1): 9}
+    assert not (tmp_path / "cp.seed").exists()
+    assert json.loads((cp / "metadata").read_text())["id"] != "x"  # Spark needs one
+    # Spark's next batch is 8: nothing past 7 for rewind to remove.
+    assert rewind(cp, 7) is None
+    with pytest.raises(ValueError):
+        seed(cp, 7, {})
