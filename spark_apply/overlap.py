@@ -15,7 +15,11 @@ for batches the sink never completed.
 
 from __future__ import annotations
 
+import json
 import logging
+import shutil
+import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -126,11 +130,6 @@ def seed(checkpoint: Path, batch: int, offsets: dict[tuple[str, int], int]) -> N
     renamed into place, so a crash midway leaves either no folder (seeded again at the next
     start) or the whole one. Partitions without an offset (never read) start at the log
     start, as Spark's would."""
-    import json
-    import shutil
-    import time
-    import uuid
-
     if has_batches(checkpoint):
         raise ValueError(f"{checkpoint} already holds batches: not seeded")
     ready = checkpoint.with_name(checkpoint.name + ".seed")
