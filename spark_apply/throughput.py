@@ -45,13 +45,16 @@ from typing import Any
 
 from rowbus.merge.checkpoint import Lane, TopicPartition
 from rowbus.merge.positions import Floor, PosKey, event_key
+from rowbus.protocol.codec import construct
 from rowbus.protocol.events import Op, RowChange, TableSchema
 from rowbus.routing.routes import Projection, Router, RouteSettings, Target
 from rowbus.spark_apply.exceptions import BadEventError
 from rowbus.spark_apply.keys import Fold
+from rowbus.spark_apply.literals import SEP, LitImage
 from rowbus.spark_apply.ownership import owner
 from rowbus.spark_apply.planner import Envelope
 from rowbus.spark_apply.release import LanePiece, Tail, key_of, okey
+from rowbus.spark_apply.rendered import HEADER_FIELDS as _HEADER_FIELDS
 from rowbus.spark_apply.settings import SinkConnection
 
 log = logging.getLogger(__name__)
@@ -192,6 +195,7 @@ class _Keyer:
             except _NotInSinkError as exc:
                 reasons.append(f"a target the sink does not know at {where} ({exc})")
                 owned = [("", 0, 0, WHOLE)]
+            row = _compact(text)
             for target, k_owner, t_owner, part in owned:
                 out["topic"].append(topic)
                 out["partition"].append(partition)
@@ -203,7 +207,7 @@ class _Keyer:
                 out["k_owner"].append(k_owner)
                 out["t_owner"].append(t_owner)
                 out["part"].append(part)
-                out["row"].append(text)
+                out["row"].append(row)
                 out["summary"].append(None)
         return out
 
@@ -333,7 +337,7 @@ def write_owned(ctx: WriteContext) -> Callable[[Iterator[Any]], Iterator[Any]]:
         assert context is not None  # a task's
         task = context.partitionId()
         with collector_paused():
-            rows = sorted(_events(batches), key=lambda r: r[0])
+            rows = sorted(_events(batches, ctx.schemas), key=lambda r: r[0])
             if not rows:
                 return
             router = Router(ctx.routes, ctx.unrouted)
@@ -352,23 +356,61 @@ def write_owned(ctx: WriteContext) -> Callable[[Iterator[Any]], Iterator[Any]]:
     return run
 
 
-def _events(batches: Iterable[Any]) -> Iterator[tuple[tuple[Any, ...], Envelope]]:
-    """((ts, source, order key, part), envelope) of each row: the event cut to its half for a
-    key-moving update."""
-    from rowbus.spark_apply.rendered import row_event
+def _compact(text: str) -> str:
+    """What a write task needs of a rendered row's text (`rendered.rendered_row`): its op,
+    schema id, before-image length and images, without the rest of the header (transaction,
+    binlog position, names, key columns: a third of a W1 row's text, which would cross the
+    JVM through the cache and the shuffle and be parsed again for nothing)."""
+    h = text.split(SEP, _HEADER_FIELDS)
+    return f"{h[0]}{SEP}{h[3]}{SEP}{h[12]}{SEP}{h[14]}" if len(h) > _HEADER_FIELDS else ""
 
-    keys: dict[str, tuple[str, ...]] = {}
+
+_SHIPPED_TXN = construct.txn_ref("", 0, None)
+_SHIPPED_AT = construct.binlog_position("(not shipped to write tasks)", 0, None)
+"""The transaction and binlog position of a write task's events (`_compact` leaves them out):
+its envelopes name the record by topic, partition and offset."""
+_OPS = {op.value: op for op in Op}
+
+
+def _events(
+    batches: Iterable[Any], schemas: dict[int, TableSchema]
+) -> Iterator[tuple[tuple[Any, ...], Envelope]]:
+    """((ts, source, order key, part), envelope) of each row (`_compact`'s text): the event
+    cut to its half for a key-moving update."""
+    delete, insert = Op.DELETE, Op.INSERT
     for batch in batches:
-        c = batch.to_pydict()
+        names = batch.schema.names
+        topics, partitions, offsets, sources, tss, okeys, parts, rows = (
+            batch.column(names.index(n)).to_pylist()
+            for n in ("topic", "partition", "offset", "source", "ts", "okey", "part", "row")
+        )
         for i in range(batch.num_rows):
-            ev = row_event(c["row"][i], c["source"][i], c["ts"][i], keys)
-            part = c["part"][i]
+            op_name, schema_id, nb, *literals = rows[i].split(SEP)
+            op, n = _OPS[op_name], int(nb)
+            before = LitImage(literals[:n]) if n >= 0 else None
+            after = LitImage(literals[max(n, 0) :]) if op is not delete else None
+            part = parts[i]
             if part == OLD_KEY:
-                ev = dataclasses.replace(ev, op=Op.DELETE, after=None)
+                op, after = delete, None
             elif part == NEW_KEY:
-                ev = dataclasses.replace(ev, op=Op.INSERT, before=None)
-            order = (c["ts"][i], c["source"][i], c["okey"][i], part)
-            yield order, Envelope(c["topic"][i], c["partition"][i], c["offset"][i], ev)
+                op, before = insert, None
+            sid = int(schema_id)
+            table = schemas[sid]
+            ev = construct.row_change(
+                sources[i],
+                tss[i],
+                op,
+                table.schema,
+                table.table,
+                sid,
+                table.primary_key,
+                before,
+                after,
+                _SHIPPED_TXN,
+                _SHIPPED_AT,
+            )
+            order = (tss[i], sources[i], okeys[i], part)
+            yield order, Envelope(topics[i], partitions[i], offsets[i], ev)
 
 
 def _write(cur: Any, envelopes: list[Envelope], router: Router, ctx: WriteContext) -> int:

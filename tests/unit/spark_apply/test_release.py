@@ -145,13 +145,21 @@ def test_pieces_of_one_lane_that_overlap_are_refused() -> None:
 
 def test_order_keys_as_text_sort_and_round_trip() -> None:
     keys = [
+        (0, -12, "b", 1, 0),
+        (0, -1, "a", 5, 0),
+        (0, -1, "a", 40, 0),
+        (0, 0, "z", 0, 0),
         (0, 3, "b.000003", 9, 1),
         (0, 3, "b.000003", 10, 0),
         (0, 4, "b.000004", 1, 0),
         (1, 1, "c.000001", 4, 0),
+        (1, 1, "c.000001", 12345678901234567890, 2**31),
+        (1, 10, "c.000010", 0, 0),
+        (2**63, 0, "", 0, 0),
     ]
     assert sorted(keys, key=okey) == keys
     assert [key_of(okey(k)) for k in keys] == keys
+    assert len(okey((0, 1, "bin.000001", 8054, 22))) < 30  # it crosses the JVM with every row
 
 
 def test_keys_one_to_the_sink_have_one_owner() -> None:
