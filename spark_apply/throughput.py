@@ -64,7 +64,8 @@ KEYED_SCHEMA = (
     "target STRING, k_owner BIGINT, t_owner BIGINT, part INT, row STRING, summary STRING"
 )
 """`read_and_key`'s output: a row per kept row record (`part`: 0 whole, 1 the old key's delete of
-a key-moving update, 2 its new key's upsert), and per task one with `summary` only."""
+a key-moving update, 2 its new key's upsert; `row`: what the write task needs of the rendered
+text, `_compact`; `okey`: `release.okey`), and per task one with `summary` only."""
 WHOLE, OLD_KEY, NEW_KEY = 0, 1, 2
 REREAD_LIMIT = 200_000
 """Offsets the next batch may read again for held rows; a hold longer than that goes to the
@@ -132,7 +133,7 @@ class _Keyer:
         self.ctx = ctx
         self.names = [name.split()[0] for name in KEYED_SCHEMA.split(",")]
         self.router = Router(ctx.routes, ctx.unrouted)
-        self.projections: dict[int, tuple[Projection, tuple[Fold, ...]] | None] = {}
+        self.projections: dict[int, tuple[Projection, tuple[Fold, ...], str, int] | None] = {}
         self.pieces: dict[Lane, LanePiece] = {}
         self.tails: dict[Lane, Tail] = {}
         self.running: dict[Lane, PosKey] = {}
@@ -156,14 +157,13 @@ class _Keyer:
                 span = self.ranges.setdefault(tp, [offset, offset])
                 span[0], span[1] = min(span[0], offset), max(span[1], offset)
             kind, source, ts, text = c["kind"][i], c["source"][i], c["ts"][i], c["row"][i]
-            where = f"{topic}[{partition}]@{offset}"
             if kind in ("resolved", "heartbeat"):
                 p = _piece(pieces, topic, partition, source)
                 if ts > p.watermark:
                     p.watermark, p.raised_at = ts, offset
                 continue
             if text is None:
-                reasons.append(f"a {kind} record at {where}")
+                reasons.append(f"a {kind} record at {topic}[{partition}]@{offset}")
                 continue
             ev = row_event(text, source, ts, self.keys)
             lane = (topic, partition, source)
@@ -188,11 +188,12 @@ class _Keyer:
                 tail = self.tails[lane] = Tail(topic, partition, source)
             tail.add(ts, offset, k)
             try:
-                owned = _owned(ev, where, ctx, self.router, self.projections)
+                owned = _owned(ev, (topic, partition, offset), ctx, self.router, self.projections)
             except BadEventError as exc:
                 reasons.append(str(exc))
                 owned = [("", 0, 0, WHOLE)]
             except _NotInSinkError as exc:
+                where = f"{topic}[{partition}]@{offset}"
                 reasons.append(f"a target the sink does not know at {where} ({exc})")
                 owned = [("", 0, 0, WHOLE)]
             row = _compact(text)
@@ -237,34 +238,20 @@ def _piece(pieces: dict[Lane, LanePiece], topic: str, partition: int, source: st
 
 def _owned(
     ev: RowChange,
-    where: str,
+    at: tuple[str, int, int],
     ctx: KeyContext,
     router: Router,
-    projections: dict[int, tuple[Projection, tuple[Fold, ...]] | None],
+    projections: dict[int, tuple[Projection, tuple[Fold, ...], str, int] | None],
 ) -> list[tuple[str, int, int, int]]:
-    """(target, key owner, table owner, part) of a row: one entry, or two for an update that
-    moves its key (the old key's delete and the new key's upsert, each with its key's
-    owner); target "" for a row no route takes."""
-    from rowbus.spark_apply.changes import project
-
+    """(target, key owner, table owner, part) of a row at `at` (topic, partition, offset):
+    one entry, or two for an update that moves its key (the old key's delete and the new
+    key's upsert, each with its key's owner); target "" for a row no route takes."""
     if ev.schema_id not in projections:
-        if ev.schema_id not in ctx.schemas:
-            raise BadEventError(f"schema id {ev.schema_id} not shipped", where)
-        found = project(Envelope("", 0, 0, ev), router, ctx.schemas.get)
-        if found is None:
-            projections[ev.schema_id] = None
-        else:
-            columns = ctx.folds.get(found.target)
-            if columns is None:
-                raise _NotInSinkError(str(found.target))
-            folds = tuple(columns.get(c.lower(), Fold.TEXT) for c in found.key_columns)
-            projections[ev.schema_id] = (found, folds)
+        projections[ev.schema_id] = _projection(ev, at, ctx, router)
     entry = projections[ev.schema_id]
     if entry is None:
         return [("", 0, 0, WHOLE)]
-    proj, folds = entry
-    target = str(proj.target)
-    whole = owner(target, ())
+    proj, folds, target, whole = entry
     if proj.keyless:
         return [(target, whole, whole, WHOLE)]
     if ev.op is Op.DELETE:
@@ -280,6 +267,27 @@ def _owned(
                 (target, owner(target, new, folds), whole, NEW_KEY),
             ]
     return [(target, owner(target, new, folds), whole, WHOLE)]
+
+
+def _projection(
+    ev: RowChange, at: tuple[str, int, int], ctx: KeyContext, router: Router
+) -> tuple[Projection, tuple[Fold, ...], str, int] | None:
+    """What `_owned` keeps per schema id: the projection, its key columns' folds, the target
+    as text and the whole table's owner (None: no route takes the table)."""
+    from rowbus.spark_apply.changes import project
+
+    where = "{}[{}]@{}".format(*at)
+    if ev.schema_id not in ctx.schemas:
+        raise BadEventError(f"schema id {ev.schema_id} not shipped", where)
+    found = project(Envelope(*at, ev), router, ctx.schemas.get)
+    if found is None:
+        return None
+    columns = ctx.folds.get(found.target)
+    if columns is None:
+        raise _NotInSinkError(str(found.target))
+    folds = tuple(columns.get(c.lower(), Fold.TEXT) for c in found.key_columns)
+    target = str(found.target)
+    return found, folds, target, owner(target, ())
 
 
 def _text(key: tuple[Any, ...]) -> tuple[str, ...]:

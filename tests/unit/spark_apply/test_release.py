@@ -200,7 +200,7 @@ def test_owner_on_the_executors_uses_the_shipped_folds_and_refuses_an_unknown_ta
         found = set()
         for k in keys:
             ev = row(1, after=(k, "'x'"), tbl=tbl)
-            ((target, k_owner, _t_owner, _part),) = _owned(ev, "here", ctx, router, {})
+            ((target, k_owner, _t_owner, _part),) = _owned(ev, ("t", 0, 1), ctx, router, {})
             assert target == "sink.t"
             found.add(k_owner)
         return found
