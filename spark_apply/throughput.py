@@ -66,6 +66,9 @@ KEYED_SCHEMA = (
 """`read_and_key`'s output: a row per kept row record (`part`: 0 whole, 1 the old key's delete of
 a key-moving update, 2 its new key's upsert; `row`: what the write task needs of the rendered
 text, `_compact`; `okey`: `release.okey`), and per task one with `summary` only."""
+WRITE_COLUMNS = ("topic", "partition", "offset", "source", "ts", "okey", "part", "row")
+"""The columns of `KEYED_SCHEMA` a write task reads (`_events`): the rest stays out of the
+shuffle by owner."""
 WHOLE, OLD_KEY, NEW_KEY = 0, 1, 2
 REREAD_LIMIT = 200_000
 """Offsets the next batch may read again for held rows; a hold longer than that goes to the
@@ -389,8 +392,7 @@ def _events(
     for batch in batches:
         names = batch.schema.names
         topics, partitions, offsets, sources, tss, okeys, parts, rows = (
-            batch.column(names.index(n)).to_pylist()
-            for n in ("topic", "partition", "offset", "source", "ts", "okey", "part", "row")
+            batch.column(names.index(n)).to_pylist() for n in WRITE_COLUMNS
         )
         for i in range(batch.num_rows):
             op_name, schema_id, nb, *literals = rows[i].split(SEP)
