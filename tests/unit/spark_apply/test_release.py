@@ -256,3 +256,61 @@ def test_tails_release_what_the_rows_release(
     else:
         assert got == Released(last, held, ends)  # type: ignore[arg-type]
     assert released_by_tails(tails, 10**6, ends) is not None  # everything released
+
+
+def test_a_write_task_s_compact_row_gives_the_event_s_op_and_images() -> None:
+    """What the keying task ships a write task (`_compact`: op, schema id, images; no header)
+    gives back each event's op, table and literal images, a key-moving update cut in its two
+    halves, and sorts by (ts, source, order key, part)."""
+    import pyarrow as pa
+
+    from rowbus.spark_apply.rendered import rendered_row, row_event
+    from rowbus.spark_apply.throughput import (
+        KEYED_SCHEMA,
+        NEW_KEY,
+        OLD_KEY,
+        WHOLE,
+        _arrow,
+        _compact,
+        _events,
+    )
+    from tests.unit.spark_apply.events import table
+
+    tbl = table(columns=("k", "v"), key=("k",))
+    cases = [
+        (row(1, after=(1, "a\x1fb"), tbl=tbl), WHOLE, Op.INSERT),
+        (row(2, Op.UPDATE, before=(1, "x"), after=(1, None), tbl=tbl), WHOLE, Op.UPDATE),
+        (row(3, Op.DELETE, before=(1, ""), tbl=tbl), WHOLE, Op.DELETE),
+        (row(4, Op.UPDATE, before=(1, "x"), after=(2, "y"), tbl=tbl), OLD_KEY, Op.DELETE),
+        (row(4, Op.UPDATE, before=(1, "x"), after=(2, "y"), tbl=tbl), NEW_KEY, Op.INSERT),
+    ]
+    texts = [rendered_row(ev) for ev, _part, _op in cases]
+    assert all(texts)
+    names = [n.split()[0] for n in KEYED_SCHEMA.split(",")]
+    cols: dict[str, list[object]] = {n: [] for n in names}
+    for i, ((ev, part, _op), text) in enumerate(zip(cases, texts, strict=True)):
+        assert text is not None
+        for name, value in (
+            ("topic", "t"), ("partition", 0), ("offset", i), ("source", ev.source),
+            ("ts", ev.ts), ("okey", okey(event_key(ev))), ("target", "sink.t"), ("k_owner", 0),
+            ("t_owner", 0), ("part", part), ("row", _compact(text)), ("summary", None),
+        ):  # fmt: skip
+            cols[name].append(value)
+    batch = pa.RecordBatch.from_pydict(cols, schema=_arrow(KEYED_SCHEMA))
+    got = list(_events([batch], {tbl.schema_id: tbl}))
+    assert [order for order, _env in got] == sorted(order for order, _env in got)
+    for (order, env), (ev, part, op), text in zip(got, cases, texts, strict=True):
+        assert text is not None
+        full = row_event(text, ev.source, ev.ts, {})
+        out = env.event
+        assert isinstance(out, RowChange)
+        assert order == (ev.ts, ev.source, okey(event_key(ev)), part)
+        assert (out.op, out.schema, out.table, out.schema_id) == (
+            op,
+            tbl.schema,
+            tbl.table,
+            tbl.schema_id,
+        )
+        assert out.before == (full.before if op is not Op.INSERT else None)
+        assert out.after == (full.after if op is not Op.DELETE else None)
+        assert len(_compact(text)) < len(text)
