@@ -140,7 +140,7 @@ def project(env: Envelope, router: Router, schemas: SchemaLookup) -> Projection 
     return proj
 
 
-def collapse(
+def collapse(  # noqa: PLR0915 - one pass per row, inlined: it runs for every applied row
     rows: Iterable[Envelope],
     router: Router,
     schemas: SchemaLookup,
@@ -186,43 +186,77 @@ def collapse(
             per = images.setdefault(proj.target, {})
             per.setdefault(key, []).append((proj.columns, proj.values(image)))
 
+    # Per schema id, what every row of it shares (its projection without the generated
+    # columns, its table's changes, whether other unique keys are tracked, its column count),
+    # looked up once: per row only the image lengths are checked again.
+    shared: dict[int, tuple[Projection, TableChanges, bool, int] | None] = {}
     for env in rows:
         ev = env.event
         assert isinstance(ev, RowChange)
-        proj = project(env, router, schemas)
-        if proj is None:
+        try:
+            entry = shared[ev.schema_id]
+        except KeyError:
+            entry = shared[ev.schema_id] = _shared(
+                env, router, schemas, without_generated, changes, other_keys
+            )
+        if entry is None:
             continue
-        proj = without_generated(proj)
+        proj, tc, tracked, width = entry
         # One form for every row of a step, whether the executors rendered it or it was
         # decoded (a stashed one read back): keys of both must compare equal.
         ev_before = as_literals(ev.before) if ev.before is not None else None
         ev_after = as_literals(ev.after) if ev.after is not None else None
+        if (ev_before is not None and len(ev_before) != width) or (
+            ev_after is not None and len(ev_after) != width
+        ):
+            project(env, router, schemas)  # raises, naming the event
         if proj.keyless:
             before = proj.values(ev_before) if ev_before is not None else None
             after = proj.values(ev_after) if ev_after is not None else None
-            changes(proj).ordered.append(KeylessChange(ev.op, proj.columns, before, after, env))
+            tc.ordered.append(KeylessChange(ev.op, proj.columns, before, after, env))
             continue
         if ev.op is Op.DELETE:
             assert ev_before is not None
             key = proj.key(ev_before)
-            changes(proj).delete(key, proj.key_columns, env)
-            seen(proj, key, ev_before)
+            tc.delete(key, proj.key_columns, env)
+            if tracked:
+                seen(proj, key, ev_before)
             continue
         assert ev_after is not None
         key = proj.key(ev_after)
         if ev.op is Op.UPDATE and ev_before is not None:
             old = proj.key(ev_before)
             if old != key:
-                changes(proj).delete(old, proj.key_columns, env)
-                seen(proj, old, ev_before)
-            else:
+                tc.delete(old, proj.key_columns, env)
+                if tracked:
+                    seen(proj, old, ev_before)
+            elif tracked:
                 seen(proj, key, ev_before)
-        changes(proj).upsert(key, proj.columns, proj.values(ev_after), env)
-        seen(proj, key, ev_after)
+        tc.upsert(key, proj.columns, proj.values(ev_after), env)
+        if tracked:
+            seen(proj, key, ev_after)
     column_folds = _Folds(folds)
     return _shard(
         tables, _clear_conflicts(tables, images, uniques, column_folds), shard_of, column_folds
     )
+
+
+def _shared(
+    env: Envelope,
+    router: Router,
+    schemas: SchemaLookup,
+    writable: Callable[[Projection], Projection],
+    changes: Callable[[Projection], TableChanges],
+    other_keys: Callable[[Projection], tuple[Sequence[str], ...]],
+) -> tuple[Projection, TableChanges, bool, int] | None:
+    """What collapse keeps per schema id (None: no route takes its table)."""
+    proj = project(env, router, schemas)
+    if proj is None:
+        return None
+    table = schemas(env.event.schema_id)  # type: ignore[union-attr]
+    assert table is not None  # project found it
+    proj = writable(proj)
+    return proj, changes(proj), bool(other_keys(proj)), len(table.columns)
 
 
 class _Folds:

@@ -32,6 +32,7 @@ from rowbus.spark_apply.release import (
 from rowbus.spark_apply.throughput import (
     KEYED_SCHEMA,
     REREAD_LIMIT,
+    WRITE_COLUMNS,
     KeyContext,
     ReadRange,
     Summary,
@@ -128,7 +129,8 @@ def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:  # noqa:
         )
         results = (
             rows.where((sf.col("ts") <= b.mark) & (sf.col("target") != ""))
-            .withColumn("owner", owner)
+            # Only what the write tasks read (`throughput.WRITE_COLUMNS`) crosses the shuffle.
+            .select(*WRITE_COLUMNS, owner.alias("owner"))
             .repartition(tasks, "owner")
             .mapInArrow(write_owned(wctx), "task INT, rows BIGINT")
             .collect()

@@ -227,18 +227,51 @@ def reread_span(previous: PlannerState) -> int:
 
 
 def okey(key: PosKey) -> str:
-    """An order key as text that sorts as the key does, for the JVM's max (`key_of` inverts).
-    The file name's length comes first, then the name: keys of one upstream and file number
-    with names of different lengths would order by length (the reader numbers files from the
-    name, so they share a name there)."""
+    """An order key as short text that sorts as the key does, for the JVM's max and the write
+    tasks' sort (`key_of` inverts): each number as `_number` writes it, the file name after its
+    length, so the parts are self-delimiting and text order is tuple order. The file name's
+    length comes before the name: keys of one upstream and file number with names of different
+    lengths order by length (the reader numbers files from the name, so they share a name
+    there). ~20 characters for a usual key (84 fixed-width before 2026-11-26): every row's key
+    crosses the JVM through the cache and the shuffle."""
     upstream, number, file, offset, index = key
-    return f"{upstream:020d}{number:020d}{len(file):04d}{file}{offset:020d}{index:010d}"
+    head = f"{_number(upstream)}{_number(number)}{_number(len(file))}{file}"
+    return f"{head}{_number(offset)}{_number(index)}"
+
+
+def _number(n: int) -> str:
+    """An integer as text that sorts as the integers do and says where it ends: its digits
+    after one character for their count, above ``@`` for n >= 0; for n < 0 (a file number
+    of -1) the nines' complement of its digits after a character below ``@`` that falls with
+    the count, so a longer negative sorts first."""
+    if n >= 0:
+        d = str(n)
+        return chr(0x40 + len(d)) + d
+    d = str(-n)
+    return chr(0x3F - len(d)) + d.translate(_NINES)
+
+
+_NINES = str.maketrans("0123456789", "9876543210")
 
 
 def key_of(text: str) -> PosKey:
-    n = int(text[40:44])
-    rest = text[44 + n :]
-    return (int(text[:20]), int(text[20:40]), text[44 : 44 + n], int(rest[:20]), int(rest[20:]))
+    upstream, at = _read_number(text, 0)
+    number, at = _read_number(text, at)
+    n, at = _read_number(text, at)
+    file, at = text[at : at + n], at + n
+    offset, at = _read_number(text, at)
+    index, _ = _read_number(text, at)
+    return (upstream, number, file, offset, index)
+
+
+def _read_number(text: str, at: int) -> tuple[int, int]:
+    """`_number`'s integer at `at`, and where the text after it starts."""
+    c = ord(text[at])
+    if c > 0x40:
+        n = c - 0x40
+        return int(text[at + 1 : at + 1 + n]), at + 1 + n
+    n = 0x3F - c
+    return -int(text[at + 1 : at + 1 + n].translate(_NINES)), at + 1 + n
 
 
 def held_by_reread(state: PlannerState, limit: int) -> PlannerState | None:

@@ -31,7 +31,7 @@ ROW_COLUMN = "row"
 
 One string column, not one per field: the batch crosses the JVM twice (the Python worker's
 Arrow into Spark's rows, then `toArrow` to the driver), and each column costs per record."""
-_HEADER_FIELDS = 14
+HEADER_FIELDS = 14
 Wire = dict[int, tuple[Any, bytes]]
 """id(event) → (event, the protobuf bytes of its record), for the events `row_event` built:
 what the spill writes for them. The entry holds the event, so its id is not reused."""
@@ -127,7 +127,7 @@ def rendered_row(event: RowChange) -> str | None:
     )
     images = [i for i in (before, after) if i is not None]
     text = SEP.join([*head, *map(image_text, images)])
-    if text.count(SEP) != _HEADER_FIELDS - 1 + sum(map(len, images)):
+    if text.count(SEP) != HEADER_FIELDS - 1 + sum(map(len, images)):
         return None  # a field or a literal holds SEP (a zero date's text could, in theory)
     return text
 
@@ -150,13 +150,13 @@ def row_event(text: str, source: str, ts: int, keys: dict[str, tuple[str, ...]])
     """The event of a rendered row's text (`keys`: a cache of primary-key tuples)."""
     parts = text.split(SEP)
     (op_name, db, tbl, schema_id, pk, txn_id, index, count, file, offset, gtid, upstream,
-     nb, _) = parts[:_HEADER_FIELDS]  # fmt: skip
+     nb, _) = parts[:HEADER_FIELDS]  # fmt: skip
     key = keys.get(pk)
     if key is None:
         key = keys[pk] = tuple(json.loads(pk))
     op = _OPS[op_name]
     n = int(nb)
-    start = _HEADER_FIELDS
+    start = HEADER_FIELDS
     before = None
     if n >= 0:
         before = LitImage(parts[start : start + n])

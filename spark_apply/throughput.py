@@ -45,13 +45,16 @@ from typing import Any
 
 from rowbus.merge.checkpoint import Lane, TopicPartition
 from rowbus.merge.positions import Floor, PosKey, event_key
+from rowbus.protocol.codec import construct
 from rowbus.protocol.events import Op, RowChange, TableSchema
 from rowbus.routing.routes import Projection, Router, RouteSettings, Target
 from rowbus.spark_apply.exceptions import BadEventError
 from rowbus.spark_apply.keys import Fold
+from rowbus.spark_apply.literals import SEP, LitImage
 from rowbus.spark_apply.ownership import owner
 from rowbus.spark_apply.planner import Envelope
 from rowbus.spark_apply.release import LanePiece, Tail, key_of, okey
+from rowbus.spark_apply.rendered import HEADER_FIELDS as _HEADER_FIELDS
 from rowbus.spark_apply.settings import SinkConnection
 
 log = logging.getLogger(__name__)
@@ -61,7 +64,11 @@ KEYED_SCHEMA = (
     "target STRING, k_owner BIGINT, t_owner BIGINT, part INT, row STRING, summary STRING"
 )
 """`read_and_key`'s output: a row per kept row record (`part`: 0 whole, 1 the old key's delete of
-a key-moving update, 2 its new key's upsert), and per task one with `summary` only."""
+a key-moving update, 2 its new key's upsert; `row`: what the write task needs of the rendered
+text, `_compact`; `okey`: `release.okey`), and per task one with `summary` only."""
+WRITE_COLUMNS = ("topic", "partition", "offset", "source", "ts", "okey", "part", "row")
+"""The columns of `KEYED_SCHEMA` a write task reads (`_events`): the rest stays out of the
+shuffle by owner."""
 WHOLE, OLD_KEY, NEW_KEY = 0, 1, 2
 REREAD_LIMIT = 200_000
 """Offsets the next batch may read again for held rows; a hold longer than that goes to the
@@ -129,7 +136,7 @@ class _Keyer:
         self.ctx = ctx
         self.names = [name.split()[0] for name in KEYED_SCHEMA.split(",")]
         self.router = Router(ctx.routes, ctx.unrouted)
-        self.projections: dict[int, tuple[Projection, tuple[Fold, ...]] | None] = {}
+        self.projections: dict[int, tuple[Projection, tuple[Fold, ...], str, int] | None] = {}
         self.pieces: dict[Lane, LanePiece] = {}
         self.tails: dict[Lane, Tail] = {}
         self.running: dict[Lane, PosKey] = {}
@@ -153,14 +160,13 @@ class _Keyer:
                 span = self.ranges.setdefault(tp, [offset, offset])
                 span[0], span[1] = min(span[0], offset), max(span[1], offset)
             kind, source, ts, text = c["kind"][i], c["source"][i], c["ts"][i], c["row"][i]
-            where = f"{topic}[{partition}]@{offset}"
             if kind in ("resolved", "heartbeat"):
                 p = _piece(pieces, topic, partition, source)
                 if ts > p.watermark:
                     p.watermark, p.raised_at = ts, offset
                 continue
             if text is None:
-                reasons.append(f"a {kind} record at {where}")
+                reasons.append(f"a {kind} record at {topic}[{partition}]@{offset}")
                 continue
             ev = row_event(text, source, ts, self.keys)
             lane = (topic, partition, source)
@@ -185,13 +191,15 @@ class _Keyer:
                 tail = self.tails[lane] = Tail(topic, partition, source)
             tail.add(ts, offset, k)
             try:
-                owned = _owned(ev, where, ctx, self.router, self.projections)
+                owned = _owned(ev, (topic, partition, offset), ctx, self.router, self.projections)
             except BadEventError as exc:
                 reasons.append(str(exc))
                 owned = [("", 0, 0, WHOLE)]
             except _NotInSinkError as exc:
+                where = f"{topic}[{partition}]@{offset}"
                 reasons.append(f"a target the sink does not know at {where} ({exc})")
                 owned = [("", 0, 0, WHOLE)]
+            row = _compact(text)
             for target, k_owner, t_owner, part in owned:
                 out["topic"].append(topic)
                 out["partition"].append(partition)
@@ -203,7 +211,7 @@ class _Keyer:
                 out["k_owner"].append(k_owner)
                 out["t_owner"].append(t_owner)
                 out["part"].append(part)
-                out["row"].append(text)
+                out["row"].append(row)
                 out["summary"].append(None)
         return out
 
@@ -233,34 +241,20 @@ def _piece(pieces: dict[Lane, LanePiece], topic: str, partition: int, source: st
 
 def _owned(
     ev: RowChange,
-    where: str,
+    at: tuple[str, int, int],
     ctx: KeyContext,
     router: Router,
-    projections: dict[int, tuple[Projection, tuple[Fold, ...]] | None],
+    projections: dict[int, tuple[Projection, tuple[Fold, ...], str, int] | None],
 ) -> list[tuple[str, int, int, int]]:
-    """(target, key owner, table owner, part) of a row: one entry, or two for an update that
-    moves its key (the old key's delete and the new key's upsert, each with its key's
-    owner); target "" for a row no route takes."""
-    from rowbus.spark_apply.changes import project
-
+    """(target, key owner, table owner, part) of a row at `at` (topic, partition, offset):
+    one entry, or two for an update that moves its key (the old key's delete and the new
+    key's upsert, each with its key's owner); target "" for a row no route takes."""
     if ev.schema_id not in projections:
-        if ev.schema_id not in ctx.schemas:
-            raise BadEventError(f"schema id {ev.schema_id} not shipped", where)
-        found = project(Envelope("", 0, 0, ev), router, ctx.schemas.get)
-        if found is None:
-            projections[ev.schema_id] = None
-        else:
-            columns = ctx.folds.get(found.target)
-            if columns is None:
-                raise _NotInSinkError(str(found.target))
-            folds = tuple(columns.get(c.lower(), Fold.TEXT) for c in found.key_columns)
-            projections[ev.schema_id] = (found, folds)
+        projections[ev.schema_id] = _projection(ev, at, ctx, router)
     entry = projections[ev.schema_id]
     if entry is None:
         return [("", 0, 0, WHOLE)]
-    proj, folds = entry
-    target = str(proj.target)
-    whole = owner(target, ())
+    proj, folds, target, whole = entry
     if proj.keyless:
         return [(target, whole, whole, WHOLE)]
     if ev.op is Op.DELETE:
@@ -276,6 +270,27 @@ def _owned(
                 (target, owner(target, new, folds), whole, NEW_KEY),
             ]
     return [(target, owner(target, new, folds), whole, WHOLE)]
+
+
+def _projection(
+    ev: RowChange, at: tuple[str, int, int], ctx: KeyContext, router: Router
+) -> tuple[Projection, tuple[Fold, ...], str, int] | None:
+    """What `_owned` keeps per schema id: the projection, its key columns' folds, the target
+    as text and the whole table's owner (None: no route takes the table)."""
+    from rowbus.spark_apply.changes import project
+
+    where = "{}[{}]@{}".format(*at)
+    if ev.schema_id not in ctx.schemas:
+        raise BadEventError(f"schema id {ev.schema_id} not shipped", where)
+    found = project(Envelope(*at, ev), router, ctx.schemas.get)
+    if found is None:
+        return None
+    columns = ctx.folds.get(found.target)
+    if columns is None:
+        raise _NotInSinkError(str(found.target))
+    folds = tuple(columns.get(c.lower(), Fold.TEXT) for c in found.key_columns)
+    target = str(found.target)
+    return found, folds, target, owner(target, ())
 
 
 def _text(key: tuple[Any, ...]) -> tuple[str, ...]:
@@ -333,7 +348,7 @@ def write_owned(ctx: WriteContext) -> Callable[[Iterator[Any]], Iterator[Any]]:
         assert context is not None  # a task's
         task = context.partitionId()
         with collector_paused():
-            rows = sorted(_events(batches), key=lambda r: r[0])
+            rows = sorted(_events(batches, ctx.schemas), key=lambda r: r[0])
             if not rows:
                 return
             router = Router(ctx.routes, ctx.unrouted)
@@ -352,23 +367,60 @@ def write_owned(ctx: WriteContext) -> Callable[[Iterator[Any]], Iterator[Any]]:
     return run
 
 
-def _events(batches: Iterable[Any]) -> Iterator[tuple[tuple[Any, ...], Envelope]]:
-    """((ts, source, order key, part), envelope) of each row: the event cut to its half for a
-    key-moving update."""
-    from rowbus.spark_apply.rendered import row_event
+def _compact(text: str) -> str:
+    """What a write task needs of a rendered row's text (`rendered.rendered_row`): its op,
+    schema id, before-image length and images, without the rest of the header (transaction,
+    binlog position, names, key columns: a third of a W1 row's text, which would cross the
+    JVM through the cache and the shuffle and be parsed again for nothing)."""
+    h = text.split(SEP, _HEADER_FIELDS)
+    return f"{h[0]}{SEP}{h[3]}{SEP}{h[12]}{SEP}{h[14]}" if len(h) > _HEADER_FIELDS else ""
 
-    keys: dict[str, tuple[str, ...]] = {}
+
+_SHIPPED_TXN = construct.txn_ref("", 0, None)
+_SHIPPED_AT = construct.binlog_position("(not shipped to write tasks)", 0, None)
+"""The transaction and binlog position of a write task's events (`_compact` leaves them out):
+its envelopes name the record by topic, partition and offset."""
+_OPS = {op.value: op for op in Op}
+
+
+def _events(
+    batches: Iterable[Any], schemas: dict[int, TableSchema]
+) -> Iterator[tuple[tuple[Any, ...], Envelope]]:
+    """((ts, source, order key, part), envelope) of each row (`_compact`'s text): the event
+    cut to its half for a key-moving update."""
+    delete, insert = Op.DELETE, Op.INSERT
     for batch in batches:
-        c = batch.to_pydict()
+        names = batch.schema.names
+        topics, partitions, offsets, sources, tss, okeys, parts, rows = (
+            batch.column(names.index(n)).to_pylist() for n in WRITE_COLUMNS
+        )
         for i in range(batch.num_rows):
-            ev = row_event(c["row"][i], c["source"][i], c["ts"][i], keys)
-            part = c["part"][i]
+            op_name, schema_id, nb, *literals = rows[i].split(SEP)
+            op, n = _OPS[op_name], int(nb)
+            before = LitImage(literals[:n]) if n >= 0 else None
+            after = LitImage(literals[max(n, 0) :]) if op is not delete else None
+            part = parts[i]
             if part == OLD_KEY:
-                ev = dataclasses.replace(ev, op=Op.DELETE, after=None)
+                op, after = delete, None
             elif part == NEW_KEY:
-                ev = dataclasses.replace(ev, op=Op.INSERT, before=None)
-            order = (c["ts"][i], c["source"][i], c["okey"][i], part)
-            yield order, Envelope(c["topic"][i], c["partition"][i], c["offset"][i], ev)
+                op, before = insert, None
+            sid = int(schema_id)
+            table = schemas[sid]
+            ev = construct.row_change(
+                sources[i],
+                tss[i],
+                op,
+                table.schema,
+                table.table,
+                sid,
+                table.primary_key,
+                before,
+                after,
+                _SHIPPED_TXN,
+                _SHIPPED_AT,
+            )
+            order = (tss[i], sources[i], okeys[i], part)
+            yield order, Envelope(topics[i], partitions[i], offsets[i], ev)
 
 
 def _write(cur: Any, envelopes: list[Envelope], router: Router, ctx: WriteContext) -> int:

@@ -145,13 +145,21 @@ def test_pieces_of_one_lane_that_overlap_are_refused() -> None:
 
 def test_order_keys_as_text_sort_and_round_trip() -> None:
     keys = [
+        (0, -12, "b", 1, 0),
+        (0, -1, "a", 5, 0),
+        (0, -1, "a", 40, 0),
+        (0, 0, "z", 0, 0),
         (0, 3, "b.000003", 9, 1),
         (0, 3, "b.000003", 10, 0),
         (0, 4, "b.000004", 1, 0),
         (1, 1, "c.000001", 4, 0),
+        (1, 1, "c.000001", 12345678901234567890, 2**31),
+        (1, 10, "c.000010", 0, 0),
+        (2**63, 0, "", 0, 0),
     ]
     assert sorted(keys, key=okey) == keys
     assert [key_of(okey(k)) for k in keys] == keys
+    assert len(okey((0, 1, "bin.000001", 8054, 22))) < 30  # it crosses the JVM with every row
 
 
 def test_keys_one_to_the_sink_have_one_owner() -> None:
@@ -192,7 +200,7 @@ def test_owner_on_the_executors_uses_the_shipped_folds_and_refuses_an_unknown_ta
         found = set()
         for k in keys:
             ev = row(1, after=(k, "'x'"), tbl=tbl)
-            ((target, k_owner, _t_owner, _part),) = _owned(ev, "here", ctx, router, {})
+            ((target, k_owner, _t_owner, _part),) = _owned(ev, ("t", 0, 1), ctx, router, {})
             assert target == "sink.t"
             found.add(k_owner)
         return found
@@ -248,3 +256,61 @@ def test_tails_release_what_the_rows_release(
     else:
         assert got == Released(last, held, ends)  # type: ignore[arg-type]
     assert released_by_tails(tails, 10**6, ends) is not None  # everything released
+
+
+def test_a_write_task_s_compact_row_gives_the_event_s_op_and_images() -> None:
+    """What the keying task ships a write task (`_compact`: op, schema id, images; no header)
+    gives back each event's op, table and literal images, a key-moving update cut in its two
+    halves, and sorts by (ts, source, order key, part)."""
+    import pyarrow as pa
+
+    from rowbus.spark_apply.rendered import rendered_row, row_event
+    from rowbus.spark_apply.throughput import (
+        KEYED_SCHEMA,
+        NEW_KEY,
+        OLD_KEY,
+        WHOLE,
+        _arrow,
+        _compact,
+        _events,
+    )
+    from tests.unit.spark_apply.events import table
+
+    tbl = table(columns=("k", "v"), key=("k",))
+    cases = [
+        (row(1, after=(1, "a\x1fb"), tbl=tbl), WHOLE, Op.INSERT),
+        (row(2, Op.UPDATE, before=(1, "x"), after=(1, None), tbl=tbl), WHOLE, Op.UPDATE),
+        (row(3, Op.DELETE, before=(1, ""), tbl=tbl), WHOLE, Op.DELETE),
+        (row(4, Op.UPDATE, before=(1, "x"), after=(2, "y"), tbl=tbl), OLD_KEY, Op.DELETE),
+        (row(4, Op.UPDATE, before=(1, "x"), after=(2, "y"), tbl=tbl), NEW_KEY, Op.INSERT),
+    ]
+    texts = [rendered_row(ev) for ev, _part, _op in cases]
+    assert all(texts)
+    names = [n.split()[0] for n in KEYED_SCHEMA.split(",")]
+    cols: dict[str, list[object]] = {n: [] for n in names}
+    for i, ((ev, part, _op), text) in enumerate(zip(cases, texts, strict=True)):
+        assert text is not None
+        for name, value in (
+            ("topic", "t"), ("partition", 0), ("offset", i), ("source", ev.source),
+            ("ts", ev.ts), ("okey", okey(event_key(ev))), ("target", "sink.t"), ("k_owner", 0),
+            ("t_owner", 0), ("part", part), ("row", _compact(text)), ("summary", None),
+        ):  # fmt: skip
+            cols[name].append(value)
+    batch = pa.RecordBatch.from_pydict(cols, schema=_arrow(KEYED_SCHEMA))
+    got = list(_events([batch], {tbl.schema_id: tbl}))
+    assert [order for order, _env in got] == sorted(order for order, _env in got)
+    for (order, env), (ev, part, op), text in zip(got, cases, texts, strict=True):
+        assert text is not None
+        full = row_event(text, ev.source, ev.ts, {})
+        out = env.event
+        assert isinstance(out, RowChange)
+        assert order == (ev.ts, ev.source, okey(event_key(ev)), part)
+        assert (out.op, out.schema, out.table, out.schema_id) == (
+            op,
+            tbl.schema,
+            tbl.table,
+            tbl.schema_id,
+        )
+        assert out.before == (full.before if op is not Op.INSERT else None)
+        assert out.after == (full.after if op is not Op.DELETE else None)
+        assert len(_compact(text)) < len(text)
