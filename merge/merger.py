@@ -136,8 +136,7 @@ def _txn_id(event: DataEvent) -> str:
     if isinstance(event, DdlChange):
         return ddl_txn_id(event)
     if isinstance(event, SnapshotBegin | SnapshotEnd):
-        # like a DDL, one transaction whatever the partitions it is broadcast to (§9.7)
-        return f"marker:{event.position}:{event.txn.index}"
+        return marker_txn_id(event)
     return event.txn.id
 
 
@@ -147,6 +146,12 @@ def ddl_txn_id(event: DdlChange) -> str:
     differ by their index."""
     index = event.txn.index if event.txn is not None else 0
     return f"ddl:{event.position}" + (f":{index}" if index else "")
+
+
+def marker_txn_id(event: SnapshotBegin | SnapshotEnd) -> str:
+    """A snapshot marker is a transaction of its own, like a DDL: one whatever the partitions
+    it is broadcast to (PROTOCOL.md §9.7); its position and index name it."""
+    return f"marker:{event.position}:{event.txn.index}"
 
 
 class Merger:

@@ -183,8 +183,9 @@ class _Ending:
 
 
 def _snapshot_id(state: SnapshotState, table: str) -> str:
-    """The id of an initial or reset snapshot of `table` (PROTOCOL.md §9.7): its position
-    names the snapshot (a reset one has a higher upstream), so it is unique in the source."""
+    """The id of an initial or reset snapshot of `table` (PROTOCOL.md §9.7), and the prefix of
+    its transactions' ids: its position names the snapshot (a reset one has a higher
+    upstream), so it is unique in the source (§9.5 item 2)."""
     pos = state.position
     return f"snapshot:{pos.upstream}/{pos.file}:{pos.offset}:{table}"
 
@@ -556,7 +557,7 @@ class Reader:
                     state.seq += term.batcher.add_snapshot_ddl(
                         chunk.table,
                         create,
-                        f"snapshot:{state.restarts}:{table.name}:create",
+                        f"{_snapshot_id(state, table.name)}:create",
                         state.seq,
                         state.position,
                         self._wall(),
@@ -565,7 +566,9 @@ class Reader:
                     term.batcher.add_snapshot(
                         chunk.table,
                         chunk.rows,
-                        f"snapshot:{state.restarts}:{table.name}:{table.chunks}",
+                        # unique in the source: a reset snapshot's chunks must not share the
+                        # ids of the initial one's, or a consumer holding both merges them
+                        f"{_snapshot_id(state, table.name)}:{state.restarts}:{table.chunks}",
                         state.seq,
                         state.position,
                         self._wall(),

@@ -25,13 +25,18 @@ of one shard says nothing of the rows the others wrote there (the caller skips i
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from rowbus.clients.mysql import quote
+from rowbus.protocol.events import SnapshotBegin, SnapshotEnd
 from rowbus.protocol.values import Value
-from rowbus.routing.routes import Target
+from rowbus.routing.routes import Router, Target
 from rowbus.spark_apply.changes import STATEMENT_BYTES
-from rowbus.spark_apply.literals import chunks, literal, row_literal
+from rowbus.spark_apply.literals import chunks, literal, row_literal, row_of_literals
+
+log = logging.getLogger(__name__)
 
 SEEN_PREFIX = "_rowbus_seen_"
 """The name prefix of a seen-key table; its comment names the target table."""
@@ -68,22 +73,24 @@ def seen_statements(
     key_columns: Sequence[str],
     keys: Iterable[Sequence[Value]],
     max_bytes: int = STATEMENT_BYTES,
+    *,
+    rendered: bool = False,
 ) -> Iterator[str]:
-    """``INSERT IGNORE`` of `keys` into `target`'s seen set (in the rows' sink transaction)."""
+    """``INSERT IGNORE`` of `keys` into `target`'s seen set (in the rows' sink transaction).
+    `rendered`: the keys hold literals (collapse's), not values."""
     cols = ", ".join(quote(c) for c in key_columns)
     head = f"INSERT IGNORE INTO {seen_table(target).quoted} ({cols}) VALUES "
-    return chunks(head, "", map(row_literal, keys), max_bytes)
+    return chunks(head, "", map(row_of_literals if rendered else row_literal, keys), max_bytes)
 
 
 def end_statements(target: Target, key_columns: Sequence[str]) -> list[str]:
     """The ``DELETE`` of every row of `target` whose key is not in its seen set (in the end's
     sink transaction): one statement, set-based, on the key index."""
+    # One table and a correlated NOT EXISTS on the set's primary key (an anti-join): a
+    # multi-table DELETE with aliases wants a default database on MariaDB (error 1046).
     seen = seen_table(target).quoted
-    on = " AND ".join(f"t.{quote(c)} = s.{quote(c)}" for c in key_columns)
-    first = quote(key_columns[0])
-    return [
-        f"DELETE t FROM {target.quoted} AS t LEFT JOIN {seen} AS s ON {on} WHERE s.{first} IS NULL"
-    ]
+    on = " AND ".join(f"s.{quote(c)} = {target.quoted}.{quote(c)}" for c in key_columns)
+    return [f"DELETE FROM {target.quoted} WHERE NOT EXISTS (SELECT 1 FROM {seen} AS s WHERE {on})"]
 
 
 def end_ddl(target: Target) -> str:
@@ -105,12 +112,98 @@ def key_sql(target: Target) -> str:
     )
 
 
-def running_sql(schemas: Sequence[str]) -> str:
-    """A query of (database, target table) for every seen set present in `schemas`: the
-    snapshots running when a sink is opened."""
-    names = ", ".join(literal(s) for s in schemas) or "NULL"
+def running_sql(schemas: Sequence[str] | None = None) -> str:
+    """A query of (database, target table) for every seen set present (in `schemas`, or in
+    every database): the snapshots running when a sink is opened."""
     prefix = SEEN_PREFIX.replace("_", "\\_")
-    return (
-        "SELECT table_schema, table_comment FROM information_schema.tables "
-        f"WHERE table_schema IN ({names}) AND table_name LIKE {literal(prefix + '%')}"
-    )
+    where = f"table_name LIKE {literal(prefix + '%')}"
+    if schemas is not None:
+        names = ", ".join(literal(s) for s in schemas) or "NULL"
+        where += f" AND table_schema IN ({names})"
+    return f"SELECT table_schema, table_comment FROM information_schema.tables WHERE {where}"
+
+
+class SeenSets:
+    """The snapshots running in one sink (target → its key columns) and how markers and rows
+    change them; every method takes the cursor of the sink transaction it writes in. A
+    marker's target comes from the routing rules; a sharded rule's target is left alone
+    (module docstring). Lifecycle: `load` once the sink is open, then `begin` / `end` / `add`
+    in release order on one thread (parallel shards only read `running` during a step)."""
+
+    def __init__(self, router: Router) -> None:
+        self._router = router
+        self.running: dict[Target, tuple[str, ...]] = {}
+
+    def load(self, cur: Any) -> None:
+        """The seen sets a previous run left (a snapshot that began and has not ended)."""
+        cur.execute(running_sql())
+        for schema, table in cur.fetchall():
+            target = Target(str(schema), str(table))
+            exists, keys = _keys(cur, target)
+            if exists and keys:
+                self.running[target] = keys
+
+    def target(self, marker: SnapshotBegin | SnapshotEnd) -> Target | None:
+        if self._router.sharded(marker.schema, marker.table, marker.source):
+            log.warning(
+                "%s of %s.%s (source %s) left alone: its target merges shards",
+                type(marker).__name__,
+                marker.schema,
+                marker.table,
+                marker.source,
+            )
+            return None
+        return self._router.target(marker.schema, marker.table, marker.source)
+
+    def begin(self, cur: Any, target: Target) -> None:
+        """A `SnapshotBegin`: a keyed table's seen set made (DDL: it commits what `cur`'s
+        transaction holds), a keyless table emptied in `cur`'s transaction; a table the sink
+        does not hold yet needs neither (every row it will hold comes after)."""
+        exists, keys = _keys(cur, target)
+        if not exists:
+            self.running.pop(target, None)
+        elif not keys:
+            cur.execute(begin_keyless(target))
+        else:
+            for sql in begin_ddl(target, keys):
+                cur.execute(sql)
+            self.running[target] = keys
+
+    def end(self, cur: Any, target: Target) -> bool:
+        """A `SnapshotEnd`: the rows not seen deleted in `cur`'s transaction; True when the
+        seen set is to be dropped (`drop`) once that transaction committed."""
+        keys = self.running.get(target)
+        if keys is None:
+            return False
+        for sql in end_statements(target, keys):
+            cur.execute(sql)
+        return True
+
+    def drop(self, cur: Any, target: Target) -> None:
+        cur.execute(end_ddl(target))
+        self.running.pop(target, None)
+
+    def add(
+        self,
+        cur: Any,
+        target: Target,
+        rows: Iterable[tuple[Sequence[str], Sequence[Any]]],
+        max_bytes: int = STATEMENT_BYTES,
+    ) -> None:
+        """The keys of upserted `rows` ((columns, literals) each) into `target`'s seen set,
+        when a snapshot of it runs."""
+        keys = self.running.get(target)
+        if keys is None:
+            return
+        picked = []
+        for columns, values in rows:
+            by_name = dict(zip(columns, values, strict=True))
+            picked.append([by_name[k] for k in keys])
+        for sql in seen_statements(target, keys, picked, max_bytes, rendered=True):
+            cur.execute(sql)
+
+
+def _keys(cur: Any, target: Target) -> tuple[bool, tuple[str, ...]]:
+    cur.execute(key_sql(target))
+    names = [r[0] for r in cur.fetchall()]
+    return bool(names), tuple(str(n) for n in names if n is not None)

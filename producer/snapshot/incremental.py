@@ -285,8 +285,8 @@ class Incremental:
             self._emit_rows(
                 flight.table,
                 kept,
-                f"snapshot:incremental:{job.name}:{job.chunks}:{flight.high.file}:"
-                f"{flight.high.offset}",
+                f"snapshot:incremental:{job.name}:{job.chunks}:{flight.high.upstream}/"
+                f"{flight.high.file}:{flight.high.offset}",
                 at,
             )
         job.rows += len(kept)

@@ -1,22 +1,29 @@
 """Snapshot markers end to end (PROTOCOL.md §9.7): a re-snapshot after RESET MASTER, with rows
-deleted, updated and inserted during the lost history, leaves the Subscriber's rebuild equal to
-the source row for row — a keyed table (rows the source no longer holds are deleted at the
-end) and a keyless one (replaced whole, not duplicated). Without markers, read rows only
-upsert: the deleted rows would stay and the keyless table would double."""
+deleted, updated and inserted during the lost history, leaves the Subscriber's rebuild and the
+Spark sink equal to the source row for row — a keyed table (rows the source no longer holds are
+deleted at the end) and a keyless one (replaced whole, not duplicated). Without markers, read
+rows only upsert: the deleted rows would stay and the keyless table would double.
+
+The Subscriber follows the reader live; one Spark run then applies the whole topic (both
+snapshots and the stream) into an empty database, whose tables the snapshot's CREATEs make."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pymysql
 import pytest
 
 from rowbus.config import MySQLSettings, Settings
 from rowbus.consumers.subscriber import Subscriber
+from rowbus.exceptions import WaitTimeoutError
 from rowbus.protocol.events import MarkerMode, SnapshotBegin, SnapshotEnd
+from rowbus.routing.routes import RouteSettings
 from rowbus.waiting import wait_for
 from tests.conftest import connect
 from tests.integration.producer.helpers import ReaderSetup, private_source, reader_thread
@@ -37,7 +44,11 @@ def own_source(
     unique: Callable[[str], str],
     tmp_path: Path,
 ) -> Iterator[ReaderSetup]:
-    with private_source(_setup(services, make_topic, make_database, unique), tmp_path, 94) as s:
+    # The apply job reads the topic "{source}": the source is named as its data topic.
+    topic = make_topic("markers", partitions=3)
+    base = _setup(services, make_topic, make_database, unique)
+    base = dataclasses.replace(base, source=topic, data_topic="{source}")
+    with private_source(base, tmp_path, 94) as s:
         _run(s.server, s.database, *(sql.format(db=f"`{s.database}`") for sql in TABLES))
         yield s
 
@@ -58,8 +69,11 @@ def _tables(server: MySQLSettings, db: str) -> tuple[dict[Any, Any], Counter[tup
     return keyed, keyless
 
 
-def test_a_reset_snapshot_leaves_the_rebuild_equal_to_the_source(
-    services: Settings, own_source: ReaderSetup, make_database: Callable[..., str]
+def test_a_reset_snapshot_leaves_the_rebuild_and_the_spark_sink_equal_to_the_source(
+    services: Settings,
+    own_source: ReaderSetup,
+    make_database: Callable[..., str],
+    tmp_path: Path,
 ) -> None:
     setup, db = own_source, f"`{own_source.database}`"
     _run(
@@ -73,7 +87,7 @@ def test_a_reset_snapshot_leaves_the_rebuild_equal_to_the_source(
     _run(services.resolved_sink, sink_db, *(sql.format(db=f"`{sink_db}`") for sql in TABLES))
     with Subscriber(
         services.kafka.client_config(),
-        [setup.data_topic],
+        [setup.source],
         sources=[setup.source],
         checkpoints_topic=setup.checkpoints_topic,
         schemas_topic=setup.schemas_topic,
@@ -137,3 +151,52 @@ def test_a_reset_snapshot_leaves_the_rebuild_equal_to_the_source(
         ("k", 30),
     }
     assert not apply.running, "a seen set outlived its snapshot"
+
+    _spark_apply(services, setup, make_database(services.resolved_sink), tmp_path)
+
+
+def _spark_apply(services: Settings, setup: ReaderSetup, sink_db: str, tmp_path: Path) -> None:
+    """One run of the apply job over the whole topic into the empty `sink_db`, until it equals
+    the source."""
+    from rowbus.spark_apply.job import BatchApplier, start_query
+    from tests.integration.spark_apply.test_spark_apply import job_config, shared_spark
+
+    job = f"markers_{uuid.uuid4().hex[:8]}"
+    routes = [RouteSettings(match=f"{setup.database}.*", target=f"{sink_db}.{{table}}")]
+    config = job_config(services, job, [setup.source], setup.schemas_topic, routes, tmp_path / "cp")
+    want = _tables(setup.server, setup.database)
+    applier = BatchApplier(config).start()
+    try:
+        query = start_query(shared_spark(), config, applier)
+        try:
+
+            def equal() -> bool:
+                if query.exception() is not None:
+                    raise _QueryFailed(str(query.exception())[:2000])
+                try:
+                    return _tables(services.resolved_sink, sink_db) == want
+                except pymysql.err.ProgrammingError:
+                    return False  # the tables are not created yet
+
+            try:
+                wait_for(
+                    equal,
+                    timeout=120,
+                    interval=1.0,
+                    what="the Spark sink to equal the source",
+                    stop_on=(_QueryFailed,),
+                )
+            except WaitTimeoutError:
+                got = _tables(services.resolved_sink, sink_db)
+                raise AssertionError(f"the Spark sink {got} != the source {want}") from None
+            assert not applier.sink.seen.running, "a seen set outlived its snapshot"
+        finally:
+            query.stop()
+    finally:
+        applier.close()
+        with connect(services.resolved_sink) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `state_{job}`")
+
+
+class _QueryFailed(Exception):
+    """The streaming query stopped with an error: waiting longer cannot help."""
