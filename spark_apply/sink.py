@@ -635,6 +635,14 @@ class MySQLSink:
         for f in futures:
             f.result()
         conn = self._conns[0]
+        if self.seen.running:
+            # The shards' (maybe remote) writes add no seen keys: the step's keys go in with
+            # the head, so a replay (shards done are skipped) adds them again (INSERT IGNORE).
+            with db_errors("adding seen keys"), conn.cursor() as cur:
+                for tables in shards.values():
+                    for tc in tables.values():
+                        rows = ((c, v) for c, v, _ in tc.upserts.values())
+                        self.seen.add(cur, tc.target, rows, self._statement_bytes)
         self._advance(conn, head, new_head)
         if final:
             self._save_state(conn, batch_id, plan)
@@ -854,7 +862,7 @@ class MySQLSink:
             with conn.cursor() as cur:
                 for tc in tables.values():
                     write_table(cur, tc, self._statement_bytes)
-                    if self.seen.running:
+                    if self.seen.running and self._parallelism == 1:
                         rows = ((c, v) for c, v, _ in tc.upserts.values())
                         self.seen.add(cur, tc.target, rows, self._statement_bytes)
         except pymysql.err.MySQLError as exc:
