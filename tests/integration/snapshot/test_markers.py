@@ -2,7 +2,9 @@
 deleted, updated and inserted during the lost history, leaves the Subscriber's rebuild and the
 Spark sink equal to the source row for row — a keyed table (rows the source no longer holds are
 deleted at the end) and a keyless one (replaced whole, not duplicated). Without markers, read
-rows only upsert: the deleted rows would stay and the keyless table would double.
+rows only upsert: the deleted rows would stay and the keyless table would double. Then an
+incremental snapshot (`rowbus snapshot`, mode refresh) of the keyed table, which both already
+hold, removes a row the source lost without a trace in the binlog.
 
 The Subscriber follows the reader live; one Spark run then applies the whole topic (both
 snapshots and the stream) into an empty database, whose tables the snapshot's CREATEs make."""
@@ -22,6 +24,7 @@ import pytest
 from rowbus.config import MySQLSettings, Settings
 from rowbus.consumers.subscriber import Subscriber
 from rowbus.exceptions import WaitTimeoutError
+from rowbus.producer.snapshot.signals import publish
 from rowbus.protocol.events import MarkerMode, SnapshotBegin, SnapshotEnd
 from rowbus.routing.routes import RouteSettings
 from rowbus.waiting import wait_for
@@ -73,6 +76,7 @@ def test_a_reset_snapshot_leaves_the_rebuild_and_the_spark_sink_equal_to_the_sou
     services: Settings,
     own_source: ReaderSetup,
     make_database: Callable[..., str],
+    make_topic: Callable[..., str],
     tmp_path: Path,
 ) -> None:
     setup, db = own_source, f"`{own_source.database}`"
@@ -85,6 +89,7 @@ def test_a_reset_snapshot_leaves_the_rebuild_and_the_spark_sink_equal_to_the_sou
     )
     sink_db = make_database(services.resolved_sink)
     _run(services.resolved_sink, sink_db, *(sql.format(db=f"`{sink_db}`") for sql in TABLES))
+    signals = make_topic("signals", partitions=1)
     with Subscriber(
         services.kafka.client_config(),
         [setup.source],
@@ -108,6 +113,7 @@ def test_a_reset_snapshot_leaves_the_rebuild_and_the_spark_sink_equal_to_the_sou
                 "snapshot": "when_needed",
                 "snapshot_chunk_rows": 7,  # several chunks of the keyed table
                 "heartbeat_interval_s": 0.3,
+                "signal_topic": signals,
             }
             with reader_thread(setup, **options):
                 wait_for(equal, timeout=60, what="the initial snapshot in the sink")
@@ -133,20 +139,38 @@ def test_a_reset_snapshot_leaves_the_rebuild_and_the_spark_sink_equal_to_the_sou
                     f"INSERT INTO {db}.k VALUES (0, 'after')",
                 )
                 wait_for(equal, timeout=60, what="the stream after the reset snapshot")
+                # A row gone at the source without a trace in the binlog (a sink that
+                # drifted): an incremental snapshot (mode refresh) of the table removes it.
+                _run(
+                    setup.server,
+                    setup.database,
+                    "SET SESSION sql_log_bin = 0",
+                    f"DELETE FROM {db}.t WHERE id = 11",
+                    "SET SESSION sql_log_bin = 1",
+                )
+                publish(
+                    services.kafka.client_config(), signals, setup.source, [f"{setup.database}.t"]
+                )
+                wait_for(equal, timeout=60, what="the incremental snapshot in the sink")
         finally:
             apply.close()
     begins = [m for m in apply.markers if isinstance(m, SnapshotBegin)]
     ends = [m for m in apply.markers if isinstance(m, SnapshotEnd)]
-    # two snapshots (initial, reset) of two tables; each begin met its end, in order
-    assert sorted((m.table, m.position.upstream) for m in begins) == [
-        ("k", 0),
-        ("k", 1),
-        ("t", 0),
-        ("t", 1),
+    # two snapshots (initial, reset) of two tables, then an incremental one of t; each begin
+    # met its end, in order
+    assert sorted((m.table, m.position.upstream, m.mode.value) for m in begins) == [
+        ("k", 0, "replace"),
+        ("k", 1, "replace"),
+        ("t", 0, "replace"),
+        ("t", 1, "refresh"),
+        ("t", 1, "replace"),
     ]
-    assert sorted(m.snapshot for m in begins) == sorted(m.snapshot for m in ends)
-    assert all(m.mode is MarkerMode.REPLACE for m in apply.markers)
-    assert {(m.table, m.rows) for m in ends if m.position.upstream == 1} == {
+    order = [(m.snapshot, isinstance(m, SnapshotEnd)) for m in apply.markers]
+    assert sorted(order) == sorted([(m.snapshot, e) for m in begins for e in (False, True)])
+    assert all(order.index((m.snapshot, False)) < order.index((m.snapshot, True)) for m in begins)
+    assert {(m.table, m.rows) for m in ends if m.mode is MarkerMode.REFRESH} == {("t", 32)}
+    reset = MarkerMode.REPLACE
+    assert {(m.table, m.rows) for m in ends if m.position.upstream == 1 and m.mode is reset} == {
         ("t", 33),
         ("k", 30),
     }
