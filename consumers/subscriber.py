@@ -53,6 +53,8 @@ from rowbus.protocol.events import (
     Resolved,
     RowChange,
     SchemaRecord,
+    SnapshotBegin,
+    SnapshotEnd,
     TableSchema,
 )
 from rowbus.protocol.hlc import physical_ms
@@ -268,7 +270,9 @@ class Subscriber:
             topic, partition, offset = msg.topic() or "", msg.partition() or 0, msg.offset() or 0
             where = f"{topic}[{partition}]@{offset}"
             event = decode(msg.value(), msg.headers(), where)
-            if not isinstance(event, RowChange | DdlChange | Resolved | Heartbeat):
+            if not isinstance(
+                event, RowChange | DdlChange | SnapshotBegin | SnapshotEnd | Resolved | Heartbeat
+            ):
                 log.warning("skipped a %s at %s", type(event).__name__, where)
                 continue
             merger.push(topic, partition, offset, event)

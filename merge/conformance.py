@@ -15,7 +15,15 @@ from rowbus.merge.merger import Merger
 from rowbus.protocol.codec import decode
 from rowbus.protocol.codec.jsonc import to_json, value_from_json
 from rowbus.protocol.errors import ProtocolError
-from rowbus.protocol.events import DdlChange, Heartbeat, Resolved, RowChange, TableSchema
+from rowbus.protocol.events import (
+    DdlChange,
+    Heartbeat,
+    Resolved,
+    RowChange,
+    SnapshotBegin,
+    SnapshotEnd,
+    TableSchema,
+)
 from rowbus.protocol.partition import encode_key, java_partition, murmur2
 
 
@@ -58,7 +66,9 @@ def released(lanes: Iterable[list[Any]], records: Iterable[Mapping[str, Any]]) -
     try:
         for r in records:
             event = decode(base64.b64decode(r["value"]), _headers(r["headers"]), "merge")
-            if isinstance(event, RowChange | DdlChange | Resolved | Heartbeat):
+            if isinstance(
+                event, RowChange | DdlChange | SnapshotBegin | SnapshotEnd | Resolved | Heartbeat
+            ):
                 merger.push(r["topic"], int(r["partition"]), int(r["offset"]), event)
         for _ in range(1_000_000):
             batch = merger.release(until_ddl=True)

@@ -16,7 +16,9 @@ Rules applied on `push`:
 - an event at or below its source's `Floor` (already released, or before the start position)
   is dropped;
 - a transaction is held until all its rows are in when the row count is known (`TxnRef.count`);
-- a DDL is its own transaction; copies of it on several partitions count once.
+- a DDL is its own transaction; copies of it on several partitions count once. So is a
+  snapshot marker (`SnapshotBegin` / `SnapshotEnd`, PROTOCOL.md §9.7): a barrier of its table,
+  released in its place in the order (`Transaction.marker`), never asked of a DDL gate.
 
 With a DDL gate (`release(ddl_ready=…)`, shard DDL) a refused DDL holds only its own table
 (`rowbus.merge.hold`); a transaction spanning it and other tables is split.
@@ -46,7 +48,15 @@ from rowbus.merge.spill import DataEvent, Spill, SpillStore
 from rowbus.merge.state import MergerSnapshot, SpilledRun, SpilledTxn
 from rowbus.merge.trail import CheckpointTrail, Step
 from rowbus.merge.transaction import KafkaPosition, Run, Transaction, TransactionEvents
-from rowbus.protocol.events import DdlChange, Event, Heartbeat, Resolved, RowChange
+from rowbus.protocol.events import (
+    DdlChange,
+    Event,
+    Heartbeat,
+    Resolved,
+    RowChange,
+    SnapshotBegin,
+    SnapshotEnd,
+)
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +135,8 @@ class _Pending:
 def _txn_id(event: DataEvent) -> str:
     if isinstance(event, DdlChange):
         return ddl_txn_id(event)
+    if isinstance(event, SnapshotBegin | SnapshotEnd):
+        return marker_txn_id(event)
     return event.txn.id
 
 
@@ -134,6 +146,12 @@ def ddl_txn_id(event: DdlChange) -> str:
     differ by their index."""
     index = event.txn.index if event.txn is not None else 0
     return f"ddl:{event.position}" + (f":{index}" if index else "")
+
+
+def marker_txn_id(event: SnapshotBegin | SnapshotEnd) -> str:
+    """A snapshot marker is a transaction of its own, like a DDL: one whatever the partitions
+    it is broadcast to (PROTOCOL.md §9.7); its position and index name it."""
+    return f"marker:{event.position}:{event.txn.index}"
 
 
 class Merger:
@@ -218,7 +236,7 @@ class Merger:
         match event:
             case Resolved(ts=ts) | Heartbeat(ts=ts):
                 self._raise(lane, ts, offset)
-            case RowChange() | DdlChange():
+            case RowChange() | DdlChange() | SnapshotBegin() | SnapshotEnd():
                 key = event_key(event)
                 last = self._last.get(lane)
                 if last is not None and key <= last:
@@ -272,7 +290,8 @@ class Merger:
         here = KafkaPosition(tp[0], tp[1], offset)
         pending = self._pending.get(tkey)
         if pending is None:
-            is_ddl = isinstance(event, DdlChange)
+            # a barrier: one event, its broadcast copies count once
+            is_ddl = isinstance(event, DdlChange | SnapshotBegin | SnapshotEnd)
             count = 1 if is_ddl else event.txn.count if event.txn is not None else None
             pending = _Pending(tkey[0], tkey[1], event.ts, count, is_ddl, key, key, here, here)
             self._pending[tkey] = pending
@@ -425,6 +444,8 @@ class Merger:
         if pending.is_ddl:
             run = next(iter(pending.runs.values()))
             _, event = next(run.items(self._spill))
+            if isinstance(event, SnapshotBegin | SnapshotEnd):
+                return pending  # a marker waits for no lock (its table's hold keeps it above)
             assert isinstance(event, DdlChange)
             if not ddl_ready(event, pending.first):
                 held_tables.add(_table_of(event))

@@ -11,7 +11,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from rowbus.protocol.events import BinlogPosition, DdlChange, RowChange, order_key
+from rowbus.protocol.events import (
+    BinlogPosition,
+    DdlChange,
+    RowChange,
+    SnapshotBegin,
+    SnapshotEnd,
+    order_key,
+)
 from rowbus.protocol.positions import parse_gtid, parse_gtid_set
 
 __all__ = [
@@ -58,7 +65,9 @@ class Floor:
     ts: int | None = None
     gtid: tuple[str, int] | None = None
 
-    def covers(self, event: RowChange | DdlChange, key: PosKey) -> bool:
+    def covers(
+        self, event: RowChange | DdlChange | SnapshotBegin | SnapshotEnd, key: PosKey
+    ) -> bool:
         """Whether `event` (whose key is `key`) is at or below this floor."""
         if self.position is not None and key <= self.position:
             return True

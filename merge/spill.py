@@ -20,11 +20,12 @@ from typing import BinaryIO, Protocol
 
 from rowbus.merge.exceptions import SubscriberError
 from rowbus.protocol.codec import decode, encode
-from rowbus.protocol.events import DdlChange, RowChange
+from rowbus.protocol.events import DdlChange, RowChange, SnapshotBegin, SnapshotEnd
 
 log = logging.getLogger(__name__)
 
-DataEvent = RowChange | DdlChange
+DataEvent = RowChange | DdlChange | SnapshotBegin | SnapshotEnd
+"""What a merger buffers and releases: rows, DDLs and (1.5) snapshot markers."""
 _HEADER = struct.Struct(">qI")
 DEFAULT_SEGMENT_BYTES = 64 << 20
 WRITE_BYTES = 1 << 20
@@ -128,7 +129,7 @@ class SpillStore:
             for _ in range(chunk.count):
                 offset, length = _HEADER.unpack(f.read(_HEADER.size))
                 event = decode(f.read(length), None)
-                assert isinstance(event, RowChange | DdlChange)
+                assert isinstance(event, RowChange | DdlChange | SnapshotBegin | SnapshotEnd)
                 yield offset, event
 
     def release(self, chunks: Iterable[Chunk]) -> None:

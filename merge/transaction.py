@@ -11,7 +11,7 @@ from itertools import chain
 
 from rowbus.merge.checkpoint import Checkpoint
 from rowbus.merge.spill import Chunk, DataEvent, Spill
-from rowbus.protocol.events import DdlChange
+from rowbus.protocol.events import DdlChange, SnapshotBegin, SnapshotEnd
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -126,8 +126,8 @@ class Transaction:
     first: KafkaPosition
     last: KafkaPosition
     is_ddl: bool
-    """Whether this "transaction" is one DDL statement: known without reading the event back
-    (a stashed one may be on disk)."""
+    """Whether this "transaction" is one barrier event — a DDL statement or (1.5) a snapshot
+    marker: known without reading the event back (a stashed one may be on disk)."""
     resume: Callable[[], Checkpoint] = field(repr=False)
 
     @property
@@ -142,6 +142,14 @@ class Transaction:
             return None
         event = next(iter(self.events))
         return event if isinstance(event, DdlChange) else None
+
+    @property
+    def marker(self) -> SnapshotBegin | SnapshotEnd | None:
+        """The snapshot marker (PROTOCOL.md §9.7), when this "transaction" is one."""
+        if not self.is_ddl:
+            return None
+        event = next(iter(self.events))
+        return event if isinstance(event, SnapshotBegin | SnapshotEnd) else None
 
     def __len__(self) -> int:
         return len(self.events)

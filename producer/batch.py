@@ -33,6 +33,7 @@ from rowbus.protocol.events import (
     Resolved,
     RowChange,
     SchemaRecord,
+    SnapshotMarker,
     TableSchema,
     TxnRef,
 )
@@ -413,6 +414,21 @@ class Batcher:
         return self._add_definition(
             table, statements, self.clock.next(int(now * 1000)), txn_id, first_index, position
         )
+
+    def add_marker(self, marker: SnapshotMarker, now: float) -> None:
+        """Append a snapshot marker (PROTOCOL.md §9.7) to every partition of its table's topic,
+        like a DDL; the caller stamps its ts (`tick`) and its index on the row counter."""
+        batch = self.batch
+        if batch.started is None:
+            batch.started = now
+        topic, partitioner = self.topic_for(marker.schema, marker.table)
+        for key, partition in partitioner.route(marker):
+            self._emit(topic, partition, key, marker)
+        batch.stats.events += 1
+
+    def tick(self, now: float) -> int:
+        """The next hybrid-clock tick (a marker's ts: a transaction of its own)."""
+        return self.clock.next(int(now * 1000))
 
     def _add_definition(
         self,

@@ -77,7 +77,16 @@ from rowbus.producer.tracker import PositionKey, SchemaTracker
 from rowbus.producer.xa_watch import PreparedXaWatch
 from rowbus.protocol.codec import Encoding, encode
 from rowbus.protocol.ddl import ParsedDdl, TableName
-from rowbus.protocol.events import BinlogPosition, ReaderCheckpoint, SchemaRecord, TableSchema
+from rowbus.protocol.events import (
+    BinlogPosition,
+    MarkerMode,
+    ReaderCheckpoint,
+    SchemaRecord,
+    SnapshotBegin,
+    SnapshotEnd,
+    TableSchema,
+    TxnRef,
+)
 from rowbus.protocol.hlc import HybridClock
 from rowbus.protocol.partition import Dispatch, DispatchRule, Partitioner
 from rowbus.protocol.topics import (
@@ -171,6 +180,14 @@ class _Ending:
     now: float
     started: float
     error: BaseException | None = None
+
+
+def _snapshot_id(state: SnapshotState, table: str) -> str:
+    """The id of an initial or reset snapshot of `table` (PROTOCOL.md §9.7), and the prefix of
+    its transactions' ids: its position names the snapshot (a reset one has a higher
+    upstream), so it is unique in the source (§9.5 item 2)."""
+    pos = state.position
+    return f"snapshot:{pos.upstream}/{pos.file}:{pos.offset}:{table}"
 
 
 def _produce_in_transaction(publisher: KafkaPublisher, records: list[OutRecord]) -> None:
@@ -533,11 +550,14 @@ class Reader:
             for chunk in reader.chunks():
                 table = state.tables[chunk.table.qualified]
                 create = creates.pop(table.name, None)
+                if create is not None and self.settings.snapshot_markers:
+                    # the first chunk: the begin goes before the definitions (§9.7)
+                    self._marker(term, chunk.table, _snapshot_id(state, table.name), None)
                 if create is not None:
                     state.seq += term.batcher.add_snapshot_ddl(
                         chunk.table,
                         create,
-                        f"snapshot:{state.restarts}:{table.name}:create",
+                        f"{_snapshot_id(state, table.name)}:create",
                         state.seq,
                         state.position,
                         self._wall(),
@@ -546,7 +566,9 @@ class Reader:
                     term.batcher.add_snapshot(
                         chunk.table,
                         chunk.rows,
-                        f"snapshot:{state.restarts}:{table.name}:{table.chunks}",
+                        # unique in the source: a reset snapshot's chunks must not share the
+                        # ids of the initial one's, or a consumer holding both merges them
+                        f"{_snapshot_id(state, table.name)}:{state.restarts}:{table.chunks}",
                         state.seq,
                         state.position,
                         self._wall(),
@@ -556,6 +578,8 @@ class Reader:
                     table.last_key = chunk.last_key
                 table.chunks += 1
                 table.done = chunk.last
+                if chunk.last and self.settings.snapshot_markers:
+                    self._marker(term, chunk.table, _snapshot_id(state, table.name), table.rows)
                 self._commit(term, heartbeat=False)
                 progress.tick()
                 if stop.is_set():
@@ -575,6 +599,55 @@ class Reader:
             return True
         finally:
             reader.close()
+
+    def _marker(
+        self,
+        term: _Term,
+        table: TableSchema,
+        snapshot: str,
+        rows: int | None,
+        at: BinlogPosition | None = None,
+    ) -> None:
+        """A `SnapshotBegin` (`rows` None) or `SnapshotEnd` of `table`'s snapshot `snapshot`,
+        in the Kafka transaction of its first / last chunk, with the next index of the row
+        counter: the checkpoint committed with it carries the counter and the chunks done, so
+        a restarted reader publishes neither again (PROTOCOL.md §9.7). `at`: an incremental
+        snapshot's chunk position (mode refresh); None: the initial or reset snapshot's
+        position (mode replace)."""
+        state = term.snapshot
+        assert state is not None
+        pos = state.position if at is None else at
+        mode = MarkerMode.REPLACE if at is None else MarkerMode.REFRESH
+        now = self._wall()
+        ts, name = term.batcher.tick(now), self.source.name
+        marker: SnapshotBegin | SnapshotEnd
+        if rows is None:
+            ref = TxnRef(f"{snapshot}:begin", state.seq)
+            marker = SnapshotBegin(
+                source=name,
+                ts=ts,
+                schema=table.schema,
+                table=table.table,
+                snapshot=snapshot,
+                mode=mode,
+                position=pos,
+                txn=ref,
+            )
+        else:
+            ref = TxnRef(f"{snapshot}:end", state.seq)
+            marker = SnapshotEnd(
+                source=name,
+                ts=ts,
+                schema=table.schema,
+                table=table.table,
+                snapshot=snapshot,
+                mode=mode,
+                position=pos,
+                txn=ref,
+                rows=rows,
+            )
+        term.batcher.add_marker(marker, now)
+        state.seq += 1
 
     def _connect_server(self) -> SourceServer:
         """The server to read: the one read last if it answers, else the next that does."""
@@ -871,7 +944,6 @@ class Reader:
                 assert state is not None
                 term.batcher.add_snapshot(table, rows, txn, state.seq, at, self._wall())
                 state.seq += len(rows)
-                self._commit(term, heartbeat=False)
 
             def emit_ddl(
                 table: TableSchema, statements: list[str], txn: str, at: BinlogPosition
@@ -881,6 +953,11 @@ class Reader:
                 state.seq += term.batcher.add_snapshot_ddl(
                     table, statements, txn, state.seq, at, self._wall()
                 )
+
+            def emit_marker(
+                table: TableSchema, snapshot: str, at: BinlogPosition, rows: int | None
+            ) -> None:
+                self._marker(term, table, snapshot, rows, at)
 
             term.incremental = Incremental(
                 term.server.source,
@@ -892,6 +969,8 @@ class Reader:
                 self._filter.wanted,
                 emit,
                 emit_ddl=emit_ddl,
+                emit_marker=emit_marker if self.settings.snapshot_markers else None,
+                commit=lambda: self._commit(term, heartbeat=False),
             )
         term.incremental.rewind()
         return term.incremental

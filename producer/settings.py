@@ -100,6 +100,12 @@ class ReaderSettings(StrictModel):
     """Rows per snapshot chunk: one SELECT, one Kafka transaction with the checkpoint."""
     snapshot_parallelism: int = Field(2, ge=1, le=64)
     """Read views (connections) reading tables in parallel during a snapshot."""
+    snapshot_markers: bool = True
+    """Publish ``snapshot_begin`` / ``snapshot_end`` around each table's snapshot (protocol
+    1.5, PROTOCOL.md §9.7), so consumers bring the table to exactly the snapshot's rows: rows
+    deleted during a history lost to ``RESET MASTER`` go, a keyless table is not duplicated.
+    On by default: the Subscriber, the sharded subscriber and the apply job read them. Off
+    only for consumers of protocol 1.4, which refuse the new record kinds."""
     signal_topic: str | None = None
     """The topic `rowbus snapshot` signals on (the control topic, ``rowbus.control``): the
     reader follows it and backfills the tables asked while streaming. None: no signals."""

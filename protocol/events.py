@@ -1,6 +1,7 @@
 """The event model: frozen dataclasses for every record rowbus writes to Kafka.
 
-Data topics carry `Event` (`RowChange`, `DdlChange`, `Resolved`, `Heartbeat`); the schemas topic
+Data topics carry `Event` (`RowChange`, `DdlChange`, `Resolved`, `Heartbeat`, and the snapshot
+markers `SnapshotBegin` / `SnapshotEnd` of protocol 1.5); the schemas topic
 carries `SchemaRecord`, the checkpoints topic `ReaderCheckpoint`, the control topic
 `ControlRecord`. Every record has `source` (the upstream server's name) and `ts` (the source's
 hybrid logical clock, see `rowbus.protocol.hlc`), except `ControlRecord`, which has an `actor`.
@@ -395,10 +396,61 @@ class ControlRecord:
     detail: str = field(default="")
 
 
-Event: TypeAlias = RowChange | DdlChange | Resolved | Heartbeat
+class MarkerMode(Enum):
+    """What a snapshot of one table replaces (PROTOCOL.md §9.7)."""
+
+    REPLACE = "replace"
+    """An initial or reset snapshot, read at one position before any streamed change of the
+    table: at its end the table is exactly the rows seen since its begin."""
+    REFRESH = "refresh"
+    """An incremental snapshot read while the stream goes on: rows the stream changed
+    meanwhile are the stream's; at its end a row neither read nor streamed since the begin is
+    gone at the source."""
 
 
-def order_key(event: RowChange | DdlChange) -> tuple[int, int, str, int, int]:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SnapshotBegin:
+    """1.5: a snapshot of `schema`.`table` begins (PROTOCOL.md §9.7). Broadcast to every
+    partition of the table's topic like a DDL, before the table's definitions and first rows;
+    `txn.index` counts on the snapshot's row counter, so its order key is below theirs."""
+
+    source: str
+    ts: int
+    schema: str
+    table: str
+    snapshot: str
+    """The snapshot's id, unique within the source (``snapshot:<n>:db.table``)."""
+    mode: MarkerMode
+    position: BinlogPosition
+    txn: TxnRef
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SnapshotEnd:
+    """1.5: the snapshot `snapshot` of `schema`.`table` ended after `rows` read rows
+    (PROTOCOL.md §9.7): a consumer deletes every row of the table whose key it has not seen
+    since the matching `SnapshotBegin` (a keyless table was emptied at the begin)."""
+
+    source: str
+    ts: int
+    schema: str
+    table: str
+    snapshot: str
+    mode: MarkerMode
+    position: BinlogPosition
+    txn: TxnRef
+    rows: int
+
+
+SnapshotMarker: TypeAlias = SnapshotBegin | SnapshotEnd
+"""A snapshot marker: a barrier of one table, released in order like a DDL."""
+
+Event: TypeAlias = RowChange | DdlChange | SnapshotBegin | SnapshotEnd | Resolved | Heartbeat
+
+
+def order_key(
+    event: RowChange | DdlChange | SnapshotBegin | SnapshotEnd,
+) -> tuple[int, int, str, int, int]:
     """The de-duplication order key of a row or DDL (PROTOCOL.md §9): upstream, binlog file
     number (then name), offset, and index in the transaction. Strictly grows within a
     source, also across a switch to another upstream server (§9.4)."""

@@ -35,12 +35,15 @@ from rowbus.protocol.events import (
     DdlChange,
     Heartbeat,
     IndexSchema,
+    MarkerMode,
     Op,
     ReaderCheckpoint,
     Record,
     Resolved,
     RowChange,
     SchemaRecord,
+    SnapshotBegin,
+    SnapshotEnd,
     TableSchema,
     TxnRef,
 )
@@ -358,6 +361,29 @@ SAMPLES: dict[str, Record] = {
         epoch=1,
         snapshot='{"v":1,"rows":4243}',
     ),
+    # 1.5: the markers around one table's snapshot (§9.7): the begin below the table's first
+    # row (index 4200), the end after its last (4242 was the last row read).
+    "snapshot_begin": SnapshotBegin(
+        source="db1",
+        ts=TS - 1,
+        schema="shop",
+        table="all_types",
+        snapshot="snapshot:0:shop.all_types",
+        mode=MarkerMode.REPLACE,
+        position=BinlogPosition("binlog.000042", 123_456, GTID),
+        txn=TxnRef("snapshot:0:shop.all_types:begin", 4200),
+    ),
+    "snapshot_end": SnapshotEnd(
+        source="db1",
+        ts=TS + 1,
+        schema="shop",
+        table="all_types",
+        snapshot="snapshot:incremental:shop.all_types:3",
+        mode=MarkerMode.REFRESH,
+        position=BinlogPosition("binlog.000042", 123_457, GTID, upstream=1),
+        txn=TxnRef("snapshot:incremental:shop.all_types:3:end", 4243),
+        rows=42,
+    ),
     "control": ControlRecord(
         lock_id="shop.orders:ALTER#1",
         kind=ControlKind.INTENT,
@@ -381,7 +407,7 @@ KEYS: tuple[tuple[str, str | None, tuple[Any, ...]], ...] = (
 
 def _invalid() -> list[dict[str, Any]]:
     good, headers = encode(SAMPLES["resolved"])
-    body = b"\x4a\x00"  # Envelope field 9: a kind this version does not know
+    body = b"\x52\x00"  # Envelope field 10: a kind this version does not know
     return [
         {"why": "truncated", "hex": good[:-1].hex(), "headers": _headers(headers)},
         {

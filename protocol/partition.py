@@ -17,7 +17,16 @@ from enum import Enum
 
 from rowbus.protocol.codec.jsonc import value_to_json
 from rowbus.protocol.errors import ProtocolError
-from rowbus.protocol.events import DdlChange, Event, Heartbeat, Resolved, RowChange, TableSchema
+from rowbus.protocol.events import (
+    DdlChange,
+    Event,
+    Heartbeat,
+    Resolved,
+    RowChange,
+    SnapshotBegin,
+    SnapshotEnd,
+    TableSchema,
+)
 from rowbus.protocol.values import Value
 
 _M = 0x5BD1E995
@@ -183,8 +192,9 @@ class Partitioner:
     ) -> list[tuple[bytes | None, int]]:
         """Every (key, partition) `event` is written to.
 
-        A row goes to one partition; a DDL (a barrier), a Resolved and a Heartbeat go to every
-        partition — the DDL keyed ``[schema, table]``, the watermarks without a key.
+        A row goes to one partition; a DDL or a snapshot marker (barriers), a Resolved and a
+        Heartbeat go to every partition — the barriers keyed ``[schema, table]``, the
+        watermarks without a key.
         """
         match event:
             case RowChange():
@@ -193,7 +203,7 @@ class Partitioner:
                         f"routing a row of {event.schema}.{event.table} needs its schema"
                     )
                 return [self.partition_row(event, table)]
-            case DdlChange():
+            case DdlChange() | SnapshotBegin() | SnapshotEnd():
                 key = encode_key(event.schema, event.table)
                 return [(key, p) for p in range(self.num_partitions)]
             case Resolved() | Heartbeat():

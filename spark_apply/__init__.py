@@ -15,6 +15,7 @@ Modules, by role:
 - `sink`, `changes`, `causality`, `keys`, `literals`, `lenient`, `shard_writes`: the writes
   (collapse, key conflicts, the key the sink's collation sees, SQL literals, parallel shards);
 - `ddl`, `catalog`, `shard_ddl`: DDL barriers, schemas by id, shard-DDL coordination;
+- `snapshots`: the statements that apply snapshot markers (seen-key sets in the sink);
 - `overlap`, `recovery`: a batch's write overlapping the next read, riding out a sink outage;
 - `owned`, `throughput`, `release`, `ownership`: throughput mode (opt-in): the driver's steps,
   the executors' keying and owned writes, the release from lane summaries, the owner of a row;

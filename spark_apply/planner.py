@@ -45,7 +45,7 @@ from rowbus.merge.spill import DataEvent, Spill
 from rowbus.merge.state import MergerSnapshot, SpilledTxn
 from rowbus.merge.transaction import KafkaPosition, TransactionEvents
 from rowbus.protocol.codec import decode, encode
-from rowbus.protocol.events import DdlChange, Event, RowChange
+from rowbus.protocol.events import DdlChange, Event, RowChange, SnapshotBegin, SnapshotEnd
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ class Rows:
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """Rows to apply (in order), then at most one DDL."""
+    """Rows to apply (in order), then at most one DDL or snapshot marker (PROTOCOL.md §9.7)."""
 
     rows: Rows | tuple[Envelope, ...]
     ddl: Envelope | None = None
@@ -224,7 +224,7 @@ class PlannerState:
         for topic, partition, offset, size in header["stash"]:
             event = decode(data[pos : pos + size], None)
             pos += size
-            assert isinstance(event, RowChange | DdlChange)
+            assert isinstance(event, RowChange | DdlChange | SnapshotBegin | SnapshotEnd)
             stash.append(Envelope(topic, partition, offset, event))
         if header.get("v", 1) == 1:
             # A state stored before the planner used the merger: its watermarks, offsets and
@@ -249,7 +249,7 @@ class PlannerState:
 
 
 def _data(event: Event) -> DataEvent:
-    assert isinstance(event, RowChange | DdlChange)
+    assert isinstance(event, RowChange | DdlChange | SnapshotBegin | SnapshotEnd)
     return event
 
 
@@ -323,9 +323,9 @@ def plan(
         if not released:
             break
         for txn in released:
-            ddl = txn.ddl
-            if ddl is not None:
-                steps.append(Step(Rows(parts), _envelope(txn.first, ddl)))
+            barrier = txn.ddl or txn.marker  # a snapshot marker ends a step like a DDL
+            if barrier is not None:
+                steps.append(Step(Rows(parts), _envelope(txn.first, barrier)))
                 parts = []
             else:
                 parts.append(txn.events)

@@ -50,7 +50,7 @@ from pymysql.connections import Connection
 
 from rowbus.clients import mysql
 from rowbus.clients.mysql import quote
-from rowbus.protocol.events import DdlChange
+from rowbus.protocol.events import DdlChange, SnapshotBegin, SnapshotEnd
 from rowbus.protocol.values import Value
 from rowbus.routing.routes import Router, Target
 from rowbus.spark_apply import lenient
@@ -76,6 +76,7 @@ from rowbus.spark_apply.planner import Envelope, Plan, PlannerState, Step
 from rowbus.spark_apply.rendered import Wire
 from rowbus.spark_apply.settings import SinkConnection
 from rowbus.spark_apply.shard_writes import ShardWrite, shipped
+from rowbus.spark_apply.snapshots import SeenSets
 from rowbus.spark_apply.state_store import StateStore, piece_size
 
 log = logging.getLogger(__name__)
@@ -178,6 +179,8 @@ class MySQLSink:
         """Held by whoever uses the first connection while a pipelined write may run on it
         (`_Pipeline`, the spill's reads of older segments)."""
         self._ddl = SinkDdl(router, self._ddl_connection, state_database, job)
+        self.seen = SeenSets(router)
+        """The snapshots running in the sink (PROTOCOL.md §9.7, `rowbus.spark_apply.snapshots`)."""
         self.state_store = StateStore(self._db, job)
         self._saved: tuple[int, PlannerState] | None = None
         """(batch id, state) of the state last written (valid once its transaction commits)."""
@@ -239,6 +242,7 @@ class MySQLSink:
             self.state_store.piece_bytes = piece_size(int(packet))
             # Rows too: no statement may approach the server's packet limit.
             self._statement_bytes = min(STATEMENT_BYTES, int(packet) // 4)
+            self.seen.load(cur)
         self._conns[0].commit()
         return self
 
@@ -546,7 +550,11 @@ class MySQLSink:
             if not (ddl_only and index == start_step):
                 applied += self._apply_rows(batch_id, index, index == last, step, plan, head)
                 head = self.head()
-            if step.ddl is not None:
+            if step.ddl is not None and isinstance(step.ddl.event, SnapshotBegin | SnapshotEnd):
+                head = self._apply_marker(
+                    step.ddl.event, head, Head(batch_id, index, "done", False)
+                )
+            elif step.ddl is not None:
                 # A DDL may add or drop unique keys and generated columns.
                 self._unique.clear()
                 self._generated_columns.clear()
@@ -561,7 +569,9 @@ class MySQLSink:
     ) -> int:
         shard_of = self._shard_of if self._parallelism > 1 else _zero
         new_head = Head(batch_id, index, "done" if step.ddl is None else "rows", final)
-        ddl = step.ddl.event.statement if step.ddl else None  # type: ignore[union-attr]
+        ddl = (
+            step.ddl.event.statement if step.ddl and isinstance(step.ddl.event, DdlChange) else None
+        )
         checkpoint = (
             batch_id,
             index,
@@ -625,6 +635,14 @@ class MySQLSink:
         for f in futures:
             f.result()
         conn = self._conns[0]
+        if self.seen.running:
+            # The shards' (maybe remote) writes add no seen keys: the step's keys go in with
+            # the head, so a replay (shards done are skipped) adds them again (INSERT IGNORE).
+            with db_errors("adding seen keys"), conn.cursor() as cur:
+                for tables in shards.values():
+                    for tc in tables.values():
+                        rows = ((c, v) for c, v, _ in tc.upserts.values())
+                        self.seen.add(cur, tc.target, rows, self._statement_bytes)
         self._advance(conn, head, new_head)
         if final:
             self._save_state(conn, batch_id, plan)
@@ -844,6 +862,9 @@ class MySQLSink:
             with conn.cursor() as cur:
                 for tc in tables.values():
                     write_table(cur, tc, self._statement_bytes)
+                    if self.seen.running and self._parallelism == 1:
+                        rows = ((c, v) for c, v, _ in tc.upserts.values())
+                        self.seen.add(cur, tc.target, rows, self._statement_bytes)
         except pymysql.err.MySQLError as exc:
             conn.rollback()
             if mysql.classify(exc) is not mysql.Kind.OTHER:
@@ -877,6 +898,27 @@ class MySQLSink:
         finally:
             conn.rollback()
         return ApplyError(f"applying a batch failed: {error}")
+
+    def _apply_marker(
+        self, marker: SnapshotBegin | SnapshotEnd, head: Head | None, new: Head
+    ) -> Head:
+        """A snapshot marker, with the head moved past it in the same sink transaction (a
+        replayed one does again what its first attempt did not commit)."""
+        conn = self._conns[0]
+        target = self.seen.target(marker)
+        drop = False
+        with db_errors(f"applying a {type(marker).__name__}"), conn.cursor() as cur:
+            if target is not None and isinstance(marker, SnapshotBegin):
+                self.seen.begin(cur, target)
+            elif target is not None:
+                drop = self.seen.end(cur, target)
+            head = self._advance(conn, head, new)
+            conn.commit()
+            if drop:
+                assert target is not None
+                self.seen.drop(cur, target)
+        log.info("job %s: %s of %s applied", self.job, type(marker).__name__, target)
+        return head
 
     def _apply_ddl(self, env: Envelope) -> None:
         ev = env.event

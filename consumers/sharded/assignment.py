@@ -12,7 +12,15 @@ from dataclasses import dataclass, replace
 
 from rowbus.merge.checkpoint import Checkpoint, Lane, TopicPartition
 from rowbus.merge.positions import Floor
-from rowbus.protocol.events import DdlChange, Op, RowChange, TableSchema, order_key
+from rowbus.protocol.events import (
+    DdlChange,
+    Op,
+    RowChange,
+    SnapshotBegin,
+    SnapshotEnd,
+    TableSchema,
+    order_key,
+)
 from rowbus.protocol.partition import encode_key, java_partition
 from rowbus.protocol.values import Value
 
@@ -127,7 +135,9 @@ def combine(points: Sequence[Checkpoint]) -> Checkpoint | None:
     return Checkpoint(offsets, floors, watermarks, min(p.ts for p in points))
 
 
-def already_handled(point: Checkpoint | None, last: RowChange | DdlChange) -> bool:
+def already_handled(
+    point: Checkpoint | None, last: RowChange | DdlChange | SnapshotBegin | SnapshotEnd
+) -> bool:
     """Whether the transaction whose last event (in binlog order) is `last` is at or below a
     shard's storage point: `Checkpoint` floors are raised a whole transaction at a time."""
     if point is None:

@@ -45,7 +45,7 @@ from rowbus.consumers.subscriber import Subscriber
 from rowbus.merge.checkpoint import Checkpoint
 from rowbus.merge.spill import DataEvent
 from rowbus.merge.transaction import Transaction
-from rowbus.protocol.events import DdlChange
+from rowbus.protocol.events import DdlChange, RowChange, SnapshotBegin, SnapshotEnd
 
 log = logging.getLogger(__name__)
 
@@ -264,11 +264,11 @@ class ShardedSubscriber:
             events = list(txn.events)
             last = events[-1]
             parts: dict[int, list[DataEvent]] = {}
-            if isinstance(last, DdlChange) and len(events) == 1:
-                parts = {s: [last] for s in held}
+            if isinstance(last, DdlChange | SnapshotBegin | SnapshotEnd) and len(events) == 1:
+                parts = {s: [last] for s in held}  # a barrier (a DDL, a snapshot marker): all
             else:
                 for event in events:
-                    assert not isinstance(event, DdlChange)
+                    assert isinstance(event, RowChange)
                     for shard, part_event in self.key.route(event, self._sub.table(event)):
                         if shard in held:
                             parts.setdefault(shard, []).append(part_event)

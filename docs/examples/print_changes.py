@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from rowbus.consumers import Subscriber
 from rowbus.consumers.stores.file import FileCheckpointStore
 from rowbus.merge import Transaction
-from rowbus.protocol.events import DdlChange, RowChange
+from rowbus.protocol.events import DdlChange, RowChange, SnapshotBegin, SnapshotEnd
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -54,6 +54,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     }
                 elif isinstance(event, DdlChange):
                     line |= {"ddl": event.statement, "schema": event.schema}
+                elif isinstance(event, SnapshotBegin | SnapshotEnd):
+                    # a table's snapshot begins / ends: after the end, the rows a handler saw
+                    # since the begin are the whole table (PROTOCOL.md §9.7)
+                    kind = "snapshot_begin" if isinstance(event, SnapshotBegin) else "snapshot_end"
+                    line |= {"table": f"{event.schema}.{event.table}", "marker": kind}
                 print(json.dumps(line, default=str, ensure_ascii=False), flush=True)
 
         subscriber.run(show, max_transactions=args.max_transactions, idle_timeout=args.idle_timeout)

@@ -45,10 +45,13 @@ log = logging.getLogger(__name__)
 POLL_EVERY_S = 1.0
 
 Emit = Callable[[TableSchema, list[tuple[Value, ...]], str, BinlogPosition], None]
-"""Publishes a chunk's rows at a position (the reader: `Batcher.add_snapshot`, then a commit
-with the checkpoint)."""
+"""Publishes a chunk's rows at a position (the reader: `Batcher.add_snapshot`); the chunk is
+committed with the checkpoint by `commit`, after its markers."""
 EmitDdl = Callable[[TableSchema, list[str], str, BinlogPosition], None]
 """Publishes the statements that create a table, before its first chunk's rows."""
+EmitMarker = Callable[[TableSchema, str, BinlogPosition, int | None], None]
+"""Publishes a snapshot marker (PROTOCOL.md §9.7) of a table: the snapshot's id, its position,
+and the rows published (None: a `snapshot_begin`)."""
 
 
 @dataclass
@@ -114,9 +117,13 @@ class Incremental:
         emit: Emit,
         clock: Callable[[], float] = time.monotonic,
         emit_ddl: EmitDdl | None = None,
+        emit_marker: EmitMarker | None = None,
+        commit: Callable[[], None] | None = None,
     ) -> None:
+        self._commit = commit
         self._emit_rows = emit
         self._emit_ddl = emit_ddl
+        self._emit_marker = emit_marker
         self._source, self._where, self._watch = source, where, watch
         self._chunk_rows = chunk_rows
         self._holder, self._schema_of, self._wanted = holder, schema_of, wanted
@@ -263,6 +270,10 @@ class Incremental:
         # Just after H: a streamed event ending at H (a DDL, an XA COMMIT's rows) would
         # otherwise share the chunk's order key (PROTOCOL.md §9.5 item 5).
         at = just_after(flight.high)
+        if job.chunks == 0 and self._emit_marker is not None:
+            # The begin before the definitions and the first rows, in their Kafka transaction.
+            job.marker = f"snapshot:incremental:{job.name}:{at.upstream}/{at.file}:{at.offset}"
+            self._emit_marker(flight.table, job.marker, at, None)
         if flight.creates and self._emit_ddl is not None:
             self._emit_ddl(
                 flight.table,
@@ -274,16 +285,25 @@ class Incremental:
             self._emit_rows(
                 flight.table,
                 kept,
-                f"snapshot:incremental:{job.name}:{job.chunks}:{flight.high.file}:"
-                f"{flight.high.offset}",
+                f"snapshot:incremental:{job.name}:{job.chunks}:{flight.high.upstream}/"
+                f"{flight.high.file}:{flight.high.offset}",
                 at,
             )
         job.rows += len(kept)
         job.chunks += 1
         if flight.rows:
             job.after = flight.key(flight.rows[-1])
+        ended = False
         if flight.last:
             job.done = True
+            if job.marker is not None and self._emit_marker is not None:
+                # After the last chunk's rows, in their Kafka transaction (§9.7).
+                self._emit_marker(flight.table, job.marker, at, job.rows)
+                ended = True
+        if self._commit is not None and (kept or ended or job.marker is not None):
+            # the chunk, its markers and the state that says they are out, in one transaction
+            self._commit()
+        if flight.last:
             log.info(
                 "incremental snapshot of %s done: %s rows in %d chunks",
                 job.name,

@@ -142,6 +142,9 @@ class Backfill:
     chunks: int = 0
     done: bool = False
     refused: str | None = None
+    marker: str | None = None
+    """The snapshot id its `snapshot_begin` named (PROTOCOL.md §9.7), for its end; None when
+    markers are off or no chunk was published yet."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -150,6 +153,7 @@ class Backfill:
             "chunks": self.chunks,
             "done": self.done,
             "refused": self.refused,
+            "marker": self.marker,
         }
 
     @staticmethod
@@ -162,6 +166,7 @@ class Backfill:
             chunks=int(d.get("chunks", 0)),
             done=bool(d.get("done", False)),
             refused=d.get("refused"),
+            marker=d.get("marker"),
         )
 
 

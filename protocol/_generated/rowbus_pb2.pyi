@@ -248,8 +248,30 @@ class ControlRecord(_message.Message):
     detail: str
     def __init__(self, lock_id: _Optional[str] = ..., kind: _Optional[str] = ..., shard: _Optional[str] = ..., statement: _Optional[str] = ..., ts: _Optional[int] = ..., actor: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
 
+class SnapshotMarker(_message.Message):
+    __slots__ = ("source", "ts", "schema", "table", "snapshot", "mode", "position", "txn", "rows")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TS_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    TXN_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    ts: int
+    schema: str
+    table: str
+    snapshot: str
+    mode: str
+    position: Position
+    txn: Txn
+    rows: int
+    def __init__(self, source: _Optional[str] = ..., ts: _Optional[int] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., snapshot: _Optional[str] = ..., mode: _Optional[str] = ..., position: _Optional[_Union[Position, _Mapping]] = ..., txn: _Optional[_Union[Txn, _Mapping]] = ..., rows: _Optional[int] = ...) -> None: ...
+
 class Envelope(_message.Message):
-    __slots__ = ("row", "ddl", "resolved", "heartbeat", "schema", "checkpoint", "control", "crc")
+    __slots__ = ("row", "ddl", "resolved", "heartbeat", "schema", "checkpoint", "control", "snapshot_begin", "snapshot_end", "crc")
     ROW_FIELD_NUMBER: _ClassVar[int]
     DDL_FIELD_NUMBER: _ClassVar[int]
     RESOLVED_FIELD_NUMBER: _ClassVar[int]
@@ -257,6 +279,8 @@ class Envelope(_message.Message):
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     CONTROL_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_BEGIN_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_END_FIELD_NUMBER: _ClassVar[int]
     CRC_FIELD_NUMBER: _ClassVar[int]
     row: RowChange
     ddl: DdlChange
@@ -265,5 +289,7 @@ class Envelope(_message.Message):
     schema: SchemaRecord
     checkpoint: ReaderCheckpoint
     control: ControlRecord
+    snapshot_begin: SnapshotMarker
+    snapshot_end: SnapshotMarker
     crc: int
-    def __init__(self, row: _Optional[_Union[RowChange, _Mapping]] = ..., ddl: _Optional[_Union[DdlChange, _Mapping]] = ..., resolved: _Optional[_Union[Resolved, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., schema: _Optional[_Union[SchemaRecord, _Mapping]] = ..., checkpoint: _Optional[_Union[ReaderCheckpoint, _Mapping]] = ..., control: _Optional[_Union[ControlRecord, _Mapping]] = ..., crc: _Optional[int] = ...) -> None: ...
+    def __init__(self, row: _Optional[_Union[RowChange, _Mapping]] = ..., ddl: _Optional[_Union[DdlChange, _Mapping]] = ..., resolved: _Optional[_Union[Resolved, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., schema: _Optional[_Union[SchemaRecord, _Mapping]] = ..., checkpoint: _Optional[_Union[ReaderCheckpoint, _Mapping]] = ..., control: _Optional[_Union[ControlRecord, _Mapping]] = ..., snapshot_begin: _Optional[_Union[SnapshotMarker, _Mapping]] = ..., snapshot_end: _Optional[_Union[SnapshotMarker, _Mapping]] = ..., crc: _Optional[int] = ...) -> None: ...

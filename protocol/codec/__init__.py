@@ -26,6 +26,8 @@ from rowbus.protocol.events import (
     Resolved,
     RowChange,
     SchemaRecord,
+    SnapshotBegin,
+    SnapshotEnd,
 )
 
 PROTOCOL_VERSION = "1.5"
@@ -54,6 +56,8 @@ KIND_NAMES: dict[type, str] = {
     SchemaRecord: "schema",
     ReaderCheckpoint: "checkpoint",
     ControlRecord: "control",
+    SnapshotBegin: "snapshot_begin",
+    SnapshotEnd: "snapshot_end",
 }
 _KNOWN_KINDS = frozenset(KIND_NAMES.values())
 
@@ -87,7 +91,7 @@ _HEADERS: dict[tuple[str, type], list[tuple[str, bytes]]] = {
 
 def kind_name(record: Record) -> str:
     """The ``rowbus-kind`` of `record`: row, ddl, resolved, heartbeat, schema, checkpoint,
-    control."""
+    control, snapshot_begin, snapshot_end."""
     try:
         return KIND_NAMES[type(record)]
     except KeyError:

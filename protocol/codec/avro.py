@@ -16,7 +16,7 @@ from typing import Any, cast
 import fastavro
 
 from rowbus.protocol.codec import fastpath
-from rowbus.protocol.codec.jsonc import control_kind, ddl_kind
+from rowbus.protocol.codec.jsonc import control_kind, ddl_kind, marker_mode
 from rowbus.protocol.errors import ProtocolError
 from rowbus.protocol.events import (
     BinlogPosition,
@@ -29,6 +29,8 @@ from rowbus.protocol.events import (
     Resolved,
     RowChange,
     SchemaRecord,
+    SnapshotBegin,
+    SnapshotEnd,
     TableSchema,
     TxnRef,
 )
@@ -163,6 +165,29 @@ def _(r: DdlChange) -> tuple[str, dict[str, Any]]:
         "timestamp_us": r.timestamp_us,
         "time_zone": r.time_zone,
     }
+
+
+def _marker(r: SnapshotBegin | SnapshotEnd) -> dict[str, Any]:
+    return {
+        "source": r.source,
+        "ts": r.ts,
+        "schema": r.schema,
+        "table": r.table,
+        "snapshot": r.snapshot,
+        "mode": r.mode.value,
+        "position": _position(r.position),
+        "txn": _txn(r.txn),
+    }
+
+
+@_to_avro.register
+def _(r: SnapshotBegin) -> tuple[str, dict[str, Any]]:
+    return "SnapshotBegin", _marker(r)
+
+
+@_to_avro.register
+def _(r: SnapshotEnd) -> tuple[str, dict[str, Any]]:
+    return "SnapshotEnd", {**_marker(r), "rows": r.rows}
 
 
 @_to_avro.register
@@ -318,6 +343,36 @@ def _control_from(d: dict[str, Any]) -> ControlRecord:
     )
 
 
+def _begin_from(d: dict[str, Any]) -> SnapshotBegin:
+    txn = _txn_from(d["txn"])
+    assert txn is not None  # the schema's txn is not nullable here
+    return SnapshotBegin(
+        source=d["source"],
+        ts=d["ts"],
+        schema=d["schema"],
+        table=d["table"],
+        snapshot=d["snapshot"],
+        mode=marker_mode(d["mode"]),
+        position=_position_from(d["position"]),
+        txn=txn,
+    )
+
+
+def _end_from(d: dict[str, Any]) -> SnapshotEnd:
+    begin = _begin_from(d)
+    return SnapshotEnd(
+        source=begin.source,
+        ts=begin.ts,
+        schema=begin.schema,
+        table=begin.table,
+        snapshot=begin.snapshot,
+        mode=begin.mode,
+        position=begin.position,
+        txn=begin.txn,
+        rows=d["rows"],
+    )
+
+
 _READERS: dict[str, Any] = {
     "RowChange": _row_from,
     "DdlChange": _ddl_from,
@@ -326,4 +381,6 @@ _READERS: dict[str, Any] = {
     "SchemaRecord": _schema_from,
     "ReaderCheckpoint": _checkpoint_from,
     "ControlRecord": _control_from,
+    "SnapshotBegin": _begin_from,
+    "SnapshotEnd": _end_from,
 }

@@ -26,12 +26,15 @@ from rowbus.protocol.events import (
     ControlRecord,
     DdlChange,
     Heartbeat,
+    MarkerMode,
     Op,
     ReaderCheckpoint,
     Record,
     Resolved,
     RowChange,
     SchemaRecord,
+    SnapshotBegin,
+    SnapshotEnd,
     TableSchema,
     TxnRef,
 )
@@ -309,6 +312,29 @@ def _(r: DdlChange) -> dict[str, Any]:
     }
 
 
+def _marker(r: SnapshotBegin | SnapshotEnd) -> dict[str, Any]:
+    return {
+        "source": r.source,
+        "ts": r.ts,
+        "schema": r.schema,
+        "table": r.table,
+        "snapshot": r.snapshot,
+        "mode": r.mode.value,
+        "position": _position(r.position),
+        "txn": _txn(r.txn),
+    }
+
+
+@_to_json.register
+def _(r: SnapshotBegin) -> dict[str, Any]:
+    return {"snapshot_begin": _marker(r)}
+
+
+@_to_json.register
+def _(r: SnapshotEnd) -> dict[str, Any]:
+    return {"snapshot_end": {**_marker(r), "rows": r.rows}}
+
+
 @_to_json.register
 def _(r: Resolved) -> dict[str, Any]:
     return {"resolved": {"source": r.source, "ts": r.ts}}
@@ -509,6 +535,41 @@ def _checkpoint_from(d: Mapping[str, Any]) -> ReaderCheckpoint:
     )
 
 
+def marker_mode(name: object) -> MarkerMode:
+    """The MarkerMode named `name`; ProtocolError for a mode this version does not know."""
+    try:
+        return MarkerMode(name)
+    except ValueError:
+        raise ProtocolError(f"unknown snapshot marker mode {name!r}") from None
+
+
+def _begin_from(d: Mapping[str, Any]) -> SnapshotBegin:
+    return SnapshotBegin(
+        source=_str(d["source"]),
+        ts=_int(d["ts"]),
+        schema=_str(d["schema"]),
+        table=_str(d["table"]),
+        snapshot=_str(d["snapshot"]),
+        mode=marker_mode(d["mode"]),
+        position=_position_from(d["position"]),
+        txn=_txn_from(d["txn"]),
+    )
+
+
+def _end_from(d: Mapping[str, Any]) -> SnapshotEnd:
+    return SnapshotEnd(
+        source=_str(d["source"]),
+        ts=_int(d["ts"]),
+        schema=_str(d["schema"]),
+        table=_str(d["table"]),
+        snapshot=_str(d["snapshot"]),
+        mode=marker_mode(d["mode"]),
+        position=_position_from(d["position"]),
+        txn=_txn_from(d["txn"]),
+        rows=_int(d["rows"]),
+    )
+
+
 def control_kind(name: object) -> ControlKind:
     """The ControlKind named `name`; ProtocolError for a kind this version does not know."""
     try:
@@ -537,4 +598,6 @@ _READERS: dict[str, Callable[[Mapping[str, Any]], Record]] = {
     "schema": _schema_from,
     "checkpoint": _checkpoint_from,
     "control": _control_from,
+    "snapshot_begin": _begin_from,
+    "snapshot_end": _end_from,
 }

@@ -14,7 +14,7 @@ from google.protobuf.message import DecodeError
 
 from rowbus.protocol._generated import rowbus_pb2 as pb
 from rowbus.protocol.codec import construct, fastpath
-from rowbus.protocol.codec.jsonc import control_kind, ddl_kind
+from rowbus.protocol.codec.jsonc import control_kind, ddl_kind, marker_mode
 from rowbus.protocol.errors import ProtocolError
 from rowbus.protocol.events import (
     BinlogPosition,
@@ -29,6 +29,8 @@ from rowbus.protocol.events import (
     Resolved,
     RowChange,
     SchemaRecord,
+    SnapshotBegin,
+    SnapshotEnd,
     TableSchema,
     TxnRef,
 )
@@ -97,6 +99,10 @@ def decode(data: bytes, image: ImageBuilder | None = None) -> Record:
                 return _checkpoint_from(env.checkpoint)
             case "control":
                 return _control_from(env.control)
+            case "snapshot_begin":
+                return _begin_from(env.snapshot_begin)
+            case "snapshot_end":
+                return _end_from(env.snapshot_end)
             case _:
                 raise ProtocolError("unknown or missing event kind in protobuf Envelope")
     except (ValueError, TypeError) as exc:  # dataclass invariants
@@ -163,6 +169,28 @@ def _(r: DdlChange, env: Any) -> None:
         m.timestamp_us = r.timestamp_us
     if r.time_zone is not None:
         m.time_zone = r.time_zone
+
+
+def _marker_to(r: SnapshotBegin | SnapshotEnd, m: Any) -> None:
+    m.source = r.source
+    m.ts = r.ts
+    m.schema = r.schema
+    m.table = r.table
+    m.snapshot = r.snapshot
+    m.mode = r.mode.value
+    _position_to(r.position, m.position)
+    _txn_to(r.txn, m.txn)
+
+
+@_filler
+def _(r: SnapshotBegin, env: Any) -> None:
+    _marker_to(r, env.snapshot_begin)
+
+
+@_filler
+def _(r: SnapshotEnd, env: Any) -> None:
+    _marker_to(r, env.snapshot_end)
+    env.snapshot_end.rows = r.rows
 
 
 @_filler
@@ -344,6 +372,33 @@ def _ddl_from(m: Any) -> DdlChange:
         sql_mode=m.sql_mode if m.HasField("sql_mode") else None,
         timestamp_us=m.timestamp_us if m.HasField("timestamp_us") else None,
         time_zone=m.time_zone if m.HasField("time_zone") else None,
+    )
+
+
+def _begin_from(m: Any) -> SnapshotBegin:
+    return SnapshotBegin(
+        source=m.source,
+        ts=m.ts,
+        schema=m.schema,
+        table=m.table,
+        snapshot=m.snapshot,
+        mode=marker_mode(m.mode),
+        position=_position_from(m.position),
+        txn=_txn_from(m.txn),
+    )
+
+
+def _end_from(m: Any) -> SnapshotEnd:
+    return SnapshotEnd(
+        source=m.source,
+        ts=m.ts,
+        schema=m.schema,
+        table=m.table,
+        snapshot=m.snapshot,
+        mode=marker_mode(m.mode),
+        position=_position_from(m.position),
+        txn=_txn_from(m.txn),
+        rows=m.rows,
     )
 
 

@@ -140,11 +140,27 @@ def _image(subscriber: Any, event: Any, image: Any) -> dict[str, Any] | None:
 
 
 def _event_dict(subscriber: Any, event: Any) -> dict[str, Any]:
-    from rowbus.protocol.events import DdlChange
+    from rowbus.protocol.events import DdlChange, SnapshotBegin, SnapshotEnd
 
     base = {"schema": event.schema, "table": event.table, "position": str(event.position)}
     if isinstance(event, DdlChange):
         return {"op": "ddl", **base, "statement": event.statement}
+    if isinstance(event, SnapshotBegin):
+        return {
+            "op": "snapshot_begin",
+            **base,
+            "snapshot": event.snapshot,
+            "mode": event.mode.value,
+        }
+    if isinstance(event, SnapshotEnd):
+        mode = event.mode.value
+        return {
+            "op": "snapshot_end",
+            **base,
+            "snapshot": event.snapshot,
+            "mode": mode,
+            "rows": event.rows,
+        }
     return {
         "op": event.op.value,
         **base,

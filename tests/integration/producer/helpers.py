@@ -3,7 +3,9 @@ subprocess, and a read_committed reader of the topics it writes."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -19,13 +21,46 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 
 from rowbus.clients.settings import SourceConnection
 from rowbus.config import MySQLSettings, Settings
+from rowbus.local.procs import ProcessRecord, launch, port_is_free
+from rowbus.local.services import MariaDB
 from rowbus.producer.reader import Reader
 from rowbus.producer.settings import ReaderSettings, Services
 from rowbus.protocol.codec import decode
 from rowbus.protocol.events import Record
 from rowbus.waiting import wait_for
+from tests.conftest import connect
 
 ROOT = Path(__file__).resolve().parents[3]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def private_source(setup: ReaderSetup, folder: Path, server_id: int) -> Iterator[ReaderSetup]:
+    """`setup` with its source a MariaDB of its own (binlog on, GTIDs) holding an empty
+    database `setup.database`, for a test that resets the binlog (RESET MASTER on the shared
+    stack's sources would pull it from under every other test's reader)."""
+    port = _free_port()
+    assert port_is_free(port)
+    name = f"own{server_id}"
+    server = MariaDB(name, port, f"test.{name}", folder / name, server_id=server_id, binlog=True)
+    server.prepare()
+    record = ProcessRecord(
+        server.name, launch(server.command(), server.log_file), server.marker, server.address
+    )
+    try:
+        wait_for(server.ready, timeout=120, what="the server to start")
+        server.after_ready()
+        settings = setup.server.model_copy(update={"port": port})
+        with connect(settings) as conn, conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE `{setup.database}`")
+        yield dataclasses.replace(setup, server=settings)
+    finally:
+        server.shutdown(record)
 
 
 @dataclass

@@ -7,8 +7,6 @@ from under every other test's reader."""
 
 from __future__ import annotations
 
-import dataclasses
-import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,45 +14,27 @@ from pathlib import Path
 import pytest
 
 from rowbus.config import MySQLSettings
-from rowbus.local.procs import ProcessRecord, launch, port_is_free
-from rowbus.local.services import MariaDB
 from rowbus.producer.history import BinlogResetError
 from rowbus.producer.reader import Reader
 from rowbus.producer.settings import ReaderSettings
 from rowbus.protocol.events import Op, RowChange, order_key
 from rowbus.waiting import wait_for
 from tests.conftest import connect
-from tests.integration.producer.helpers import ReaderSetup, TopicReader, reader_thread
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.integration.producer.helpers import (
+    ReaderSetup,
+    TopicReader,
+    private_source,
+    reader_thread,
+)
 
 
 @pytest.fixture
 def own_server(reader_setup: ReaderSetup, tmp_path: Path) -> Iterator[ReaderSetup]:
     """The test's reader setup, its source a MariaDB of its own (binlog on, GTIDs)."""
-    port = _free_port()
-    assert port_is_free(port)
-    server = MariaDB(
-        "resetme", port, "test.resetme", tmp_path / "resetme", server_id=93, binlog=True
-    )
-    server.prepare()
-    record = ProcessRecord(
-        server.name, launch(server.command(), server.log_file), server.marker, server.address
-    )
-    try:
-        wait_for(server.ready, timeout=120, what="the server to start")
-        server.after_ready()
-        settings = reader_setup.server.model_copy(update={"port": port})
-        with connect(settings) as conn, conn.cursor() as cur:
-            cur.execute(f"CREATE DATABASE `{reader_setup.database}`")
-            cur.execute(f"CREATE TABLE `{reader_setup.database}`.t (id INT PRIMARY KEY, v INT)")
-        yield dataclasses.replace(reader_setup, server=settings)
-    finally:
-        server.shutdown(record)
+    with private_source(reader_setup, tmp_path, 93) as setup:
+        with connect(setup.server) as conn, conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE `{setup.database}`.t (id INT PRIMARY KEY, v INT)")
+        yield setup
 
 
 def _write(server: MySQLSettings, database: str, ids: range) -> None:

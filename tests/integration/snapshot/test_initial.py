@@ -145,9 +145,10 @@ def test_initial_snapshot_with_concurrent_writes_ends_equal_and_reads_each_row_o
         assert reader.committed is not None
     index.close()
     # every snapshot row once: as many READ rows as the snapshot counted, no key twice
-    # Each row once (the counter also numbers each table's two CREATEs, §9.5 item 6).
+    # Each row once.
     assert sum(apply.read_keys.values()) == sum(t.rows for t in state.tables.values())
-    assert state.seq == sum(t.rows for t in state.tables.values()) + 2 * len(state.tables)
+    # + each table's two CREATEs (§9.5 item 6) and its two markers (§9.7)
+    assert state.seq == sum(t.rows for t in state.tables.values()) + 4 * len(state.tables)
     twice = [k for k, n in apply.read_keys.items() if n > 1]
     assert not twice, f"snapshot rows delivered twice: {twice[:5]}"
     assert state.seq >= 8 * ROWS_PER_TABLE * 0.8  # W2 deletes some of them meanwhile

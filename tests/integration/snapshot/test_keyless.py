@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rowbus.config import Settings
+from rowbus.exceptions import WaitTimeoutError
 from rowbus.protocol.events import Op, RowChange, order_key
 from rowbus.waiting import wait_for
 from tests.conftest import connect
@@ -86,7 +87,10 @@ def test_a_keyless_table_is_snapshotted_whole_with_concurrent_changes(
                 last[:] = [reads, sum(got.values()), sum(want.values()), (want - got), (got - want)]
                 return got == want
 
-            wait_for(equal, timeout=120, what=f"the replayed rows to equal the source {last}")
+            try:
+                wait_for(equal, timeout=120, what="the replayed rows to equal the source")
+            except WaitTimeoutError:
+                raise AssertionError(f"the replayed rows differ from the source: {last}") from None
             assert last[0] == table.rows
     finally:
         checkpoints.close()

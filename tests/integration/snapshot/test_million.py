@@ -299,6 +299,6 @@ def test_million_rows_with_w2_and_kill_9_mid_snapshot_resume_and_end_equal(
     apply = applier.apply
     assert not apply.read_twice, f"snapshot rows delivered twice: {apply.read_twice[:5]}"
     assert apply.read_rows == sum(t.rows for t in final.tables.values())
-    assert final.seq == apply.read_rows + 2 * TABLES  # + each table's two CREATEs (§9.5)
+    assert final.seq == apply.read_rows + 4 * TABLES  # + two CREATEs, two markers (§9.5, §9.7)
     assert apply.read_rows >= total * 0.9  # W2 deletes some of them meanwhile
     assert all(t.done and t.rows > 0 for t in final.tables.values())

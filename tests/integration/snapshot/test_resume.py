@@ -103,8 +103,10 @@ def test_kill_9_mid_snapshot_resumes_from_the_last_chunk_without_loss_or_duplica
                 p.send_signal(signal.SIGTERM)
                 p.wait(30)
         index.close()
-    # Each row once (the counter also numbers each table's two CREATEs, §9.5 item 6).
+    # Each row once.
     assert sum(apply.read_keys.values()) == sum(t.rows for t in state.tables.values())
-    assert state.seq == sum(t.rows for t in state.tables.values()) + 2 * len(state.tables)
+    # The counter also numbers each table's two CREATEs (§9.5 item 6) and its two markers
+    # (§9.7), each published once across the kill.
+    assert state.seq == sum(t.rows for t in state.tables.values()) + 4 * len(state.tables)
     twice = [k for k, n in apply.read_keys.items() if n > 1]
     assert not twice, f"snapshot rows delivered twice: {twice[:5]}"

@@ -13,10 +13,10 @@ from __future__ import annotations
 from typing import Protocol
 
 from rowbus.merge.checkpoint import Lane
-from rowbus.merge.merger import Merger, ddl_txn_id
+from rowbus.merge.merger import Merger, ddl_txn_id, marker_txn_id
 from rowbus.merge.spill import DataEvent
 from rowbus.merge.state import MergerSnapshot
-from rowbus.protocol.events import DdlChange, Event
+from rowbus.protocol.events import DdlChange, Event, SnapshotBegin, SnapshotEnd
 from rowbus.spark_apply.planner import Envelope, PlannerState, plan
 
 Released = tuple[str, str, int, list[DataEvent]]
@@ -84,9 +84,12 @@ class PlannerAdapter:
                 else:
                     out.append((ev.source, txn.id, ev.ts, [ev]))  # type: ignore[list-item]
             if step.ddl is not None:
-                ddl = step.ddl.event
-                assert isinstance(ddl, DdlChange)
-                out.append((ddl.source, ddl_txn_id(ddl), ddl.ts, [ddl]))
+                barrier = step.ddl.event
+                if isinstance(barrier, SnapshotBegin | SnapshotEnd):  # a marker ends a step too
+                    out.append((barrier.source, marker_txn_id(barrier), barrier.ts, [barrier]))
+                    continue
+                assert isinstance(barrier, DdlChange)
+                out.append((barrier.source, ddl_txn_id(barrier), barrier.ts, [barrier]))
         return out
 
     def restarted(self) -> PlannerAdapter:

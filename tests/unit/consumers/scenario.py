@@ -7,15 +7,19 @@ from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 
-from rowbus.merge.merger import ddl_txn_id
+from rowbus.merge.merger import ddl_txn_id, marker_txn_id
 from rowbus.protocol.events import (
     BinlogPosition,
     ColumnSchema,
     DdlChange,
     Event,
+    MarkerMode,
     Resolved,
     RowChange,
+    SnapshotBegin,
+    SnapshotEnd,
     TableSchema,
+    TxnRef,
 )
 from rowbus.testing import events
 
@@ -54,6 +58,34 @@ def ddl(source: str, ts: int, offset: int) -> DdlChange:
     )
 
 
+def marker(source: str, ts: int, offset: int, end: bool) -> SnapshotBegin | SnapshotEnd:
+    """A snapshot marker (PROTOCOL.md §9.7): a barrier like a DDL."""
+    at = BinlogPosition("bin.000001", offset)
+    snapshot = f"snapshot:0/bin.000001:{offset}:db.t"
+    if end:
+        return SnapshotEnd(
+            source=source,
+            ts=ts,
+            schema=TABLE.schema,
+            table=TABLE.table,
+            snapshot=snapshot,
+            mode=MarkerMode.REFRESH,
+            position=at,
+            txn=TxnRef(f"{snapshot}:end", 0),
+            rows=3,
+        )
+    return SnapshotBegin(
+        source=source,
+        ts=ts,
+        schema=TABLE.schema,
+        table=TABLE.table,
+        snapshot=snapshot,
+        mode=MarkerMode.REPLACE,
+        position=at,
+        txn=TxnRef(f"{snapshot}:begin", 0),
+    )
+
+
 @st.composite
 def scenarios(draw: st.DrawFn, max_sources: int = 3, max_txns: int = 8) -> Scenario:
     n_topics = draw(st.integers(1, 2))
@@ -75,13 +107,21 @@ def scenarios(draw: st.DrawFn, max_sources: int = 3, max_txns: int = 8) -> Scena
         for k in range(draw(st.integers(0, max_txns))):
             ts += draw(st.integers(1, 3))
             if draw(st.integers(0, 9)) == 0:
-                event = ddl(source, ts, offset)
+                # a barrier: a DDL, or (1.5) a snapshot marker
+                kind = draw(st.integers(0, 3))
+                event: Event
+                if kind < 2:
+                    event = ddl(source, ts, offset)
+                    barrier_id = ddl_txn_id(event)
+                else:
+                    mark = marker(source, ts, offset, kind == 3)
+                    event, barrier_id = mark, marker_txn_id(mark)
                 offset += 100
                 broadcast = draw(st.booleans())
                 targets = src_lanes if broadcast else [draw(st.sampled_from(src_lanes))]
                 for lane in targets:
                     per_lane[lane].append(event)
-                reference.append((source, ddl_txn_id(event), ts, [event]))
+                reference.append((source, barrier_id, ts, [event]))
             else:
                 txn = f"{source}-txn{k}"
                 n = draw(st.integers(1, 4))

@@ -14,7 +14,17 @@ from rowbus.merge.checkpoint import Checkpoint
 from rowbus.merge.merger import Merger
 from rowbus.merge.state import MergerSnapshot
 from rowbus.merge.transaction import KafkaPosition, Transaction
-from rowbus.protocol.events import BinlogPosition, DdlChange, Op, Resolved, TableSchema, TxnRef
+from rowbus.protocol.events import (
+    BinlogPosition,
+    DdlChange,
+    MarkerMode,
+    Op,
+    Resolved,
+    SnapshotBegin,
+    SnapshotEnd,
+    TableSchema,
+    TxnRef,
+)
 from tests.unit.consumers.adapters import ADAPTERS, Adapter, Released
 from tests.unit.consumers.scenario import BASE_TS, TABLE, Scenario, ddl, row, scenarios
 
@@ -309,3 +319,67 @@ def test_release_order_is_ts_source_then_the_order_key_of_the_first_event(adapte
     released = [event for *_, events in out for event in events]
     assert released == [bare, *creates, *rows]
     merger.close()
+
+
+def _marker(kind: type, ts: int, index: int, at: BinlogPosition) -> SnapshotBegin | SnapshotEnd:
+    fields: dict[str, Any] = {
+        "source": "s1",
+        "ts": ts,
+        "schema": TABLE.schema,
+        "table": TABLE.table,
+        "snapshot": "snapshot:0/bin.000003:500:db.t",
+        "mode": MarkerMode.REPLACE,
+        "position": at,
+        "txn": TxnRef(f"snapshot:0/bin.000003:500:db.t:{kind.__name__}", index),
+    }
+    return SnapshotEnd(**fields, rows=2) if kind is SnapshotEnd else SnapshotBegin(**fields)
+
+
+@pytest.mark.parametrize("adapter", sorted(ADAPTERS))
+def test_snapshot_markers_are_barriers_released_once_around_their_rows(adapter: str) -> None:
+    """PROTOCOL.md §9.7: a begin and an end are broadcast to every partition like a DDL and
+    released once each, in their place: the begin (index below the CREATE's) before the
+    table's definition and rows, the end after its last row and before what the stream
+    wrote later; each ends a merger's batch (`until_ddl`)."""
+    ts = BASE_TS + 7
+    at = BinlogPosition("bin.000003", 500)
+    begin = _marker(SnapshotBegin, ts, 3, at)
+    create = replace(ddl("s1", ts + 1, 500), position=at, txn=TxnRef("snapshot:0:db.t:create", 4))
+    rows = [
+        replace(row("s1", ts + 2, "snapshot:0:db.t:0", i, None, 500), op=Op.READ, position=at)
+        for i in (5, 6)
+    ]
+    end = _marker(SnapshotEnd, ts + 3, 7, at)
+    later = replace(row("s1", ts + 4, "g1", 0, 1, 900), position=BinlogPosition("bin.000003", 900))
+    # rows on partition 1, the barriers on both, as a reader writes them
+    partitions = {
+        0: [begin, create, end, Resolved(source="s1", ts=ts + 4)],
+        1: [begin, create, *rows, end, later, Resolved(source="s1", ts=ts + 4)],
+    }
+    merger = ADAPTERS[adapter]([("a", 0, "s1"), ("a", 1, "s1")])
+    for partition in (1, 0):
+        for offset, event in enumerate(partitions[partition]):
+            merger.push("a", partition, offset, event)
+    out: list[Released] = []
+    batches = 0
+    for _ in range(20):
+        batch = merger.release(until_ddl=True)
+        if not batch:
+            break
+        batches += 1
+        out += batch
+    released = [event for *_, events in out for event in events]
+    assert released == [begin, create, *rows, end, later]
+    if adapter == "subscriber":
+        assert batches == 4  # the begin, the CREATE and the end each end one
+    merger.close()
+
+
+def test_a_released_marker_says_what_it_is() -> None:
+    at = BinlogPosition("bin.000003", 500)
+    merger = Merger([("a", 0, "s1")])
+    merger.push("a", 0, 0, _marker(SnapshotBegin, BASE_TS + 1, 0, at))
+    merger.push("a", 0, 1, Resolved(source="s1", ts=BASE_TS + 1))
+    (txn,) = merger.release(until_ddl=True)
+    assert txn.is_ddl and txn.ddl is None
+    assert isinstance(txn.marker, SnapshotBegin) and txn.marker.position == at

@@ -98,10 +98,10 @@ def test_a_kind_header_that_contradicts_the_value_is_refused() -> None:
 def test_an_unknown_kind_in_the_value_is_refused() -> None:
     with pytest.raises(ProtocolError, match="unknown event kind 'merge'"):
         decode(b'{"merge":{}}', [("rowbus-encoding", b"json")])
-    # protobuf: an Envelope whose body is field 9 (a kind from the future), with a valid crc
+    # protobuf: an Envelope whose body is field 10 (a kind from the future), with a valid crc
     import zlib
 
-    body = b"\x4a\x00"
+    body = b"\x52\x00"
     value = body + b"\x7d" + zlib.crc32(body).to_bytes(4, "little")
     with pytest.raises(ProtocolError, match="unknown or missing event kind"):
         decode(value, None, POS)

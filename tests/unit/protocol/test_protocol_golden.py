@@ -21,6 +21,7 @@ MANIFEST: dict[str, Any] = json.loads((TESTDATA / "manifest.json").read_text(enc
 def test_every_kind_and_encoding_has_a_vector() -> None:
     seen = {(v["kind"], v["encoding"]) for v in MANIFEST["vectors"]}
     kinds = {"row", "ddl", "resolved", "heartbeat", "schema", "checkpoint", "control"}
+    kinds |= {"snapshot_begin", "snapshot_end"}
     assert seen == {(k, e.value) for k in kinds for e in Encoding}
 
 
