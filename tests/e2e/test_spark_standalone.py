@@ -64,6 +64,9 @@ def submitted(
         "spark.executor.memory=512m",
         "--conf",
         "spark.ui.enabled=false",
+        # The executors' JVMs as the driver's (tests/conftest.py: C1 alone, one GC thread).
+        "--conf",
+        f"spark.executor.extraJavaOptions={os.environ.get('SPARK_SUBMIT_OPTS', '')}",
         str(main),
         "--config",
         str(config_path),

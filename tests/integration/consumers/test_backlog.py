@@ -33,7 +33,9 @@ from rowbus.workloads import W1_DDL, w1_row
 from tests.conftest import connect
 from tests.integration.snapshot.helpers import BulkApply
 
-ROWS = 300_000
+ROWS = 120_000
+"""40k rows a partition, twice READ_AHEAD: without flow control the merge would hold a whole
+partition or two (far past the bound asserted) before it could release (300k took 31 s)."""
 PER_TXN = 100
 TXNS = ROWS // PER_TXN
 PARTITIONS = 3

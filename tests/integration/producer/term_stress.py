@@ -21,7 +21,7 @@ from typing import Any
 from rowbus.producer.reader import Reader
 from rowbus.producer.settings import ReaderSettings, Services
 from rowbus.waiting import wait_for
-from tests.integration.producer.test_stop_bounds import _librdkafka_threads
+from tests.conftest import librdkafka_threads
 
 
 class FlappingElection:
@@ -95,12 +95,12 @@ def main(spec_path: str) -> int:
         terms += election.terms
         readers += 1
     with contextlib.suppress(Exception):  # what is left is reported
-        wait_for(lambda: not _librdkafka_threads(), timeout=10, what="librdkafka threads to end")
+        wait_for(lambda: not librdkafka_threads(), timeout=10, what="librdkafka threads to end")
     result = {
         "terms": terms,
         "readers": readers,
         "errors": errors,
-        "librdkafka_threads": _librdkafka_threads(),
+        "librdkafka_threads": librdkafka_threads(),
     }
     print(json.dumps(result), flush=True)
     return 0

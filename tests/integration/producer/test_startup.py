@@ -93,14 +93,17 @@ def test_a_second_producer_fences_the_first(reader_setup: ReaderSetup) -> None:
     config = reader_setup.services.kafka.client_config()
     tid = f"rowbus-reader-{reader_setup.source}"
     zombie = KafkaPublisher(config, tid)
-    zombie.start()
-    zombie.begin()
-    zombie.produce([(reader_setup.data_topic, 0, None, b"zombie", [])])
     successor = KafkaPublisher(config, tid)
-    successor.start()
     try:
+        zombie.start()
+        zombie.begin()
+        zombie.produce([(reader_setup.data_topic, 0, None, b"zombie", [])])
+        successor.start()
         with pytest.raises(FencedError):  # noqa: PT012 - either call may see the fence first
             zombie.flush()
             zombie.commit()
     finally:
+        # Both closed: a publisher's producer refers back to it (its error callback), so one
+        # left open lives on until the cyclic collector runs, connecting to the broker.
         successor.close()
+        zombie.close()

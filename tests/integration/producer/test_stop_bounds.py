@@ -21,6 +21,7 @@ import yaml
 from rowbus.local.procs import ProcessRecord, gone
 from rowbus.local.stack import LocalStack
 from rowbus.waiting import wait_for
+from tests.conftest import librdkafka_threads
 from tests.faults.proxy import Proxy
 from tests.integration.bounded.helpers import create_big_table, insert_big_transaction
 from tests.integration.producer.helpers import (
@@ -30,17 +31,6 @@ from tests.integration.producer.helpers import (
     start_reader_process,
 )
 from tests.integration.rowbus.test_local_stack import free_ports, stack_settings
-
-
-def _librdkafka_threads() -> list[str]:
-    """The librdkafka threads of this process (named ``rdk:…``)."""
-    names = []
-    for task in Path("/proc/self/task").iterdir():
-        with contextlib.suppress(OSError):
-            name = (task / "comm").read_text().strip()
-            if name.startswith("rdk:"):
-                names.append(name)
-    return names
 
 
 def _connections_to(port: int) -> int:
@@ -66,17 +56,17 @@ def test_a_stopped_reader_leaves_no_kafka_client_behind(reader_setup: ReaderSetu
     broker_port = int(reader_setup.services.kafka.bootstrap_servers.split(",")[0].rsplit(":")[1])
     ports = {"the broker": broker_port, "the source": reader_setup.server.port}
     connected = {what: _connections_to(port) for what, port in ports.items()}
-    before = len(_librdkafka_threads())
+    before = len(librdkafka_threads())
     # Frequent heartbeats and stall checks: the reader builds every client it has (the
     # producer, the admin client of the stall check) before it is stopped.
     with reader_thread(reader_setup, heartbeat_interval_s=0.3, stall_check_s=0.5) as reader:
         wait_for(lambda: reader.metrics.batches >= 4, timeout=60, what="the reader's heartbeats")
-        assert len(_librdkafka_threads()) > before
+        assert len(librdkafka_threads()) > before
         assert all(_connections_to(port) > connected[w] for w, port in ports.items())
     commits = [t for t in threading.enumerate() if t.name == "rowbus-commit"]
     assert not commits, commits
     wait_for(
-        lambda: len(_librdkafka_threads()) <= before,
+        lambda: len(librdkafka_threads()) <= before,
         timeout=10,
         what="the stopped reader's librdkafka threads to end",
     )
