@@ -324,7 +324,8 @@ class Supervisor:
                 proc.signal(signal.SIGKILL)
                 proc.popen.wait(timeout=10)
                 continue
-            if code != 0 and not proc.killed:
+            # `rowbus apply` reports a stop by SIGTERM as 128 + 15, as a shell would.
+            if code not in (0, 128 + signal.SIGTERM) and not proc.killed:
                 failures.append(f"{proc.name} stopped with {_describe(code)}: {_tail(proc.log)}")
             with contextlib.suppress(Exception):
                 self.clear_group(proc)
@@ -847,14 +848,15 @@ class Nemesis:
 
         def equal() -> bool:
             nonlocal last
-            self.supervisor.poll()
+            # verify reads every table: once per 5 s (wait_for's own pace is 0.5 s at most)
+            self._hold(5.0)
             last = verify(direct, schemas=["nem_*"])
             missing = sum(d.source_rows - d.target_rows for d in last)
             self.say(f"sink: {missing:,} row(s) missing, {sum(not d.equal for d in last)} differ")
             return bool(last) and all(d.equal for d in last)
 
         with contextlib.suppress(Exception):
-            wait_for(equal, timeout=self.args.catch_up_timeout, what="the sink", interval=5.0)
+            wait_for(equal, timeout=self.args.catch_up_timeout, what="the sink")
         self.outcome.catch_up_s = time.monotonic() - began
 
     def _verify(self, config: Path) -> None:
@@ -876,6 +878,16 @@ class Nemesis:
             "tables differ"
             + (f"; stderr: {done.stderr.strip().splitlines()[-1]}" if done.stderr.strip() else "")
         )
+
+    def _noticed(self) -> list[str]:
+        """Lines in the processes' logs worth a look even when the run passed."""
+        found = []
+        for proc in self.supervisor.procs.values():
+            text = proc.log.read_text(errors="replace") if proc.log.exists() else ""
+            for needle in ("Fatal Python error", "StackOverflowError", "Traceback"):
+                if n := text.count(needle):
+                    found.append(f"{proc.log.name}: {needle} x{n}")
+        return found
 
     def _summary(self) -> int:
         o, sup = self.outcome, self.supervisor
@@ -915,6 +927,7 @@ class Nemesis:
             f"  crashes      : {len(crashed) or 'none'}",
             *(f"    {c}" for c in crashed),
             *(f"  leftover     : {x}" for x in sup.leftovers),
+            *(f"  noticed      : {x}" for x in self._noticed()),
             f"  verdict      : {'EQUAL' if ok else 'FAILED'}",
         ]
         print("\n".join(lines), flush=True)
