@@ -120,6 +120,8 @@ def plan(seed: int, seconds: float, count: int, warmup: float = 10.0) -> list[Fa
     starts in the first quarter of its slot and lasts at most half of it, so one fault at a
     time and every fault healed before the next."""
     rng = random.Random(seed)
+    if count <= 0:
+        return []
     slot = (seconds - warmup) / count
     faults = []
     for i in range(count):
@@ -823,7 +825,7 @@ class Nemesis:
                 thread.start()
             cleanup.callback(stop_watch.set)
             start = time.monotonic()
-            count = args.faults or max(1, round(args.seconds / 16))
+            count = max(1, round(args.seconds / 16)) if args.faults is None else args.faults
             for fault in plan(args.seed, args.seconds, count):
                 self._hold(max(0.0, start + fault.at - time.monotonic()))
                 self.inject(fault, root)
@@ -956,7 +958,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seconds", type=float, default=600.0, help="load and faults (600)")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--faults", type=int, default=0, help="default: one per 16 s")
+    parser.add_argument(
+        "--faults", type=int, default=None, help="default: one per 16 s; 0: a baseline run"
+    )
     parser.add_argument("--rate", type=float, default=60.0, help="W2 steps/s per source (60)")
     parser.add_argument("--catch-up-timeout", type=float, default=900.0)
     parser.add_argument(

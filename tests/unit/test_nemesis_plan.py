@@ -32,3 +32,7 @@ def test_reader_and_network_faults_name_a_source() -> None:
     for f in plan(1, 600, 37):
         named = f.kind in ("kill-reader", "stop-reader", "cut-source")
         assert (f.target in ("source1", "source2")) == named
+
+
+def test_no_faults_is_a_baseline_run() -> None:
+    assert plan(1, 150, 0) == []
