@@ -31,7 +31,8 @@ on each source after the heal. Lag: commit-to-visible of every probe, faults inc
 At the end: the load stops, everything heals, the run waits (a deadline) until the sink equals
 the sources, runs ``rowbus verify --json`` (the real CLI), stops the processes with SIGTERM and
 prints one summary. Exit 1 when verify finds a difference or any rowbus process exited without
-the nemesis causing it (or did not stop on SIGTERM).
+the nemesis causing it (or did not stop on SIGTERM). ``--faults 0`` runs the same pipeline
+without faults: the baseline of the lag. Figures of the first seeds: docs/operations.md.
 """
 
 from __future__ import annotations
