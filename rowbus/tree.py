@@ -6,11 +6,18 @@ Python workers share the group. SIGTERM or SIGINT to `rowbus apply` asks the dri
 group is still alive after the grace period, or after the driver exited, is killed — nothing is
 left running. Zombies do
 not count as alive: pid 1 of a container may never reap them.
+
+The child also dies with this process when this one is killed with SIGKILL and cannot stop
+the group itself (a supervisor's last resort, the OOM killer): on Linux it is started with a
+parent-death signal (SIGTERM, so the driver still stops its query, JVM and workers as on any
+other stop). Without it, a killed `rowbus apply` left its job running, and the restart that
+a supervisor then makes ran a second job on the same checkpoint beside it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
 import signal
@@ -25,6 +32,26 @@ log = logging.getLogger(__name__)
 
 STOP_GRACE_S = 60.0
 """How long a stopping group may take to commit what it can before it is killed."""
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A `preexec_fn` giving the child SIGTERM when this process dies (Linux prctl); None where
+    prctl does not exist. libc is loaded here, before the fork, not in the child."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def setup() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the signal was armed
+            os._exit(1)
+
+    return setup
 
 
 def group_members(pgid: int) -> list[int]:
@@ -77,7 +104,10 @@ def run_group(
     the whole group (TERM, then KILL after `grace_s`). Returns the child's exit status (128 +
     the signal when it was stopped by one)."""
     proc = subprocess.Popen(
-        list(args), env=dict(env) if env is not None else None, start_new_session=True
+        list(args),
+        env=dict(env) if env is not None else None,
+        start_new_session=True,
+        preexec_fn=_die_with_parent(),  # noqa: PLW1509 - prctl only, no locks taken
     )
     stopping = threading.Event()
     received: list[int] = []

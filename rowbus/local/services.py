@@ -302,10 +302,18 @@ class Tansu(Service):
 
 
 def kafka_answers(bootstrap: str) -> bool:
-
     admin = kafka.admin({"bootstrap.servers": bootstrap, "socket.timeout.ms": 2000})
-    metadata = admin.list_topics(timeout=2)
-    return bool(metadata.brokers)
+    failure = None
+    try:
+        return bool(admin.list_topics(timeout=2).brokers)
+    except Exception as exc:  # noqa: BLE001 - re-raised below, without its traceback
+        failure = f"{bootstrap}: {exc}"
+    finally:
+        del admin
+    # The client's error holds a traceback through the client's own frames, and a waiter keeps
+    # its last error: raised as it is, it kept the client alive, reconnecting and logging for
+    # as long as the error lived. A new error (outside the except block: no context) does not.
+    raise ConnectionError(failure)
 
 
 def four_letter_word(host: str, port: int, word: str) -> str:

@@ -2,7 +2,9 @@
 server failing, without stopping the server other tests share.
 
 `cut()` closes every open connection at once (the client sees a reset mid-statement) and
-refuses new ones until `restore()`. Threads only; everything ends with `close()`.
+refuses new ones until `restore()`. `stall()` keeps every connection open but forwards nothing
+(a network that hangs: the client's reads and writes block) until `resume()`. Threads only;
+everything ends with `close()`.
 
 `Throttle` makes it a remote link instead: each direction of each connection delivers its
 bytes a fixed delay after they arrive (half the round trip) and no faster than a byte rate,
@@ -78,6 +80,8 @@ class Proxy:
         self.port: int = self._listener.getsockname()[1]
         self._open = threading.Event()
         self._open.set()
+        self._flowing = threading.Event()
+        self._flowing.set()
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._sockets: set[socket.socket] = set()
@@ -119,6 +123,9 @@ class Proxy:
                 data = src.recv(65536)
                 if not data:
                     break
+                # Bounded: a stall longer than a minute is a test that forgot to resume.
+                if not self._flowing.wait(60):
+                    break
                 if link is None:
                     dst.sendall(data)
                 else:
@@ -157,8 +164,15 @@ class Proxy:
     def restore(self) -> None:
         self._open.set()
 
+    def stall(self) -> None:
+        self._flowing.clear()
+
+    def resume(self) -> None:
+        self._flowing.set()
+
     def close(self) -> None:
         self._closed.set()
+        self.resume()
         self.cut()
         with contextlib.suppress(OSError):
             self._listener.close()
