@@ -624,10 +624,26 @@ class Merger:
         """Stashed events held in memory."""
         return self._in_memory
 
-    def blocked_by(self) -> list[Blocker]:
+    def oldest_held(self) -> str | None:
+        """The oldest stashed transaction, for a log line: id, source, ts, where its first
+        event was read and its binlog position; None with nothing stashed."""
+        if not self._pending:
+            return None
+        p = min(self._pending.values(), key=lambda p: (p.ts, p.source, p.min_key))
+        upstream, _, file, offset, index = p.min_key
+        where = f"{file}:{offset}" + (f" (upstream {upstream})" if upstream else "")
+        count = "?" if p.count is None else p.count
+        return (
+            f"transaction {p.id} of source {p.source}, ts {p.ts}, {p.size} of {count} events "
+            f"held, first at {p.first} (binlog {where}, index {index})"
+        )
+
+    def blocked_by(self, *, timed: bool = True) -> list[Blocker]:
         """Why stashed events wait: the lanes whose watermark is below the oldest stashed
         transaction (or, with nothing stashed, the lowest lanes), and any transaction still
-        incomplete although the watermark passed it."""
+        incomplete although the watermark passed it. `timed`: the reasons say how long each
+        lane has been silent (a merger on a constant clock, the Spark planner's, leaves it
+        out)."""
         now = self._clock()
         out: list[Blocker] = []
         if self._incomplete is not None and self._incomplete.id in {k[1] for k in self._pending}:
@@ -650,12 +666,13 @@ class Merger:
             wm = self._watermarks.get(lane, 0)
             if (wm < oldest) if oldest is not None else (wm == mark):
                 silent = now - self._advanced_at.get(lane, self._born)
+                quiet = f", silent for {silent:.1f}s" if timed else ""
                 reason = (
-                    f"no watermark yet, silent for {silent:.1f}s"
+                    f"no watermark yet{quiet}"
                     if wm == 0
-                    else f"watermark {wm} is behind ts {oldest}, silent for {silent:.1f}s"
+                    else f"watermark {wm} is behind ts {oldest}{quiet}"
                     if oldest is not None
-                    else f"lowest watermark {wm}, silent for {silent:.1f}s"
+                    else f"lowest watermark {wm}{quiet}"
                 )
                 out.append(Blocker(*lane, wm, oldest, silent, reason))
         return out
