@@ -192,6 +192,8 @@ class Merger:
         self._by_ts: list[tuple[int, str, str]] = []
         self._heads: dict[TopicPartition, list[tuple[int, str, str]]] = {}
         self._incomplete: _Pending | None = None
+        self._held_keys: dict[_TxnKey, set[PosKey]] = {}
+        """The order keys an incomplete transaction holds, once a replay reaches it."""
         self._split: dict[_TxnKey, int] = {}
         """Held remainders of split transactions: how many of their events are left (their
         events' `txn.count` names the whole transaction)."""
@@ -239,16 +241,58 @@ class Merger:
             case RowChange() | DdlChange() | SnapshotBegin() | SnapshotEnd():
                 key = event_key(event)
                 last = self._last.get(lane)
-                if last is not None and key <= last:
+                refill = False
+                if last is None or key > last:
+                    self._last[lane] = key
+                elif self._fills_gap(event, key):
+                    refill = True
+                else:
                     self.stats.duplicates += 1
                     log.debug("dropped a duplicate at %s[%s]@%s", topic, partition, offset)
                     return
-                self._last[lane] = key
                 floor = self._floors.get(event.source)
                 if floor is not None and floor.covers(event, key):
                     self.stats.behind_floor += 1
                     return
                 self._stash(tp, offset, event, key)
+                if refill:
+                    self._reorder(event, tp)
+
+    def _fills_gap(self, event: DataEvent, key: PosKey) -> bool:
+        """Whether a replayed event (at or below its lane's last key) is one a held,
+        incomplete transaction lacks: a record the broker lost after acknowledging it
+        (noida-db on kill -9), published again by a reader restarted from an older
+        checkpoint. Dropped as a duplicate, it would hold the transaction, and every later
+        one, forever (issue #33)."""
+        if isinstance(event, DdlChange):
+            return False
+        tkey = (event.source, _txn_id(event))
+        pending = self._pending.get(tkey)
+        if pending is None or pending.count is None or pending.size >= pending.count:
+            return False
+        if tkey in self._split:
+            return False
+        keys = self._held_keys.get(tkey)
+        if keys is None:
+            # Built once per incomplete transaction a replay reaches (rare), then kept
+            # current by `_stash`.
+            keys = {event_key(e) for r in pending.runs.values() for _, e in r.items(self._spill)}
+            self._held_keys[tkey] = keys
+        return key not in keys
+
+    def _reorder(self, event: DataEvent, tp: TopicPartition) -> None:
+        """Put the run a gap-filling `event` joined back in binlog order (it came last)."""
+        run = self._pending[(event.source, _txn_id(event))].runs[tp]
+        items = sorted(run.items(self._spill), key=lambda item: event_key(item[1]))
+        if run.chunks:
+            assert self._spill is not None
+            old = run.chunks
+            self._in_memory -= len(run.events)
+            run.chunks = [self._spill.write(items)]
+            self._spill.release(old)
+            run.offsets, run.events = array("q"), []
+        else:
+            run.offsets, run.events = array("q", (o for o, _ in items)), [e for _, e in items]
 
     def _raise(self, lane: Lane, ts: int, offset: int) -> None:
         if ts > self._watermarks.get(lane, 0):
@@ -309,6 +353,9 @@ class Merger:
             if key > pending.max_key:
                 pending.max_key, pending.last = key, here
         pending.tables.add(_table_of(event))
+        keys = self._held_keys.get(tkey)
+        if keys is not None:
+            keys.add(key)
         run = pending.runs.get(tp)
         if run is None:
             run = pending.runs[tp] = Run(tp[0], tp[1], head=offset)
@@ -536,6 +583,7 @@ class Merger:
         if self._pending.get(tkey) is pending:  # not the released part of a split one
             del self._pending[tkey]
             self._split.pop(tkey, None)
+            self._held_keys.pop(tkey, None)
         self._buffered -= pending.size
         runs = list(pending.runs.values())
         self._in_memory -= sum(len(r.events) for r in runs)
@@ -597,10 +645,26 @@ class Merger:
         """Stashed events held in memory."""
         return self._in_memory
 
-    def blocked_by(self) -> list[Blocker]:
+    def oldest_held(self) -> str | None:
+        """The oldest stashed transaction, for a log line: id, source, ts, where its first
+        event was read and its binlog position; None with nothing stashed."""
+        if not self._pending:
+            return None
+        p = min(self._pending.values(), key=lambda p: (p.ts, p.source, p.min_key))
+        upstream, _, file, offset, index = p.min_key
+        where = f"{file}:{offset}" + (f" (upstream {upstream})" if upstream else "")
+        count = "?" if p.count is None else p.count
+        return (
+            f"transaction {p.id} of source {p.source}, ts {p.ts}, {p.size} of {count} events "
+            f"held, first at {p.first} (binlog {where}, index {index})"
+        )
+
+    def blocked_by(self, *, timed: bool = True) -> list[Blocker]:
         """Why stashed events wait: the lanes whose watermark is below the oldest stashed
         transaction (or, with nothing stashed, the lowest lanes), and any transaction still
-        incomplete although the watermark passed it."""
+        incomplete although the watermark passed it. `timed`: the reasons say how long each
+        lane has been silent (a merger on a constant clock, the Spark planner's, leaves it
+        out)."""
         now = self._clock()
         out: list[Blocker] = []
         if self._incomplete is not None and self._incomplete.id in {k[1] for k in self._pending}:
@@ -613,8 +677,8 @@ class Merger:
                     self.watermark,
                     p.ts,
                     0.0,
-                    f"transaction {p.id} has {p.size} of {p.count} events although the "
-                    f"watermark passed its ts {p.ts}",
+                    f"transaction {p.id} (first event at {p.first}) has {p.size} of "
+                    f"{p.count} events although the watermark passed its ts {p.ts}",
                 )
             )
         oldest = min((p.ts for p in self._pending.values()), default=None)
@@ -623,12 +687,13 @@ class Merger:
             wm = self._watermarks.get(lane, 0)
             if (wm < oldest) if oldest is not None else (wm == mark):
                 silent = now - self._advanced_at.get(lane, self._born)
+                quiet = f", silent for {silent:.1f}s" if timed else ""
                 reason = (
-                    f"no watermark yet, silent for {silent:.1f}s"
+                    f"no watermark yet{quiet}"
                     if wm == 0
-                    else f"watermark {wm} is behind ts {oldest}, silent for {silent:.1f}s"
+                    else f"watermark {wm} is behind ts {oldest}{quiet}"
                     if oldest is not None
-                    else f"lowest watermark {wm}, silent for {silent:.1f}s"
+                    else f"lowest watermark {wm}{quiet}"
                 )
                 out.append(Blocker(*lane, wm, oldest, silent, reason))
         return out

@@ -19,8 +19,8 @@ Modules, by role:
 - `overlap`, `recovery`: a batch's write overlapping the next read, riding out a sink outage;
 - `owned`, `throughput`, `release`, `ownership`: throughput mode (opt-in): the driver's steps,
   the executors' keying and owned writes, the release from lane summaries, the owner of a row;
-- `settings`, `metrics`, `progress`, `exceptions`: configuration, counters, the progress API
-  for tools, errors.
+- `settings`, `metrics`, `progress`, `stall`, `exceptions`: configuration, counters, the
+  progress API for tools, the stall report (what held events wait for), errors.
 
 This package imports `protocol`, `clients`, `merge`, `routing` and `shard_ddl` of ours, never
 the Subscriber SDK (`consumers`); pyspark is imported lazily where it is needed, so the planner,

@@ -46,6 +46,7 @@ from rowbus.spark_apply.settings import JobConfig, launched_by_spark_submit
 from rowbus.spark_apply.shard_ddl import ShardDdlHook
 from rowbus.spark_apply.shard_writes import ShardWrite, write_shard
 from rowbus.spark_apply.sink import MySQLSink
+from rowbus.spark_apply.stall import StallReporter
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,8 @@ class BatchApplier:
         self.metrics = ApplyMetrics()
         self.writer = BatchWriter()
         """Writes a planned batch while Spark reads the next (`overlap`)."""
+        self.stall = StallReporter()
+        """Says what held events wait for when batches release nothing (issue #33)."""
 
     def start(self) -> BatchApplier:
         self.sink.start()
@@ -219,6 +222,7 @@ class BatchApplier:
                 *timings,
                 seconds,
             )
+            self.stall.observe(batch_id, applied, p.state.stash_events, p.bound, p.held, p.blockers)
 
         self.writer.submit(write)
         if not a.overlap_batches:

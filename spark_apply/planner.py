@@ -272,6 +272,11 @@ class Plan:
     parts committed plans with them (`stored_gate`), not with the live shard-DDL state."""
     splits: tuple[Split, ...] = ()
     """Transactions the shard-DDL hold split in this batch (`Merger.release`)."""
+    held: str | None = None
+    """The oldest transaction still held after this batch (`Merger.oldest_held`), or None."""
+    blockers: tuple[str, ...] = ()
+    """Why what is held waits (`Merger.blocked_by`): lanes behind, an incomplete transaction;
+    empty with nothing held."""
 
     @property
     def row_count(self) -> int:
@@ -332,6 +337,8 @@ def plan(
     steps.append(Step(Rows(parts)))
     if spill is not None:
         merger.spill_all()
+    held = merger.oldest_held()
+    blockers = tuple(str(b) for b in merger.blocked_by(timed=False)) if held else ()
     after = merger.snapshot(keep_spilled=spill is not None)
     stash = [Envelope(t, p, o, e) for t, p, o, e in after.stash]
     bound = max(merger.watermark, previous.released_through)
@@ -340,7 +347,8 @@ def plan(
     merger.close()
     gates = tuple(sorted((str(at), ok) for at, ok in answers.items()))
     state = PlannerState.of(after, stash, bound)
-    return Plan(tuple(steps), state, bound, dropped, spill, peak, gates, tuple(merger.splits))
+    splits = tuple(merger.splits)
+    return Plan(tuple(steps), state, bound, dropped, spill, peak, gates, splits, held, blockers)
 
 
 def _envelope(at: KafkaPosition, event: Event) -> Envelope:
