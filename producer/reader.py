@@ -185,9 +185,13 @@ class _Ending:
 def _snapshot_id(state: SnapshotState, table: str) -> str:
     """The id of an initial or reset snapshot of `table` (PROTOCOL.md §9.7), and the prefix of
     its transactions' ids: its position names the snapshot (a reset one has a higher
-    upstream), so it is unique in the source (§9.5 item 2)."""
+    upstream), so it is unique in the source (§9.5 item 2). A table read again from its start
+    after a restart (keyless, or a key not all-integer) is a new snapshot of it: its id names
+    the attempt, and its new `snapshot_begin` supersedes the first (§9.7)."""
     pos = state.position
-    return f"snapshot:{pos.upstream}/{pos.file}:{pos.offset}:{table}"
+    progress = state.tables.get(table)
+    again = f":again{progress.restarts}" if progress is not None and progress.restarts else ""
+    return f"snapshot:{pos.upstream}/{pos.file}:{pos.offset}:{table}{again}"
 
 
 def _produce_in_transaction(publisher: KafkaPublisher, records: list[OutRecord]) -> None:
@@ -544,7 +548,12 @@ class Reader:
             for t in state.pending()
             if t.chunks == 0 and t.name in prepared.schemas
         }
-        reader = ChunkReader(prepared.views, pending, self.settings.snapshot_chunk_rows)
+        reader = ChunkReader(
+            prepared.views,
+            pending,
+            self.settings.snapshot_chunk_rows,
+            cut_keyless=self.settings.snapshot_markers,
+        )
         progress = Progress(state)
         try:
             for chunk in reader.chunks():

@@ -41,8 +41,9 @@ def prepare(
     upstream: int = 0,
 ) -> Prepared | None:
     """Open read views; a new `state` at their position (None given), or `state` resumed there.
-    A table without a primary key is read whole in one chunk (`source.ReadView.read_chunk`), so
-    it is published all or not at all (PROTOCOL.md §9.3, §9.5).
+    A table without a primary key is read in chunks cut from one scan
+    (`source.ReadView.keyless_chunks`); resumed, it is read again from its start under a new
+    snapshot id (PROTOCOL.md §9.3, §9.7).
 
     `stream_from` (a finished `state`, the checkpoint's position): snapshot only the tables the
     filter now wants that the state does not know (added to the configuration), at a read view
@@ -77,6 +78,7 @@ def prepare(
                     name=name,
                     estimate=estimates.get(name, 0),
                     integer_key=has_integer_key(schemas[name]),
+                    keyless=not schemas[name].primary_key,
                 )
             state.resume_at(position)
             log.info(
@@ -103,7 +105,10 @@ def prepare(
             for name in schemas.keys() - state.tables.keys():
                 # New to the filter since the snapshot began: read it whole at this position.
                 state.tables[name] = TableProgress(
-                    name=name, estimate=estimates[name], integer_key=has_integer_key(schemas[name])
+                    name=name,
+                    estimate=estimates[name],
+                    integer_key=has_integer_key(schemas[name]),
+                    keyless=not schemas[name].primary_key,
                 )
             state.resume_at(position)
             log.info(
@@ -128,9 +133,9 @@ def unshown(state: SnapshotState, txn: Transaction) -> Transaction:
         if not isinstance(item, RowItem) or not state.filtering(item.position):
             kept.append(item)
             continue
-        # A keyless table is one segment read whole: its key is the empty tuple, so every
-        # change before the segment's read view is shown by it (rows identified by all columns,
-        # PROTOCOL.md §9.3, cannot be told apart any finer).
+        # A keyless table is one segment read from its start at one view: its key is the empty
+        # tuple, so every change before that view is shown by it (rows identified by all
+        # columns, PROTOCOL.md §9.3, cannot be told apart any finer).
         pk = item.table.pk_indexes
         bk = None if item.before is None else tuple(item.before[i] for i in pk)
         ak = None if item.after is None else tuple(item.after[i] for i in pk)

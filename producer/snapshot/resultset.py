@@ -5,12 +5,17 @@ read from its socket in large blocks and parsed many per native call, into the t
 would build with the same per-column (encoding, converter), each value then passed through
 the snapshot's converter of its column. Without the native module, or for a connection in a
 character set other than utf8mb4, pymysql reads the rows itself: the same values, slower.
+
+`select` reads a whole result; `stream` hands a result over in lists of at most `rows` rows
+as it arrives (a keyless table read in bounded chunks, PROTOCOL.md §9.7), holding at most one
+list plus one socket block's rows. Until it is exhausted the connection serves nothing else;
+closing it early closes the connection (the rest of the result is never read).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -88,10 +93,61 @@ def _converted(row: tuple[Any, ...], post: Sequence[Post]) -> tuple[Any, ...]:
     return tuple(v if v is None or f is None else f(v) for v, f in zip(row, post, strict=False))
 
 
+def stream(
+    conn: Any, sql: str, args: Sequence[Any], post: Sequence[Post], rows: int
+) -> Iterator[tuple[list[tuple[Any, ...]], bool]]:
+    """The rows of `sql` (converted as by `select`) in lists of exactly `rows` but the last,
+    which holds the rest (none only for an empty result), each with whether it is the last
+    (known without reading ahead: a list is cut only once a row after it is held). A
+    generator closed before its end closes `conn`: the unread rest of the result leaves the
+    connection of no further use."""
+    if rows < 1:
+        raise ValueError(f"rows per list must be at least 1, not {rows}")
+    with conn.cursor(pymysql.cursors.SSCursor) as cur:
+        cur.execute(sql, list(args) or None)
+        result = conn._result
+        try:
+            columns = None if _resultset is None else _columns(result, post)
+            blocks = (
+                _fetched(cur, post, rows) if columns is None else _blocks(conn, result, columns)
+            )
+            held: list[Any] = []
+            for block in blocks:
+                held += block
+                while len(held) > rows:
+                    out, held = held[:rows], held[rows:]
+                    yield out, False
+            yield held, True
+        except BaseException:
+            # Closed early or failed: closing the cursor would read the rest of the result.
+            if result.unbuffered_active:
+                result.unbuffered_active = False
+                conn._force_close()
+            raise
+
+
+def _fetched(cur: Any, post: Sequence[Post], rows: int) -> Iterator[list[Any]]:
+    for _ in range(1 << 62):  # bounded by the result: each round reads rows of it
+        part = cur.fetchmany(rows)
+        if not part:
+            return
+        yield [_converted(r, post) for r in part]
+
+
 def _read(conn: Any, result: Any, columns: tuple[tuple[int, Any, Post], ...]) -> list[Any]:
     """The rows that follow the descriptions pymysql read, from its socket's buffered file."""
-    assert _resultset is not None
     rows: list[Any] = []
+    for block in _blocks(conn, result, columns):
+        rows += block
+    return rows
+
+
+def _blocks(
+    conn: Any, result: Any, columns: tuple[tuple[int, Any, Post], ...]
+) -> Iterator[list[Any]]:
+    """The rows that follow the descriptions pymysql read, from its socket's buffered file,
+    one list per block read."""
+    assert _resultset is not None
     pending = bytearray()
     pos, seq = 0, conn._next_seq_id
     parse = _resultset.rows
@@ -107,6 +163,7 @@ def _read(conn: Any, result: Any, columns: tuple[tuple[int, Any, Post], ...]) ->
             conn._force_close()
             raise err.OperationalError(2013, "Lost connection to server during query")
         pending += block
+        rows: list[Any] = []
         try:
             pos, seq, status, error = parse(pending, pos, seq, columns, rows)
         except BaseException as exc:
@@ -121,6 +178,7 @@ def _read(conn: Any, result: Any, columns: tuple[tuple[int, Any, Post], ...]) ->
             break
         del pending[:pos]
         pos = 0
+        yield rows
     conn._next_seq_id = seq
     result.unbuffered_active = False
     result.connection = None
@@ -131,4 +189,4 @@ def _read(conn: Any, result: Any, columns: tuple[tuple[int, Any, Post], ...]) ->
         # and this reading disagree, and the connection cannot be used further.
         conn._force_close()
         raise err.InternalError(f"{len(pending) - pos} unexpected bytes after a result set")
-    return rows
+    yield rows

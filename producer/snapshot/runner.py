@@ -1,4 +1,5 @@
-"""Reads the pending tables of a snapshot in primary-key chunks on parallel read views.
+"""Reads the pending tables of a snapshot in chunks on parallel read views: primary-key ranges,
+or for a table without a primary key, cuts of one streaming scan.
 
 Bounded: one worker thread per read view takes whole tables from a shared list (a table's
 chunks are read in key order by one worker, since each chunk starts after the previous one's
@@ -48,17 +49,24 @@ _DONE = _Done()
 
 class ChunkReader:
     """Construct with the read views and the tables (each with the key to start after), then
-    iterate `chunks()`; `close()` stops the workers and releases the views."""
+    iterate `chunks()`; `close()` stops the workers and releases the views.
+
+    `cut_keyless`: a keyless table in chunks of `chunk_rows` cut from one scan, which only a
+    consumer of the snapshot markers can take (a restart reads it again from its start, and
+    the new `snapshot_begin` discards the first attempt's rows, PROTOCOL.md §9.7); else whole
+    in one chunk, all or none, as protocol 1.4 has it."""
 
     def __init__(
         self,
         views: list[ReadView],
         tables: list[tuple[TableSchema, tuple[Value, ...] | None]],
         chunk_rows: int,
+        cut_keyless: bool = True,
     ) -> None:
         self._views = views
         self._tables = list(tables)
         self._chunk_rows = chunk_rows
+        self._cut_keyless = cut_keyless
         self._lock = threading.Lock()
         self._out: queue.Queue[Chunk | BaseException | _Done] = queue.Queue(2 * len(views))
         self._closed = threading.Event()
@@ -84,11 +92,15 @@ class ChunkReader:
                 if job is None:
                     break
                 table, after = job
+                if not table.primary_key and self._cut_keyless:
+                    if not self._keyless(view, table):
+                        return
+                    continue
                 for _ in range(10**9):  # bounded by the table: each chunk moves past its keys
                     if self._closed.is_set():
                         return
                     rows = view.read_chunk(table, after, self._chunk_rows)
-                    # A keyless table comes whole in one chunk.
+                    # Keyless and not cut: the whole table in one chunk.
                     last = len(rows) < self._chunk_rows or not table.primary_key
                     chunk = Chunk(table, rows, last)
                     if not self._put(chunk):
@@ -100,6 +112,18 @@ class ChunkReader:
             self._put(exc)
         finally:
             self._put(_DONE)
+
+    def _keyless(self, view: ReadView, table: TableSchema) -> bool:
+        """A keyless table's chunks, cut from one scan (bounded: at most the queue's chunks
+        and the one being cut are held); False when closed first."""
+        scan = view.keyless_chunks(table, self._chunk_rows)
+        try:
+            for rows, last in scan:
+                if self._closed.is_set() or not self._put(Chunk(table, rows, last)):
+                    return False
+            return True
+        finally:
+            scan.close()
 
     def chunks(self) -> Iterator[Chunk]:
         """Chunks as they are read, tables interleaved, each table's in key order."""

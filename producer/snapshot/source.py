@@ -1,4 +1,5 @@
-"""Consistent, lock-free read views of a MariaDB source, and primary-key chunk reads.
+"""Consistent, lock-free read views of a MariaDB source, primary-key chunk reads, and keyless
+tables streamed in bounded chunks.
 
 ``START TRANSACTION WITH CONSISTENT SNAPSHOT`` gives a read view and, in the session status
 ``binlog_snapshot_file``/``binlog_snapshot_position``, the exact binlog position it shows
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import pymysql
@@ -33,6 +34,8 @@ from rowbus.protocol.values import Value
 log = logging.getLogger(__name__)
 
 ALIGN_ATTEMPTS = 20
+KEYLESS_WRITE_TIMEOUT_S = 3600
+"""How long the server may wait on a keyless table's scan while its chunks are published."""
 
 
 class ReadView:
@@ -80,8 +83,7 @@ class ReadView:
         limit: int,
     ) -> list[tuple[Value, ...]]:
         """Up to `limit` rows of `table` with a primary key above `after`, in key order; a
-        table without one is read whole (its rows cannot be chunked: no order identifies them,
-        and a resumed snapshot reads it again at a new view, §9.5 item 3)."""
+        table without one is read whole (see `keyless_chunks` for bounded chunks of it)."""
         cols = ", ".join(select_expression(c) for c in table.columns)
         if not table.primary_key:
             return self._read_all(table, cols)
@@ -99,6 +101,25 @@ class ReadView:
             where = " WHERE " + " OR ".join(terms)
         sql = f"SELECT {cols} FROM {name}{where} ORDER BY {', '.join(keys)} LIMIT {int(limit)}"
         return self._select(table, sql, args)
+
+    def keyless_chunks(
+        self, table: TableSchema, limit: int
+    ) -> Generator[tuple[list[tuple[Value, ...]], bool]]:
+        """The rows of a table without a primary key, in chunks of `limit` rows (the last holds
+        the rest), each with whether it is the last, from one streaming SELECT in this read
+        view: no key orders them, so one scan is cut (PROTOCOL.md §9.7); a resumed snapshot
+        reads the table again from its start at its new view. The connection serves nothing
+        else until the chunks are exhausted; a generator closed early closes it."""
+        cols = ", ".join(select_expression(c) for c in table.columns)
+        sql = f"SELECT {cols} FROM {_name(table)}"
+        try:
+            with self.conn.cursor() as cur:
+                # The server waits while the chunks already read are published: without this it
+                # aborts the scan after net_write_timeout (60 s by default) of a full socket.
+                cur.execute(f"SET SESSION net_write_timeout = {KEYLESS_WRITE_TIMEOUT_S}")
+            yield from resultset.stream(self.conn, sql, [], post_converters(table.columns), limit)
+        except pymysql.MySQLError as exc:
+            raise translate_mysql_error(exc, f"reading {table.qualified} on {self.where}") from exc
 
     def _read_all(self, table: TableSchema, cols: str) -> list[tuple[Value, ...]]:
         return self._select(table, f"SELECT {cols} FROM {_name(table)}", [])

@@ -10,6 +10,12 @@ after the change's position: the row already shows it. So no change is lost and 
 applied twice. Ranges are compared in Python, which orders integers as the server does;
 a table whose key is not all-integer is read again from its start at P' instead, and its
 changes after P are all kept (replayed over newer rows they converge: idempotent, no loss).
+A table without a primary key is read in chunks cut from one scan (no key orders them); begun
+and not done, it is read again from its start at P' as one new segment: its changes before P'
+are all shown by those rows, and none after is (rows identified by all their columns cannot be
+told apart finer, PROTOCOL.md §9.3). A table read again from its start counts it in
+`TableProgress.restarts`, which the reader puts in the snapshot's id: the new `snapshot_begin`
+tells consumers the rows of the first attempt are superseded (PROTOCOL.md §9.7).
 
 Snapshot rows are published at P (`position`) with `txn.index` = `seq`, a counter over the
 whole snapshot, so their order key grows and stays below every streamed change (PROTOCOL.md
@@ -85,6 +91,10 @@ class TableProgress:
     integer_key: bool = True
     segments: list[Segment] = field(default_factory=list)
     chunks: int = 0
+    keyless: bool = False
+    """No primary key: chunks are cuts of one scan, and a resume reads it again (module doc)."""
+    restarts: int = 0
+    """Times its reading started over from its first row after some rows were published."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -96,6 +106,8 @@ class TableProgress:
             "done": self.done,
             "integer_key": self.integer_key,
             "chunks": self.chunks,
+            "keyless": self.keyless,
+            "restarts": self.restarts,
             "segments": [
                 [
                     _pos(s.position),
@@ -118,6 +130,8 @@ class TableProgress:
             done=bool(d["done"]),
             integer_key=bool(d.get("integer_key", True)),
             chunks=int(d.get("chunks", 0)),
+            keyless=bool(d.get("keyless", False)),
+            restarts=int(d.get("restarts", 0)),
             segments=[Segment(_pos_from(p), key(a)) for p, a in d.get("segments", [])],
         )
 
@@ -236,6 +250,7 @@ class SnapshotState:
                 name=t.qualified,
                 estimate=estimates.get(t.qualified, 0),
                 integer_key=has_integer_key(t),
+                keyless=not t.primary_key,
                 segments=[Segment(position, None)],
             )
         return SnapshotState(position, progress)
@@ -249,12 +264,18 @@ class SnapshotState:
                 continue
             if t.last_key is None:
                 t.segments = [Segment(position, None)]
+            elif t.keyless:
+                # Read again from the start at `position`, which shows every change before it.
+                t.segments = [Segment(position, None)]
+                t.last_key, t.rows, t.chunks = None, 0, 0
+                t.restarts += 1
             elif t.integer_key:
                 t.segments.append(Segment(position, t.last_key))
             else:
                 t.last_key = None  # read again from the start; its changes since P all kept
                 t.rows = 0
                 t.chunks = 0
+                t.restarts += 1
 
     def pending(self) -> list[TableProgress]:
         return [t for t in self.tables.values() if not t.done]
