@@ -13,6 +13,7 @@ Used alike by the Subscriber SDK (`rowbus.consumers`) and the Spark apply job
 - `state`: the merger's whole state as a value (`MergerSnapshot`), to replay from;
 - `start`: a requested start position (timestamp, GTID, binlog position) as offsets and floors;
 - `exceptions`: `SubscriberError`, the root of every subscriber-side error;
+- `tables`: the tables a released stream leaves, in memory (the conformance kit's reference);
 - `conformance`: the reference program the conformance kit compares others with (PROTOCOL.md
   §10).
 """

@@ -1,7 +1,8 @@
 """rowbus's own answers to the conformance kit (`rowbus.protocol.conformance`, PROTOCOL.md §10):
 ``python -m rowbus.merge.conformance`` reads JSON-line requests on stdin and answers each on
-stdout with the reference decoder, key and schema-id functions and `Merger`. It is what a third
-party's program is compared with, and the kit's own test runs it."""
+stdout with the reference decoder, key and schema-id functions and `Merger`, and the tables the
+released stream leaves (`rowbus.merge.tables`). It is what a third party's program is compared
+with, and the kit's own test runs it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TextIO
 
 from rowbus.merge.merger import Merger
+from rowbus.merge.tables import Tables
 from rowbus.protocol.codec import decode
 from rowbus.protocol.codec.jsonc import to_json, value_from_json
 from rowbus.protocol.errors import ProtocolError
@@ -59,9 +61,13 @@ def _schema_id(request: Mapping[str, Any]) -> dict[str, Any]:
     return {"canonical": table.canonical_bytes().decode("utf-8"), "schema_id": table.schema_id}
 
 
-def released(lanes: Iterable[list[Any]], records: Iterable[Mapping[str, Any]]) -> list[Any]:
-    """Every transaction the merger releases from `records`, in order, as §10 names them."""
+def released(
+    lanes: Iterable[list[Any]], records: Iterable[Mapping[str, Any]]
+) -> tuple[list[Any], dict[str, list[Any]]]:
+    """Every transaction the merger releases from `records`, in order, as §10 names them; and
+    the tables they leave, applied in that order."""
     merger = Merger([(str(t), int(p), str(s)) for t, p, s in lanes])
+    tables = Tables()
     out: list[Any] = []
     try:
         for r in records:
@@ -75,6 +81,7 @@ def released(lanes: Iterable[list[Any]], records: Iterable[Mapping[str, Any]]) -
             if not batch:
                 break
             for txn in batch:
+                tables.apply(txn.events)
                 out.append(
                     {
                         "source": txn.source,
@@ -86,11 +93,15 @@ def released(lanes: Iterable[list[Any]], records: Iterable[Mapping[str, Any]]) -
                 )
     finally:
         merger.close()
-    return out
+    return out, tables.as_json()
 
 
 def _merge(request: Mapping[str, Any]) -> dict[str, Any]:
-    return {"released": released(request["lanes"], request["records"])}
+    try:
+        order, tables = released(request["lanes"], request["records"])
+    except ValueError as exc:  # a keyless delete of a row the table does not hold
+        return {"error": str(exc)}
+    return {"released": order, "tables": tables}
 
 
 OPS: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {

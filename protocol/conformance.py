@@ -20,13 +20,20 @@ Requests (``value`` is base64 of the record's bytes; ``headers`` maps header nam
   with a watermark past its last event → ``{"released": [{"source": …, "events": [[file,
   offset, index], …]}, …]}``: every transaction the merge releases (§9), in release order,
   each with its events in order, named by their binlog position and ``txn.index`` (``null``
-  for a DDL without a transaction reference).
+  for a DDL without a transaction reference). A program that also applies what it releases
+  adds ``"tables": {"db.table": [[JSON values of §4], …], …}``: the rows each table holds at
+  the end (any order), applied as §9.3, §9.5 and §9.7 say; the kit compares them with the
+  vector's ``tables`` when both are there (a table the answer omits counts as empty).
 
 Stream vectors (``testdata/streams/*.json``) hold the merge requests with the release order a
-conforming merger gives; they come from `tests/unit/protocol/streams.py`, whose expected
+conforming merger gives. ``stream_*`` come from `tests/unit/protocol/streams.py`, whose expected
 order is built without the merger (sorted by §9's release order), and cover several sources
-and topics, partitions shared by sources, DDLs on one or every partition, watermarks, and
-replayed slices of a lane (a restarted reader, an aborted transaction the broker leaked).
+and topics, partitions shared by sources, DDLs and snapshot markers on one or every partition,
+watermarks, and replayed slices of a lane (a restarted reader, an aborted transaction the
+broker leaked). ``named_*`` come from `tests/unit/protocol/named_streams.py`, one case each —
+a fragmented transaction, an upstream switch, XA, duplicates of an aborted transaction, DDL
+barriers, a keyless table snapshotted in chunks across a reader restart — with an ``about``
+line and the final ``tables`` written out by hand.
 """
 
 from __future__ import annotations
@@ -162,6 +169,7 @@ def check_streams(program: Program, report: Report) -> None:
         report.checked += 1
         got, want = answer.get("released"), vector["released"]
         if got == want:
+            _check_tables(path.name, vector, answer, report)
             continue
         if not isinstance(got, list):
             report.fail(f"{path.name}: answered {str(answer)[:200]}")
@@ -175,6 +183,27 @@ def check_streams(program: Program, report: Report) -> None:
             f"difference at #{first}: {got[first] if first < len(got) else None} instead of "
             f"{want[first] if first < len(want) else None}"
         )
+
+
+def _check_tables(
+    name: str, vector: dict[str, Any], answer: dict[str, Any], report: Report
+) -> None:
+    """The final tables, when the vector has them and the program answered some."""
+    want, got = vector.get("tables"), answer.get("tables")
+    if want is None or got is None:
+        return
+    report.checked += 1
+    if not isinstance(got, dict):
+        report.fail(f"{name}: tables answered as {str(got)[:200]}, not an object")
+        return
+    for table in sorted(set(want) | set(got)):
+        mine = sorted(got.get(table) or [], key=lambda r: json.dumps(r, sort_keys=True))
+        if mine != want.get(table, []):
+            report.fail(
+                f"{name}: table {table} holds {str(mine)[:300]}, "
+                f"expected {str(want.get(table, []))[:300]}"
+            )
+            return
 
 
 CHECKS = {"records": check_records, "keys": check_keys, "streams": check_streams}

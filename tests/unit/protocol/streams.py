@@ -66,7 +66,7 @@ def vector(scenario: Scenario, encoding: Encoding, rng: random.Random) -> dict[s
 def main(count: int = 12) -> int:
     rng = random.Random(20261126)
     STREAMS.mkdir(parents=True, exist_ok=True)
-    for old in STREAMS.glob("*.json"):
+    for old in STREAMS.glob("stream_*.json"):  # the named ones are written by named_streams
         old.unlink()
     written = 0
     with warnings.catch_warnings():
