@@ -97,7 +97,8 @@ class ReaderSettings(StrictModel):
     ``schema_only`` (schemas, no rows). Default: ``initial``, unless ``start`` is set (a chosen
     binlog window means ``never``)."""
     snapshot_chunk_rows: int = Field(10_000, ge=1)
-    """Rows per snapshot chunk: one SELECT, one Kafka transaction with the checkpoint."""
+    """Rows per snapshot chunk: one SELECT (of a keyless table: one cut of a single streaming
+    SELECT, when ``snapshot_markers`` is on), one Kafka transaction with the checkpoint."""
     snapshot_parallelism: int = Field(2, ge=1, le=64)
     """Read views (connections) reading tables in parallel during a snapshot."""
     snapshot_markers: bool = True

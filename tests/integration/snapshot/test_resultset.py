@@ -208,3 +208,39 @@ def test_a_value_that_fails_to_convert_raises_its_own_error_and_closes_the_conne
     finally:
         if conn.open:
             conn.close()
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "pymysql"])
+def test_a_streamed_result_comes_in_lists_cut_at_the_size_the_last_one_marked(
+    services: Settings, database: str, native: bool
+) -> None:
+    """`stream` (a keyless table's chunks): lists of exactly n rows but the last, the last one
+    known without reading ahead; closed early, the connection is closed (its unread rest is
+    never read), and a connection that read to the end answers further queries."""
+    source = _source(services)
+    conn = mysql.connect(source, autocommit=False, conv=CONVERSIONS)
+    saved = resultset._resultset
+    if not native:
+        resultset._resultset = None
+    try:
+        for total, sizes in [(25_000, [10_000, 10_000, 5_000]), (20_000, [10_000, 10_000])]:
+            sql = f"SELECT seq, CONCAT('r', seq) FROM `{database}`.seq_1_to_{total}"
+            parts = list(resultset.stream(conn, sql, [], [None, None], 10_000))
+            assert [(len(rows), last) for rows, last in parts] == [
+                (n, i == len(sizes) - 1) for i, n in enumerate(sizes)
+            ]
+            assert [r[0] for rows, _ in parts for r in rows] == list(range(1, total + 1))
+        empty = f"SELECT seq FROM `{database}`.seq_1_to_10 WHERE seq > 10"
+        assert list(resultset.stream(conn, empty, [], [None], 3)) == [([], True)]
+        assert resultset.select(conn, "SELECT 7", [], [None]) == [(7,)]
+        scan = resultset.stream(
+            conn, f"SELECT seq FROM `{database}`.seq_1_to_1000000", [], [None], 1_000
+        )
+        rows, last = next(scan)
+        assert len(rows) == 1_000 and not last
+        scan.close()
+        assert not conn.open, "a connection with an unread result left open"
+    finally:
+        resultset._resultset = saved
+        if conn.open:
+            conn.close()

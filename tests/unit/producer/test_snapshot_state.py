@@ -15,6 +15,7 @@ AFTER = BinlogPosition("binlog.000002", 4)
 INT_T = TableSchema("d", "t", (ColumnSchema("id", "bigint"), ColumnSchema("v", "int")), ("id",))
 STR_T = TableSchema("d", "s", (ColumnSchema("k", "varchar"), ColumnSchema("v", "int")), ("k",))
 NEW_T = TableSchema("d", "n", (ColumnSchema("id", "int"),), ("id",))
+KEYLESS_T = TableSchema("d", "k", (ColumnSchema("a", "int"), ColumnSchema("b", "varchar")), ())
 
 
 def resumed() -> SnapshotState:
@@ -124,3 +125,24 @@ def test_a_keyless_table_read_again_at_a_new_view_drops_every_change_before_it()
     assert state.keep("d.k", Op.INSERT, None, (), AFTER) is Op.INSERT
     first = SnapshotState.start(P1, [KEYLESS], {})  # read at P1 = the stream's start
     assert first.keep("d.k", Op.DELETE, (), None, BETWEEN) is Op.DELETE
+
+
+def test_a_keyless_table_begun_is_read_again_from_its_start_at_the_new_view() -> None:
+    """Its chunks are cuts of one scan: no later view continues it (PROTOCOL.md §9.7)."""
+    state = SnapshotState.start(P1, [KEYLESS_T, INT_T], {})
+    k = state.tables["d.k"]
+    assert k.keyless and not state.tables["d.t"].keyless
+    k.last_key, k.rows, k.chunks = (), 40, 2  # two chunks committed
+    state = SnapshotState.from_json(state.to_json())
+    state.resume_at(P2)
+    k = state.tables["d.k"]
+    assert (k.rows, k.chunks, k.last_key, k.restarts) == (0, 0, None, 1)
+    assert [s.position for s in k.segments] == [P2]
+    # every change before the new view is shown by its rows, none after
+    assert state.keep("d.k", Op.INSERT, None, (), BETWEEN) is None
+    assert state.keep("d.k", Op.DELETE, (), None, BETWEEN) is None
+    assert state.keep("d.k", Op.INSERT, None, (), AFTER) is Op.INSERT
+    # a second restart before any chunk: the same attempt's count, a newer view
+    state.resume_at(AFTER)
+    assert state.tables["d.k"].restarts == 1
+    assert [s.position for s in state.tables["d.k"].segments] == [AFTER]
