@@ -5,7 +5,8 @@ Each is a stream a reader publishes in one of §9's harder cases, built by hand 
 fragmented transaction (§9.1), an upstream switch (§9.4), an XA transaction whose restart
 replays what followed its prepare (§9.2), records of an aborted Kafka transaction a broker
 leaked before their committed copy (§9), DDL barriers on every partition (§9 guarantee 4), and
-a keyless table snapshotted in chunks whose reader restarted mid-table (§9.7). Each vector
+an incremental snapshot that removes a row the source lost (§9.5 item 5, §9.7), and a keyless
+table snapshotted in chunks whose reader restarted mid-table (§9.7). Each vector
 carries its release order — listed here in the order §9 step 6 gives, and checked against a
 sort by `(ts, source, order key of the first event)`, no merger involved — and the final
 tables written out by hand, as a consumer following §9.3, §9.5 and §9.7 ends with them.
@@ -434,6 +435,62 @@ def keyless_chunks() -> Stream:
     return s
 
 
+def incremental_refresh() -> Stream:
+    s = Stream(
+        "an incremental snapshot (mode refresh, §9.5 item 5, §9.7) of a table the consumer "
+        "holds, in two chunks at H + 1 of their views with a streamed insert between them: "
+        "row 3, gone at the source without a trace in the binlog, is neither read nor "
+        "streamed since the begin, so the end deletes it; row 4, streamed, stays",
+        ["s1"],
+    )
+    c = create(BASE + 1, "s1", at(100))
+    s.everywhere(c)
+    t1 = [row(BASE + 2, "s1", "0-1-2", i, at(200), after=(1 + i, "a"), count=3) for i in range(3)]
+    s.put(0, t1[0], t1[2])
+    s.put(1, t1[1])
+    t2 = row(BASE + 3, "s1", "0-1-3", 0, at(250), before=(2, "a"), after=(2, "b2"), count=1)
+    s.put(1, t2)
+    s.watermark("s1", BASE + 3)
+    sid = "snapshot:incremental:db.t:0/bin.000001:301"
+    first = at(301)
+    begin = SnapshotBegin(
+        source="s1",
+        ts=BASE + 4,
+        schema="db",
+        table="t",
+        snapshot=sid,
+        mode=MarkerMode.REFRESH,
+        position=first,
+        txn=TxnRef(f"{sid}:begin", 0),
+    )
+    s.everywhere(begin)
+    chunk1 = row(BASE + 5, "s1", f"{sid}:0", 1, first, after=(1, "a"), op=Op.READ)
+    s.put(0, chunk1)
+    s.watermark("s1", BASE + 5)
+    t3 = row(BASE + 6, "s1", "0-1-4", 0, at(400), after=(4, "d"), count=1)
+    s.put(1, t3)
+    s.watermark("s1", BASE + 6)
+    second = at(451)
+    chunk2 = row(BASE + 7, "s1", f"{sid}:1", 2, second, after=(2, "b2"), op=Op.READ)
+    s.put(1, chunk2)
+    end = SnapshotEnd(
+        source="s1",
+        ts=BASE + 8,
+        schema="db",
+        table="t",
+        snapshot=sid,
+        mode=MarkerMode.REFRESH,
+        position=second,
+        txn=TxnRef(f"{sid}:end", 3),
+        rows=2,
+    )
+    s.everywhere(end)
+    s.watermark("s1", BASE + 9)
+    for txn in ([c], t1, [t2], [begin], [chunk1], [t3], [chunk2], [end]):
+        s.release("s1", *txn)
+    return s
+
+
 @dataclass(frozen=True)
 class Named:
     name: str
@@ -467,6 +524,11 @@ NAMED = (
         {"db.t": [[1, "a"], [2, "a"], [3, "b"], [4, "b"], [5, "b"], [50, "u"]]},
     ),
     Named("named_ddl_barriers", ddl_barriers, {"db.t": [[9, "c"], [80, "w"]]}),
+    Named(
+        "named_incremental_refresh",
+        incremental_refresh,
+        {"db.t": [[1, "a"], [2, "b2"], [4, "d"]]},
+    ),
     Named(
         "named_keyless_chunks",
         keyless_chunks,
