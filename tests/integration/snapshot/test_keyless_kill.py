@@ -24,10 +24,13 @@ from tests.integration.snapshot.helpers import snapshot_state
 from tests.integration.snapshot.marked import MarkedApply
 from tests.integration.snapshot.test_initial import _setup
 from tests.integration.snapshot.test_markers import TABLES, _run, _spark_apply, _tables
+from tests.integration.snapshot.test_resume import _read_to_end
 
-KEYLESS_ROWS = 4_000
-CHUNK_ROWS = 20
-"""Small chunks, so the kill lands inside the keyless table (read first: `k` sorts before `t`)."""
+KEYLESS_ROWS = 6_000
+CHUNK_ROWS = 15
+"""Small chunks, so the kill lands inside the keyless table (read first: `k` sorts before `t`):
+400 chunks, the kill after 3 of them (a reader on an idle machine commits a chunk every few
+milliseconds, and the test sees a checkpoint a few hundred milliseconds late)."""
 
 
 def test_a_keyless_table_ends_equal_after_a_kill_9_of_the_reader_mid_snapshot(
@@ -70,13 +73,17 @@ def test_a_keyless_table_ends_equal_after_a_kill_9_of_the_reader_mid_snapshot(
         procs.append(first)
         index.until(
             lambda rs: (
-                (s := snapshot_state(rs, setup.source)) is not None and s.tables[name].chunks >= 5
+                (s := snapshot_state(rs, setup.source)) is not None and s.tables[name].chunks >= 3
             ),
             timeout=120,
             what="the first reader to commit some chunks of the keyless table",
         )
         first.send_signal(signal.SIGKILL)
         first.wait(30)
+        wait_for(lambda: _read_to_end(index), timeout=60, what="the checkpoints read to their end")
+        killed = snapshot_state([r for *_, r in index.records], setup.source)
+        assert killed is not None
+        assert not killed.tables[name].done, "the keyless table was read before the kill"
         # Between the two read views: changes the second read shows, to drop from the stream.
         _run(
             setup.server,
