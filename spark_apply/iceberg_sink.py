@@ -30,7 +30,8 @@ Forms, per target table (`IcebergSettings.forms`):
   and ``after_<c>`` for each column.
 
 Schema changes: every DDL of a routed table with a schema after it evolves the tables to it
-(`_evolve`: ADD COLUMN, DROP COLUMN, widening int→long, float→double, decimal precision);
+(`_evolve`: ADD COLUMN, DROP COLUMN — the change log keeps the column, NULL from then on —,
+widening int→long, float→double, decimal precision);
 what Iceberg cannot express (another type change, a new primary key, RENAME/TRUNCATE/DROP
 TABLE) is refused in one line before anything of it is applied. The evolution compares the
 wanted schema with the table's, so a replayed DDL finds nothing to do.
@@ -39,6 +40,7 @@ wanted schema with the table's, so a replayed DDL finds nothing to do.
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -266,7 +268,10 @@ class IcebergTables:
         data = self._arrow(table, lay.names, column_arrays(lay.kinds, lay.converters, images))
         with table.transaction() as tx:
             if table.current_snapshot() is not None:
-                tx.delete(_key_filter(lay.key, converted), snapshot_properties=marker)
+                with warnings.catch_warnings():
+                    # "did not match any records": keys the step inserts for the first time
+                    warnings.filterwarnings("ignore", "Delete operation did not match")
+                    tx.delete(_key_filter(lay.key, converted), snapshot_properties=marker)
             tx.append(data, snapshot_properties=marker)
         return len(keys)
 
@@ -317,7 +322,12 @@ class IcebergTables:
 
         wanted = table.schema().as_arrow()
         data = pa.Table.from_arrays(arrays, names=list(names))
-        return data.select([f.name for f in wanted]).cast(wanted)
+        # A column the table keeps but the rows lack (the change log's dropped ones) is NULL.
+        columns = [
+            data.column(f.name) if f.name in names else pa.nulls(data.num_rows, f.type)
+            for f in wanted
+        ]
+        return pa.Table.from_arrays(columns, names=[f.name for f in wanted]).cast(wanted)
 
     # -- tables and their schemas ------------------------------------------------------------
 
@@ -408,7 +418,8 @@ class IcebergTables:
                     "column out"
                 )
             widen.append((n, want))
-        drops = [n for n in current if n not in names]
+        # The change log keeps a dropped column (NULL from then on): its history stays.
+        drops = [] if changelog else [n for n in current if n not in names]
         if not changelog:
             key_ids = [current[k].field_id for k in lay.key if k in current]
             if sorted(key_ids) != sorted(table.schema().identifier_field_ids) or len(

@@ -115,7 +115,11 @@ class BatchApplier:
         return list(self.catalog.known().values())
 
     def start(self) -> BatchApplier:
-        self.sink.start()
+        try:
+            self.sink.start()
+        except BaseException:
+            self.catalog.close()  # the sink may have read the schemas topic (Iceberg's check)
+            raise
         if self.shard_ddl is not None:
             self.shard_ddl.start()
         return self
