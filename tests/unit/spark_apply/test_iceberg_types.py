@@ -127,3 +127,50 @@ def test_schema_changes_iceberg_cannot_express_are_refused_before_any_is_applied
         (f.name, str(f.field_type)) for f in tables._catalog.load_table(("db", "t")).schema().fields
     ]
     assert fields == [("id", "int"), ("a", "long"), ("b", "string"), ("n", "double")]
+
+
+def test_a_step_already_committed_is_skipped_and_a_table_with_rows_is_known(
+    tmp_path: Path,
+) -> None:
+    """`write_step` twice with the same (batch, step): the second finds the first's snapshot
+    summary and writes nothing (the change log would hold every event twice otherwise);
+    `holds_rows` (what a snapshot marker's refusal asks) turns true with the first row."""
+    from rowbus.protocol.events import BinlogPosition, Op, RowChange, TxnRef
+    from rowbus.spark_apply.planner import Envelope
+
+    table = _schema(ColumnSchema("a", "int"))
+    settings = IcebergSettings(
+        catalog={"type": "sql", "uri": f"sqlite:///{tmp_path}/c.db", "warehouse": str(tmp_path)},
+        forms=("current", "changelog"),
+    )
+    schemas = {table.schema_id: table}
+    tables = IcebergTables(settings, Router((), "identity"), schemas.get, "job").start()
+    target = Router((), "identity").target("db", "t")
+    assert target is not None
+    assert not tables.holds_rows(target)
+
+    def row(offset: int, key: int, value: int) -> Envelope:
+        change = RowChange(
+            source="s1",
+            ts=offset,
+            op=Op.INSERT,
+            schema="db",
+            table="t",
+            schema_id=table.schema_id,
+            primary_key=("id",),
+            before=None,
+            after=(key, value),
+            txn=TxnRef(f"0-1-{offset}", 0, 1),
+            position=BinlogPosition("b.000001", 4 + offset),
+        )
+        return Envelope("topic", 0, offset, change)
+
+    step = [row(0, 1, 10), row(1, 2, 20)]
+    assert tables.write_step(7, 0, step) == 4  # two keys, two events
+    assert tables.holds_rows(target)
+    assert tables.write_step(7, 0, step) == 0
+    assert tables.write_step(7, 1, [row(2, 1, 11)]) == 2
+    log = tables._catalog.load_table(("db", "t_changelog")).scan().to_arrow()
+    assert sorted(log.column("_offset").to_pylist()) == [0, 1, 2]
+    current = tables._catalog.load_table(("db", "t")).scan().to_arrow().to_pylist()
+    assert sorted((r["id"], r["a"]) for r in current) == [(1, 11), (2, 20)]
