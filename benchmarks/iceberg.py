@@ -30,8 +30,9 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rowbus.workloads import w1_row
 
@@ -192,6 +193,7 @@ def run(rows: int, changes: int, seed: int = 1) -> list[Figure]:
         figures.append(
             _timed(f"overwrite by key, {changes // tenth} commits", changes, small_overwrites)
         )
+        figures += sink_phases(folder, rows, changes, step_rows=max(1, changes), seed=seed)
         final = table.scan().to_arrow()
         # The last overwrites put the deleted keys back: every key is there once.
         assert final.num_rows == rows, final.num_rows
@@ -199,6 +201,100 @@ def run(rows: int, changes: int, seed: int = 1) -> list[Figure]:
         return figures
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def sink_phases(folder: Path, rows: int, changes: int, step_rows: int, seed: int) -> list[Figure]:
+    """The sink's own write path (`IcebergTables.write_step`: fold per key, Arrow, one commit
+    per table and step) for each table form: W1 inserts in steps of `step_rows`, then a
+    W2-like mix on the same table (single-row transactions: 60% updates, 20% inserts, 20%
+    deletes of keys spread over the table), from decoded protocol events."""
+    from benchmarks.workloads import w1_events, w1_table
+    from rowbus.protocol.events import Op, RowChange, TxnRef
+    from rowbus.routing.routes import Router
+    from rowbus.spark_apply.iceberg_sink import IcebergTables
+    from rowbus.spark_apply.planner import Envelope
+    from rowbus.spark_apply.settings import IcebergSettings
+
+    table = w1_table()
+    schemas = {table.schema_id: table}
+    inserts = [Envelope("w1", 0, i, e) for i, e in enumerate(w1_events("db1", rows))]
+    rng = random.Random(seed + 4)
+    mix: list[Envelope] = []
+    live = list(range(1, rows + 1))
+    fresh = w1_events("db1", changes, first_key=rows + 1, seed=seed + 5)
+    for i in range(changes):
+        pick = rng.random()
+        ref = TxnRef(f"0-1-{rows + i}", 0, 1)
+        if pick < 0.2:
+            e = fresh[i]
+            live.append(int(e.after[0]))  # type: ignore[index, arg-type]
+        else:
+            key = live.pop(rng.randrange(len(live)))
+            old = (key, *inserts[0].event.after[1:])  # type: ignore[union-attr, index]
+            if pick < 0.8:
+                new = (key, rng.randint(0, 10**6), *old[2:])
+                e = RowChange(
+                    **{
+                        **_fields(fresh[i]),
+                        "op": Op.UPDATE,
+                        "before": old,
+                        "after": new,
+                        "txn": ref,
+                    }
+                )
+                live.append(key)
+            else:
+                e = RowChange(
+                    **{
+                        **_fields(fresh[i]),
+                        "op": Op.DELETE,
+                        "before": old,
+                        "after": None,
+                        "txn": ref,
+                    }
+                )
+        mix.append(Envelope("w1", 0, rows + i, e))
+    figures = []
+    forms: tuple[Literal["current", "changelog"], ...] = ("current", "changelog")
+    for form in forms:
+        settings = IcebergSettings(
+            catalog={
+                "type": "sql",
+                "uri": f"sqlite:///{folder}/{form}.db",
+                "warehouse": str(folder / form),
+            },
+            namespace="bench",
+            forms=(form,),
+        )
+        tables = IcebergTables(settings, Router((), "identity"), schemas.get, "bench").start()
+
+        figures.append(
+            _timed(
+                f"sink, {form}: W1 inserts, {step_rows:,}-row steps",
+                rows,
+                partial(_write, tables, inserts, 0, step_rows),
+            )
+        )
+        figures.append(
+            _timed(
+                f"sink, {form}: W2-like mix, {step_rows:,}-row steps",
+                changes,
+                partial(_write, tables, mix, 10**6, step_rows),
+            )
+        )
+    return figures
+
+
+def _write(tables: Any, events: list[Any], first_batch: int, step_rows: int) -> None:
+    """`events` as steps of `step_rows`, one batch each."""
+    for n, start in enumerate(range(0, len(events), step_rows)):
+        tables.write_step(first_batch + n, 0, events[start : start + step_rows])
+
+
+def _fields(event: Any) -> dict[str, Any]:
+    import dataclasses
+
+    return {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
 
 
 def _ids(keys: list[int]) -> Any:
