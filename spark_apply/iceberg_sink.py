@@ -32,8 +32,10 @@ Forms, per target table (`IcebergSettings.forms`):
 Schema changes: every DDL of a routed table with a schema after it evolves the tables to it
 (`_evolve`: ADD COLUMN, DROP COLUMN — the change log keeps the column, NULL from then on —,
 widening int→long, float→double, decimal precision);
-what Iceberg cannot express (another type change, a new primary key, RENAME/TRUNCATE/DROP
-TABLE) is refused in one line before anything of it is applied. The evolution compares the
+what Iceberg cannot express (another type change, a new primary key, RENAME/DROP TABLE) is
+refused in one line before anything of it is applied. TRUNCATE TABLE empties the current-state
+table and appends a ``truncate`` event to the change log, each commit marked as the step's DDL
+part (``rowbus.ddl``), so a replay skips it. The evolution compares the
 wanted schema with the table's, so a replayed DDL finds nothing to do.
 """
 
@@ -75,8 +77,9 @@ from rowbus.spark_apply.sink import Head, MySQLSink, _retry_conflicts
 
 log = logging.getLogger(__name__)
 
-JOB, BATCH, STEP = "rowbus.job", "rowbus.batch", "rowbus.step"
-"""The snapshot summary properties naming the step a commit wrote."""
+JOB, BATCH, STEP, DDL = "rowbus.job", "rowbus.batch", "rowbus.step", "rowbus.ddl"
+"""The snapshot summary properties naming the step a commit wrote (`DDL` "1": the step's
+DDL, after its rows)."""
 _META = (
     ("_op", "string"),
     ("_ts", "long"),
@@ -455,6 +458,55 @@ class IcebergTables:
         log.info("evolved %s: added %s, widened %s, dropped %s", name, adds, widen, drops)
         return self._catalog.load_table(table.name())
 
+    def truncate(self, env: Envelope, batch_id: int, step: int) -> None:
+        """A TRUNCATE TABLE: the current-state table emptied, a ``truncate`` event appended to
+        the change log (its images NULL), each in one commit marked as the step's DDL part,
+        so a replay skips what it committed."""
+        from pyiceberg.exceptions import NoSuchTableError
+        from pyiceberg.expressions import AlwaysTrue
+
+        ev = env.event
+        assert isinstance(ev, DdlChange)
+        assert ev.table is not None
+        target = self._router.target(ev.schema, ev.table, ev.source)
+        if target is None:
+            return
+        marker = {JOB: self._job, BATCH: str(batch_id), STEP: str(step), DDL: "1"}
+        for changelog in self._forms():
+            try:
+                table = self._catalog.load_table(self._identifier(target, changelog))
+            except NoSuchTableError:
+                continue  # nothing written yet: nothing to empty, no history to extend
+            if _committed(table, self._job, batch_id, step, ddl=True):
+                continue
+            if not changelog:
+                with warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", "Delete operation did not match")
+                    table.delete(AlwaysTrue(), snapshot_properties=marker)
+                continue
+            import pyarrow as pa
+
+            txn = ev.txn
+            values = (
+                "truncate",
+                ev.ts,
+                ev.source,
+                ev.position.file,
+                ev.position.offset,
+                ev.position.gtid,
+                txn.id if txn else None,
+                txn.index if txn else None,
+                env.topic,
+                env.partition,
+                env.offset,
+            )
+            arrays = [
+                pa.array([v], type=_meta_arrow(t)) for v, (_, t) in zip(values, _META, strict=True)
+            ]
+            table.append(
+                self._arrow(table, [n for n, _ in _META], arrays), snapshot_properties=marker
+            )
+
     def holds_rows(self, target: Target) -> bool:
         """Whether the current-state table of `target` exists and holds a row."""
         from pyiceberg.exceptions import NoSuchTableError
@@ -492,19 +544,22 @@ def _key_filter(columns: Sequence[str], keys: Sequence[tuple[Any, ...]]) -> Any:
     return terms[0] if len(terms) == 1 else Or(*terms)
 
 
-def _committed(table: Any, job: str, batch_id: int, step: int) -> bool:
-    """Whether a snapshot of `table` carries (job, batch, step), looking from the newest back
-    to the first of this job's snapshots of an earlier batch."""
+def _committed(table: Any, job: str, batch_id: int, step: int, ddl: bool = False) -> bool:
+    """Whether a snapshot of `table` carries (job, batch, step) — the step's DDL part when
+    `ddl` (a TRUNCATE's commit, after the step's rows) —, looking from the newest back to the
+    first of this job's snapshots of an earlier part."""
+    wanted = (batch_id, step, int(ddl))
     for snapshot in reversed(table.metadata.snapshots):
         summary = snapshot.summary
         props = summary.additional_properties if summary is not None else {}
         if props.get(JOB) != job:
             continue
-        committed = (int(props[BATCH]), int(props[STEP]))
-        if committed == (batch_id, step):
+        committed = (int(props[BATCH]), int(props[STEP]), int(props.get(DDL, "0")))
+        if committed == wanted:
             return True
-        if committed < (batch_id, step):
+        if committed < wanted:
             return False
+    return False
     return False
 
 
@@ -525,6 +580,8 @@ class IcebergSink(MySQLSink):
         super().__init__(conn, job, state_database, router, schemas, "snapshot", 1)
         self.tables = IcebergTables(settings, router, schemas, job)
         self._known = known
+        self._applying: tuple[int, Plan] | None = None
+        """(batch id, plan) of the batch `apply` is committing (a DDL's step is found in it)."""
 
     def start(self) -> IcebergSink:
         super().start()
@@ -591,14 +648,34 @@ class IcebergSink(MySQLSink):
         log.info("job %s: %s of %s applied", self.job, type(marker).__name__, target)
         return head
 
+    def apply(self, batch_id: int, plan: Plan) -> int:
+        self._applying = (batch_id, plan)
+        try:
+            return super().apply(batch_id, plan)
+        finally:
+            self._applying = None
+
     def _apply_ddl(self, env: Envelope) -> None:
         ev = env.event
         assert isinstance(ev, DdlChange)
-        if ev.kind in (DdlKind.TRUNCATE_TABLE, DdlKind.RENAME_TABLE, DdlKind.DROP_TABLE):
+        if ev.kind is DdlKind.TRUNCATE_TABLE and ev.table is not None:
+            if self._router.sharded(ev.schema, ev.table, ev.source):
+                raise BadEventError(
+                    f"TRUNCATE of {ev.schema}.{ev.table}, a shard of a merged Iceberg table, is "
+                    "not applied (it would empty every shard's rows): stop the job and delete "
+                    "that shard's rows by hand",
+                    env.position,
+                )
+            assert self._applying is not None
+            batch_id, plan = self._applying
+            step = next(i for i, s in enumerate(plan.steps) if s.ddl is env)
+            self.tables.truncate(env, batch_id, step)
+            return
+        if ev.kind in (DdlKind.RENAME_TABLE, DdlKind.DROP_TABLE):
             raise BadEventError(
                 f"{ev.kind.value} of {ev.schema}.{ev.table} is not applied to Iceberg tables "
-                "yet: stop the job, apply it to the Iceberg tables by hand, and route the "
-                "statement's events past it",
+                "yet (issue #34): the job stops before it; route the table out of the job "
+                "(apply.routes) to go on without it",
                 env.position,
             )
         if ev.table_schema is None:

@@ -174,3 +174,50 @@ def test_a_step_already_committed_is_skipped_and_a_table_with_rows_is_known(
     assert sorted(log.column("_offset").to_pylist()) == [0, 1, 2]
     current = tables._catalog.load_table(("db", "t")).scan().to_arrow().to_pylist()
     assert sorted((r["id"], r["a"]) for r in current) == [(1, 11), (2, 20)]
+
+
+def test_truncate_empties_the_current_table_and_logs_one_event_even_when_replayed(
+    tmp_path: Path,
+) -> None:
+    from rowbus.protocol.ddl import DdlKind
+    from rowbus.protocol.events import BinlogPosition, DdlChange, Op, RowChange, TxnRef
+    from rowbus.spark_apply.planner import Envelope
+
+    table = _schema(ColumnSchema("a", "int"))
+    settings = IcebergSettings(
+        catalog={"type": "sql", "uri": f"sqlite:///{tmp_path}/c.db", "warehouse": str(tmp_path)},
+        forms=("current", "changelog"),
+    )
+    schemas = {table.schema_id: table}
+    tables = IcebergTables(settings, Router((), "identity"), schemas.get, "job").start()
+    insert = RowChange(
+        source="s1",
+        ts=1,
+        op=Op.INSERT,
+        schema="db",
+        table="t",
+        schema_id=table.schema_id,
+        primary_key=("id",),
+        before=None,
+        after=(1, 10),
+        txn=TxnRef("0-1-1", 0, 1),
+        position=BinlogPosition("b.000001", 4),
+    )
+    tables.write_step(3, 0, [Envelope("topic", 0, 0, insert)])
+    truncate = DdlChange(
+        source="s1",
+        ts=2,
+        schema="db",
+        table="t",
+        statement="TRUNCATE TABLE t",
+        table_schema=table,
+        position=BinlogPosition("b.000001", 400),
+        kind=DdlKind.TRUNCATE_TABLE,
+    )
+    env = Envelope("topic", 0, 1, truncate)
+    tables.truncate(env, 3, 0)  # the step's DDL part: after its rows, same (batch, step)
+    tables.truncate(env, 3, 0)  # replayed: found, skipped
+    catalog = tables._catalog
+    assert catalog.load_table(("db", "t")).scan().to_arrow().num_rows == 0
+    log = catalog.load_table(("db", "t_changelog")).scan().to_arrow()
+    assert sorted(log.column("_op").to_pylist()) == ["insert", "truncate"]
