@@ -95,6 +95,8 @@ _META = (
 )
 """The change log's own columns, before the images."""
 _WIDENING = {("int", "long"), ("float", "double")}
+COMMIT_ATTEMPTS = 5
+"""Tries of one table's commit of a step when other writers' commits beat it."""
 
 
 class IcebergError(ApplyError):
@@ -156,6 +158,8 @@ class IcebergTables:
         self._job = job
         self._catalog: Any = None
         self._null_zero_dates = settings.zero_dates == "null"
+        self._tables: dict[tuple[str, str], Any] = {}
+        """Loaded tables by identifier (`_table`)."""
 
     def start(self) -> IcebergTables:
         from pyiceberg.catalog import load_catalog
@@ -170,7 +174,9 @@ class IcebergTables:
         if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
             Path(uri.removeprefix("sqlite:///")).resolve().parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._catalog = load_catalog(f"rowbus-{self._job}", **props)
+            # A SQL catalog keeps each catalog name's tables apart: one name for every job,
+            # so readers and other jobs see the same tables.
+            self._catalog = load_catalog(props.pop("name", "rowbus"), **props)
         except Exception as exc:
             raise IcebergError(
                 f"apply.iceberg.catalog {sorted(props)}: pyiceberg could not load it ({exc})"
@@ -211,20 +217,37 @@ class IcebergTables:
         written = 0
         for part in per_target.values():
             for changelog in self._forms():
-                table = self._table(part.layout, changelog)
-                if _committed(table, self._job, batch_id, step):
-                    log.info(
-                        "batch %d step %d: %s already holds it; skipped",
-                        batch_id,
-                        step,
-                        ".".join(self._identifier(part.layout.target, changelog)),
-                    )
-                    continue
-                if changelog:
-                    written += self._append_events(table, part, marker)
-                else:
-                    written += self._overwrite_keys(table, part, marker)
+                written += self._write_table(part, changelog, batch_id, step, marker)
         return written
+
+    def _write_table(
+        self, part: _TableStep, changelog: bool, batch_id: int, step: int, marker: dict[str, str]
+    ) -> int:
+        """One table's commit of a step, skipped when a snapshot holds it; a commit another
+        writer's commit beat (a compaction) is tried again on the table as it is then."""
+        from pyiceberg.exceptions import CommitFailedException, ValidationException
+
+        ident = self._identifier(part.layout.target, changelog)
+        for attempt in range(1, COMMIT_ATTEMPTS + 1):
+            table = self._table(part.layout, changelog)
+            if _committed(table, self._job, batch_id, step):
+                log.info("batch %d step %d: %s.%s holds it; skipped", batch_id, step, *ident)
+                return 0
+            try:
+                if changelog:
+                    return self._append_events(table, part, marker)
+                return self._overwrite_keys(table, part, marker)
+            except (CommitFailedException, ValidationException) as exc:
+                # pyiceberg retried the commit itself, or found files added under the keys
+                # it deletes (a rewrite of them): begin again on the table as it is now.
+                self._tables.pop(ident, None)
+                if attempt == COMMIT_ATTEMPTS:
+                    raise IcebergError(
+                        f"{'.'.join(ident)}: batch {batch_id} step {step} lost its commit "
+                        f"{COMMIT_ATTEMPTS} times to other writers ({exc})"
+                    ) from exc
+                log.info("%s.%s: commit conflict (%s); trying again", *ident, exc)
+        raise AssertionError("unreachable")
 
     def _fold(self, rows: Iterable[Envelope]) -> dict[Target, _TableStep]:
         """The step's row events per target: each key's last image, and every event."""
@@ -346,14 +369,18 @@ class IcebergTables:
         from pyiceberg.exceptions import NoSuchTableError
 
         ident = self._identifier(lay.target, changelog)
-        try:
-            table = self._catalog.load_table(ident)
-        except NoSuchTableError:
-            self._catalog.create_namespace_if_not_exists(ident[0])
-            table = self._catalog.create_table(ident, schema=self._schema(lay, changelog))
-            log.info("created Iceberg table %s.%s", *ident)
-            return table
-        return self._evolve(table, lay, changelog, ".".join(ident))
+        table = self._tables.get(ident)
+        if table is None:
+            try:
+                table = self._catalog.load_table(ident)
+            except NoSuchTableError:
+                self._catalog.create_namespace_if_not_exists(ident[0])
+                table = self._catalog.create_table(ident, schema=self._schema(lay, changelog))
+                log.info("created Iceberg table %s.%s", *ident)
+        # Kept between steps: pyiceberg refreshes a table's metadata with each commit made
+        # through it, and a commit beaten by another writer drops it (`_write_table`).
+        table = self._tables[ident] = self._evolve(table, lay, changelog, ".".join(ident))
+        return table
 
     def _wanted(self, lay: Layout, changelog: bool) -> list[tuple[str, Kind, bool]]:
         """(name, kind, required) of each column the table of this form should have."""
@@ -390,11 +417,12 @@ class IcebergTables:
         lay = layout(proj, table_schema, self._null_zero_dates)
         for changelog in self._forms():
             ident = self._identifier(lay.target, changelog)
+            self._tables.pop(ident, None)
             try:
                 table = self._catalog.load_table(ident)
             except NoSuchTableError:
                 continue  # created by its first row, with the schema then
-            self._evolve(table, lay, changelog, ".".join(ident))
+            self._tables[ident] = self._evolve(table, lay, changelog, ".".join(ident))
 
     def _evolve(self, table: Any, lay: Layout, changelog: bool, name: str) -> Any:
         """Bring `table` to `lay`'s columns: add the new, drop the gone, widen what Iceberg
@@ -473,6 +501,7 @@ class IcebergTables:
             return
         marker = {JOB: self._job, BATCH: str(batch_id), STEP: str(step), DDL: "1"}
         for changelog in self._forms():
+            self._tables.pop(self._identifier(target, changelog), None)
             try:
                 table = self._catalog.load_table(self._identifier(target, changelog))
             except NoSuchTableError:
@@ -523,6 +552,7 @@ class IcebergTables:
         return int(snapshot.summary.additional_properties.get("total-records", "0")) > 0
 
     def close(self) -> None:
+        self._tables.clear()
         self._catalog = None
 
 

@@ -55,9 +55,10 @@ class IcebergSettings(StrictModel):
         }
     )
     """pyiceberg catalog properties (``type: sql`` with ``uri``, or ``type: rest`` with ``uri``,
-    ``warehouse``, credentials…): the default is a SQL catalog in a local sqlite file with a
-    local warehouse folder (a warehouse without a scheme is a local folder; relative paths are
-    the job's working directory's)."""
+    ``warehouse``, credentials…; ``name``: the catalog's name, ``rowbus`` unless given — a SQL
+    catalog keeps each name's tables apart): the default is a SQL catalog in a local sqlite
+    file with a local warehouse folder (a warehouse without a scheme is a local folder;
+    relative paths are the job's working directory's)."""
     namespace: str | None = Field(None, pattern=r"^[A-Za-z0-9_]{1,128}$")
     """The Iceberg namespace of every table; unset: the target's schema (as routed)."""
     forms: tuple[Literal["current", "changelog"], ...] = ("current",)
