@@ -536,6 +536,37 @@ class IcebergTables:
                 self._arrow(table, [n for n, _ in _META], arrays), snapshot_properties=marker
             )
 
+    def expire(self, batch_id: int, keep: int) -> int:
+        """Expire, in every table this sink holds loaded, the snapshots older than the first
+        of this job's commits of batch `batch_id - keep` or later (never the current one); a
+        replay of a batch at or after that one still finds its commits. Returns how many."""
+        expired = 0
+        for ident, table in list(self._tables.items()):
+            snapshots = table.metadata.snapshots
+            first_kept = next(
+                (
+                    i
+                    for i, snap in enumerate(snapshots)
+                    if snap.summary is not None
+                    and snap.summary.additional_properties.get(JOB) == self._job
+                    and int(snap.summary.additional_properties[BATCH]) >= batch_id - keep
+                ),
+                None,
+            )
+            if not first_kept:
+                continue
+            current = table.current_snapshot()
+            ids = [
+                snap.snapshot_id
+                for snap in snapshots[:first_kept]
+                if current is None or snap.snapshot_id != current.snapshot_id
+            ]
+            if ids:
+                table.maintenance.expire_snapshots().by_ids(ids).commit()
+                self._tables[ident] = self._catalog.load_table(ident)
+                expired += len(ids)
+        return expired
+
     def holds_rows(self, target: Target) -> bool:
         """Whether the current-state table of `target` exists and holds a row."""
         from pyiceberg.exceptions import NoSuchTableError
@@ -681,9 +712,16 @@ class IcebergSink(MySQLSink):
     def apply(self, batch_id: int, plan: Plan) -> int:
         self._applying = (batch_id, plan)
         try:
-            return super().apply(batch_id, plan)
+            applied = super().apply(batch_id, plan)
         finally:
             self._applying = None
+        keep = self.tables.settings.expire_after_batches
+        if keep:
+            # After the batch's checkpoint: only snapshots no replay can need go.
+            expired = self.tables.expire(batch_id, keep)
+            if expired:
+                log.info("batch %d: %d old snapshot(s) expired", batch_id, expired)
+        return applied
 
     def _apply_ddl(self, env: Envelope) -> None:
         ev = env.event

@@ -67,6 +67,12 @@ class IcebergSettings(StrictModel):
     ``<table><changelog_suffix>``)."""
     changelog_suffix: str = Field("_changelog", pattern=r"^[A-Za-z0-9_]{1,64}$")
     """The change-log table's name after its target's."""
+    expire_after_batches: int = Field(0, ge=0)
+    """After each batch, expire the snapshots of the tables it wrote that are older than this
+    job's commits of the batch this many batches before it (0: never). A replayed batch only
+    needs its own commits' snapshots (the state database holds every earlier batch whole), so
+    any value ≥ 1 keeps exactly once. pyiceberg 0.12 expires metadata only: the data files of
+    expired snapshots stay in the warehouse (no orphan-file removal yet)."""
     zero_dates: Literal["refuse", "null"] = "refuse"
     """A MySQL zero date (``0000-00-00``, ``2024-00-15``), which no Iceberg date holds:
     ``refuse`` stops the job at the row (one line naming table, column and position); ``null``
