@@ -1,7 +1,7 @@
 """MySQL/MariaDB column types → Iceberg types, and protocol values → Arrow columns of them.
 
-The one mapping of the Iceberg sink (the table in spark_apply README "The Iceberg sink: types";
-`TYPES` below is what it prints). Every type the protocol carries maps to an Iceberg type that
+The one mapping of the Iceberg sink (its table: spark_apply README, "The sink, first slice",
+Types). Every type the protocol carries maps to an Iceberg type that
 holds each of its values exactly, or is refused (`UnstorableColumnError`) before Spark starts, in
 one line naming the table, the column and what to change:
 
@@ -41,27 +41,6 @@ _STRINGS = frozenset(
 _BYTES = frozenset(
     {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "geometry"}
 )
-
-TYPES: tuple[tuple[str, str, str], ...] = (
-    ("TINYINT, SMALLINT, MEDIUMINT (signed or not), YEAR", "int", "exact"),
-    ("INT", "int", "exact"),
-    ("INT UNSIGNED, BIGINT", "long", "exact"),
-    ("BIGINT UNSIGNED", "decimal(20, 0)", "exact: Iceberg has no unsigned long"),
-    ("BIT(1..63)", "long", "the bits as an unsigned number"),
-    ("BIT(64)", "decimal(20, 0)", "the bits as an unsigned number"),
-    ("FLOAT", "float", "the binary32 the source stores"),
-    ("DOUBLE", "double", "exact"),
-    ("DECIMAL(p, s), p ≤ 38", "decimal(p, s)", "exact"),
-    ("DECIMAL(p, s), p > 38", "refused", "change the column to DECIMAL(38, s) or route it out"),
-    ("CHAR, VARCHAR, *TEXT, any charset; ENUM; JSON", "string", "Unicode, as the protocol has it"),
-    ("SET", "string", "members in definition order, joined by ','"),
-    ("BINARY, VARBINARY, *BLOB, GEOMETRY (WKB), UUID/INET6/INET4", "binary", "the bytes"),
-    ("DATE", "date", "zero dates: refused or NULL (iceberg.zero_dates)"),
-    ("DATETIME(0..6)", "timestamp (no zone)", "microseconds; zero dates as DATE"),
-    ("TIMESTAMP(0..6)", "timestamptz", "the UTC instant; zero dates as DATE"),
-    ("TIME(0..6)", "long", "signed microseconds (negative TIMEs included)"),
-)
-"""The mapping as the README prints it: (MySQL type, Iceberg type, note)."""
 
 
 class UnstorableColumnError(ApplyError):
