@@ -26,7 +26,7 @@ from typing import Any
 
 from rowbus.clients.prometheus import Exporter
 from rowbus.protocol.codec import ENCODING_HEADER, decode
-from rowbus.protocol.events import BinlogPosition, DdlChange, Heartbeat, Resolved
+from rowbus.protocol.events import BinlogPosition, DdlChange, Heartbeat, Resolved, TableSchema
 from rowbus.protocol.topics import data_topic
 from rowbus.routing.routes import Router
 from rowbus.spark_apply.catalog import SchemaCatalog
@@ -108,7 +108,7 @@ class BatchApplier:
         self.stall = StallReporter()
         """Says what held events wait for when batches release nothing (issue #33)."""
 
-    def _known_schemas(self) -> list[Any]:
+    def _known_schemas(self) -> list[TableSchema]:
         """Every table schema in the schemas topic (the Iceberg sink checks their types
         before Spark starts)."""
         self.catalog.catch_up()
