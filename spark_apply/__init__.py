@@ -1,4 +1,4 @@
-"""The Spark apply job: protocol events from Kafka into MySQL/MariaDB, exactly once.
+"""The Spark apply job: protocol events from Kafka into MySQL/MariaDB (or Iceberg), exactly once.
 
 Data path: `source` (a Python streaming data source on confluent-kafka, or Spark's own `kafka`
 format) → `job` (foreachBatch on the driver) → `planner` (stash + watermarks + release, cut at
@@ -14,6 +14,9 @@ Modules, by role:
   stash and state in the sink, the paused garbage collector;
 - `sink`, `changes`, `causality`, `keys`, `literals`, `lenient`, `shard_writes`: the writes
   (collapse, key conflicts, the key the sink's collation sees, SQL literals, parallel shards);
+- `iceberg_sink`, `iceberg_types`: the Iceberg sink (`apply.sink_kind: iceberg`): a step's
+  rows into Iceberg tables (current state, change log) beside the MySQL sink's checkpoints,
+  and the MySQL → Iceberg type mapping;
 - `ddl`, `catalog`, `shard_ddl`: DDL barriers, schemas by id, shard-DDL coordination;
 - `snapshots`: the statements that apply snapshot markers (seen-key sets in the sink);
 - `overlap`, `recovery`: a batch's write overlapping the next read, riding out a sink outage;

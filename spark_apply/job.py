@@ -26,7 +26,7 @@ from typing import Any
 
 from rowbus.clients.prometheus import Exporter
 from rowbus.protocol.codec import ENCODING_HEADER, decode
-from rowbus.protocol.events import BinlogPosition, DdlChange, Heartbeat, Resolved
+from rowbus.protocol.events import BinlogPosition, DdlChange, Heartbeat, Resolved, TableSchema
 from rowbus.protocol.topics import data_topic
 from rowbus.routing.routes import Router
 from rowbus.spark_apply.catalog import SchemaCatalog
@@ -78,15 +78,29 @@ class BatchApplier:
         self.topics = {data_topic(a.topic_template, s): s for s in config.sources}
         self.catalog = SchemaCatalog(config.kafka, a.schemas_topic)
         self.router = Router(a.routes, a.unrouted)
-        self.sink = MySQLSink(
-            config.sink,
-            a.job,
-            a.state_database,
-            self.router,
-            self.catalog.get,
-            a.mode,
-            a.parallelism,
-        )
+        self.sink: MySQLSink
+        if a.sink_kind == "iceberg":
+            from rowbus.spark_apply.iceberg_sink import IcebergSink
+
+            self.sink = IcebergSink(
+                config.sink,
+                a.job,
+                a.state_database,
+                self.router,
+                self.catalog.get,
+                a.iceberg,
+                self._known_schemas,
+            )
+        else:
+            self.sink = MySQLSink(
+                config.sink,
+                a.job,
+                a.state_database,
+                self.router,
+                self.catalog.get,
+                a.mode,
+                a.parallelism,
+            )
         self._partitions: dict[str, int] = {}
         self.metrics = ApplyMetrics()
         self.writer = BatchWriter()
@@ -94,8 +108,18 @@ class BatchApplier:
         self.stall = StallReporter()
         """Says what held events wait for when batches release nothing (issue #33)."""
 
+    def _known_schemas(self) -> list[TableSchema]:
+        """Every table schema in the schemas topic (the Iceberg sink checks their types
+        before Spark starts)."""
+        self.catalog.catch_up()
+        return list(self.catalog.known().values())
+
     def start(self) -> BatchApplier:
-        self.sink.start()
+        try:
+            self.sink.start()
+        except BaseException:
+            self.catalog.close()  # the sink may have read the schemas topic (Iceberg's check)
+            raise
         if self.shard_ddl is not None:
             self.shard_ddl.start()
         return self
@@ -144,7 +168,8 @@ class BatchApplier:
             self.sink.remote = executor_runner(df.sparkSession.sparkContext)
         # Read and decode while the batch before is still being written (`overlap`): neither
         # touches the sink or the catalog.
-        ranges, wire, envelopes, collected = _read(df)
+        # The Iceberg sink writes typed values: its rows are decoded, not rendered.
+        ranges, wire, envelopes, collected = _read(df, rendered=a.sink_kind == "mysql")
         self.plan_and_write(batch_id, ranges, wire, envelopes, started, collected)
 
     def plan_and_write(
@@ -253,12 +278,15 @@ def _held_by_reread(p: Plan) -> Plan:
     return p if reread is None else dataclasses.replace(p, state=reread)
 
 
-def _read(df: Any) -> tuple[dict[tuple[str, int], tuple[int, int]], Wire, list[Envelope], float]:
-    """A micro-batch's offset ranges, record bytes and envelopes, and when it was collected."""
+def _read(
+    df: Any, rendered: bool = True
+) -> tuple[dict[tuple[str, int], tuple[int, int]], Wire, list[Envelope], float]:
+    """A micro-batch's offset ranges, record bytes and envelopes, and when it was collected
+    (`rendered`: rows the executors rendered are built from their literals, else decoded)."""
     arrow = df.toArrow()
     collected = time.perf_counter()
     wire: Wire = {}
-    return offset_ranges(arrow), wire, envelopes_of(arrow, wire), collected
+    return offset_ranges(arrow), wire, envelopes_of(arrow, wire if rendered else None), collected
 
 
 def executor_runner(sc: Any) -> Callable[[list[ShardWrite]], list[int]]:

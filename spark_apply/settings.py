@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from rowbus.clients.settings import MySQLConnection, StrictModel
 from rowbus.protocol.topics import CONTROL_TOPIC, DEFAULT_DATA_TOPIC_TEMPLATE, SCHEMAS_TOPIC
@@ -38,6 +38,45 @@ class ShardDdlSettings(StrictModel):
     """A lock still waiting for shards this long after the job saw it open is reported: one
     WARNING line naming it, the shards it waits for and where each is, also kept on the lock
     (`rowbus status`, `rowbus ddl-locks`) and counted in the ``stuck_locks`` metric."""
+
+
+class IcebergSettings(StrictModel):
+    """The Iceberg sink (``apply.sink_kind: iceberg``, spark_apply README "The Iceberg sink").
+
+    The rows go into Iceberg tables; the job's checkpoints and stash stay in the MySQL sink's
+    ``apply.state_database`` (the ``sink`` connection), and each Iceberg commit names its job,
+    batch and step in its snapshot summary, so a replayed step finds it and is skipped."""
+
+    catalog: dict[str, str] = Field(
+        default_factory=lambda: {
+            "type": "sql",
+            "uri": "sqlite:///.rowbus/iceberg/catalog.db",
+            "warehouse": ".rowbus/iceberg/warehouse",
+        }
+    )
+    """pyiceberg catalog properties (``type: sql`` with ``uri``, or ``type: rest`` with ``uri``,
+    ``warehouse``, credentials…; ``name``: the catalog's name, ``rowbus`` unless given — a SQL
+    catalog keeps each name's tables apart): the default is a SQL catalog in a local sqlite
+    file with a local warehouse folder (a warehouse without a scheme is a local folder;
+    relative paths are the job's working directory's)."""
+    namespace: str | None = Field(None, pattern=r"^[A-Za-z0-9_]{1,128}$")
+    """The Iceberg namespace of every table; unset: the target's schema (as routed)."""
+    forms: tuple[Literal["current", "changelog"], ...] = ("current",)
+    """Which tables each target gets: ``current`` (the table's current state, upserts and
+    deletes by primary key) and/or ``changelog`` (every event appended, named
+    ``<table><changelog_suffix>``)."""
+    changelog_suffix: str = Field("_changelog", pattern=r"^[A-Za-z0-9_]{1,64}$")
+    """The change-log table's name after its target's."""
+    expire_after_batches: int = Field(0, ge=0)
+    """After each batch, expire the snapshots of the tables it wrote that are older than this
+    job's commits of the batch this many batches before it (0: never). A replayed batch only
+    needs its own commits' snapshots (the state database holds every earlier batch whole), so
+    any value ≥ 1 keeps exactly once. pyiceberg 0.12 expires metadata only: the data files of
+    expired snapshots stay in the warehouse (no orphan-file removal yet)."""
+    zero_dates: Literal["refuse", "null"] = "refuse"
+    """A MySQL zero date (``0000-00-00``, ``2024-00-15``), which no Iceberg date holds:
+    ``refuse`` stops the job at the row (one line naming table, column and position); ``null``
+    stores NULL (a loss, by choice)."""
 
 
 class ApplySettings(StrictModel):
@@ -96,6 +135,20 @@ class ApplySettings(StrictModel):
     """Serve Prometheus metrics on 127.0.0.1:<port>/metrics (0: any free port; unset: off)."""
     jdbc_jar: Path | None = None
     """A JDBC driver jar to put on the classpath (e.g. Debian's mariadb-java-client.jar)."""
+    sink_kind: Literal["mysql", "iceberg"] = "mysql"
+    """Where the rows go: the MySQL/MariaDB sink, or Iceberg tables (`iceberg`; snapshot mode
+    only). Either way the job's checkpoints live in the MySQL sink's `state_database`."""
+    iceberg: IcebergSettings = IcebergSettings()
+    """The Iceberg sink's catalog, namespace and table forms (``sink_kind: iceberg``)."""
+
+    @model_validator(mode="after")
+    def _iceberg_mode(self) -> ApplySettings:
+        if self.sink_kind == "iceberg" and self.mode != "snapshot":
+            raise ValueError(
+                f"apply.sink_kind iceberg writes in snapshot mode only (apply.mode is "
+                f"{self.mode}): set apply.mode: snapshot"
+            )
+        return self
 
 
 SinkConnection = MySQLConnection

@@ -1,0 +1,321 @@
+"""The Iceberg spike (issue #34): ``python -m benchmarks.iceberg [--rows N] [--changes N]``.
+
+Measures, on this machine and in one run, what writing W1-shaped rows costs through pyiceberg
+(a SQL catalog in a sqlite file, a local warehouse folder) against a bare pyarrow Parquet write
+of the same rows:
+
+- ``parquet``: `pyarrow.parquet.write_table` of the N rows (the floor: encoding Parquet);
+- ``append``: the N rows appended to an Iceberg table in one commit (the change-log form's
+  write, and a current-state table's inserts);
+- ``append, 10 commits``: the same rows in ten commits (a streaming job's shape);
+- ``changelog append``: the change log's rows for the upserts and deletes below (op, ts,
+  position, txn and the images) appended in one commit;
+- ``upsert``: `Table.upsert` of C rows (changed values) by the key, copy-on-write;
+- ``overwrite by key``: the same C rows as one `Table.overwrite` whose filter is the rows'
+  keys (delete the keys' rows, append the new images: one commit, no read of the old rows);
+- ``delete``: `Table.delete` of C/10 keys (copy-on-write: every file holding one is rewritten).
+
+Rates are rows per wall-clock second and CPU microseconds per row (this process's CPU: pyarrow
+writes on its own threads, which count too). Each current-state phase runs on the table the
+appends left (N rows in eleven files).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, Literal
+
+from rowbus.workloads import w1_row
+
+W1_NAMES = ("id", "i", "b", "s", "d", "t", "f", "y", "x", "dt")
+
+
+def _arrow_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            pa.field("i", pa.int32()),
+            pa.field("b", pa.int64()),
+            pa.field("s", pa.large_string()),
+            pa.field("d", pa.decimal128(12, 2)),
+            pa.field("t", pa.timestamp("us")),
+            pa.field("f", pa.float64()),
+            pa.field("y", pa.int32()),
+            pa.field("x", pa.large_string()),
+            pa.field("dt", pa.date32()),
+        ]
+    )
+
+
+def w1_arrow(first: int, rows: int, seed: int) -> Any:
+    """W1 rows `first`..`first+rows-1` as an Arrow table (the values `rowbus.workloads.w1_row`
+    makes, the types the Iceberg sink maps them to)."""
+
+    rng = random.Random(seed)
+    return _to_arrow([w1_row(rng, k) for k in range(first, first + rows)])
+
+
+def _to_arrow(data: list[tuple[Any, ...]]) -> Any:
+    """Rows of Python values (as the protocol decodes them) → an Arrow table of W1."""
+    import pyarrow as pa
+
+    columns = list(zip(*data, strict=True))
+    return pa.Table.from_arrays(
+        [pa.array(col, type=f.type) for col, f in zip(columns, _arrow_schema(), strict=True)],
+        schema=_arrow_schema(),
+    )
+
+
+def changelog_arrow(images: Any, op: str, ts: int) -> Any:
+    """The change log's rows for `images` (one event each): op, ts, position, txn id and
+    index, and the after image's columns (a delete's before image, for ``d``)."""
+    import pyarrow as pa
+
+    n = images.num_rows
+    meta = {
+        "_op": pa.array([op] * n, pa.large_string()),
+        "_ts": pa.array([ts] * n, pa.int64()),
+        "_position": pa.array([f"bin.000001:{4 + i * 350}" for i in range(n)], pa.large_string()),
+        "_txn": pa.array([f"0-1-{i // 100}" for i in range(n)], pa.large_string()),
+        "_txn_index": pa.array([i % 100 for i in range(n)], pa.int32()),
+    }
+    return pa.Table.from_arrays(
+        [*meta.values(), *images.columns], names=[*meta, *images.column_names]
+    )
+
+
+@dataclass
+class Figure:
+    phase: str
+    rows: int
+    wall_s: float
+    cpu_s: float
+
+    def line(self) -> str:
+        rate = self.rows / self.wall_s if self.wall_s else 0.0
+        per_row = self.cpu_s / self.rows * 1e6 if self.rows else 0.0
+        return (
+            f"| {self.phase} | {self.rows:,} | {self.wall_s:.2f} | {rate:,.0f} | {per_row:,.1f} |"
+        )
+
+
+def _timed(phase: str, rows: int, work: Callable[[], object]) -> Figure:
+    cpu, wall = time.process_time(), time.perf_counter()
+    work()
+    return Figure(phase, rows, time.perf_counter() - wall, time.process_time() - cpu)
+
+
+def _catalog(folder: Path) -> Any:
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    warehouse = folder / "warehouse"
+    warehouse.mkdir()
+    return SqlCatalog(
+        "bench", uri=f"sqlite:///{folder / 'catalog.db'}", warehouse=f"file://{warehouse}"
+    )
+
+
+def run(rows: int, changes: int, seed: int = 1) -> list[Figure]:
+    """Every phase once, in one folder (deleted after); returns the figures in order."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from pyiceberg.expressions import In
+
+    folder = Path(tempfile.mkdtemp(prefix="rowbus-iceberg-bench-"))
+    try:
+        rng = random.Random(seed)
+        values = [w1_row(rng, k) for k in range(1, rows + 1)]
+        made: list[Any] = []
+        figures = [_timed("Python rows → Arrow", rows, lambda: made.append(_to_arrow(values)))]
+        data = made[0]
+        catalog = _catalog(folder)
+        catalog.create_namespace("bench")
+        figures.append(
+            _timed("parquet (pyarrow, bare)", rows, lambda: pq.write_table(data, folder / "b.pq"))
+        )
+        once = catalog.create_table("bench.once", schema=data.schema)
+        figures.append(_timed("append, 1 commit", rows, lambda: once.append(data)))
+        table = catalog.create_table("bench.w1", schema=data.schema)
+        step = max(1, rows // 10)
+
+        def ten_commits() -> None:
+            for first in range(0, rows, step):
+                table.append(data.slice(first, step))
+
+        figures.append(_timed("append, 10 commits", rows, ten_commits))
+        # C rows spread over the whole key range, so every data file holds some (a streaming
+        # job's updates touch old and new rows alike).
+        rng = random.Random(seed + 1)
+        keys = sorted(rng.sample(range(1, rows + 1), changes))
+        changed = w1_arrow(1, changes, seed + 2).set_column(0, data.schema.field(0), _ids(keys))
+        gone = keys[: max(1, changes // 10)]
+        log_table = catalog.create_table(
+            "bench.w1_changelog", schema=changelog_arrow(changed, "u", 0).schema
+        )
+        events = changelog_arrow(changed, "u", 1)
+        figures.append(
+            _timed("changelog append (events)", changes, lambda: log_table.append(events))
+        )
+        figures.append(
+            _timed("upsert (pyiceberg upsert)", changes, lambda: table.upsert(changed, ["id"]))
+        )
+        again = w1_arrow(1, changes, seed + 3).set_column(0, data.schema.field(0), _ids(keys))
+        figures.append(
+            _timed(
+                "overwrite by key (delete + append, 1 commit)",
+                changes,
+                lambda: table.overwrite(again, overwrite_filter=In(term="id", literals=keys)),
+            )
+        )
+        figures.append(
+            _timed("delete by key", len(gone), lambda: table.delete(In(term="id", literals=gone)))
+        )
+        tenth = max(1, changes // 10)
+
+        def small_overwrites() -> None:
+            for first in range(0, changes, tenth):
+                part = again.slice(first, tenth)
+                table.overwrite(
+                    part, overwrite_filter=In(term="id", literals=part["id"].to_pylist())
+                )
+
+        figures.append(
+            _timed(f"overwrite by key, {changes // tenth} commits", changes, small_overwrites)
+        )
+        figures += sink_phases(folder, rows, changes, step_rows=max(1, changes), seed=seed)
+        final = table.scan().to_arrow()
+        # The last overwrites put the deleted keys back: every key is there once.
+        assert final.num_rows == rows, final.num_rows
+        assert pc.count_distinct(final["id"]).as_py() == rows
+        return figures
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def sink_phases(folder: Path, rows: int, changes: int, step_rows: int, seed: int) -> list[Figure]:
+    """The sink's own write path (`IcebergTables.write_step`: fold per key, Arrow, one commit
+    per table and step) for each table form: W1 inserts in steps of `step_rows`, then a
+    W2-like mix on the same table (single-row transactions: 60% updates, 20% inserts, 20%
+    deletes of keys spread over the table), from decoded protocol events."""
+    from benchmarks.workloads import w1_events, w1_table
+    from rowbus.protocol.events import Op, RowChange, TxnRef
+    from rowbus.routing.routes import Router
+    from rowbus.spark_apply.iceberg_sink import IcebergTables
+    from rowbus.spark_apply.planner import Envelope
+    from rowbus.spark_apply.settings import IcebergSettings
+
+    table = w1_table()
+    schemas = {table.schema_id: table}
+    inserts = [Envelope("w1", 0, i, e) for i, e in enumerate(w1_events("db1", rows))]
+    rng = random.Random(seed + 4)
+    mix: list[Envelope] = []
+    live = list(range(1, rows + 1))
+    fresh = w1_events("db1", changes, first_key=rows + 1, seed=seed + 5)
+    for i in range(changes):
+        pick = rng.random()
+        ref = TxnRef(f"0-1-{rows + i}", 0, 1)
+        if pick < 0.2:
+            e = fresh[i]
+            live.append(int(e.after[0]))  # type: ignore[index, arg-type]
+        else:
+            key = live.pop(rng.randrange(len(live)))
+            old = (key, *inserts[0].event.after[1:])  # type: ignore[union-attr, index]
+            if pick < 0.8:
+                new = (key, rng.randint(0, 10**6), *old[2:])
+                e = RowChange(
+                    **{
+                        **_fields(fresh[i]),
+                        "op": Op.UPDATE,
+                        "before": old,
+                        "after": new,
+                        "txn": ref,
+                    }
+                )
+                live.append(key)
+            else:
+                e = RowChange(
+                    **{
+                        **_fields(fresh[i]),
+                        "op": Op.DELETE,
+                        "before": old,
+                        "after": None,
+                        "txn": ref,
+                    }
+                )
+        mix.append(Envelope("w1", 0, rows + i, e))
+    figures = []
+    forms: tuple[Literal["current", "changelog"], ...] = ("current", "changelog")
+    for form in forms:
+        settings = IcebergSettings(
+            catalog={
+                "type": "sql",
+                "uri": f"sqlite:///{folder}/{form}.db",
+                "warehouse": str(folder / form),
+            },
+            namespace="bench",
+            forms=(form,),
+        )
+        tables = IcebergTables(settings, Router((), "identity"), schemas.get, "bench").start()
+
+        figures.append(
+            _timed(
+                f"sink, {form}: W1 inserts, {step_rows:,}-row steps",
+                rows,
+                partial(_write, tables, inserts, 0, step_rows),
+            )
+        )
+        figures.append(
+            _timed(
+                f"sink, {form}: W2-like mix, {step_rows:,}-row steps",
+                changes,
+                partial(_write, tables, mix, 10**6, step_rows),
+            )
+        )
+    return figures
+
+
+def _write(tables: Any, events: list[Any], first_batch: int, step_rows: int) -> None:
+    """`events` as steps of `step_rows`, one batch each."""
+    for n, start in enumerate(range(0, len(events), step_rows)):
+        tables.write_step(first_batch + n, 0, events[start : start + step_rows])
+
+
+def _fields(event: Any) -> dict[str, Any]:
+    import dataclasses
+
+    return {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
+
+
+def _ids(keys: list[int]) -> Any:
+    import pyarrow as pa
+
+    return pa.array(keys, pa.int64())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--changes", type=int, default=10_000)
+    args = parser.parse_args()
+    started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    figures = run(args.rows, args.changes)
+    print(f"Iceberg spike, {args.rows:,} W1 rows, {args.changes:,} changed ({started})")
+    print("| phase | rows | wall s | rows/s | CPU µs/row |")
+    print("| --- | --- | --- | --- | --- |")
+    for f in figures:
+        print(f.line())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,761 @@
+"""The Iceberg sink: each step's rows into Iceberg tables, exactly once (issue #34, first slice).
+
+Lifecycle: ``IcebergSink(...)`` does no I/O; `start()` connects the MySQL sink that keeps the
+job's checkpoints (head, state, stash: `MySQLSink`, unchanged), loads the Iceberg catalog and
+refuses, in one line, a routed column no Iceberg type holds exactly (`iceberg_types`), before
+Spark starts; `apply(batch_id, plan)` is `MySQLSink.apply` with the rows of each step written
+by `IcebergTables.write_step` instead of SQL; `close()`.
+
+Guarantee: exactly once, per step. A step's rows go into each of its tables in one Iceberg
+commit whose snapshot summary carries ``rowbus.job``, ``rowbus.batch`` and ``rowbus.step``;
+then the MySQL transaction records the step's checkpoint and moves the head (as for the
+MySQL sink). A driver killed between the two replays the step (same plan: same state, same
+records): each table whose snapshots already carry the step's summary is skipped, the others
+are written. The current-state form is idempotent besides (delete the step's keys, append
+their last images), the change log is not: its summary is what keeps an event from being
+appended twice.
+
+Writes happen on the driver (pyarrow table → pyiceberg): the executors do not write data
+files yet (spark_apply README "The Iceberg sink").
+
+Forms, per target table (`IcebergSettings.forms`):
+
+- ``current``: the table's current state. The step's row events are folded per primary key
+  (exact, binary equality: Iceberg compares values, not collations) into the key's last image
+  or its deletion; one commit deletes every row whose key the step touched and appends the
+  last images (``overwrite by key``, chosen by `benchmarks.iceberg`). The primary key is the
+  table's identifier fields. Tables without a primary key are refused for this form.
+- ``changelog``: every row event appended: ``_op``, ``_ts``, ``_source``, binlog file, offset
+  and GTID, transaction id and index, Kafka topic, partition and offset, then ``before_<c>``
+  and ``after_<c>`` for each column.
+
+Schema changes: every DDL of a routed table with a schema after it evolves the tables to it
+(`_evolve`: ADD COLUMN, DROP COLUMN — the change log keeps the column, NULL from then on —,
+widening int→long, float→double, decimal precision);
+what Iceberg cannot express (another type change, a new primary key, RENAME/DROP TABLE) is
+refused in one line before anything of it is applied. TRUNCATE TABLE empties the current-state
+table and appends a ``truncate`` event to the change log, each commit marked as the step's DDL
+part (``rowbus.ddl``), so a replay skips it. The evolution compares the
+wanted schema with the table's, so a replayed DDL finds nothing to do.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rowbus.protocol.ddl import DdlKind
+from rowbus.protocol.events import (
+    ColumnSchema,
+    DdlChange,
+    RowChange,
+    SnapshotBegin,
+    SnapshotEnd,
+    TableSchema,
+)
+from rowbus.protocol.values import Value
+from rowbus.routing.routes import Projection, Router, Target
+from rowbus.spark_apply.changes import SchemaLookup, project
+from rowbus.spark_apply.exceptions import ApplyError, BadEventError
+from rowbus.spark_apply.iceberg_types import (
+    Converter,
+    Kind,
+    UnstorableColumnError,
+    ZeroDateError,
+    column_arrays,
+    converter,
+    kind_of,
+)
+from rowbus.spark_apply.literals import LitImage
+from rowbus.spark_apply.planner import Envelope, Plan, Step
+from rowbus.spark_apply.settings import IcebergSettings, SinkConnection
+from rowbus.spark_apply.sink import Head, MySQLSink, _retry_conflicts
+
+log = logging.getLogger(__name__)
+
+JOB, BATCH, STEP, DDL = "rowbus.job", "rowbus.batch", "rowbus.step", "rowbus.ddl"
+"""The snapshot summary properties naming the step a commit wrote (`DDL` "1": the step's
+DDL, after its rows)."""
+_META = (
+    ("_op", "string"),
+    ("_ts", "long"),
+    ("_source", "string"),
+    ("_binlog_file", "string"),
+    ("_binlog_offset", "long"),
+    ("_gtid", "string"),
+    ("_txn_id", "string"),
+    ("_txn_index", "int"),
+    ("_topic", "string"),
+    ("_partition", "int"),
+    ("_offset", "long"),
+)
+"""The change log's own columns, before the images."""
+_WIDENING = {("int", "long"), ("float", "double")}
+COMMIT_ATTEMPTS = 5
+"""Tries of one table's commit of a step when other writers' commits beat it."""
+
+
+class IcebergError(ApplyError):
+    """The catalog or a table refused a write, or a change Iceberg cannot express."""
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """One upstream table schema projected onto its target: the columns kept, their kinds,
+    their converters, the key."""
+
+    target: Target
+    projection: Projection
+    columns: tuple[ColumnSchema, ...]
+    kinds: tuple[Kind, ...]
+    converters: tuple[Converter, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.projection.columns
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        return self.projection.key_columns
+
+
+def layout(proj: Projection, table: TableSchema, null_zero_dates: bool) -> Layout:
+    """The layout of `table` as `proj` routes it, or UnstorableColumnError in one line."""
+    columns = tuple(table.columns[i] for i in proj.indexes)
+    where = table.qualified
+    kinds = tuple(kind_of(where, c) for c in columns)
+    convs = tuple(
+        converter(where, c, k, null_zero_dates) for c, k in zip(columns, kinds, strict=True)
+    )
+    return Layout(proj.target, proj, columns, kinds, convs)
+
+
+@dataclass(slots=True)
+class _TableStep:
+    """One target's share of a step: its layout, the last image (None: deleted) per key in
+    first-touched order, and the change log's rows."""
+
+    layout: Layout
+    last: dict[tuple[Value, ...], tuple[Value, ...] | None] = field(default_factory=dict)
+    events: list[tuple[Envelope, RowChange]] = field(default_factory=list)
+
+
+class IcebergTables:
+    """The Iceberg side of the sink: the catalog, the tables of each target, a step's writes
+    and the schema evolution. Lifecycle: the constructor does no I/O; `start()` loads the
+    catalog."""
+
+    def __init__(
+        self, settings: IcebergSettings, router: Router, schemas: SchemaLookup, job: str
+    ) -> None:
+        self.settings = settings
+        self._router = router
+        self._schemas = schemas
+        self._job = job
+        self._catalog: Any = None
+        self._null_zero_dates = settings.zero_dates == "null"
+        self._tables: dict[tuple[str, str], Any] = {}
+        """Loaded tables by identifier (`_table`)."""
+
+    def start(self) -> IcebergTables:
+        from pyiceberg.catalog import load_catalog
+
+        props = dict(self.settings.catalog)
+        warehouse = props.get("warehouse")
+        if warehouse is not None and "://" not in warehouse:
+            folder = Path(warehouse).resolve()
+            folder.mkdir(parents=True, exist_ok=True)
+            props["warehouse"] = folder.as_uri()
+        uri = props.get("uri", "")
+        if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+            Path(uri.removeprefix("sqlite:///")).resolve().parent.mkdir(parents=True, exist_ok=True)
+        try:
+            # A SQL catalog keeps each catalog name's tables apart: one name for every job,
+            # so readers and other jobs see the same tables.
+            self._catalog = load_catalog(props.pop("name", "rowbus"), **props)
+        except Exception as exc:
+            raise IcebergError(
+                f"apply.iceberg.catalog {sorted(props)}: pyiceberg could not load it ({exc})"
+            ) from exc
+        return self
+
+    def check(self, tables: Iterable[TableSchema]) -> None:
+        """Refuse, in one line, the first routed column of `tables` no Iceberg type holds,
+        and a keyless table in the current-state form."""
+        for table in tables:
+            proj = self._router.projection(table)
+            if proj is None:
+                continue
+            layout(proj, table, self._null_zero_dates)
+            if proj.keyless and "current" in self.settings.forms:
+                raise UnstorableColumnError(
+                    f"{table.qualified} has no primary key, which the Iceberg current-state "
+                    "form needs: add one upstream, or set apply.iceberg.forms: [changelog]"
+                )
+
+    # -- names -----------------------------------------------------------------------------
+
+    def _identifier(self, target: Target, changelog: bool) -> tuple[str, str]:
+        name = target.table + (self.settings.changelog_suffix if changelog else "")
+        return (self.settings.namespace or target.schema, name)
+
+    def _forms(self) -> list[bool]:
+        """The forms to write, as `changelog` flags."""
+        return [form == "changelog" for form in self.settings.forms]
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def write_step(self, batch_id: int, step: int, rows: Iterable[Envelope]) -> int:
+        """Write a step's row events: one commit per table; a table whose snapshots already
+        carry this (job, batch, step) is skipped. Returns the rows written."""
+        per_target = self._fold(rows)
+        marker = {JOB: self._job, BATCH: str(batch_id), STEP: str(step)}
+        written = 0
+        for part in per_target.values():
+            for changelog in self._forms():
+                written += self._write_table(part, changelog, batch_id, step, marker)
+        return written
+
+    def _write_table(
+        self, part: _TableStep, changelog: bool, batch_id: int, step: int, marker: dict[str, str]
+    ) -> int:
+        """One table's commit of a step, skipped when a snapshot holds it; a commit another
+        writer's commit beat (a compaction) is tried again on the table as it is then."""
+        from pyiceberg.exceptions import CommitFailedException, ValidationException
+
+        ident = self._identifier(part.layout.target, changelog)
+        for attempt in range(1, COMMIT_ATTEMPTS + 1):
+            table = self._table(part.layout, changelog)
+            if _committed(table, self._job, batch_id, step):
+                log.info("batch %d step %d: %s.%s holds it; skipped", batch_id, step, *ident)
+                return 0
+            try:
+                if changelog:
+                    return self._append_events(table, part, marker)
+                return self._overwrite_keys(table, part, marker)
+            except (CommitFailedException, ValidationException) as exc:
+                # pyiceberg retried the commit itself, or found files added under the keys
+                # it deletes (a rewrite of them): begin again on the table as it is now.
+                self._tables.pop(ident, None)
+                if attempt == COMMIT_ATTEMPTS:
+                    raise IcebergError(
+                        f"{'.'.join(ident)}: batch {batch_id} step {step} lost its commit "
+                        f"{COMMIT_ATTEMPTS} times to other writers ({exc})"
+                    ) from exc
+                log.info("%s.%s: commit conflict (%s); trying again", *ident, exc)
+        raise AssertionError("unreachable")
+
+    def _fold(self, rows: Iterable[Envelope]) -> dict[Target, _TableStep]:
+        """The step's row events per target: each key's last image, and every event."""
+        parts: dict[Target, _TableStep] = {}
+        layouts: dict[int, Layout | None] = {}
+        for env in rows:
+            ev = env.event
+            if not isinstance(ev, RowChange):
+                continue
+            if ev.schema_id not in layouts:
+                proj = project(env, self._router, self._schemas)
+                table = self._schemas(ev.schema_id)
+                assert table is not None  # project() refused an unknown one
+                layouts[ev.schema_id] = (
+                    None if proj is None else layout(proj, table, self._null_zero_dates)
+                )
+            lay = layouts[ev.schema_id]
+            if lay is None:
+                continue
+            if isinstance(ev.before, LitImage) or isinstance(ev.after, LitImage):
+                raise BadEventError(
+                    "a rendered row reached the Iceberg sink (its values are SQL literals)",
+                    env.position,
+                )
+            part = parts.get(lay.target)
+            if part is None:
+                part = parts[lay.target] = _TableStep(lay)
+            elif part.layout.names != lay.names:
+                raise IcebergError(
+                    f"{lay.target}: rows of two layouts in one step ({part.layout.names} and "
+                    f"{lay.names}): routes that merge tables into one Iceberg table need one "
+                    "schema (not supported yet)"
+                )
+            part.events.append((env, ev))
+            p = lay.projection
+            if ev.before is not None and (ev.after is None or p.key(ev.before) != p.key(ev.after)):
+                part.last[p.key(ev.before)] = None
+            if ev.after is not None:
+                part.last[p.key(ev.after)] = p.values(ev.after)
+        return parts
+
+    def _overwrite_keys(self, table: Any, part: _TableStep, marker: dict[str, str]) -> int:
+        """Current state: delete every row of a touched key, append the keys' last images,
+        in one commit."""
+        lay = part.layout
+        images = [img for img in part.last.values() if img is not None]
+        keys = list(part.last)
+        positions = [lay.names.index(k) for k in lay.key]
+        key_convs = [lay.converters[p] for p in positions]
+        converted = [tuple(c(v) for c, v in zip(key_convs, k, strict=True)) for k in keys]
+        data = self._arrow(table, lay.names, column_arrays(lay.kinds, lay.converters, images))
+        with table.transaction() as tx:
+            if table.current_snapshot() is not None:
+                with warnings.catch_warnings():
+                    # "did not match any records": keys the step inserts for the first time
+                    warnings.filterwarnings("ignore", "Delete operation did not match")
+                    tx.delete(_key_filter(lay.key, converted), snapshot_properties=marker)
+            tx.append(data, snapshot_properties=marker)
+        return len(keys)
+
+    def _append_events(self, table: Any, part: _TableStep, marker: dict[str, str]) -> int:
+        """Change log: every event of the step, in order, appended in one commit."""
+        import pyarrow as pa
+
+        lay = part.layout
+        meta: dict[str, list[Any]] = {name: [] for name, _ in _META}
+        before: list[tuple[Value, ...]] = []
+        after: list[tuple[Value, ...]] = []
+        empty = (None,) * len(lay.names)
+        for env, ev in part.events:
+            for name, value in zip(
+                (n for n, _ in _META),
+                (
+                    ev.op.value,
+                    ev.ts,
+                    ev.source,
+                    ev.position.file,
+                    ev.position.offset,
+                    ev.position.gtid,
+                    ev.txn.id,
+                    ev.txn.index,
+                    env.topic,
+                    env.partition,
+                    env.offset,
+                ),
+                strict=True,
+            ):
+                meta[name].append(value)
+            p = lay.projection
+            before.append(p.values(ev.before) if ev.before is not None else empty)
+            after.append(p.values(ev.after) if ev.after is not None else empty)
+        arrays = [pa.array(meta[n], type=_meta_arrow(t)) for n, t in _META]
+        arrays += column_arrays(lay.kinds, lay.converters, before)
+        arrays += column_arrays(lay.kinds, lay.converters, after)
+        names = [n for n, _ in _META] + [f"before_{c}" for c in lay.names]
+        names += [f"after_{c}" for c in lay.names]
+        table.append(self._arrow(table, tuple(names), arrays), snapshot_properties=marker)
+        return len(part.events)
+
+    @staticmethod
+    def _arrow(table: Any, names: Sequence[str], arrays: list[Any]) -> Any:
+        """The arrays as an Arrow table in the Iceberg table's schema (its order, its
+        nullability, its field ids)."""
+        import pyarrow as pa
+
+        wanted = table.schema().as_arrow()
+        data = pa.Table.from_arrays(arrays, names=list(names))
+        # A column the table keeps but the rows lack (the change log's dropped ones) is NULL.
+        columns = [
+            data.column(f.name) if f.name in names else pa.nulls(data.num_rows, f.type)
+            for f in wanted
+        ]
+        return pa.Table.from_arrays(columns, names=[f.name for f in wanted]).cast(wanted)
+
+    # -- tables and their schemas ------------------------------------------------------------
+
+    def _table(self, lay: Layout, changelog: bool) -> Any:
+        """The target's table of one form, created or evolved to `lay`."""
+        from pyiceberg.exceptions import NoSuchTableError
+
+        ident = self._identifier(lay.target, changelog)
+        table = self._tables.get(ident)
+        if table is None:
+            try:
+                table = self._catalog.load_table(ident)
+            except NoSuchTableError:
+                self._catalog.create_namespace_if_not_exists(ident[0])
+                table = self._catalog.create_table(ident, schema=self._schema(lay, changelog))
+                log.info("created Iceberg table %s.%s", *ident)
+        # Kept between steps: pyiceberg refreshes a table's metadata with each commit made
+        # through it, and a commit beaten by another writer drops it (`_write_table`).
+        table = self._tables[ident] = self._evolve(table, lay, changelog, ".".join(ident))
+        return table
+
+    def _wanted(self, lay: Layout, changelog: bool) -> list[tuple[str, Kind, bool]]:
+        """(name, kind, required) of each column the table of this form should have."""
+        if changelog:
+            meta = [(n, Kind(t), False) for n, t in _META]
+            images = [
+                (f"{side}_{c.name}", k, False)
+                for side in ("before", "after")
+                for c, k in zip(lay.columns, lay.kinds, strict=True)
+            ]
+            return meta + images
+        key = set(lay.key)
+        return [(c.name, k, c.name in key) for c, k in zip(lay.columns, lay.kinds, strict=True)]
+
+    def _schema(self, lay: Layout, changelog: bool) -> Any:
+        from pyiceberg.schema import Schema
+        from pyiceberg.types import NestedField
+
+        wanted = self._wanted(lay, changelog)
+        fields = [
+            NestedField(field_id=i, name=n, field_type=k.iceberg(), required=r)
+            for i, (n, k, r) in enumerate(wanted, 1)
+        ]
+        key = [] if changelog else [i for i, (n, _, _) in enumerate(wanted, 1) if n in lay.key]
+        return Schema(*fields, identifier_field_ids=key)
+
+    def evolve(self, table_schema: TableSchema) -> None:
+        """A DDL's schema after it, applied to the tables of its target (those that exist)."""
+        from pyiceberg.exceptions import NoSuchTableError
+
+        proj = self._router.projection(table_schema)
+        if proj is None:
+            return
+        lay = layout(proj, table_schema, self._null_zero_dates)
+        for changelog in self._forms():
+            ident = self._identifier(lay.target, changelog)
+            self._tables.pop(ident, None)
+            try:
+                table = self._catalog.load_table(ident)
+            except NoSuchTableError:
+                continue  # created by its first row, with the schema then
+            self._tables[ident] = self._evolve(table, lay, changelog, ".".join(ident))
+
+    def _evolve(self, table: Any, lay: Layout, changelog: bool, name: str) -> Any:
+        """Bring `table` to `lay`'s columns: add the new, drop the gone, widen what Iceberg
+        widens; anything else refused in one line before any of it is applied."""
+        from pyiceberg.types import DecimalType
+
+        current = {f.name: f for f in table.schema().fields}
+        wanted = self._wanted(lay, changelog)
+        names = {n for n, _, _ in wanted}
+        adds, widen = [], []
+        for n, kind, _ in wanted:
+            have = current.get(n)
+            if have is None:
+                adds.append((n, kind))
+                continue
+            want = kind.iceberg()
+            if have.field_type == want:
+                continue
+            old, new = str(have.field_type), str(want)
+            decimal_wider = (
+                isinstance(have.field_type, DecimalType)
+                and isinstance(want, DecimalType)
+                and want.scale == have.field_type.scale
+                and want.precision > have.field_type.precision
+            )
+            if (old, new) not in _WIDENING and not decimal_wider:
+                raise IcebergError(
+                    f"{name}.{n} would change from {old} to {new}, which Iceberg cannot do in "
+                    "place: only int→long, float→double and a wider decimal precision are "
+                    "applied; recreate the Iceberg table (drop it and replay), or route the "
+                    "column out"
+                )
+            widen.append((n, want))
+        # The change log keeps a dropped column (NULL from then on): its history stays.
+        drops = [] if changelog else [n for n in current if n not in names]
+        if not changelog:
+            key_ids = [current[k].field_id for k in lay.key if k in current]
+            if sorted(key_ids) != sorted(table.schema().identifier_field_ids) or len(
+                key_ids
+            ) != len(lay.key):
+                raise IcebergError(
+                    f"{name}: the primary key would become {list(lay.key)}, which the sink "
+                    "does not change in an Iceberg table yet: recreate the Iceberg table"
+                )
+        if adds and drops:
+            raise IcebergError(
+                f"{name}: columns {drops} would go and {[n for n, _ in adds]} come in one "
+                "change, which may be a RENAME (Iceberg would lose the old rows' values): "
+                "the sink does not apply it; rename the Iceberg column by hand, or recreate "
+                "the table"
+            )
+        if not (adds or widen or drops):
+            return table
+        with table.update_schema() as update:
+            for n, kind in adds:
+                update.add_column(n, kind.iceberg())
+            for n, want in widen:
+                update.update_column(n, field_type=want)
+            for n in drops:
+                update.delete_column(n)
+        log.info("evolved %s: added %s, widened %s, dropped %s", name, adds, widen, drops)
+        return self._catalog.load_table(table.name())
+
+    def truncate(self, env: Envelope, batch_id: int, step: int) -> None:
+        """A TRUNCATE TABLE: the current-state table emptied, a ``truncate`` event appended to
+        the change log (its images NULL), each in one commit marked as the step's DDL part,
+        so a replay skips what it committed."""
+        from pyiceberg.exceptions import NoSuchTableError
+        from pyiceberg.expressions import AlwaysTrue
+
+        ev = env.event
+        assert isinstance(ev, DdlChange)
+        assert ev.table is not None
+        target = self._router.target(ev.schema, ev.table, ev.source)
+        if target is None:
+            return
+        marker = {JOB: self._job, BATCH: str(batch_id), STEP: str(step), DDL: "1"}
+        for changelog in self._forms():
+            self._tables.pop(self._identifier(target, changelog), None)
+            try:
+                table = self._catalog.load_table(self._identifier(target, changelog))
+            except NoSuchTableError:
+                continue  # nothing written yet: nothing to empty, no history to extend
+            if _committed(table, self._job, batch_id, step, ddl=True):
+                continue
+            if not changelog:
+                with warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", "Delete operation did not match")
+                    table.delete(AlwaysTrue(), snapshot_properties=marker)
+                continue
+            import pyarrow as pa
+
+            txn = ev.txn
+            values = (
+                "truncate",
+                ev.ts,
+                ev.source,
+                ev.position.file,
+                ev.position.offset,
+                ev.position.gtid,
+                txn.id if txn else None,
+                txn.index if txn else None,
+                env.topic,
+                env.partition,
+                env.offset,
+            )
+            arrays = [
+                pa.array([v], type=_meta_arrow(t)) for v, (_, t) in zip(values, _META, strict=True)
+            ]
+            table.append(
+                self._arrow(table, [n for n, _ in _META], arrays), snapshot_properties=marker
+            )
+
+    def expire(self, batch_id: int, keep: int) -> int:
+        """Expire, in every table this sink holds loaded, the snapshots older than the first
+        of this job's commits of batch `batch_id - keep` or later (never the current one); a
+        replay of a batch at or after that one still finds its commits. Returns how many."""
+        expired = 0
+        for ident, table in list(self._tables.items()):
+            snapshots = table.metadata.snapshots
+            first_kept = next(
+                (
+                    i
+                    for i, snap in enumerate(snapshots)
+                    if snap.summary is not None
+                    and snap.summary.additional_properties.get(JOB) == self._job
+                    and int(snap.summary.additional_properties[BATCH]) >= batch_id - keep
+                ),
+                None,
+            )
+            if not first_kept:
+                continue
+            current = table.current_snapshot()
+            ids = [
+                snap.snapshot_id
+                for snap in snapshots[:first_kept]
+                if current is None or snap.snapshot_id != current.snapshot_id
+            ]
+            if ids:
+                table.maintenance.expire_snapshots().by_ids(ids).commit()
+                self._tables[ident] = self._catalog.load_table(ident)
+                expired += len(ids)
+        return expired
+
+    def holds_rows(self, target: Target) -> bool:
+        """Whether the current-state table of `target` exists and holds a row."""
+        from pyiceberg.exceptions import NoSuchTableError
+
+        if "current" not in self.settings.forms:
+            return False
+        try:
+            table = self._catalog.load_table(self._identifier(target, changelog=False))
+        except NoSuchTableError:
+            return False
+        snapshot = table.current_snapshot()
+        if snapshot is None or snapshot.summary is None:
+            return False
+        return int(snapshot.summary.additional_properties.get("total-records", "0")) > 0
+
+    def close(self) -> None:
+        self._tables.clear()
+        self._catalog = None
+
+
+def _meta_arrow(name: str) -> Any:
+    import pyarrow as pa
+
+    return {"string": pa.large_string(), "long": pa.int64(), "int": pa.int32()}[name]
+
+
+def _key_filter(columns: Sequence[str], keys: Sequence[tuple[Any, ...]]) -> Any:
+    """The filter matching the rows of `keys` (values of `columns`)."""
+    from pyiceberg.expressions import And, EqualTo, In, Or
+
+    if len(columns) == 1:
+        return In(term=columns[0], literals=[k[0] for k in keys])
+    terms = [
+        And(*[EqualTo(term=c, value=v) for c, v in zip(columns, k, strict=True)]) for k in keys
+    ]
+    return terms[0] if len(terms) == 1 else Or(*terms)
+
+
+def _committed(table: Any, job: str, batch_id: int, step: int, ddl: bool = False) -> bool:
+    """Whether a snapshot of `table` carries (job, batch, step) — the step's DDL part when
+    `ddl` (a TRUNCATE's commit, after the step's rows) —, looking from the newest back to the
+    first of this job's snapshots of an earlier part."""
+    wanted = (batch_id, step, int(ddl))
+    for snapshot in reversed(table.metadata.snapshots):
+        summary = snapshot.summary
+        props = summary.additional_properties if summary is not None else {}
+        if props.get(JOB) != job:
+            continue
+        committed = (int(props[BATCH]), int(props[STEP]), int(props.get(DDL, "0")))
+        if committed == wanted:
+            return True
+        if committed < wanted:
+            return False
+    return False
+    return False
+
+
+class IcebergSink(MySQLSink):
+    """The MySQL sink's checkpoints and plan, the rows into Iceberg; see the module
+    docstring."""
+
+    def __init__(
+        self,
+        conn: SinkConnection,
+        job: str,
+        state_database: str,
+        router: Router,
+        schemas: SchemaLookup,
+        settings: IcebergSettings,
+        known: Callable[[], Iterable[TableSchema]],
+    ) -> None:
+        super().__init__(conn, job, state_database, router, schemas, "snapshot", 1)
+        self.tables = IcebergTables(settings, router, schemas, job)
+        self._known = known
+        self._applying: tuple[int, Plan] | None = None
+        """(batch id, plan) of the batch `apply` is committing (a DDL's step is found in it)."""
+
+    def start(self) -> IcebergSink:
+        super().start()
+        try:
+            self.tables.start()
+            self.tables.check(self._known())
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        self.tables.close()
+        super().close()
+
+    def _apply_rows(
+        self, batch_id: int, index: int, final: bool, step: Step, plan: Plan, head: Head | None
+    ) -> int:
+        try:
+            written = self.tables.write_step(batch_id, index, step.rows)
+        except ZeroDateError as exc:
+            raise ApplyError(f"batch {batch_id} step {index}: {exc}") from exc
+        new_head = Head(batch_id, index, "done" if step.ddl is None else "rows", final)
+        ddl = (
+            step.ddl.event.statement if step.ddl and isinstance(step.ddl.event, DdlChange) else None
+        )
+        checkpoint = (batch_id, index, _offsets(plan), plan.bound, ddl)
+        conn = self._conns[0]
+
+        def whole() -> None:
+            self._checkpoint(conn, checkpoint, 0, written)
+            self._advance(conn, head, new_head)
+            if final:
+                self._save_state(conn, batch_id, plan)
+            self._commit(conn)
+
+        _retry_conflicts(conn, whole, f"batch {batch_id} step {index}")
+        return len(step.rows)
+
+    def _apply_marker(
+        self, marker: SnapshotBegin | SnapshotEnd, head: Head | None, new: Head
+    ) -> Head:
+        """A snapshot marker (PROTOCOL.md §9.7). A snapshot into an empty (or new) Iceberg
+        table needs nothing: its rows are all it will hold. A snapshot of a table that holds
+        rows must remove the rows it does not see at its end (the MySQL sink's seen sets),
+        which the Iceberg sink does not do yet: refused in one line at its begin, rather than
+        leaving rows the source deleted."""
+        target = self.seen.target(marker)
+        if (
+            isinstance(marker, SnapshotBegin)
+            and target is not None
+            and self.tables.holds_rows(target)
+        ):
+            raise BadEventError(
+                f"snapshot {marker.snapshot} of {marker.schema}.{marker.table}: its Iceberg "
+                f"table {target} holds rows, and a snapshot over existing rows (removing those "
+                "it does not see) is not applied to Iceberg yet: empty the Iceberg table "
+                "first, or snapshot into a new one",
+                f"binlog {marker.position}",
+            )
+        conn = self._conns[0]
+        head = self._advance(conn, head, new)
+        self._commit(conn)
+        log.info("job %s: %s of %s applied", self.job, type(marker).__name__, target)
+        return head
+
+    def apply(self, batch_id: int, plan: Plan) -> int:
+        self._applying = (batch_id, plan)
+        try:
+            applied = super().apply(batch_id, plan)
+        finally:
+            self._applying = None
+        keep = self.tables.settings.expire_after_batches
+        if keep:
+            # After the batch's checkpoint: only snapshots no replay can need go.
+            expired = self.tables.expire(batch_id, keep)
+            if expired:
+                log.info("batch %d: %d old snapshot(s) expired", batch_id, expired)
+        return applied
+
+    def _apply_ddl(self, env: Envelope) -> None:
+        ev = env.event
+        assert isinstance(ev, DdlChange)
+        if ev.kind is DdlKind.TRUNCATE_TABLE and ev.table is not None:
+            if self._router.sharded(ev.schema, ev.table, ev.source):
+                raise BadEventError(
+                    f"TRUNCATE of {ev.schema}.{ev.table}, a shard of a merged Iceberg table, is "
+                    "not applied (it would empty every shard's rows): stop the job and delete "
+                    "that shard's rows by hand",
+                    env.position,
+                )
+            assert self._applying is not None
+            batch_id, plan = self._applying
+            step = next(i for i, s in enumerate(plan.steps) if s.ddl is env)
+            self.tables.truncate(env, batch_id, step)
+            return
+        if ev.kind in (DdlKind.RENAME_TABLE, DdlKind.DROP_TABLE):
+            raise BadEventError(
+                f"{ev.kind.value} of {ev.schema}.{ev.table} is not applied to Iceberg tables "
+                "yet (issue #34): the job stops before it; route the table out of the job "
+                "(apply.routes) to go on without it",
+                env.position,
+            )
+        if ev.table_schema is None:
+            return
+        try:
+            self.tables.check([ev.table_schema])
+            self.tables.evolve(ev.table_schema)
+        except ApplyError as exc:
+            raise BadEventError(str(exc), env.position) from exc
+
+
+def _offsets(plan: Plan) -> str:
+    import json
+
+    return json.dumps(sorted([*k, v] for k, v in plan.state.offsets.items()))
