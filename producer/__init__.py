@@ -36,7 +36,13 @@ The data path, one module per step (each testable without services where it can 
     metrics.py     the reader's counters
     settings.py    the ``reader`` section of the configuration
     exceptions.py  `ReaderError` and its kinds
-    reader.py      the loop tying them together; `Reader.run(stop)`
+    term.py        a leadership term: its state, and its opening (checkpoint, resume point,
+                   snapshot to begin or continue)
+    snapshotting.py the term's initial and incremental snapshots read into its batches
+    tail.py        the tail loop: the binlog from the term's position into batches
+    commits.py     the commit pipeline: each batch one Kafka transaction with its checkpoint,
+                   ended on a thread of its own while the next batch is read
+    reader.py      the election loop composing them; `Reader.run(stop)`
     snapshot/      initial and incremental snapshots (chunked, resumable, `_resultset.c`)
     cluster/       reader cluster nodes: ZooKeeper membership, an elected coordinator, replication
                    sets with two-phase moves, many `Reader` tasks per node (`rowbus reader node`)
