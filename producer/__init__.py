@@ -4,6 +4,9 @@ The data path, one module per step (each testable without services where it can 
 
     binlog.py      mysql-replication in file/position mode → small event values (the one seam
                    around the library, with its reconnect guard)
+    streamtables.py a stream's table maps → schemas, converters, native plans; rows decoders
+    statements.py  a stream's statement events with their sql_mode, time zone and DDL tracked
+    framed.py      the dump stream read past the library: hot event kinds from their bytes
     dumpframes.py  the dump stream cut into event packets from large reads
     eventtypes.py  every binlog event type: decoded, ignored with a reason, or refused
     compressed.py  MariaDB's compressed events inflated into the ordinary ones (bounded)
