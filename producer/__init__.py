@@ -31,7 +31,9 @@ The data path, one module per step (each testable without services where it can 
     publisher.py   the transactional confluent-kafka producer
     checkpoints.py the last ReaderCheckpoint of a source, from the compacted checkpoints topic
     positions.py   the reader's configured start position
-    server.py      SQL against the source: start-up checks, binlog files, start positions
+    server.py      SQL against the source: start-up checks, binlog files and GTIDs
+    catalog.py     the source's live tables from information_schema (schemas, definitions)
+    locator.py     a start position (GTID, time, file) located in the source's binlog
     history.py     whether the source still holds the history up to a checkpoint
     leader.py      ZooKeeper leadership (kazoo)
     stall.py       committed records a read_committed consumer cannot read (a stuck LSO)

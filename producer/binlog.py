@@ -8,7 +8,7 @@ packet is right, the same code serves MySQL and MariaDB, and the library still s
 ``@mariadb_slave_capability=4`` so MariaDB sends its real GTID events: every transaction still
 carries its GTID. The reader tracks the position itself (transaction ends only, see
 `rowbus.producer.assembler`); a GTID start position is turned into a file/position by a scan
-(`rowbus.producer.server.locate`).
+(`rowbus.producer.locator`).
 
 Two patches. The library reconnects by itself when the stream drops (2006/2013), from *its*
 idea of the position, which can be inside a transaction. `_GuardedConnect` refuses every stream

@@ -242,7 +242,7 @@ class SnapshotDriver:
                 watch,
                 self.settings.snapshot_chunk_rows,
                 term,
-                term.server.table_schema,
+                term.server.catalog.table_schema,
                 self._filter.wanted,
                 emit,
                 emit_ddl=emit_ddl,

@@ -219,7 +219,7 @@ class Tail:
                 or (qualified in snap.backfills and snap.backfills[qualified].chunks > 0)
             ):
                 continue
-            statements = term.server.create_statements(name.schema, name.table)
+            statements = term.server.catalog.create_statements(name.schema, name.table)
             if not statements:
                 log.warning(
                     "%s: %s met first at binlog %s is gone from the server: no definition "

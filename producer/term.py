@@ -91,7 +91,9 @@ class Term:
         if self.tracker is None:
             server = self.server
             self.tracker = SchemaTracker(
-                server.table_extras, server.charsets, server.database_collation
+                server.catalog.table_extras,
+                server.catalog.charsets,
+                server.catalog.database_collation,
             )
 
     def restore_tables(self, tables: Mapping[TableName, TableSchema | None]) -> None:
@@ -254,7 +256,7 @@ class TermOpener:
             resume = prepared.state.position
             return prepared, resume, GtidState(resume.gtid)
         start = parse_start(self.settings.start, self.source.name)
-        resume = server.locate(start, self.server_id)
+        resume = server.locator.locate(start, self.server_id)
         return None, resume, GtidState(resume.gtid or server.gtid_at(resume.file, resume.offset))
 
     def _batcher(
@@ -306,7 +308,7 @@ class TermOpener:
         )
 
     def _warn_cascades(self, server: SourceServer) -> None:
-        for child, parent, rule in server.cascading_foreign_keys():
+        for child, parent, rule in server.catalog.cascading_foreign_keys():
             schema, _, table = child.partition(".")
             if self._filter.wanted(schema, table):
                 log.warning(
@@ -371,7 +373,7 @@ class TermOpener:
             found = BinlogPosition(file, offset, server.gtid_at(file, offset))
         else:
             spec = parse_start(f"gtid:{checkpoint.gtid_set}", self.source.name)
-            found = server.locate(spec, self.server_id)
+            found = server.locator.locate(spec, self.server_id)
         resume = replace(found, upstream=position.upstream + 1)
         log.warning(
             "source %s: continuing on %s (%s) at %s after checkpoint %s of %s",
@@ -390,4 +392,4 @@ def _ddl_schema(server: SourceServer, item: DdlItem) -> TableSchema | None:
     target = item.parsed.table
     if target is None or item.parsed.kind.value.startswith("drop"):
         return None
-    return server.table_schema(target.schema, target.table)
+    return server.catalog.table_schema(target.schema, target.table)

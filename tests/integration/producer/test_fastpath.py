@@ -287,7 +287,9 @@ def _events(
     )
     out: list[Any] = []
     with SourceServer(source) as live:
-        tracker = SchemaTracker(live.table_extras, live.charsets, live.database_collation)
+        tracker = SchemaTracker(
+            live.catalog.table_extras, live.catalog.charsets, live.catalog.database_collation
+        )
         stream = _stream(server, start, TableFilter(include_schemas=schemas), True, framed, tracker)
         _collect(stream, out)
     return out
