@@ -82,7 +82,7 @@ def _schema(args: argparse.Namespace, db: str, table: str) -> Any:
         name="bench", host=host, port=int(port), user=args.user, password=args.password
     )
     with SourceServer(src) as server:
-        schema = server.table_schema(db, table)
+        schema = server.catalog.table_schema(db, table)
     assert schema is not None
     return schema
 

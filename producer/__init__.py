@@ -4,6 +4,9 @@ The data path, one module per step (each testable without services where it can 
 
     binlog.py      mysql-replication in file/position mode → small event values (the one seam
                    around the library, with its reconnect guard)
+    streamtables.py a stream's table maps → schemas, converters, native plans; rows decoders
+    statements.py  a stream's statement events with their sql_mode, time zone and DDL tracked
+    framed.py      the dump stream read past the library: hot event kinds from their bytes
     dumpframes.py  the dump stream cut into event packets from large reads
     eventtypes.py  every binlog event type: decoded, ignored with a reason, or refused
     compressed.py  MariaDB's compressed events inflated into the ordinary ones (bounded)
@@ -28,7 +31,9 @@ The data path, one module per step (each testable without services where it can 
     publisher.py   the transactional confluent-kafka producer
     checkpoints.py the last ReaderCheckpoint of a source, from the compacted checkpoints topic
     positions.py   the reader's configured start position
-    server.py      SQL against the source: start-up checks, binlog files, start positions
+    server.py      SQL against the source: start-up checks, binlog files and GTIDs
+    catalog.py     the source's live tables from information_schema (schemas, definitions)
+    locator.py     a start position (GTID, time, file) located in the source's binlog
     history.py     whether the source still holds the history up to a checkpoint
     leader.py      ZooKeeper leadership (kazoo)
     stall.py       committed records a read_committed consumer cannot read (a stuck LSO)
@@ -36,7 +41,13 @@ The data path, one module per step (each testable without services where it can 
     metrics.py     the reader's counters
     settings.py    the ``reader`` section of the configuration
     exceptions.py  `ReaderError` and its kinds
-    reader.py      the loop tying them together; `Reader.run(stop)`
+    term.py        a leadership term: its state, and its opening (checkpoint, resume point,
+                   snapshot to begin or continue)
+    snapshotting.py the term's initial and incremental snapshots read into its batches
+    tail.py        the tail loop: the binlog from the term's position into batches
+    commits.py     the commit pipeline: each batch one Kafka transaction with its checkpoint,
+                   ended on a thread of its own while the next batch is read
+    reader.py      the election loop composing them; `Reader.run(stop)`
     snapshot/      initial and incremental snapshots (chunked, resumable, `_resultset.c`)
     cluster/       reader cluster nodes: ZooKeeper membership, an elected coordinator, replication
                    sets with two-phase moves, many `Reader` tasks per node (`rowbus reader node`)

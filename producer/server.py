@@ -1,6 +1,9 @@
-"""Plain SQL against the source server: start-up checks, binlog files, positions, live schemas.
+"""Plain SQL against the source server: start-up checks, binlog files, positions.
 
-Every pymysql failure is translated into a `ReaderError` here or in `rowbus.producer.binlog`.
+`SourceServer` holds the control connection; its parts, one job each, use it: `catalog` (the
+live tables, `rowbus.producer.catalog`) and `locator` (start positions located in the binlog,
+`rowbus.producer.locator`). Every pymysql failure is translated into a `ReaderError` here or in
+`rowbus.producer.binlog`.
 """
 
 from __future__ import annotations
@@ -16,45 +19,23 @@ import pymysql
 
 from rowbus.clients import mysql
 from rowbus.clients.settings import SourceConnection
-from rowbus.producer.assembler import TransactionAssembler
 from rowbus.producer.binlog import (
     GRANT_HINT,
-    TRANSACTION_EVENTS,
-    BinlogStream,
     translate_mysql_error,
 )
-from rowbus.producer.ddl.apply import Charsets
-from rowbus.producer.definitions import create_statements
+from rowbus.producer.catalog import SourceCatalog
 from rowbus.producer.eventtypes import REFUSED_SETTINGS
 from rowbus.producer.exceptions import (
-    BadStartPositionError,
     PositionPurgedError,
     ServerMisconfiguredError,
 )
-from rowbus.producer.positions import GtidState, StartPosition, is_mariadb_gtid
-from rowbus.producer.tables import CHAR_TYPES, TableFilter
-from rowbus.producer.tracker import Extras
-from rowbus.protocol.events import BinlogPosition, ColumnSchema, IndexSchema, TableSchema
+from rowbus.producer.locator import StartLocator
+from rowbus.protocol.events import BinlogPosition
 from rowbus.protocol.positions import parse_gtid_set
 
 log = logging.getLogger(__name__)
 
 _REQUIRED = {"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL"}
-_ENUM_ELEMENTS = re.compile(r"'((?:[^'\\]|''|\\.)*)'")
-_ESCAPES = {"0": "\0", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a"}
-_ESCAPED = re.compile(r"''|\\(.)")
-
-
-def _member(quoted: str) -> str:
-    """An ENUM/SET member as COLUMN_TYPE spells it ('' for a quote, a backslash escaping)."""
-    return _ESCAPED.sub(lambda m: "'" if m.group(1) is None else _ESCAPES.get(m[1], m[1]), quoted)
-
-
-_GTID_INFO = re.compile(
-    r"GTID(?:_NEXT)?\W+'?([0-9a-fA-F-]{36}(?::[A-Za-z_][A-Za-z0-9_]*)?:\d+|\d+-\d+-\d+)"
-)
-"""A GTID event's Info in SHOW BINLOG EVENTS: MariaDB ``BEGIN GTID 0-1-42``, MySQL
-``SET @@SESSION.GTID_NEXT= 'uuid:42'`` or, tagged (8.3+), ``'uuid:tag:42'``."""
 _USE_INFO = re.compile(r"use `((?:[^`]|``)*)`; (.*)", re.DOTALL)
 """A statement event's Info in SHOW BINLOG EVENTS: its default schema, then the statement."""
 
@@ -67,7 +48,10 @@ class SourceServer:
         self._conn: pymysql.connections.Connection[Any] | None = None
         self.mariadb = False
         self.version = ""
-        self._bounds: dict[str, list[tuple[str | None, int, int]]] = {}
+        self.catalog = SourceCatalog(self)
+        """Its live tables (information_schema)."""
+        self.locator = StartLocator(self)
+        """Start positions located in its binlog."""
 
     @property
     def where(self) -> str:
@@ -101,7 +85,7 @@ class SourceServer:
         self.close()
 
     @contextmanager
-    def _cursor(self, what: str) -> Iterator[Any]:
+    def cursor(self, what: str) -> Iterator[Any]:
         if self._conn is None:
             self.connect()
         assert self._conn is not None
@@ -113,7 +97,7 @@ class SourceServer:
             raise translate_mysql_error(exc, f"{what} on {self.where}") from exc
 
     def query_all(self, sql: str, args: Any = None) -> list[tuple[Any, ...]]:
-        with self._cursor(sql.split(maxsplit=1)[0]) as cur:
+        with self.cursor(sql.split(maxsplit=1)[0]) as cur:
             cur.execute(sql, args)
             return list(cur.fetchall())
 
@@ -175,7 +159,7 @@ class SourceServer:
 
     def master_position(self) -> tuple[str, int]:
         """The server's current binlog position (MySQL 8.4: ``SHOW BINARY LOG STATUS``)."""
-        with self._cursor("SHOW MASTER STATUS") as cur:
+        with self.cursor("SHOW MASTER STATUS") as cur:
             row = mysql.binlog_position(cur)
         if not row:
             raise ServerMisconfiguredError(f"{self.where}: binary logging is off; set --log-bin")
@@ -226,184 +210,6 @@ class SourceServer:
             "between are lost to subscribers), or take a fresh snapshot and start at its position"
         )
 
-    # ---- live schemas (DDL) -----------------------------------------------------------------
-
-    def table_schema(self, schema: str, table: str) -> TableSchema | None:
-        """The table's current schema from information_schema (None if it does not exist)."""
-        rows = self.query_all(
-            "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_PRECISION, "
-            "NUMERIC_SCALE, DATETIME_PRECISION, CHARACTER_SET_NAME, CHARACTER_MAXIMUM_LENGTH, "
-            "COLLATION_NAME, COLUMN_DEFAULT "
-            "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s "
-            "ORDER BY ORDINAL_POSITION",
-            (schema, table),
-        )
-        if not rows:
-            return None
-        cols = []
-        for name, data_type, ctype, nullable, prec, scale, fsp, charset, chars, coll, dflt in rows:
-            dtype = str(data_type).lower()
-            ctype_s = str(ctype).lower()
-            elements: tuple[str, ...] = ()
-            if dtype in ("enum", "set"):
-                elements = tuple(_member(e) for e in _ENUM_ELEMENTS.findall(str(ctype)))
-            bits = None
-            if dtype == "bit":
-                m = re.search(r"\((\d+)\)", ctype_s)
-                bits = int(m.group(1)) if m else 1
-            if dtype == "longtext" and "json" in ctype_s:
-                dtype = "json"
-            cols.append(
-                ColumnSchema(
-                    name=str(name),
-                    type=dtype,
-                    unsigned="unsigned" in ctype_s,
-                    nullable=str(nullable).upper() == "YES",
-                    length=bits
-                    if dtype == "bit"
-                    else (int(chars) if dtype in CHAR_TYPES and chars is not None else None),
-                    precision=int(prec) if dtype == "decimal" and prec is not None else None,
-                    scale=int(scale) if dtype == "decimal" and scale is not None else None,
-                    fsp=int(fsp)
-                    if dtype in ("datetime", "timestamp", "time") and fsp is not None
-                    else None,
-                    charset=str(charset) if charset and charset != "binary" else None,
-                    elements=elements,
-                    default=None if dflt is None else str(dflt),
-                    collation=str(coll) if coll and charset and charset != "binary" else None,
-                )
-            )
-        pk_rows = self.query_all(
-            "SELECT COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA=%s "
-            "AND TABLE_NAME=%s AND INDEX_NAME='PRIMARY' ORDER BY SEQ_IN_INDEX",
-            (schema, table),
-        )
-        return TableSchema(
-            schema,
-            table,
-            tuple(cols),
-            tuple(str(r[0]) for r in pk_rows),
-            self._indexes(schema, table),
-        )
-
-    def _indexes(self, schema: str, table: str) -> tuple[IndexSchema, ...]:
-        rows = self.query_all(
-            "SELECT INDEX_NAME, NON_UNIQUE, COLUMN_NAME FROM information_schema.STATISTICS "
-            "WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s AND INDEX_NAME <> 'PRIMARY' "
-            "ORDER BY INDEX_NAME, SEQ_IN_INDEX",
-            (schema, table),
-        )
-        found: dict[str, tuple[list[str], bool]] = {}
-        for index, non_unique, column in rows:
-            found.setdefault(str(index), ([], not int(non_unique)))[0].append(str(column))
-        return tuple(IndexSchema(n, tuple(c), u) for n, (c, u) in sorted(found.items()))
-
-    def create_statements(self, schema: str, table: str) -> list[str]:
-        """The table's database's and its own CREATE … IF NOT EXISTS, as the server shows them
-        now (a definition published before a table's first streamed row, PROTOCOL.md §9.6)."""
-        with self._cursor(f"reading the definition of {schema}.{table}") as cur:
-            return create_statements(cur, schema, table)
-
-    def table_extras(self, schema: str, table: str) -> Extras | None:
-        """What the table map lacks (defaults, secondary indexes), read now from the server."""
-        rows = self.query_all(
-            "SELECT COLUMN_NAME, COLUMN_DEFAULT FROM information_schema.COLUMNS "
-            "WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s",
-            (schema, table),
-        )
-        if not rows:
-            return None
-        defaults = {str(n): None if d is None else str(d) for n, d in rows}
-        found = self.query_one(
-            "SELECT TABLE_COLLATION FROM information_schema.TABLES "
-            "WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s",
-            (schema, table),
-        )
-        collation = str(found[0]) if found and found[0] else None
-        return Extras(defaults, self._indexes(schema, table), collation)
-
-    def cascading_foreign_keys(self) -> list[tuple[str, str, str]]:
-        """(child table, parent table, rule) of each foreign key that changes rows itself (ON
-        DELETE/UPDATE CASCADE or SET NULL): the server makes those changes below its row
-        log, so the binlog — and every consumer — does not see them."""
-        rows = self.query_all(
-            "SELECT CONSTRAINT_SCHEMA, TABLE_NAME, UNIQUE_CONSTRAINT_SCHEMA, "
-            "REFERENCED_TABLE_NAME, DELETE_RULE, UPDATE_RULE "
-            "FROM information_schema.REFERENTIAL_CONSTRAINTS "
-            "WHERE DELETE_RULE IN ('CASCADE', 'SET NULL') OR UPDATE_RULE IN ('CASCADE', 'SET NULL')"
-        )
-        out = []
-        for schema, table, pschema, ptable, on_delete, on_update in rows:
-            rule = ", ".join(
-                f"ON {what} {r}"
-                for what, r in (("DELETE", on_delete), ("UPDATE", on_update))
-                if r in ("CASCADE", "SET NULL")
-            )
-            out.append((f"{schema}.{table}", f"{pschema}.{ptable}", rule))
-        return out
-
-    def database_collation(self, database: str) -> str | None:
-        """A database's default collation now (None: no such database)."""
-        found = self.query_one(
-            "SELECT DEFAULT_COLLATION_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME=%s",
-            (database,),
-        )
-        return str(found[0]) if found and found[0] else None
-
-    def charsets(self) -> Charsets:
-        """Each charset's default collation (a server fact, read once per term); on MySQL,
-        JSON is a type of its own (its table map says json, not longtext)."""
-        rows = self.query_all(
-            "SELECT CHARACTER_SET_NAME, COLLATION_NAME FROM information_schema.COLLATIONS "
-            "WHERE IS_DEFAULT='Yes'"
-        )
-        return Charsets({str(cs): str(coll) for cs, coll in rows}, native_json=not self.mariadb)
-
-    # ---- locating a start position ------------------------------------------------------------
-
-    def locate(self, spec: StartPosition, server_id: int) -> BinlogPosition:
-        """The transaction boundary a `StartPosition` names (scans the binlog for gtid or time)."""
-        self._bounds.clear()
-        if spec.kind == "latest":
-            file, pos = self.master_position()
-            return BinlogPosition(file, pos, self.gtid_at(file, pos))
-        logs = self.binary_logs()
-        if not logs:
-            raise ServerMisconfiguredError(f"{self.where}: no binary logs; set --log-bin")
-        if spec.kind == "earliest":
-            return BinlogPosition(logs[0][0], 4, None)
-        if spec.kind == "file":
-            assert spec.file is not None
-            assert spec.offset is not None
-            position = BinlogPosition(spec.file, spec.offset, None)
-            self.ensure_available(position, "start position")
-            return BinlogPosition(spec.file, spec.offset, self.gtid_at(spec.file, spec.offset))
-        names = [name for name, _ in logs]
-        if spec.kind == "gtid":
-            first = self._file_before_gtid(names, _gtid_targets(spec.gtid_set or ""))
-        else:
-            first = self._file_before_time(names, spec.timestamp_s or 0, server_id)
-        return self._scan(spec, first, server_id)
-
-    def _file_before_gtid(self, names: list[str], targets: set[str]) -> str:
-        """The last binlog file whose starting GTID state lacks one of `targets` (MariaDB;
-        elsewhere the oldest file)."""
-        if not self.mariadb or not all(is_mariadb_gtid(t) for t in targets):
-            return names[0]
-        for name in reversed(names):
-            state = GtidState(self.gtid_at(name, 4))
-            if not all(state.contains(t) for t in targets):
-                return name
-        return names[0]
-
-    def _file_before_time(self, names: list[str], timestamp: int, server_id: int) -> str:
-        """The last binlog file whose first transaction committed before `timestamp`."""
-        for name in reversed(names):
-            bounds = self.boundaries(name)
-            if bounds and self._commit_time(name, bounds[0][1], server_id) < timestamp:
-                return name
-        return names[0]
-
     def statements(self, name: str, until: int) -> list[tuple[str, str]]:
         """(default schema, statement) of the statement events of binlog file `name` ending
         before offset `until` (-1: the whole file), from ``SHOW BINLOG EVENTS`` (the server's
@@ -418,127 +224,3 @@ class SourceServer:
             used = _USE_INFO.match(info)
             out.append((used.group(1).replace("``", "`"), used.group(2)) if used else ("", info))
         return out
-
-    def boundaries(self, name: str) -> list[tuple[str | None, int, int]]:
-        """(gtid, start, end) of every transaction in binlog file `name`, from the server's own
-        parse (``SHOW BINLOG EVENTS``: no row decoding). Cached during one `locate`."""
-        cached = self._bounds.get(name)
-        if cached is not None:
-            return cached
-        out: list[tuple[str | None, int, int]] = []
-        gtid: str | None = None
-        start: int | None = None
-        standalone = False
-        opened = False
-        for _, pos, raw_kind, _, end, raw_info in self.query_all(f"SHOW BINLOG EVENTS IN '{name}'"):
-            kind, info = str(raw_kind), str(raw_info or "")
-            if kind in ("Gtid", "Gtid_tagged"):
-                m = _GTID_INFO.search(info)
-                gtid = m.group(1).lower() if m else None  # as `_gtid_targets` spells them
-                start = int(pos)
-                # An XA group opens like BEGIN and ends at its XA_prepare event.
-                opened = info.startswith(("BEGIN", "XA START"))
-                standalone = not opened and self.mariadb
-                continue
-            if start is None and kind not in ("Query", "Xid"):
-                continue
-            head = info.lstrip()[:8].upper()
-            if kind == "Query" and head.startswith("BEGIN"):
-                opened = True
-                start = int(pos) if start is None else start
-                continue
-            head = info.lstrip()[:12].upper()
-            # A compressed MySQL transaction is its GTID and one Transaction_payload event.
-            closes = kind in ("Xid", "XA_prepare", "Transaction_payload") or (
-                kind == "Query"
-                and not head.startswith(("ROLLBACK TO", "SAVEPOINT", "XA END"))
-                and (head.startswith(("COMMIT", "ROLLBACK")) or standalone or not opened)
-            )
-            if closes and start is not None:
-                out.append((gtid, start, int(end)))
-                gtid, start, opened, standalone = None, None, False, False
-        self._bounds[name] = out
-        return out
-
-    def _commit_time(self, name: str, pos: int, server_id: int) -> int:
-        """The commit time of the transaction starting at `name:pos` (reads it from the stream)."""
-        stream = self._stream(name, pos, server_id)
-        assembler = TransactionAssembler(name, pos)
-        try:
-            for event in stream.events():
-                txn = assembler.feed(event)
-                if txn is not None:
-                    return txn.commit_time
-        finally:
-            stream.close()
-        return 2**62
-
-    def _stream(self, name: str, pos: int, server_id: int) -> BinlogStream:
-        return BinlogStream(
-            self.source,
-            server_id,
-            name,
-            pos,
-            TableFilter(system_schemas=["*"]),
-            blocking=False,
-            only_events=TRANSACTION_EVENTS,
-        )
-
-    def _scan(self, spec: StartPosition, first: str, server_id: int) -> BinlogPosition:
-        """Walk transaction boundaries from file `first` on (binary search for a timestamp)."""
-        names = [n for n, _ in self.binary_logs()]
-        files = names[names.index(first) :] if first in names else names
-        if spec.kind == "gtid":
-            targets = _gtid_targets(spec.gtid_set or "")
-            for name in files:
-                for gtid, _, end in self.boundaries(name):
-                    if gtid in targets:
-                        targets.discard(gtid)
-                        if not targets:
-                            return BinlogPosition(name, end, self.gtid_at(name, end) or gtid)
-            raise BadStartPositionError(
-                f"{self.where}: GTID {spec.gtid_set} is not in the binlog (oldest file {first}); "
-                "start from earliest, latest or a file:pos instead"
-            )
-        timestamp = spec.timestamp_s or 0
-        for index, name in enumerate(files):
-            bounds = self.boundaries(name)
-            if not bounds or self._commit_time(name, bounds[-1][1], server_id) < timestamp:
-                continue
-            lo, hi = 0, len(bounds) - 1  # first transaction committed at or after timestamp
-            for _ in range(64):
-                if lo >= hi:
-                    break
-                mid = (lo + hi) // 2
-                if self._commit_time(name, bounds[mid][1], server_id) < timestamp:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            if lo > 0:
-                pos = bounds[lo - 1][2]
-            elif index > 0 or name != names[0]:
-                pos = bounds[0][1]
-            else:
-                return BinlogPosition(name, 4, None)
-            return BinlogPosition(name, pos, self.gtid_at(name, pos))
-        file, pos = self.master_position()
-        return BinlogPosition(file, pos, self.gtid_at(file, pos))
-
-
-def _gtid_targets(gtid_set: str) -> set[str]:
-    """The GTIDs whose transactions must be passed: each MariaDB GTID, or for a MySQL set
-    ``uuid:1-42`` its last transaction ``uuid:42`` (per tag: ``uuid:1-42:tag:1-5`` also
-    ``uuid:tag:5``)."""
-    out: set[str] = set()
-    for raw in gtid_set.split(","):
-        part = raw.strip()
-        if not part:
-            continue
-        if is_mariadb_gtid(part):
-            out.add(part)
-            continue
-        streams = parse_gtid_set(part)
-        if not streams:
-            raise BadStartPositionError(f"GTID set {gtid_set!r} is malformed")
-        out.update(f"{stream}:{last}" for stream, last in streams.items())
-    return out

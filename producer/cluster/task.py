@@ -1,7 +1,7 @@
 """One reader task on a node: the existing per-source `Reader` in a thread, led by a `TaskLease`
 instead of its own election.
 
-The reader's loop already prepares before it asks to lead (`Reader._prepare`: source checks,
+The reader's loop already prepares before it asks to lead (`TermOpener.prepare`: source checks,
 Kafka clients, topics) and then blocks in `acquire`: that wait is the Prepare phase of a move.
 The coordinator's grant (the set turns Replicating on this node) ends it; the reader then
 fences the previous owner (``init_transactions`` on the source's transactional.id), loads the

@@ -59,7 +59,7 @@ def prepare(
         schemas: dict[str, TableSchema] = {}
         estimates: dict[str, int] = {}
         for schema, table, estimate in listed:
-            found = server.table_schema(schema, table)
+            found = server.catalog.table_schema(schema, table)
             if found is None:
                 continue
             schemas[found.qualified] = found

@@ -132,7 +132,7 @@ def _check_encoding() -> None:
 
 
 def _native_tables(stream: BinlogStream) -> set[str]:
-    return {table.table for table, _, plan in stream._layouts.values() if plan is not None}
+    return {table.table for table, _, plan in stream.tables.layouts.values() if plan is not None}
 
 
 @pytest.fixture
@@ -264,7 +264,7 @@ def test_table_maps_parsed_once_per_layout_decode_as_the_library_parses_them(
             rows, stream = _read(server, db, start, fast=True, framed=False)
         finally:
             tablemaps.install()
-        return [rows, sorted((t.table, t.schema_id) for t, _, _ in stream._layouts.values())]
+        return [rows, sorted((t.table, t.schema_id) for t, _, _ in stream.tables.layouts.values())]
 
     reused = tablemaps.Stats.reused
     cached = read(cached=True)
@@ -287,7 +287,9 @@ def _events(
     )
     out: list[Any] = []
     with SourceServer(source) as live:
-        tracker = SchemaTracker(live.table_extras, live.charsets, live.database_collation)
+        tracker = SchemaTracker(
+            live.catalog.table_extras, live.catalog.charsets, live.catalog.database_collation
+        )
         stream = _stream(server, start, TableFilter(include_schemas=schemas), True, framed, tracker)
         _collect(stream, out)
     return out

@@ -1,5 +1,5 @@
 """The reader produces a batch's records before its commit and ends a due commit on a thread of
-its own while it reads on (`Reader._send_ready`, `Reader._commit` with ``wait=False``): a
+its own while it reads on (`CommitPipeline.send_ready`, `CommitPipeline.commit` with ``wait=False``): a
 commit that fails there (its records already produced, the next batch already being read) must
 still end with every row published exactly once, in binlog order per key."""
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from rowbus.producer import reader as reader_module
+from rowbus.producer import commits as commits_module
 from rowbus.producer.exceptions import PublishError
 from rowbus.producer.publisher import KafkaPublisher
 from rowbus.protocol.events import Op, Record, RowChange
@@ -31,7 +31,7 @@ def test_failed_commits_on_the_commit_thread_lose_and_repeat_nothing(
     setup = reader_setup
     # Records go out in small slices ahead of the commit, and batches are due by rows count,
     # so most commits end on the commit thread with produced records behind them.
-    monkeypatch.setattr(reader_module, "SEND_RECORDS", 7)
+    monkeypatch.setattr(commits_module, "SEND_RECORDS", 7)
     commits = [0]
     failed: list[str] = []
     real_commit = KafkaPublisher.commit

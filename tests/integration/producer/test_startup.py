@@ -75,17 +75,17 @@ def test_start_positions_are_transaction_boundaries(reader_setup: ReaderSetup) -
         )
         cur.execute("INSERT INTO s VALUES (2)")
     with SourceServer(setup.source_connection()) as server:
-        at_gtid = server.locate(parse_start(f"gtid:{gtid}"), sid)
+        at_gtid = server.locator.locate(parse_start(f"gtid:{gtid}"), sid)
         assert (at_gtid.file, at_gtid.offset) == (file, pos)
-        at_file = server.locate(parse_start(f"file:{file}:{pos}"), sid)
+        at_file = server.locator.locate(parse_start(f"file:{file}:{pos}"), sid)
         assert (at_file.file, at_file.offset) == (file, pos)
         assert at_file.gtid is not None
         assert gtid in at_file.gtid
-        at_time = server.locate(parse_start(f"timestamp:{after}"), sid)
+        at_time = server.locator.locate(parse_start(f"timestamp:{after}"), sid)
         assert (at_time.file, at_time.offset) >= (file, pos)
-        latest = server.locate(parse_start("latest"), sid)
+        latest = server.locator.locate(parse_start("latest"), sid)
         assert (latest.file, latest.offset) > (file, pos)
-        earliest = server.locate(parse_start("earliest"), sid)
+        earliest = server.locator.locate(parse_start("earliest"), sid)
         assert earliest.offset == 4
 
 

@@ -114,7 +114,7 @@ def _expected(server: SourceServer, statement: str, db: str) -> dict[str, Any]:
     for (name,) in server.query_all(
         "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA=%s", (db,)
     ):
-        table = server.table_schema(db, str(name))
+        table = server.catalog.table_schema(db, str(name))
         assert table is not None
         out[str(name)] = table
     del statement
@@ -139,7 +139,9 @@ def run_and_track(
                 if not sql.startswith("INSERT"):
                     live.append(_expected(server, sql, db))
         statements = [s for s in statements if not s.startswith("INSERT")]
-        tracker = SchemaTracker(server.table_extras, server.charsets, server.database_collation)
+        tracker = SchemaTracker(
+            server.catalog.table_extras, server.catalog.charsets, server.catalog.database_collation
+        )
         stream = BinlogStream(
             connection,
             derived_server_id(f"tracker-test/{db}"),

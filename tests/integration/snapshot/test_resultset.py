@@ -82,7 +82,7 @@ def test_every_type_of_the_matrix_reads_as_pymysql_reads_it(
                 cur.execute(statement)
     source = _source(services)
     with SourceServer(source) as server:
-        schemas = {c.table: server.table_schema(database, c.table) for c in CASES}
+        schemas = {c.table: server.catalog.table_schema(database, c.table) for c in CASES}
     wrong = []
     for case in CASES:
         schema = schemas[case.table]
@@ -147,7 +147,7 @@ def test_generated_values_read_as_pymysql_reads_them(
             cur.execute(f"INSERT INTO g VALUES (%s{', %s' * 18})", (i, *values))
     source = _source(services)
     with SourceServer(source) as server:
-        schema = server.table_schema(database, "g")
+        schema = server.catalog.table_schema(database, "g")
     assert schema is not None
     cols = ", ".join(select_expression(c) for c in schema.columns)
     got, want = _pair(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from rowbus.producer.exceptions import BadStartPositionError
+from rowbus.producer.locator import _gtid_targets
 from rowbus.producer.positions import GtidState, parse_start
-from rowbus.producer.server import _gtid_targets
 from rowbus.protocol.ddl import parse_ddl
 
 

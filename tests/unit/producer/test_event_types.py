@@ -21,17 +21,9 @@ import pytest
 from pymysql.protocol import MysqlPacket
 
 from rowbus.clients.settings import SourceConnection
-from rowbus.producer import fastrows
+from rowbus.producer import fastrows, framed
 from rowbus.producer.assembler import BinlogEvent, Rotate, Skipped, Xid
-from rowbus.producer.binlog import (
-    _MARIADB_GTID_EVENT,
-    _ROWS_KINDS,
-    _TABLE_MAP,
-    _XID,
-    TRANSACTION_EVENTS,
-    BinlogStream,
-    _Unpacking,
-)
+from rowbus.producer.binlog import TRANSACTION_EVENTS, BinlogStream, _Unpacking
 from rowbus.producer.eventtypes import EVENT_TYPES, IGNORED, PASSED, Handling
 from rowbus.producer.exceptions import ServerMisconfiguredError
 from rowbus.producer.tables import TableFilter
@@ -162,7 +154,7 @@ def test_every_type_code_of_mysql_84_9_and_mariadb_11_is_classified_with_a_reaso
 def test_the_kinds_the_framed_path_reads_without_the_library_are_decoded_ones() -> None:
     """The framed path reads these from the bytes and never builds the library's packet (where
     the type check sits): each must be a decoded type."""
-    natively = {*_ROWS_KINDS, _XID, _TABLE_MAP, _MARIADB_GTID_EVENT}
+    natively = {*framed.ROWS_KINDS, framed.XID, framed.TABLE_MAP, framed.MARIADB_GTID_EVENT}
     assert all(EVENT_TYPES[c].handling is Handling.DECODED for c in natively)
 
 
