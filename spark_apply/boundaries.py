@@ -1,0 +1,125 @@
+"""Each partition's last read offsets, checked again before the job reads past them.
+
+A broker that loses records it had acknowledged and then reuses their offsets (noida-db after a
+restart, clean or kill -9: issue #33) changes the log *below* a position the job already read
+to. The job's next range starts at that position, so the records now at the reused offsets —
+often a reader's re-published transactions — are never read: a transaction the job holds part
+of waits forever, and a single-partition one is lost without a trace. The end offset alone
+cannot show it: the broker may be refilled past the job's position before the job asks again.
+
+So when the source plans a range of a partition (`KafkaStreamReader.latestOffset`), it records
+the committed records of the last `WINDOW` offsets below the range's end (offset, timestamp,
+CRC of key and value): a `Boundary`. Before it plans the next range from that end, it reads
+those offsets again; anything different (a record gone, replaced or added) raises
+`LogChangedError` naming ``topic[partition]@offset``. The check reads `WINDOW` offsets twice per
+partition and planned range, on the driver, with the source's own consumer (on noida-db, which
+ignores fetch size limits, a fetch returns the partition's tail from there: the check costs
+about one more transfer of the batch's bytes, parsed by librdkafka, not by Python).
+
+What it cannot see: a change entirely below the window that leaves the window's records equal
+(a broker losing records refills their offsets with other records, so the window differs
+unless the loss is older than the window's offsets and nothing was re-written there), and
+boundaries recorded by an earlier run of the query (they live in memory: the first range after
+a job restart is not checked).
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rowbus.spark_apply.exceptions import LogChangedError
+
+WINDOW = 16
+"""Offsets below a range's end whose records are read again (commit markers occupy some)."""
+
+_READ_TIMEOUT_S = 30.0
+_POLL_S = 0.05
+
+Record = tuple[int, int, int]
+"""(offset, timestamp, CRC-32 of key and value) of one record."""
+
+Partition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """The committed records of ``[since, end)`` of one partition, as read when the source
+    planned a range ending at `end`."""
+
+    since: int
+    end: int
+    records: tuple[Record, ...]
+
+
+def record_of(msg: Any) -> Record:
+    """A message's identity: its offset, timestamp and the CRC of its key and value."""
+    key: bytes | None = msg.key()
+    value: bytes | None = msg.value()
+    crc = zlib.crc32(value or b"", zlib.crc32(key or b""))
+    return (msg.offset(), msg.timestamp()[1], crc)
+
+
+def read_windows(
+    consumer: Any, windows: Mapping[Partition, tuple[int, int]], timeout_s: float = _READ_TIMEOUT_S
+) -> dict[Partition, tuple[Record, ...]]:
+    """The records each partition holds in its ``[since, end)`` now, read with `consumer`
+    (read_committed: what the job's ranges are read with), which is assigned these partitions
+    for the read and unassigned after it."""
+    from confluent_kafka import TopicPartition
+
+    found: dict[Partition, list[Record]] = {tp: [] for tp in windows}
+    if not windows:
+        return {}
+    consumer.assign([TopicPartition(t, p, since) for (t, p), (since, _) in windows.items()])
+    try:
+        pending = {tp for tp, (since, end) in windows.items() if end > since}
+        deadline = time.monotonic() + timeout_s
+        while pending:
+            if time.monotonic() > deadline:
+                t, p = min(pending)
+                raise TimeoutError(
+                    f"{t}[{p}]: reading [{windows[(t, p)][0]}, {windows[(t, p)][1]}) again "
+                    f"to check it took over {timeout_s:.0f}s"
+                )
+            for msg in consumer.consume(1000, _POLL_S):
+                if msg.error() is not None:
+                    raise RuntimeError(f"{msg.topic()}[{msg.partition()}]: {msg.error()}")
+                tp = (msg.topic(), msg.partition())
+                if tp in pending and msg.offset() < windows[tp][1]:
+                    found[tp].append(record_of(msg))
+                elif tp in pending:
+                    pending.discard(tp)
+            # Markers and aborted records occupy offsets no message is delivered for.
+            for now in consumer.position([TopicPartition(t, p) for t, p in pending]):
+                if now.offset >= windows[(now.topic, now.partition)][1]:
+                    pending.discard((now.topic, now.partition))
+    finally:
+        consumer.unassign()
+    return {tp: tuple(records) for tp, records in found.items()}
+
+
+def window_of(end: int, low: int) -> tuple[int, int]:
+    """The offsets `Boundary` records below `end` (none below the partition's log start)."""
+    return (max(end - WINDOW, low, 0), end)
+
+
+def check(topic: str, partition: int, before: Boundary, now: tuple[Record, ...]) -> None:
+    """Raises `LogChangedError` unless the partition still holds `before`'s records."""
+    if now == before.records:
+        return
+    was = {r[0]: r for r in before.records}
+    has = {r[0]: r for r in now}
+    changed = sorted(o for o in was.keys() | has.keys() if was.get(o) != has.get(o))
+    offset = changed[0]
+    what = (
+        "is gone"
+        if offset not in has
+        else "is another record now"
+        if offset in was
+        else "appeared after the job had read past it"
+    )
+    raise LogChangedError(topic, partition, offset, before.end, what)
