@@ -34,7 +34,7 @@ from pyspark.sql.streaming.datasource import (
 
 from rowbus.protocol.codec import decode, kind_name
 from rowbus.protocol.events import RowChange
-from rowbus.spark_apply.boundaries import Boundary, Partition, check, read_windows, window_of
+from rowbus.spark_apply.boundaries import Boundaries
 from rowbus.spark_apply.collector import collector_paused
 from rowbus.spark_apply.exceptions import MissingTopicError
 from rowbus.spark_apply.rendered import (
@@ -165,7 +165,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         self.tasks = int(tasks) if tasks else None
         self._cap: Offsets | None = None
         self._client: Any = None
-        self._boundaries: dict[Partition, Boundary] = {}
+        self._boundaries = Boundaries()
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -208,39 +208,31 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         self._cap = self._ends()[1]
 
     def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:  # noqa: N802
-        out = self._latest(start, limit)
-        self._check_boundaries(start, out)
+        lows, highs = self._ends()
+        out = self._latest(start, self._cap if self._cap is not None else highs, limit)
+        self._check_boundaries(start, out, lows, highs)
         return out
 
-    def _check_boundaries(self, start: Offsets, out: Offsets) -> None:
+    def _check_boundaries(
+        self, start: Offsets, out: Offsets, lows: Offsets, highs: Offsets
+    ) -> None:
         """Before a range is planned from where the last one ended, that end's records are
-        read again and must be unchanged; then the new end's are recorded (`boundaries`)."""
-        planned = [
-            (topic, int(p))
+        read again and must be unchanged; the new end's are recorded (`boundaries`)."""
+        ranges = {
+            (topic, int(p)): (start.get(topic, {}).get(p, 0), end)
             for topic, parts in out.items()
             for p, end in parts.items()
             if end > start.get(topic, {}).get(p, 0)
-        ]
-        if not planned:
-            return
-        lows = self._ends()[0]
-        again: dict[Partition, tuple[int, int]] = {}
-        for topic, p in planned:
-            before = self._boundaries.get((topic, p))
-            begin = start.get(topic, {}).get(str(p), 0)
-            # A boundary of another start (a limit cut the batch elsewhere) or below the log's
-            # start now (retention) says nothing about this range.
-            if before and before.end == begin and before.since >= lows[topic][str(p)]:
-                again[(topic, p)] = (before.since, before.end)
-        client = self._admin()
-        for (topic, p), records in read_windows(client, again).items():
-            check(topic, p, self._boundaries[(topic, p)], records)
-        windows = {(t, p): window_of(out[t][str(p)], lows[t][str(p)]) for t, p in planned}
-        for tp, records in read_windows(client, windows).items():
-            self._boundaries[tp] = Boundary(*windows[tp], records)
+        }
+        if ranges:
+            self._boundaries.advance(
+                self._admin(),
+                ranges,
+                {(t, p): lows[t][str(p)] for t, p in ranges},
+                {(t, p): highs[t][str(p)] for t, p in ranges},
+            )
 
-    def _latest(self, start: Offsets, limit: ReadLimit) -> Offsets:
-        ends = self._cap if self._cap is not None else self._ends()[1]
+    def _latest(self, start: Offsets, ends: Offsets, limit: ReadLimit) -> Offsets:
         out: Offsets = {}
         backlog: list[tuple[str, str, int, int]] = []
         for topic, parts in ends.items():
