@@ -25,13 +25,19 @@ the query (they live in memory: the first range after a job restart is not check
 
 from __future__ import annotations
 
+import json
+import os
 import time
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rowbus.spark_apply.exceptions import LogChangedError
+
+BOUNDARIES_FILE = "rowbus-boundaries.json"
+"""The file the job keeps its boundaries in, in its (local) Spark checkpoint folder."""
 
 WINDOW = 16
 """Offsets below a range's end whose records are read again (commit markers occupy some)."""
@@ -122,10 +128,35 @@ def window_of(end: int, low: int) -> tuple[int, int]:
 
 class Boundaries:
     """The last `Boundary` of each partition: `advance` checks the boundaries the planned
-    ranges start at and records the ones they end at."""
+    ranges start at and records the ones they end at, in `path` too when given (read at the
+    first `advance`), so the first range a restarted job plans is checked as well."""
 
-    def __init__(self) -> None:
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
         self._last: dict[Partition, Boundary] = {}
+        self._loaded = path is None
+
+    def _load(self) -> None:
+        self._loaded = True
+        if self.path is None or not self.path.exists():
+            return
+        saved = json.loads(self.path.read_text())
+        for topic, parts in saved.items():
+            for p, (since, end, records) in parts.items():
+                rows = tuple((int(o), int(ts), int(crc)) for o, ts, crc in records)
+                self._last[(topic, int(p))] = Boundary(int(since), int(end), rows)
+
+    def _save(self) -> None:
+        if self.path is None:
+            return
+        saved: dict[str, dict[str, list[Any]]] = {}
+        for (topic, p), b in sorted(self._last.items()):
+            saved.setdefault(topic, {})[str(p)] = [b.since, b.end, [list(r) for r in b.records]]
+        # Written beside and renamed in: a crash leaves the old file or the new one, whole.
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        part = self.path.with_name(self.path.name + ".part")
+        part.write_text(json.dumps(saved))
+        os.replace(part, self.path)
 
     def advance(
         self,
@@ -137,6 +168,8 @@ class Boundaries:
         """`ranges`: each planned partition's ``(begin, end)``; `lows` and `highs`: its log
         start and last stable offset now. Raises `LogChangedError` for a boundary that
         changed; reads with `consumer` (`read_windows`)."""
+        if not self._loaded:
+            self._load()
         verify: dict[Partition, Boundary] = {}
         record: dict[Partition, tuple[int, int]] = {}
         for tp, (begin, end) in ranges.items():
@@ -168,6 +201,7 @@ class Boundaries:
         for tp, (since, end) in record.items():
             records = tuple(r for r in read[tp] if since <= r[0] < end)
             self._last[tp] = Boundary(since, end, records)
+        self._save()
 
 
 def check(topic: str, partition: int, before: Boundary, now: tuple[Record, ...]) -> None:

@@ -13,7 +13,9 @@ and writes without decoding a value.
 Options (keys are case-insensitive): ``topics`` (comma-separated), ``kafka`` (JSON of librdkafka
 settings), ``startingOffsets`` (``earliest`` or JSON ``{"topic": {"0": 12}}``),
 ``maxOffsetsPerTrigger``, ``tasks`` (at most this many Spark tasks per batch, each reading
-several ranges one after the other: `group_ranges`). ``Trigger.AvailableNow`` is supported.
+several ranges one after the other: `group_ranges`), ``boundaries`` (a local file keeping the
+records below each partition's position across restarts: `boundaries`).
+``Trigger.AvailableNow`` is supported.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -165,7 +168,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         self.tasks = int(tasks) if tasks else None
         self._cap: Offsets | None = None
         self._client: Any = None
-        self._boundaries = Boundaries()
+        path = opts.get("boundaries")
+        self._boundaries = Boundaries(Path(path) if path else None)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
@@ -59,13 +60,23 @@ def _planned(reader: KafkaStreamReader, start: Offsets, topic: str, past: int) -
     )
 
 
+@pytest.mark.parametrize("restarted", [False, True], ids=["running", "restarted"])
 def test_records_replaced_below_the_position_stop_the_source(
-    services: Settings, make_topic: Callable[..., str], publish: Callable[..., None]
+    services: Settings,
+    make_topic: Callable[..., str],
+    publish: Callable[..., None],
+    tmp_path: Path,
+    restarted: bool,
 ) -> None:
+    """`restarted`: the source that plans the next range is a new one (a job restart) that
+    finds the boundaries in its ``boundaries`` file, as the job's checkpoint folder keeps them."""
     topic = make_topic("logchanged", partitions=1)
-    reader = KafkaStreamReader(
-        {"topics": topic, "kafka": json.dumps(services.kafka.client_config())}
-    )
+    options = {
+        "topics": topic,
+        "kafka": json.dumps(services.kafka.client_config()),
+        "boundaries": str(tmp_path / "boundaries.json"),
+    }
+    reader = KafkaStreamReader(options)
     clients: dict[str, AdminClient] = {}
     try:
         start = reader.initialOffset()
@@ -75,6 +86,9 @@ def test_records_replaced_below_the_position_stop_the_source(
         # An unchanged log is read on: the check must not stop a healthy job.
         second = _planned(reader, first, topic, first[topic]["0"])
         position = second[topic]["0"]
+        if restarted:
+            reader.stop()
+            reader = KafkaStreamReader(options)
 
         admin = clients["admin"] = AdminClient(services.kafka.client_config())
         admin.delete_topics([topic], operation_timeout=10)[topic].result(15)
