@@ -454,7 +454,7 @@ def start_query(spark: Any, config: JobConfig, applier: BatchApplier) -> Any:
         if "://" not in str(a.checkpoint_location):
             # Beside Spark's offset log, whose positions it describes (a new or deleted
             # checkpoint folder starts without it: nothing to compare the first range with).
-            path = Path(a.checkpoint_location) / BOUNDARIES_FILE
+            path = Path(a.checkpoint_location).absolute() / BOUNDARIES_FILE
             reader = reader.option("boundaries", str(path))
         df = reader.load()
     writer = (
