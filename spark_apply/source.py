@@ -55,6 +55,9 @@ SCHEMA = (
 )
 
 _READ_TIMEOUT_S = 120.0
+_BROKER_WAIT_S = 60.0
+_BROKER_RETRY_S = 0.5
+_BROKER_ATTEMPTS = int(_BROKER_WAIT_S / _BROKER_RETRY_S) + 1
 _CHUNK = 5000
 _POLL_S = 0.01
 """How long one `consume` waits for `_CHUNK` records. A range holds fewer records than
@@ -182,7 +185,24 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         return self._client
 
     def _ends(self) -> tuple[Offsets, Offsets]:
-        """(low, end) offsets of every partition of every topic (end: the last stable offset)."""
+        """(low, end) offsets of every partition of every topic (end: the last stable offset).
+        A broker that is away (restarting: librdkafka answers at once that no broker is up) is
+        asked again for `_BROKER_WAIT_S`, as the readers wait for it, before the query fails."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        deadline = time.monotonic() + _BROKER_WAIT_S
+        for attempt in range(_BROKER_ATTEMPTS):
+            try:
+                return self._ends_once()
+            except KafkaException as exc:
+                away = exc.args[0].code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN)
+                if not away or time.monotonic() > deadline or attempt == _BROKER_ATTEMPTS - 1:
+                    raise
+                # A bounded backoff between attempts (a refused connection fails at once).
+                time.sleep(_BROKER_RETRY_S)
+        raise AssertionError("unreachable")
+
+    def _ends_once(self) -> tuple[Offsets, Offsets]:
         from confluent_kafka import TopicPartition
 
         client = self._admin()
