@@ -8,19 +8,23 @@ of waits forever, and a single-partition one is lost without a trace. The end of
 cannot show it: the broker may be refilled past the job's position before the job asks again.
 
 So when the source plans a range of a partition (`KafkaStreamReader.latestOffset`), it records
-the committed records of the last `WINDOW` offsets below the range's end (offset, timestamp,
-CRC of key and value): a `Boundary`. Before it plans the next range from that end, it reads
-those offsets again; anything different (a record gone, replaced or added) raises
-`LogChangedError` naming ``topic[partition]@offset``. The check reads `WINDOW` offsets twice per
-partition and planned range, on the driver, with the source's own consumer (on noida-db, which
-ignores fetch size limits, a fetch returns the partition's tail from there: the check costs
-about one more transfer of the batch's bytes, parsed by librdkafka, not by Python).
+the records of the last `WINDOW` offsets below the range's end (offset, timestamp, CRC of key
+and value), read_uncommitted: a `Boundary`. Before it plans the next range from that end, it
+reads those offsets again; anything different (a record gone, replaced or added) raises
+`LogChangedError` naming ``topic[partition]@offset``. Read_uncommitted, because a transaction's
+outcome may flip without any record moving (noida-db, after a kill -9, reported a committed
+transaction the job had read as aborted: read_committed consumers no longer got its records,
+which were still there; nothing new sits at those offsets, so nothing is skipped). The check
+reads `WINDOW` offsets per partition and planned range, on the driver, with a consumer of the
+source's own (on noida-db, which ignores fetch size limits, a fetch returns the partition's
+tail from there: see `DEEP` and `SPAN`).
 
 What it cannot see: a range ending `DEEP` offsets or more below its partition's end (a
 backlog the read limit cuts) gets no boundary; a change entirely below a window that leaves
 the window's records equal (a broker refills lost offsets with other records, so the window
-differs unless nothing was written again there); and boundaries recorded by an earlier run of
-the query (they live in memory: the first range after a job restart is not checked).
+differs unless nothing was written again there); and, without the ``boundaries`` option of the
+source (a file; the job keeps it in its checkpoint folder when that is local), the first range
+after a job restart.
 """
 
 from __future__ import annotations
@@ -66,7 +70,7 @@ Partition = tuple[str, int]
 
 @dataclass(frozen=True)
 class Boundary:
-    """The committed records of ``[since, end)`` of one partition, as read when the source
+    """The records of ``[since, end)`` of one partition, as read when the source
     planned a range ending at `end`."""
 
     since: int
@@ -86,8 +90,8 @@ def read_windows(
     consumer: Any, windows: Mapping[Partition, tuple[int, int]], timeout_s: float = _READ_TIMEOUT_S
 ) -> dict[Partition, tuple[Record, ...]]:
     """The records each partition holds in its ``[since, end)`` now, read with `consumer`
-    (read_committed: what the job's ranges are read with), which is assigned these partitions
-    for the read and unassigned after it."""
+    (read_uncommitted: the records the log holds, whatever their transactions' outcome), which
+    is assigned these partitions for the read and unassigned after it."""
     from confluent_kafka import TopicPartition
 
     found: dict[Partition, list[Record]] = {tp: [] for tp in windows}

@@ -171,12 +171,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         self.tasks = int(tasks) if tasks else None
         self._cap: Offsets | None = None
         self._client: Any = None
+        self._checker: Any = None
         path = opts.get("boundaries")
         self._boundaries = Boundaries(Path(path) if path else None)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_client"] = None  # a librdkafka handle does not travel to the workers
+        state["_checker"] = None
         return state
 
     def _admin(self) -> Any:
@@ -249,8 +251,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
             if end > start.get(topic, {}).get(p, 0)
         }
         if ranges:
+            if self._checker is None:
+                # Every record the log holds, whatever its transaction's outcome: a committed
+                # transaction noida-db reports aborted after a restart hides records for
+                # read_committed (seen in the nemesis, seed 1) without any new record taking
+                # their offsets, which skips nothing; records replaced or added below the
+                # position are what `boundaries` stops for.
+                self._checker = _consumer({**self.kafka, "isolation.level": "read_uncommitted"})
             self._boundaries.advance(
-                self._admin(),
+                self._checker,
                 ranges,
                 {(t, p): lows[t][str(p)] for t, p in ranges},
                 {(t, p): highs[t][str(p)] for t, p in ranges},
@@ -304,9 +313,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         pass
 
     def stop(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        for client in (self._client, self._checker):
+            if client is not None:
+                client.close()
+        self._client = self._checker = None
 
 
 def arrow_schema() -> Any:
