@@ -240,8 +240,12 @@ class Supervisor:
     refusals: list[str] = field(default_factory=list)
     """Documented refusals caused by a fault, not crashes: the apply job stopping (exit 2,
     CheckpointConflictError) because the broker, killed with -9, came back without records it
-    had acknowledged (noida-db loses its last second of writes; see notes/ENVIRONMENT.md)."""
+    had acknowledged (noida-db loses its last second of writes; see notes/ENVIRONMENT.md); the
+    job stopping (exit 2, LogChangedError) after any broker restart, clean or not, which lost
+    records the job had read and reused their offsets (docs/operations.md, "A broker that loses
+    records")."""
     broker_killed: bool = False
+    broker_restarted: bool = False
 
     def add(self, proc: Supervised) -> None:
         self.procs[proc.name] = proc
@@ -267,10 +271,10 @@ class Supervisor:
             self.restarts[proc.name] += 1
 
     def _refused(self, proc: Supervised, code: int) -> bool:
-        return (
-            self.broker_killed
-            and code == 2
-            and "apply stopped: CheckpointConflictError" in _tail(proc.log, 1)
+        last = _tail(proc.log, 1) if code == 2 else ""
+        return (self.broker_killed and "apply stopped: CheckpointConflictError" in last) or (
+            (self.broker_killed or self.broker_restarted)
+            and "apply stopped: LogChangedError" in last
         )
 
     def clear_group(self, proc: Supervised) -> None:
@@ -757,6 +761,7 @@ class Nemesis:
             self._hold(d)
             action = lambda: svc.signal(target, signal.SIGCONT)  # noqa: E731
         elif kind == "restart-broker":
+            sup.broker_restarted = True
             svc.shutdown("kafka")
             self._hold(d)
             action = svc.heal

@@ -9,7 +9,8 @@ the next stash in the same transaction); `shard_ddl` hooks `rowbus.shard_ddl` in
 Modules, by role:
 
 - `job`: the query and its foreachBatch;
-- `source`, `rendered`: Kafka read on the executors, records rendered there;
+- `source`, `rendered`, `boundaries`: Kafka read on the executors, records rendered there,
+  each partition's last read offsets checked again before reading on;
 - `planner`, `pieces`, `state_store`, `collector`: the batch plan over the merge engine, its
   stash and state in the sink, the paused garbage collector;
 - `sink`, `changes`, `causality`, `keys`, `literals`, `lenient`, `shard_writes`: the writes

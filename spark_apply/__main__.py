@@ -157,6 +157,7 @@ def _apply_error_in(exc: BaseException) -> str | None:
         "BadEventError",
         "CheckpointConflictError",
         "MissingTopicError",
+        "LogChangedError",
         "ApplyError",
         "ProtocolError",
     ):

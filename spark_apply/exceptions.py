@@ -5,6 +5,8 @@ RowbusError
     ├── BadEventError          one event cannot be applied (type mismatch, missing target
     │                          table or column, bad routing); names its position and reason
     ├── CheckpointConflictError the sink's checkpoint is not the one this batch builds on
+    ├── LogChangedError        a partition no longer holds records the job read (a broker that
+    │                          lost acknowledged records and reused their offsets)
     ├── MissingTopicError      a data topic the job reads does not exist (not created yet, or
     │                          deleted under the running job)
     ├── SinkUnavailableError   the sink cannot be reached (retryable)
@@ -33,6 +35,21 @@ class BadEventError(ApplyError):
 class CheckpointConflictError(ApplyError):
     """The batch does not build on the checkpoint the sink holds (another driver, or a Spark
     checkpoint that does not belong to this sink)."""
+
+
+class LogChangedError(ApplyError):
+    """Records the job already read at `offset` of ``topic[partition]`` (below `end`, where its
+    next range starts) are gone or replaced: reading on would skip what the broker now holds
+    there (`boundaries`)."""
+
+    def __init__(self, topic: str, partition: int, offset: int, end: int, what: str) -> None:
+        self.topic, self.partition, self.offset, self.end = topic, partition, offset, end
+        super().__init__(
+            f"{topic}[{partition}]@{offset}: the record the job read there {what} (the job has "
+            f"read to {end}): the broker lost acknowledged records and reused their offsets, "
+            "so the job stops rather than skip what is there now; run `rowbus verify` and "
+            'rebuild what differs (docs/operations.md, "A broker that loses records")'
+        )
 
 
 class MissingTopicError(ApplyError):

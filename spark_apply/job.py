@@ -29,6 +29,7 @@ from rowbus.protocol.codec import ENCODING_HEADER, decode
 from rowbus.protocol.events import BinlogPosition, DdlChange, Heartbeat, Resolved, TableSchema
 from rowbus.protocol.topics import data_topic
 from rowbus.routing.routes import Router
+from rowbus.spark_apply.boundaries import BOUNDARIES_FILE
 from rowbus.spark_apply.catalog import SchemaCatalog
 from rowbus.spark_apply.collector import collector_paused
 from rowbus.spark_apply.exceptions import (
@@ -478,6 +479,11 @@ def start_query(spark: Any, config: JobConfig, applier: BatchApplier) -> Any:
         )
         if a.max_offsets_per_trigger:
             reader = reader.option("maxOffsetsPerTrigger", str(a.max_offsets_per_trigger))
+        if "://" not in str(a.checkpoint_location):
+            # Beside Spark's offset log, whose positions it describes (a new or deleted
+            # checkpoint folder starts without it: nothing to compare the first range with).
+            path = Path(a.checkpoint_location).absolute() / BOUNDARIES_FILE
+            reader = reader.option("boundaries", str(path))
         df = reader.load()
     writer = (
         df.writeStream.foreachBatch(applier)

@@ -13,7 +13,9 @@ and writes without decoding a value.
 Options (keys are case-insensitive): ``topics`` (comma-separated), ``kafka`` (JSON of librdkafka
 settings), ``startingOffsets`` (``earliest`` or JSON ``{"topic": {"0": 12}}``),
 ``maxOffsetsPerTrigger``, ``tasks`` (at most this many Spark tasks per batch, each reading
-several ranges one after the other: `group_ranges`). ``Trigger.AvailableNow`` is supported.
+several ranges one after the other: `group_ranges`), ``boundaries`` (a local file keeping the
+records below each partition's position across restarts: `boundaries`).
+``Trigger.AvailableNow`` is supported.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -34,6 +37,7 @@ from pyspark.sql.streaming.datasource import (
 
 from rowbus.protocol.codec import decode, kind_name
 from rowbus.protocol.events import RowChange
+from rowbus.spark_apply.boundaries import Boundaries
 from rowbus.spark_apply.collector import collector_paused
 from rowbus.spark_apply.exceptions import MissingTopicError
 from rowbus.spark_apply.rendered import (
@@ -51,6 +55,9 @@ SCHEMA = (
 )
 
 _READ_TIMEOUT_S = 120.0
+_BROKER_WAIT_S = 60.0
+_BROKER_RETRY_S = 0.5
+_BROKER_ATTEMPTS = int(_BROKER_WAIT_S / _BROKER_RETRY_S) + 1
 _CHUNK = 5000
 _POLL_S = 0.01
 """How long one `consume` waits for `_CHUNK` records. A range holds fewer records than
@@ -164,10 +171,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         self.tasks = int(tasks) if tasks else None
         self._cap: Offsets | None = None
         self._client: Any = None
+        self._checker: Any = None
+        path = opts.get("boundaries")
+        self._boundaries = Boundaries(Path(path) if path else None)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_client"] = None  # a librdkafka handle does not travel to the workers
+        state["_checker"] = None
         return state
 
     def _admin(self) -> Any:
@@ -176,7 +187,24 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         return self._client
 
     def _ends(self) -> tuple[Offsets, Offsets]:
-        """(low, end) offsets of every partition of every topic (end: the last stable offset)."""
+        """(low, end) offsets of every partition of every topic (end: the last stable offset).
+        A broker that is away (restarting: librdkafka answers at once that no broker is up) is
+        asked again for `_BROKER_WAIT_S`, as the readers wait for it, before the query fails."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        deadline = time.monotonic() + _BROKER_WAIT_S
+        for attempt in range(_BROKER_ATTEMPTS):
+            try:
+                return self._ends_once()
+            except KafkaException as exc:
+                away = exc.args[0].code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN)
+                if not away or time.monotonic() > deadline or attempt == _BROKER_ATTEMPTS - 1:
+                    raise
+                # A bounded backoff between attempts (a refused connection fails at once).
+                time.sleep(_BROKER_RETRY_S)
+        raise AssertionError("unreachable")
+
+    def _ends_once(self) -> tuple[Offsets, Offsets]:
         from confluent_kafka import TopicPartition
 
         client = self._admin()
@@ -206,7 +234,38 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         self._cap = self._ends()[1]
 
     def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:  # noqa: N802
-        ends = self._cap if self._cap is not None else self._ends()[1]
+        lows, highs = self._ends()
+        out = self._latest(start, self._cap if self._cap is not None else highs, limit)
+        self._check_boundaries(start, out, lows, highs)
+        return out
+
+    def _check_boundaries(
+        self, start: Offsets, out: Offsets, lows: Offsets, highs: Offsets
+    ) -> None:
+        """Before a range is planned from where the last one ended, that end's records are
+        read again and must be unchanged; the new end's are recorded (`boundaries`)."""
+        ranges = {
+            (topic, int(p)): (start.get(topic, {}).get(p, 0), end)
+            for topic, parts in out.items()
+            for p, end in parts.items()
+            if end > start.get(topic, {}).get(p, 0)
+        }
+        if ranges:
+            if self._checker is None:
+                # Every record the log holds, whatever its transaction's outcome: a committed
+                # transaction noida-db reports aborted after a restart hides records for
+                # read_committed (seen in the nemesis, seed 1) without any new record taking
+                # their offsets, which skips nothing; records replaced or added below the
+                # position are what `boundaries` stops for.
+                self._checker = _consumer({**self.kafka, "isolation.level": "read_uncommitted"})
+            self._boundaries.advance(
+                self._checker,
+                ranges,
+                {(t, p): lows[t][str(p)] for t, p in ranges},
+                {(t, p): highs[t][str(p)] for t, p in ranges},
+            )
+
+    def _latest(self, start: Offsets, ends: Offsets, limit: ReadLimit) -> Offsets:
         out: Offsets = {}
         backlog: list[tuple[str, str, int, int]] = []
         for topic, parts in ends.items():
@@ -254,9 +313,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         pass
 
     def stop(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        for client in (self._client, self._checker):
+            if client is not None:
+                client.close()
+        self._client = self._checker = None
 
 
 def arrow_schema() -> Any:

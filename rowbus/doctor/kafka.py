@@ -31,7 +31,7 @@ _EXPECTED.propagate = False
 class KafkaProbe:
     """Owns one scratch topic with a partition per probe; `close()` deletes it."""
 
-    PARTITIONS = 3
+    PARTITIONS = 4
 
     def __init__(self, settings: KafkaSettings, timeout: float = 15.0) -> None:
         self.settings = settings
@@ -56,6 +56,7 @@ class KafkaProbe:
             ]
         probes: list[Callable[[], Check]] = [
             self.read_committed,
+            self.read_committed_past_an_abort,
             self.stable_offset,
             self.end_offset,
             self.offsets_for_times,
@@ -96,6 +97,37 @@ class KafkaProbe:
             consequence="plain consumers see data of aborted transactions; rowbus subscribers "
             "still drop them by binlog position, third-party consumers must do the same",
             fix="use Apache Kafka or noida-db for exactly-once to third-party consumers",
+        )
+
+    def read_committed_past_an_abort(self) -> Check:
+        """A read_committed consumer that starts past a producer's aborted transaction still
+        gets that producer's later committed records (the apply job starts every range at the
+        last one's end). noida-db lists the aborted transaction in the fetch answer anyway, and
+        librdkafka then drops the producer's records until an abort marker it never sees."""
+        producer = kafka.producer(self._conf(**{"transactional.id": f"{self.topic}.mid"}))
+        producer.init_transactions(self.timeout)
+        for outcome in ("aborted", "committed", "committed"):
+            producer.begin_transaction()
+            for i in range(3):
+                producer.produce(self.topic, f"{outcome}-{i}".encode(), partition=3)
+            producer.flush(self.timeout)
+            if outcome == "aborted":
+                producer.abort_transaction(self.timeout)
+            else:
+                producer.commit_transaction(self.timeout)
+        last = self._read_offsets(3)[-3]
+        values = self._read_all(3, isolation="read_committed", start=last)
+        ok = len(values) == 3
+        return Check(
+            "read_committed from past an aborted transaction gets later committed records",
+            ok,
+            required=False,
+            detail=f"read {len(values)}/3 committed records from offset {last}",
+            consequence="a consumer that starts reading past a producer's aborted transaction "
+            "misses that producer's later commits: the apply job starts each range there and "
+            "holds or loses rows (docs/operations.md)",
+            fix="use Apache Kafka; noida-db lists aborted transactions that ended before the "
+            "fetched offset",
         )
 
     def stable_offset(self) -> Check:
@@ -233,18 +265,21 @@ class KafkaProbe:
             fix="use a broker that implements producer epochs (Apache Kafka, noida-db)",
         )
 
-    def _read_all(self, partition: int, isolation: str) -> list[str]:
-        return [value.decode() for _, value in self._read(partition, isolation)]
+    def _read_all(self, partition: int, isolation: str, start: int | None = None) -> list[str]:
+        return [value.decode() for _, value in self._read(partition, isolation, start)]
 
     def _read_offsets(self, partition: int) -> list[int]:
         return [offset for offset, _ in self._read(partition, "read_uncommitted")]
 
-    def _read(self, partition: int, isolation: str) -> list[tuple[int, bytes]]:
+    def _read(
+        self, partition: int, isolation: str, start: int | None = None
+    ) -> list[tuple[int, bytes]]:
         consumer = kafka.consumer(self._consumer_conf(isolation))
         tp = TopicPartition(self.topic, partition)
         try:
             _, high = consumer.get_watermark_offsets(tp, timeout=self.timeout, cached=False)
-            consumer.assign([TopicPartition(self.topic, partition, OFFSET_BEGINNING)])
+            first = OFFSET_BEGINNING if start is None else start
+            consumer.assign([TopicPartition(self.topic, partition, first)])
             out: list[tuple[int, bytes]] = []
 
             def drained() -> bool:

@@ -29,7 +29,10 @@ def test_doctor_on_the_local_stack_reports_every_guarantee(services: Settings, u
     out = io.StringIO()
     assert run_doctor(settings, out=out) == 0, out.getvalue()
     text = out.getvalue()
-    assert "FAIL" not in text and "WARN" not in text
+    # noida-db, the local broker, drops later commits past an aborted transaction (issue #33).
+    past_abort = "read_committed from past an aborted transaction gets later committed records"
+    assert f"WARN  {past_abort}: read 0/3 committed records" in text, text
+    assert "FAIL" not in text and text.count("WARN") == 1, text
     for check in (
         "read_committed hides aborted records",
         "last stable offset held by an open transaction, released by its end",
