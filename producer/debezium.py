@@ -29,6 +29,7 @@ from typing import Any
 
 from rowbus.producer.assembler import DdlItem, RowItem, Transaction
 from rowbus.producer.batch import Batcher, Definition
+from rowbus.protocol.codec import DEBEZIUM_ENCODING, ENCODING_HEADER
 from rowbus.protocol.ddl import DdlKind
 from rowbus.protocol.debezium import DebeziumRenderer
 from rowbus.protocol.events import (
@@ -47,7 +48,8 @@ from rowbus.protocol.events import (
 from rowbus.protocol.partition import java_partition
 from rowbus.protocol.topics import schema_key
 
-_NO_HEADERS: list[tuple[str, bytes | None]] = []
+_HEADERS: list[tuple[str, bytes | None]] = [(ENCODING_HEADER, DEBEZIUM_ENCODING.encode())]
+"""On every record: rowbus's own consumers refuse it in one line (Debezium's ignore it)."""
 
 
 @dataclass
@@ -102,7 +104,7 @@ class DebeziumBatcher(Batcher):
     def _append(self, topic: str, key: bytes | None, value: bytes | None) -> None:
         n = self._named(topic)
         partition = java_partition(key, n) if key is not None else 0
-        self.batch.records.append((topic, partition, key, value, _NO_HEADERS))  # type: ignore[arg-type]
+        self.batch.records.append((topic, partition, key, value, _HEADERS))  # type: ignore[arg-type]
         self.batch.stats.bytes += len(value or b"") + len(key or b"")
 
     # ---- rows -------------------------------------------------------------------------------
@@ -192,7 +194,7 @@ class DebeziumBatcher(Batcher):
         key, value = self._dbz.schema_change(ddl)
         topic = self._dbz.options.schema_change_topic
         self._named(topic)
-        self.batch.records.append((topic, 0, key, value, _NO_HEADERS))  # type: ignore[arg-type]
+        self.batch.records.append((topic, 0, key, value, _HEADERS))  # type: ignore[arg-type]
         self.batch.stats.bytes += len(value)
 
     def _emit(self, topic: str, partition: int | None, key: bytes | None, record: Record) -> None:
