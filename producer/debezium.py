@@ -203,6 +203,10 @@ class DebeziumBatcher(Batcher):
         super()._emit(topic, partition, key, record)
 
     def _broadcast(self, record: Resolved | Heartbeat) -> None:
+        # ts_ms is the watermark's physical clock: every change the source committed up to
+        # that millisecond is published. Nothing is read yet at a clock of 0: no heartbeat.
+        if record.ts >> 16 == 0:
+            return
         key, value = self._dbz.heartbeat(record.ts >> 16)
         self._append(self._dbz.options.heartbeat_topic, key, value)
 
