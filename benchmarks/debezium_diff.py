@@ -62,10 +62,6 @@ EXPLAINED: dict[tuple[str, str], str] = {
         "Debezium writes no transaction metadata without MySQL GTIDs (null on MariaDB); "
         "rowbus writes it from MariaDB's GTIDs"
     ),
-    ("*", "payload.source.pos"): (
-        "rowbus's row positions are where the rows event ends (the next event's start), "
-        "Debezium's where it starts"
-    ),
     ("f_latin1", "payload.*.v"): (
         "latin1 bytes 0x81 0x8D 0x8F 0x90 0x9D: Debezium decodes latin1 as Java's windows-1252, "
         "which has no characters there, and writes U+FFFD (the byte is lost); MariaDB's latin1 "

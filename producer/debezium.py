@@ -129,9 +129,9 @@ class DebeziumBatcher(Batcher):
             super()._emit(self._schemas_topic, None, schema_key(sid), record)
             self.published_schemas.add(sid)
         row = self._row(item, op, before, after, ts, ref)
-        self._render(row, table)
+        self._render(row, table, item.start)
 
-    def _render(self, row: RowChange, table: TableSchema) -> None:
+    def _render(self, row: RowChange, table: TableSchema, start: int | None) -> None:
         dbz = self._dbz
         topic, _ = self.topic_for(table.schema, table.table)
         order = None
@@ -144,7 +144,7 @@ class DebeziumBatcher(Batcher):
         key = dbz.key(row, table)
         ts_ms = int(self._wall() * 1000)
         snapshot = "true" if row.op is Op.READ else "false"
-        value = dbz.value(row, table, ts_ms, order, snapshot, n)
+        value = dbz.value(row, table, ts_ms, order, snapshot, n, start)
         self._append(topic, key, value)
         if row.op is Op.DELETE and key is not None:
             self._append(topic, key, None)  # the tombstone, for compacted topics

@@ -411,10 +411,12 @@ class DebeziumRenderer:
         transaction: tuple[int, int] | None = None,
         snapshot: str = "false",
         row_in_event: int = 0,
+        event_start: int | None = None,
     ) -> bytes:
         """The change event. `ts_ms`: when rowbus processed it; `transaction`: the event's
         (total order, order within its table) in its transaction, with transaction metadata;
-        `row_in_event`: its index among the rows of its binlog rows event."""
+        `row_in_event`: its index among the rows of its binlog rows event; `event_start`:
+        where that event begins (Debezium's ``pos``; default: the row's own position)."""
         t = self._table(table)
         pos = row.position
         commit_ms = row.ts >> 16
@@ -432,7 +434,7 @@ class DebeziumRenderer:
             "server_id": self.server_id,
             "gtid": pos.gtid,
             "file": pos.file,
-            "pos": pos.offset,
+            "pos": pos.offset if event_start is None else event_start,
             "row": row_in_event,
             "thread": None,
             "query": None,
