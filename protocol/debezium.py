@@ -251,6 +251,35 @@ def _float32(v: Value) -> Any:
     return v
 
 
+_NUMERIC = ("tinyint", "smallint", "mediumint", "int", "bigint", "year")
+_TEXT = ("char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set")
+
+
+def default_value(col: ColumnSchema, convert: Convert) -> Any:
+    """A column's literal DEFAULT as Debezium puts it in the field's schema (``default``),
+    rendered like a value; None when there is none, it is NULL, or it is an expression
+    (``current_timestamp()``) or of a type whose literal is not rendered here."""
+    text = col.default
+    if text is None or text.upper() == "NULL":
+        return None
+    value: Value
+    try:
+        if col.type in _TEXT and len(text) >= 2 and text[0] == text[-1] == "'":
+            body = text[1:-1].replace("''", "'")
+            value = frozenset(body.split(",")) - {""} if col.type == "set" else body
+        elif col.type in _NUMERIC:
+            value = int(text)
+        elif col.type == "decimal":
+            value = Decimal(text)
+        elif col.type in ("float", "double"):
+            value = float(text)
+        else:
+            return None
+    except ValueError:
+        return None
+    return convert(value)
+
+
 def _string(v: Value) -> Any:
     if isinstance(v, bytes):
         return v.decode("utf-8", "replace")
@@ -349,7 +378,11 @@ class DebeziumRenderer:
         for col in table.columns:
             schema, convert = column_rendering(col)
             pk = col.name in table.primary_key
-            fields.append({**schema, "optional": col.nullable and not pk, "field": col.name})
+            field: Json = {**schema, "optional": col.nullable and not pk}
+            default = default_value(col, convert)
+            if default is not None:
+                field["default"] = default
+            fields.append({**field, "field": col.name})
             converters.append(convert)
         value_schema = _row_schema(f"{prefix}.Value", fields, True)
         envelope = {

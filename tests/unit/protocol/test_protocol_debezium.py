@@ -209,3 +209,22 @@ def test_decimal_bytes_read_back_exactly() -> None:
         raw = base64.b64decode(render(col, Decimal(text)))
         unscaled = int.from_bytes(raw, "big", signed=True)
         assert Decimal(f"{unscaled}E-30") == Decimal(text)  # exact: no context rounding
+
+
+@pytest.mark.parametrize(
+    ("col", "default"),
+    [
+        (ColumnSchema("v", "int", default="7"), 7),
+        (ColumnSchema("v", "varchar", default="'it''s'"), "it's"),
+        (ColumnSchema("v", "enum", elements=("a", "b"), default="'b'"), "b"),
+        (ColumnSchema("v", "set", elements=("x", "y"), default="'y,x'"), "x,y"),
+        (ColumnSchema("v", "decimal", precision=5, scale=2, default="1.25"), "fQ=="),
+        (ColumnSchema("v", "varchar", default="NULL"), None),
+        (ColumnSchema("v", "timestamp", default="current_timestamp()"), None),
+    ],
+    ids=lambda x: x.default if isinstance(x, ColumnSchema) else "",
+)
+def test_literal_defaults_go_into_the_field_schema(col: ColumnSchema, default: object) -> None:
+    from rowbus.protocol.debezium import default_value
+
+    assert default_value(col, column_rendering(col)[1]) == default
