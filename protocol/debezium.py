@@ -36,7 +36,6 @@ from rowbus.protocol.events import (
 from rowbus.protocol.values import (
     EPOCH_DATE_ORDINAL,
     EPOCH_NAIVE,
-    EPOCH_UTC,
     ONE_US,
     Value,
     ZeroDate,
@@ -368,6 +367,7 @@ class DebeziumRenderer:
         self.options = options
         self.server_id = server_id
         self._tables: dict[int, _Table] = {}
+        self._heads: dict[int, tuple[Json | None, bytes]] = {}
 
     def _table(self, table: TableSchema) -> _Table:
         found = self._tables.get(table.schema_id)
@@ -425,6 +425,20 @@ class DebeziumRenderer:
         body = {"schema": schema, "payload": payload} if self.options.schemas else payload
         return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
+    def _wrap_cached(self, schema: Json | None, payload: Any) -> bytes:
+        """`_wrap` for a table's own schemas: their JSON is made once per table (by identity
+        of the schema dict, which the table's `_Table` holds), not once per row."""
+        data = _dumps(payload)
+        if not self.options.schemas:
+            return data
+        key = id(schema)
+        head = self._heads.get(key)
+        if head is None or head[0] is not schema:
+            if len(self._heads) >= 8192:
+                self._heads.clear()
+            head = self._heads[key] = (schema, b'{"schema":' + _dumps(schema) + b',"payload":')
+        return head[1] + data + b"}"
+
     def key(self, row: RowChange, table: TableSchema) -> bytes | None:
         """The record key: the primary-key columns; None for a keyless table."""
         t = self._table(table)
@@ -434,7 +448,7 @@ class DebeziumRenderer:
         payload = {
             t.names[i]: None if image[i] is None else t.converters[i](image[i]) for i in t.key_at
         }
-        return self._wrap(t.key_schema, payload)
+        return self._wrap_cached(t.key_schema, payload)
 
     def value(
         self,
@@ -489,7 +503,7 @@ class DebeziumRenderer:
             "ts_us": ts_ms * 1000,
             "ts_ns": ts_ms * 1_000_000,
         }
-        return self._wrap(t.envelope_schema, payload)
+        return self._wrap_cached(t.envelope_schema, payload)
 
     # ---- the records beside the rows ----------------------------------------------------
 
@@ -621,6 +635,5 @@ class DebeziumRenderer:
         )
 
 
-def utc_ms(when: dt.datetime) -> int:
-    """Milliseconds since the epoch of an aware datetime."""
-    return (when - EPOCH_UTC) // dt.timedelta(milliseconds=1)
+def _dumps(data: Any) -> bytes:
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
