@@ -79,6 +79,8 @@ class DebeziumBatcher(Batcher):
         self._dbz_topics = debezium_topics
         self._wall = wall
         self._open_txn: _OpenTxn | None = None
+        self._commit_ms: int | None = None
+        """The commit time of the transaction being added (None: a fragment or snapshot)."""
         self._row_in_event: tuple[str, int, int, int] = ("", -1, 0, 0)
         """(file, offset, n, id of the item): the n-th row of the binlog rows event at
         file:offset, Debezium's ``source.row`` (the two halves of a key-changing update are
@@ -111,7 +113,13 @@ class DebeziumBatcher(Batcher):
     # ---- rows -------------------------------------------------------------------------------
 
     def add(self, txn: Transaction, now: float, defining: Any = ()) -> None:
-        super().add(txn, now, defining)
+        # source.ts_ms is the commit time (the binlog's seconds), as Debezium's: the hybrid
+        # clock's physical part can be ahead of it (a heartbeat's wall clock, a catch-up).
+        self._commit_ms = txn.commit_time * 1000
+        try:
+            super().add(txn, now, defining)
+        finally:
+            self._commit_ms = None
         if self.open_stream is None:
             self._end_txn()
 
@@ -148,7 +156,7 @@ class DebeziumBatcher(Batcher):
         key = dbz.key(row, table)
         ts_ms = int(self._wall() * 1000)
         snapshot = "true" if row.op is Op.READ else "false"
-        value = dbz.value(row, table, ts_ms, order, snapshot, n, start)
+        value = dbz.value(row, table, ts_ms, order, snapshot, n, start, self._commit_ms)
         self._append(topic, key, value)
         if row.op is Op.DELETE and key is not None:
             self._append(topic, key, None)  # the tombstone, for compacted topics

@@ -459,14 +459,18 @@ class DebeziumRenderer:
         snapshot: str = "false",
         row_in_event: int = 0,
         event_start: int | None = None,
+        commit_ms: int | None = None,
     ) -> bytes:
         """The change event. `ts_ms`: when rowbus processed it; `transaction`: the event's
         (total order, order within its table) in its transaction, with transaction metadata;
         `row_in_event`: its index among the rows of its binlog rows event; `event_start`:
-        where that event begins (Debezium's ``pos``; default: the row's own position)."""
+        where that event begins (Debezium's ``pos``; default: the row's own position);
+        `commit_ms`: the source's commit time (``source.ts_ms``; default: the row's clock, which
+        runs ahead of it when the reader's clock is)."""
         t = self._table(table)
         pos = row.position
-        commit_ms = row.ts >> 16
+        if commit_ms is None:
+            commit_ms = row.ts >> 16
         source = {
             "version": CONNECTOR_VERSION,
             "connector": "mysql",

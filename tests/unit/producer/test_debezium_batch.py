@@ -178,3 +178,11 @@ def test_rowbus_topic_names_on_request() -> None:
     )  # fmt: skip
     b.add(txn(RowItem(Op.INSERT, T, None, (1, "a"), POS)), now=0.0)
     assert [t for t, *_ in records(b)] == ["rowbus.src"]
+
+
+def test_source_ts_ms_is_the_commit_time_even_when_the_clock_runs_ahead() -> None:
+    b, _ = batcher()
+    b.add_heartbeat("r", POS, 0, now=1_800_000_000.0)  # the clock jumps to the wall clock
+    b.add(txn(RowItem(Op.INSERT, T, None, (1, "a"), POS)), now=0.0)
+    rows = [v for t, _, _, v in records(b) if t == "dbz.db.t"]
+    assert rows[0]["source"]["ts_ms"] == 1_700_000_000_000
