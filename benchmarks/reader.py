@@ -294,7 +294,7 @@ def run_reader(
         schemas_topic=f"bench.schemas.{tag}",
         partitions=args.partitions,
         encoding=encoding,
-        debezium={"topic_prefix": f"bench.dbz.{tag}"},
+        **({"debezium": {"topic_prefix": f"bench.dbz.{tag}"}} if encoding == "debezium" else {}),
     )
     reader = Reader(
         SourceConnection(

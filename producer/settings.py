@@ -10,7 +10,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from rowbus.clients.settings import StrictModel
 from rowbus.producer.cluster.settings import ClusterSettings
@@ -146,6 +146,15 @@ class ReaderSettings(StrictModel):
     transaction never commits, and the next leader resumes from the last checkpoint."""
     kafka: dict[str, str | int | float | bool] = Field(default_factory=dict)
     """Extra librdkafka settings for the reader's producer."""
+
+    @model_validator(mode="after")
+    def _debezium_needs_its_encoding(self) -> ReaderSettings:
+        if "debezium" in self.model_fields_set and self.encoding != "debezium":
+            raise ValueError(
+                f"reader.debezium is set but reader.encoding is {self.encoding}: set "
+                "reader.encoding: debezium to write Debezium's format, or remove reader.debezium"
+            )
+        return self
 
 
 @dataclass(frozen=True)

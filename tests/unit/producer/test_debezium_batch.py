@@ -186,3 +186,17 @@ def test_source_ts_ms_is_the_commit_time_even_when_the_clock_runs_ahead() -> Non
     b.add(txn(RowItem(Op.INSERT, T, None, (1, "a"), POS)), now=0.0)
     rows = [v for t, _, _, v in records(b) if t == "dbz.db.t"]
     assert rows[0]["source"]["ts_ms"] == 1_700_000_000_000
+
+
+def test_debezium_settings_without_the_debezium_encoding_are_refused_in_one_line() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    from rowbus.producer.settings import ReaderSettings
+
+    with pytest.raises(
+        ValidationError, match=r"reader\.debezium is set but reader\.encoding is json"
+    ):
+        ReaderSettings(encoding="json", debezium={"topic_prefix": "x"})  # type: ignore[arg-type]
+    ok = ReaderSettings(encoding="debezium", debezium={"topic_prefix": "x"})  # type: ignore[arg-type]
+    assert ok.debezium.topic_prefix == "x"
