@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rowbus.producer import fastrows
 from rowbus.producer.assembler import DdlItem, RowItem, Transaction
 from rowbus.producer.batch import Batcher, Definition
 from rowbus.protocol.codec import DEBEZIUM_ENCODING, ENCODING_HEADER
@@ -48,6 +49,8 @@ from rowbus.protocol.events import (
 from rowbus.protocol.partition import java_partition
 from rowbus.protocol.topics import schema_key
 
+_partition = fastrows.partition if fastrows.AVAILABLE else java_partition
+"""Kafka's default partitioner on the key bytes (natively when the extension is built)."""
 _HEADERS: list[tuple[str, bytes | None]] = [(ENCODING_HEADER, DEBEZIUM_ENCODING.encode())]
 """On every record: rowbus's own consumers refuse it in one line (Debezium's ignore it)."""
 
@@ -106,7 +109,7 @@ class DebeziumBatcher(Batcher):
 
     def _append(self, topic: str, key: bytes | None, value: bytes | None) -> None:
         n = self._named(topic)
-        partition = java_partition(key, n) if key is not None else 0
+        partition = 0 if key is None else _partition(key, n)
         self.batch.records.append((topic, partition, key, value, _HEADERS))  # type: ignore[arg-type]
         self.batch.stats.bytes += len(value or b"") + len(key or b"")
 
