@@ -28,7 +28,10 @@ measured process (the baseline, the reader, the JVM through run.sh `--cpus`) on 
 `--pin CPU` names (default 1), so ratios compare one core with one core; then unpinned, all
 cores, where the reader's Kafka client threads (and Debezium's) run beside its main thread.
 Each reader figure is given with its ratio to the baseline measured the same way in the same
-run. `--cores 1` or `--cores 2` measures one way only. Not a test: nothing is asserted.
+run. W1 and W1u are also read by the reader with ``reader.encoding: debezium`` (Debezium's JSON,
+schemas on), and by Debezium with JsonConverter beside its Connect-struct run, the pair that
+does the same work (`--no-debezium-encoding` leaves both out). `--cores 1` or `--cores 2`
+measures one way only. Not a test: nothing is asserted.
 """
 
 from __future__ import annotations
@@ -130,7 +133,11 @@ def _debezium(
         f"{dbz['seconds']}s = {rate:,.0f} rows/s, cpu {dbz['cpu_s']}s, start-up "
         f"{dbz['startup_s']}s, peak RSS {dbz['peak_rss_mb']} MB"
     )
-    line = f" | Debezium {rate:,.0f} (reader native / Debezium: {reader_rate / rate:.2f}x)"
+    per_cpu = int(dbz["rows"]) / max(float(dbz["cpu_s"]), 1e-9)
+    line = (
+        f" | Debezium {rate:,.0f} ({per_cpu:,.0f}/CPU-s; reader native / Debezium: "
+        f"{reader_rate / rate:.2f}x)"
+    )
     if args.debezium_encoding:
         # Debezium writing what the debezium encoding writes: JsonConverter, schemas on.
         dbz = run_debezium(args, name, start, count, "json")
@@ -143,7 +150,8 @@ def _debezium(
             f"rows in {dbz['seconds']}s = {rate:,.0f} rows/s, cpu {dbz['cpu_s']}s, peak RSS "
             f"{dbz['peak_rss_mb']} MB"
         )
-        line += f" | Debezium json {rate:,.0f}"
+        per_cpu = int(dbz["rows"]) / max(float(dbz["cpu_s"]), 1e-9)
+        line += f" | Debezium json {rate:,.0f} ({per_cpu:,.0f}/CPU-s)"
     return line
 
 
