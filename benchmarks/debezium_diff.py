@@ -69,6 +69,11 @@ _ENUM_SPACE = (
     "ENUM('Ä '): the server strips trailing spaces from ENUM members; Debezium, parsing the "
     "CREATE TABLE from the binlog, keeps them ('Ä ' for the stored 'Ä')"
 )
+_POINT = (
+    "a POINT column: Debezium writes io.debezium.data.geometry.Point (x, y, wkb, srid); the "
+    "binlog's table map says GEOMETRY for every spatial column, so rowbus writes Geometry "
+    "(wkb, srid), the same WKB"
+)
 EXPLAINED: dict[tuple[str, str], str] = {
     # (table, path) -> why rowbus differs from Debezium; docs/debezium.md lists the same.
     ("*", "payload.source.gtid"): (
@@ -95,6 +100,11 @@ EXPLAINED: dict[tuple[str, str], str] = {
     ("f_json", "schema.*.v.version"): _JSON,
     ("f_enum_latin1", "payload.*.v"): _ENUM_SPACE,
     ("f_enum_latin1", "schema.*.v.parameters.allowed"): _ENUM_SPACE,
+    ("geo", "payload.*.p.x"): _POINT,
+    ("geo", "payload.*.p.y"): _POINT,
+    ("geo", "schema.*.p.doc"): _POINT,
+    ("geo", "schema.*.p.name"): _POINT,
+    ("geo", "schema.*.p.fields"): _POINT,
     ("f_year", "payload.*.v"): "YEAR 0000: Debezium says 1900; the column holds 0",
     ("f_enum_quotes", "payload.*.v"): (
         "ENUM members with a comma or backslash: Debezium escapes them (a\\,b, x\\\\y); "
@@ -145,8 +155,21 @@ def load(args: argparse.Namespace, db: str, corpus: str) -> None:
         cur.execute(f"INSERT INTO {STOP_TABLE} VALUES (1)")
 
 
+SPATIAL = [
+    "CREATE TABLE geo (id INT PRIMARY KEY, p POINT, g GEOMETRY, l LINESTRING, s GEOMETRY)",
+    "INSERT INTO geo VALUES (1, ST_GeomFromText('POINT(1 2.5)'), "
+    "ST_GeomFromText('POLYGON((0 0,4 0,4 4,0 0))'), ST_GeomFromText('LINESTRING(0 0,1 1,2 0)'), "
+    "ST_GeomFromText('POINT(3 4)', 4326)), (2, NULL, NULL, NULL, NULL)",
+    "UPDATE geo SET p = ST_GeomFromText('POINT(-1 -2)') WHERE id = 1",
+    "DELETE FROM geo WHERE id = 1",
+]
+"""Spatial columns (not in the fidelity corpus): POINT, GEOMETRY, LINESTRING, an SRID."""
+
+
 def _statements(corpus: str, db: str) -> list[str]:
     # The test suite's corpora (not type-checked as the packages are: imported by name).
+    if corpus == "spatial":
+        return list(SPATIAL)
     if corpus == "matrix":  # every schema change of the matrix, with rows before and after
         cases = importlib.import_module("tests.integration.schema_changes.test_matrix").CASES
         return [sql.format(z=f"`{db}_z`") for statements in cases.values() for sql in statements]
@@ -442,9 +465,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=180)
     parser.add_argument(
         "--corpus",
-        choices=("fidelity", "matrix"),
+        choices=("fidelity", "matrix", "spatial"),
         default="fidelity",
-        help="the fidelity corpus (every type) or the schema-change matrix",
+        help="the fidelity corpus (every type), the schema-change matrix, or spatial columns",
     )
     parser.add_argument("--keep", action="store_true", help="keep the database and work folder")
     args = parser.parse_args(argv)

@@ -228,3 +228,12 @@ def test_literal_defaults_go_into_the_field_schema(col: ColumnSchema, default: o
     from rowbus.protocol.debezium import default_value
 
     assert default_value(col, column_rendering(col)[1]) == default
+
+
+def test_spatial_values_are_debeziums_geometry_struct() -> None:
+    # SRID 4326 then the WKB of POINT(3 4): Debezium's own output for that value.
+    raw = bytes.fromhex("e6100000") + base64.b64decode("AQEAAAAAAAAAAAAIQAAAAAAAABBA")
+    col = ColumnSchema("s", "geometry")
+    assert render(col, raw) == {"wkb": "AQEAAAAAAAAAAAAIQAAAAAAAABBA", "srid": 4326}
+    assert render(col, bytes(4) + b"\x01")["srid"] is None
+    assert column_rendering(col)[0]["name"] == "io.debezium.data.geometry.Geometry"
