@@ -29,7 +29,7 @@ from typing import Any
 
 from rowbus.producer import fastrows
 from rowbus.producer.assembler import DdlItem, RowItem, Transaction
-from rowbus.producer.batch import Batcher, Definition
+from rowbus.producer.batch import Batcher
 from rowbus.protocol.codec import DEBEZIUM_ENCODING, ENCODING_HEADER
 from rowbus.protocol.ddl import DdlKind
 from rowbus.protocol.debezium import DebeziumRenderer
@@ -226,4 +226,4 @@ class DebeziumBatcher(Batcher):
         self._append(self._dbz.options.heartbeat_topic, key, value)
 
 
-__all__ = ["DebeziumBatcher", "Definition"]
+__all__ = ["DebeziumBatcher"]
