@@ -28,7 +28,10 @@ measured process (the baseline, the reader, the JVM through run.sh `--cpus`) on 
 `--pin CPU` names (default 1), so ratios compare one core with one core; then unpinned, all
 cores, where the reader's Kafka client threads (and Debezium's) run beside its main thread.
 Each reader figure is given with its ratio to the baseline measured the same way in the same
-run. `--cores 1` or `--cores 2` measures one way only. Not a test: nothing is asserted.
+run. W1 and W1u are also read by the reader with ``reader.encoding: debezium`` (Debezium's JSON,
+schemas on), and by Debezium with JsonConverter beside its Connect-struct run, the pair that
+does the same work (`--no-debezium-encoding` leaves both out). `--cores 1` or `--cores 2`
+measures one way only. Not a test: nothing is asserted.
 """
 
 from __future__ import annotations
@@ -95,14 +98,16 @@ def debezium_missing(args: argparse.Namespace) -> str | None:
 
 
 def run_debezium(
-    args: argparse.Namespace, phase: str, start: tuple[str, int], rows: int
+    args: argparse.Namespace, phase: str, start: tuple[str, int], rows: int, fmt: str = "connect"
 ) -> dict[str, str]:
-    """One phase of the Debezium harness from `start` until it has counted `rows` rows."""
+    """One phase of the Debezium harness from `start` until it has counted `rows` rows;
+    `fmt`: ``connect`` (Connect structs) or ``json`` (serialised by JsonConverter)."""
     flag = "--w1-start" if phase == "W1" else "--w1u-start"
     size = "--w1-rows" if phase == "W1" else "--w1u-rows"
     cmd = [args.debezium, args.mysql, "--no-load", "--phases", phase, flag]
     cmd += [f"{start[0]}:{start[1]}", size, str(rows), "--user", args.user]
     cmd += ["--server-id", str(4_100_000 + random.randint(0, 10**5)), "--timeout", "600"]
+    cmd += ["--format", fmt]
     if args.pin:
         cmd += ["--cpus", args.pin]
     env = {**os.environ, "DBZ_PASSWORD": args.password}
@@ -128,7 +133,26 @@ def _debezium(
         f"{dbz['seconds']}s = {rate:,.0f} rows/s, cpu {dbz['cpu_s']}s, start-up "
         f"{dbz['startup_s']}s, peak RSS {dbz['peak_rss_mb']} MB"
     )
-    return f" | Debezium {rate:,.0f} (reader native / Debezium: {reader_rate / rate:.2f}x)"
+    per_cpu = int(dbz["rows"]) / max(float(dbz["cpu_s"]), 1e-9)
+    line = (
+        f" | Debezium {rate:,.0f} ({per_cpu:,.0f}/CPU-s; reader native / Debezium: "
+        f"{reader_rate / rate:.2f}x)"
+    )
+    if args.debezium_encoding:
+        # Debezium writing what the debezium encoding writes: JsonConverter, schemas on.
+        dbz = run_debezium(args, name, start, count, "json")
+        if dbz.get("status") != "ok":
+            print(f"  Debezium with JsonConverter: {dbz.get('status')}")
+            return line + f" | Debezium json {dbz.get('status')}"
+        rate = float(dbz["rows_per_s"])
+        print(
+            f"  Debezium 3.6 embedded with JsonConverter (schemas on, no Kafka): {dbz['rows']} "
+            f"rows in {dbz['seconds']}s = {rate:,.0f} rows/s, cpu {dbz['cpu_s']}s, peak RSS "
+            f"{dbz['peak_rss_mb']} MB"
+        )
+        per_cpu = int(dbz["rows"]) / max(float(dbz["cpu_s"]), 1e-9)
+        line += f" | Debezium json {rate:,.0f} ({per_cpu:,.0f}/CPU-s)"
+    return line
 
 
 def _connect(args: argparse.Namespace, db: str | None = None) -> Any:
@@ -257,6 +281,7 @@ def run_reader(
     native: bool,
     out: Any,
     framed: bool = True,
+    encoding: str = "protobuf",
 ) -> None:
     from rowbus.producer import binlog, dumpframes, fastrows, tablemaps
     from rowbus.producer.reader import Reader
@@ -276,6 +301,8 @@ def run_reader(
         checkpoints_topic=f"bench.ckpt.{tag}",
         schemas_topic=f"bench.schemas.{tag}",
         partitions=args.partitions,
+        encoding=encoding,
+        **({"debezium": {"topic_prefix": f"bench.dbz.{tag}"}} if encoding == "debezium" else {}),
     )
     reader = Reader(
         SourceConnection(
@@ -335,7 +362,11 @@ def run_reader(
         pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(18)
         result["profile"] = text.getvalue()
     admin = kafka.admin({"bootstrap.servers": args.kafka})
-    admin.delete_topics([f"bench.data.{tag}", f"bench.ckpt.{tag}", f"bench.schemas.{tag}"])
+    written = [f"bench.data.{tag}", f"bench.ckpt.{tag}", f"bench.schemas.{tag}"]
+    if encoding == "debezium":  # a topic per table, the heartbeat topic, the DDL topic
+        names = admin.list_topics(timeout=15).topics
+        written += [t for t in names if f"bench.dbz.{tag}" in t]
+    admin.delete_topics(written)
     out.put(result)
 
 
@@ -420,6 +451,19 @@ def _measure(
             line += f" [{rate / plain:.2f} of W1 uncompressed]"
         if "profile" in result:
             print(result["profile"])
+    if args.debezium_encoding and name in ("W1", "W1u"):
+        # The same range published in the debezium encoding (Debezium's JSON, schemas on).
+        result = _in_child(run_reader, args, db, start, end, True, encoding="debezium")
+        rate = result["rows"] / result["seconds"] if result["seconds"] > 0 else 0.0
+        cpu_rate = result["rows"] / result["cpu_s"]
+        print(
+            f"  reader (native, debezium encoding) → Kafka committed: {result['rows']} rows in "
+            f"{result['seconds']:.2f}s = {rate:,.0f} rows/s ({rate / base_rate:.2f}x the parser "
+            f"alone, {rate / rate_native if rate_native else 0:.2f}x the protobuf encoding), "
+            f"{cpu_rate:,.0f} rows per CPU-s (start-up included), peak RSS "
+            f"{result['rss_mb']:.0f} MB"
+        )
+        line += f" | debezium-encoding {rate:,.0f} ({cpu_rate:,.0f}/CPU-s)"
     if missing is None and name in ("W1", "W1u"):
         # The rows the bare parse found in the range (an UPDATE that changes nothing
         # writes no row): Debezium waits for exactly that many.
@@ -475,6 +519,12 @@ def _parser() -> argparse.ArgumentParser:
         help="leave out W1z (W1 with log_bin_compress=ON; MariaDB sources only)",
     )
     parser.add_argument("--no-debezium", action="store_true", help="leave Debezium out")
+    parser.add_argument(
+        "--no-debezium-encoding",
+        dest="debezium_encoding",
+        action="store_false",
+        help="leave out the reader runs of W1 and W1u with reader.encoding: debezium",
+    )
     parser.add_argument(
         "--debezium",
         default=os.environ.get("ROWBUS_DEBEZIUM_RUN", DEBEZIUM),

@@ -134,6 +134,9 @@ class RowItem:
     before: Image | None
     after: Image | None
     position: BinlogPosition
+    start: int | None = None
+    """Where the rows event holding this row begins (the end of the event before it), when
+    known: Debezium's ``source.pos`` (`rowbus.producer.debezium`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,11 +290,11 @@ class TransactionAssembler:
     def feed(self, event: BinlogEvent) -> Transaction | None:
         match event:
             case Rows(op=op, table=table, end=end, decode=decode):
-                self.event_end = end
+                start, self.event_end = self.event_end, end
                 txn = self._ensure_open(end)
                 ready = self._cut(txn) if _only_ddl(txn.changes) else None
                 pos = self._at(end, txn.gtid)
-                txn.changes.extend(RowItem(op, table, b, a, pos) for b, a in decode())
+                txn.changes.extend(RowItem(op, table, b, a, pos, start) for b, a in decode())
                 return ready
             case Xid(end=end, timestamp=ts):
                 self.event_end = end

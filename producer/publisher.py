@@ -31,8 +31,9 @@ _SMALL = 100_000
 """Records below this size are never checked against a topic's limit."""
 _RECORD_OVERHEAD = 4_096
 """What a record batch adds to a value: its key, headers and framing."""
-_Record = tuple[str, int | None, bytes | None, bytes, Any]
-"""(topic, partition or None, key, value, headers: a list of (name, bytes))."""
+_Record = tuple[str, int | None, bytes | None, bytes | None, Any]
+"""(topic, partition or None, key, value (None: a tombstone), headers: a list of (name,
+bytes))."""
 
 
 def _too_large(what: str, topic: str) -> PublishError:
@@ -264,7 +265,7 @@ class KafkaPublisher:
         on_delivery = self._delivered
         for record in records:
             topic, partition, key, value, headers = record
-            if len(value) > _SMALL:
+            if value is not None and len(value) > _SMALL:
                 self._check_size(topic, value)
             try:
                 # One call per record, the cheapest form: this loop runs for every row.
@@ -275,7 +276,7 @@ class KafkaPublisher:
             except BufferError:
                 self._produce_when_room(record)
             except (KafkaException, SystemError) as exc:
-                raise self._produce_error(topic, value, exc) from exc
+                raise self._produce_error(topic, value or b"", exc) from exc
         if self._errors:
             self._raise_delivery_errors()
         with self._guard("polling delivery reports"):
@@ -307,7 +308,7 @@ class KafkaPublisher:
             except BufferError:
                 continue
             except (KafkaException, SystemError) as exc:
-                raise self._produce_error(topic, value, exc) from exc
+                raise self._produce_error(topic, value or b"", exc) from exc
         raise PublishError(f"the producer queue stayed full while producing to {topic}")
 
     def _produce_error(self, topic: str, value: bytes, exc: Exception) -> PublishError:

@@ -113,7 +113,11 @@ class Reader:
             else:
                 leadership = Unopposed()
         self.leadership = leadership
-        encoding = Encoding(settings.encoding)
+        # The debezium encoding renders data records only; the reader's own records (its
+        # checkpoints, schemas, fragments) stay in protobuf, which it reads back on restart.
+        encoding = (
+            Encoding.PROTOBUF if settings.encoding == "debezium" else Encoding(settings.encoding)
+        )
         self._terms = TermOpener(
             source,
             settings,
@@ -123,6 +127,7 @@ class Reader:
             self.transactional_id,
             table_filter,
             encoding,
+            wall,
         )
         self._commits = CommitPipeline(
             source.name,

@@ -10,7 +10,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from rowbus.clients.settings import StrictModel
 from rowbus.producer.cluster.settings import ClusterSettings
@@ -25,6 +25,24 @@ class DispatchSettings(StrictModel):
     ``table``: every row of a table on one partition; ``columns``: by `columns`."""
     columns: tuple[str, ...] = ()
     """The columns whose values pick the partition (rule ``columns``)."""
+
+
+class DebeziumSettings(StrictModel):
+    """The ``debezium`` encoding (`encoding: debezium`): data topics as Debezium's MySQL
+    connector writes them with Kafka Connect's JsonConverter (docs/debezium.md)."""
+
+    topic_prefix: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,200}$")
+    """Debezium's ``topic.prefix``: first part of every topic name and ``source.name``;
+    default: the source's name."""
+    topics: Literal["debezium", "rowbus"] = "debezium"
+    """Data topic names: ``debezium``: ``<prefix>.<db>.<table>``, one per table, as Debezium
+    names them; ``rowbus``: by ``topic_template``."""
+    schemas: bool = True
+    """JsonConverter's ``schemas.enable``: each key and value as ``{"schema", "payload"}``
+    (False: the payload alone)."""
+    transaction_metadata: bool = False
+    """Debezium's ``provide.transaction.metadata``: BEGIN/END records on
+    ``<prefix>.transaction`` and a ``transaction`` block in each row."""
 
 
 class ReaderSettings(StrictModel):
@@ -52,8 +70,13 @@ class ReaderSettings(StrictModel):
     """The compacted topic of the readers' checkpoints (where each resumes)."""
     schemas_topic: str = SCHEMAS_TOPIC
     """The compacted topic of table schemas by id."""
-    encoding: Literal["protobuf", "avro", "json"] = "protobuf"
-    """How records are encoded (PROTOCOL.md §5); consumers read all three."""
+    encoding: Literal["protobuf", "avro", "json", "debezium"] = "protobuf"
+    """How records are encoded (PROTOCOL.md §5); consumers read the first three.
+    ``debezium``: data topics as Debezium writes them (see `debezium`), for Debezium's
+    consumers; rowbus's own consumers (tail, Subscriber, the apply job) refuse such topics.
+    The checkpoints and schemas topics stay protobuf."""
+    debezium: DebeziumSettings = DebeziumSettings()
+    """The ``debezium`` encoding's settings."""
     include_schemas: tuple[str, ...] = ()
     """Schema patterns (fnmatch) to read; empty means all but the system schemas."""
     exclude_schemas: tuple[str, ...] = ()
@@ -124,6 +147,15 @@ class ReaderSettings(StrictModel):
     transaction never commits, and the next leader resumes from the last checkpoint."""
     kafka: dict[str, str | int | float | bool] = Field(default_factory=dict)
     """Extra librdkafka settings for the reader's producer."""
+
+    @model_validator(mode="after")
+    def _debezium_needs_its_encoding(self) -> ReaderSettings:
+        if "debezium" in self.model_fields_set and self.encoding != "debezium":
+            raise ValueError(
+                f"reader.debezium is set but reader.encoding is {self.encoding}: set "
+                "reader.encoding: debezium to write Debezium's format, or remove reader.debezium"
+            )
+        return self
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,7 @@ from rowbus.clients.settings import SourceConnection
 from rowbus.producer.assembler import DdlItem
 from rowbus.producer.batch import Batcher, FlushPolicy
 from rowbus.producer.checkpoints import load_checkpoints
+from rowbus.producer.debezium import DebeziumBatcher
 from rowbus.producer.exceptions import (
     PositionPurgedError,
     ServerMisconfiguredError,
@@ -37,6 +39,7 @@ from rowbus.producer.tables import TableFilter
 from rowbus.producer.tracker import PositionKey, SchemaTracker
 from rowbus.protocol.codec import Encoding
 from rowbus.protocol.ddl import TableName
+from rowbus.protocol.debezium import DebeziumOptions, DebeziumRenderer
 from rowbus.protocol.events import BinlogPosition, ReaderCheckpoint, TableSchema
 from rowbus.protocol.hlc import HybridClock
 from rowbus.protocol.partition import Dispatch, DispatchRule, Partitioner
@@ -123,6 +126,7 @@ class TermOpener:
         transactional_id: str,
         table_filter: TableFilter,
         encoding: Encoding,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.source = source
         self.settings = settings
@@ -132,6 +136,7 @@ class TermOpener:
         self.transactional_id = transactional_id
         self._filter = table_filter
         self._encoding = encoding
+        self._wall = wall
         self._rules = {
             pattern: Dispatch(DispatchRule(d.rule), tuple(d.columns))
             for pattern, d in settings.dispatch.items()
@@ -263,6 +268,8 @@ class TermOpener:
         self, server: SourceServer, publisher: KafkaPublisher, clock: HybridClock
     ) -> Batcher:
         s = self.settings
+        if s.encoding == "debezium":
+            return self._debezium_batcher(server, publisher, clock)
         return Batcher(
             self.source.name,
             clock,
@@ -275,6 +282,32 @@ class TermOpener:
             s.schemas_topic,
             self._encoding,
             FlushPolicy(s.flush_rows, s.flush_bytes, s.flush_interval_s, s.heartbeat_interval_s),
+        )
+
+    def _debezium_batcher(
+        self, server: SourceServer, publisher: KafkaPublisher, clock: HybridClock
+    ) -> Batcher:
+        s = self.settings
+        d = s.debezium
+        options = DebeziumOptions(
+            d.topic_prefix or self.source.name, d.schemas, d.transaction_metadata
+        )
+        row = server.query_one("SELECT @@server_id")
+        return DebeziumBatcher(
+            self.source.name,
+            clock,
+            s.topic_template,
+            lambda topic: publisher.partitions(
+                topic, s.partitions, DATA_TOPIC_CONFIG, "reader.partitions"
+            ),
+            lambda n: Partitioner(n, self._rules),
+            lambda item: _ddl_schema(server, item),
+            s.schemas_topic,
+            self._encoding,
+            FlushPolicy(s.flush_rows, s.flush_bytes, s.flush_interval_s, s.heartbeat_interval_s),
+            renderer=DebeziumRenderer(options, int(row[0]) if row else 0),
+            debezium_topics=d.topics == "debezium",
+            wall=self._wall,
         )
 
     def _continue_snapshot(

@@ -9,6 +9,7 @@ This package imports no I/O library; PROTOCOL.md in this folder is the specifica
 - `events`: the event model (frozen dataclasses for every record on Kafka);
 - `values`: the Python value domain, one type per wire kind;
 - `codec`: the encodings (protobuf, Avro, JSON), headers and their decoding;
+- `debezium`: rows rendered as Debezium's MySQL connector writes them (encoding ``debezium``);
 - `partition`: message keys and the Java-compatible partitioner;
 - `topics`: topic names, system-topic keys and recommended configs;
 - `hlc`: the per-source hybrid logical clock;

@@ -61,6 +61,19 @@ KIND_NAMES: dict[type, str] = {
 }
 _KNOWN_KINDS = frozenset(KIND_NAMES.values())
 
+DEBEZIUM_ENCODING = "debezium"
+"""The ``rowbus-encoding`` of the records a reader writes with ``reader.encoding: debezium``
+(`rowbus.protocol.debezium`): for Debezium's consumers, refused by `decode`."""
+_DEBEZIUM_START = b'{"schema":{"type":"struct"'
+_DEBEZIUM_REFUSED = (
+    "a record of the debezium encoding (written with reader.encoding: debezium, or by "
+    "Debezium), which only Debezium's consumers read"
+)
+_DEBEZIUM_FIX = (
+    "point rowbus tail, the Subscriber or the apply job at the topics of a reader with a "
+    "native encoding (protobuf, avro or json)"
+)
+
 # Keyed by the encoding's value: hashing an Enum member runs Python code, a str does not.
 _ENCODERS: dict[str, Callable[[Record], bytes]] = {
     Encoding.PROTOBUF.value: pb.encode,
@@ -169,6 +182,8 @@ def _encoding_of(value: bytes, headers: Headers | None) -> tuple[Encoding, str |
         found = None, None, None
     encoding, kind, old_avro = found
     if encoding is None:  # no rowbus-encoding header: sniff
+        if value.startswith(_DEBEZIUM_START):
+            raise ProtocolError(_DEBEZIUM_REFUSED, fix=_DEBEZIUM_FIX)  # by Debezium itself
         encoding = Encoding.JSON if value[:1] == b"{" else Encoding.PROTOBUF
     return encoding, kind, old_avro
 
@@ -188,6 +203,8 @@ def _check_headers(headers: Headers) -> tuple[Encoding | None, str | None, str |
         raise ProtocolError(f"unknown event kind {kind!r} in header {KIND_HEADER}")
     if encoding_name is None:
         return None, kind, None
+    if encoding_name == DEBEZIUM_ENCODING:
+        raise ProtocolError(_DEBEZIUM_REFUSED, fix=_DEBEZIUM_FIX)
     try:
         encoding = Encoding(encoding_name)
     except ValueError:

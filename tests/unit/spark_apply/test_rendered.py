@@ -466,3 +466,19 @@ def test_a_message_with_an_error_raises_after_those_before_it() -> None:
     assert cols["offset"] == [0, 1]
     assert cols["kind"] == ["row", "resolved"]
     assert cols[ROW_COLUMN][1] is None and cols[ROW_COLUMN][0] is not None
+
+
+def test_the_apply_jobs_readers_refuse_debezium_records() -> None:
+    from rowbus.protocol.codec import ENCODING_HEADER
+    from rowbus.protocol.debezium import DebeziumOptions, DebeziumRenderer
+    from rowbus.protocol.errors import ProtocolError
+    from rowbus.spark_apply import rendered
+    from tests.unit.protocol.test_protocol_debezium import TABLE, _row
+
+    value = DebeziumRenderer(DebeziumOptions("dbz")).value(
+        _row(Op.INSERT, None, (1, "a")), TABLE, 0
+    )
+    headers = [(ENCODING_HEADER, b"debezium")]
+    assert rendered.native_row(value, headers) is None  # not taken natively: decoded, and ...
+    with pytest.raises(ProtocolError, match="debezium encoding"):
+        rendered.read_row(value, headers, "dbz.shop.orders[1]@9")  # ... refused there
