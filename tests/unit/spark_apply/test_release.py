@@ -261,18 +261,19 @@ def test_tails_release_what_the_rows_release(
 def test_a_write_task_s_compact_row_gives_the_event_s_op_and_images() -> None:
     """What the keying task ships a write task (`_compact`: op, schema id, images; no header)
     gives back each event's op, table and literal images, a key-moving update cut in its two
-    halves, and sorts by (ts, source, order key, part)."""
-    import pyarrow as pa
-
+    halves, and sorts by (ts, source, order key, part); bundled by owner bucket, a row past
+    the release mark stays out."""
     from rowbus.spark_apply.rendered import rendered_row, row_event
     from rowbus.spark_apply.throughput import (
-        KEYED_SCHEMA,
         NEW_KEY,
         OLD_KEY,
         WHOLE,
-        _arrow,
+        WRITE_COLUMNS,
+        _Bundler,
         _compact,
         _events,
+        released,
+        unbundled,
     )
     from tests.unit.spark_apply.events import table
 
@@ -286,19 +287,29 @@ def test_a_write_task_s_compact_row_gives_the_event_s_op_and_images() -> None:
     ]
     texts = [rendered_row(ev) for ev, _part, _op in cases]
     assert all(texts)
-    names = [n.split()[0] for n in KEYED_SCHEMA.split(",")]
-    cols: dict[str, list[object]] = {n: [] for n in names}
+    cols: dict[str, list[object]] = {n: [] for n in (*WRITE_COLUMNS, "bucket")}
     for i, ((ev, part, _op), text) in enumerate(zip(cases, texts, strict=True)):
         assert text is not None
         for name, value in (
             ("topic", "t"), ("partition", 0), ("offset", i), ("source", ev.source),
-            ("ts", ev.ts), ("okey", okey(event_key(ev))), ("target", "sink.t"), ("k_owner", 0),
-            ("t_owner", 0), ("part", part), ("row", _compact(text)), ("summary", None),
+            ("ts", ev.ts), ("okey", okey(event_key(ev))), ("part", part),
+            ("row", _compact(text)), ("bucket", 3 - i % 2),
         ):  # fmt: skip
             cols[name].append(value)
-    batch = pa.RecordBatch.from_pydict(cols, schema=_arrow(KEYED_SCHEMA))
-    got = list(_events([batch], {tbl.schema_id: tbl}))
-    assert [order for order, _env in got] == sorted(order for order, _env in got)
+    # A row past the mark stays held (the mark is the cases' last ts).
+    late = {n: [v[-1]] for n, v in cols.items()}
+    late["ts"] = [cases[-1][0].ts + 1]
+    bundler = _Bundler()
+    assert bundler.add(cols) == len(cases)
+    assert bundler.add(late) == len(cases) + 1
+    bundles = bundler.flush()
+    assert bundles.column(0).to_pylist() == [2, 3]  # one bundle per owner bucket
+    assert bundler.rows == 0
+    # The write task's rows come out as they went in, only those at or below the mark.
+    mark = cases[-1][0].ts
+    assert [b.num_rows for b in unbundled([bundles])] == [2, 4]
+    got = list(_events(released(unbundled([bundles]), mark), {tbl.schema_id: tbl}))
+    got.sort(key=lambda r: r[0])
     for (order, env), (ev, part, op), text in zip(got, cases, texts, strict=True):
         assert text is not None
         full = row_event(text, ev.source, ev.ts, {})
