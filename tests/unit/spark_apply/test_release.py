@@ -23,6 +23,7 @@ from rowbus.spark_apply.release import (
     okey,
     released_by_tails,
 )
+from rowbus.spark_apply.throughput import BUCKETS
 from tests.unit.spark_apply.events import resolved, row
 
 T = "topic"
@@ -325,3 +326,42 @@ def test_a_write_task_s_compact_row_gives_the_event_s_op_and_images() -> None:
         assert out.before == (full.before if op is not Op.INSERT else None)
         assert out.after == (full.after if op is not Op.DELETE else None)
         assert len(_compact(text)) < len(text)
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(LANES), st.integers(1, 9), st.integers(-1, BUCKETS - 1)),
+        max_size=40,
+    ),
+    st.integers(0, 10),
+)
+@settings(max_examples=50, deadline=None)
+def test_the_release_aggregate_over_bundles_equals_one_over_the_rows(
+    rows: list[tuple[tuple[str, int, str], int, int]], mark: int
+) -> None:
+    """`throughput.released_by_lane` (a mark before a piece's tail; it reads the owner
+    bundles of every bucket, -1 too) gives per lane the last order key and highest ts at or
+    below the mark and the first offset above it, as the same aggregate over the rows."""
+    from rowbus.spark_apply.throughput import WRITE_COLUMNS, _Bundler, released_by_lane
+
+    cols: dict[str, list[object]] = {n: [] for n in (*WRITE_COLUMNS, "bucket")}
+    want: dict[tuple[str, int, str], tuple[str | None, int | None, int | None]] = {}
+    for offset, (lane, ts, bucket) in enumerate(rows):
+        k = okey((0, ts, "f", offset, 0))
+        for name, value in zip(
+            (*WRITE_COLUMNS, "bucket"),
+            (*lane[:2], offset, lane[2], ts, k, 0, "", bucket),
+            strict=True,
+        ):
+            cols[name].append(value)
+        last, top, held = want.get(lane, (None, None, None))
+        if ts <= mark:
+            want[lane] = (max(k, last or k), max(ts, top or ts), held)
+        else:
+            want[lane] = (last, top, offset if held is None else held)
+    bundler = _Bundler()
+    bundler.add(cols)
+    (out,) = released_by_lane(mark)(iter([bundler.flush()]))
+    got = {(r["topic"], r["partition"], r["source"]): (r["last"], r["top"], r["held"])
+           for r in out.to_pylist()}  # fmt: skip
+    assert got == want
