@@ -11,19 +11,22 @@ Per micro-batch (`owned.apply_owned`, called by `job.BatchApplier` in ``mode: th
    the merge engine's push rules drop duplicates and rows a floor covers; each kept row gets
    its target, its owner hash (`ownership.owner`: by the target and the skeleton of its key
    under the sink's collations, `keys.sink_key`, with the folds the driver ships per target;
-   a key-moving update as two halves, one per key) and a sortable order key. Each task ends
+   a key-moving update as two halves, one per key) and a sortable order key; the kept rows
+   leave the worker as one Arrow IPC stream per owner bucket (`_Bundler`), so the JVM (cache,
+   shuffle) moves a few large values instead of a row each. Each task ends
    with one summary row per lane (`release.LanePiece`) and the reasons the merger must plan
    the batch instead.
 2. **Bound** (driver, `release.bound`): the lane watermarks and the release mark from the
    summaries; then per lane the last key released and per partition the first held offset
    (`release.Released`) from the tasks' tails (`release.released_by_tails`: the last runs of
    equal ts of each piece), or, when the mark falls before a tail, from one aggregate over
-   the cached rows (JVM, no Python).
-3. **Write** (executors, `write_owned`): released rows repartitioned by owner into the batch's
-   task count (stored in the sink before any task writes: `MySQLSink.batch_tasks`), each task
-   sorts its rows by (ts, source, order key) — the merger's release order restricted to them —
-   collapses them with the one collapse (`changes.collapse`) and writes them with its marker
-   (job, batch, 0, task) first in one transaction (`shard_writes.marked_transaction`).
+   the cached bundles (`released_by_lane`).
+3. **Write** (executors, `write_owned`): the bundles repartitioned by owner bucket into the
+   batch's task count (stored in the sink before any task writes: `MySQLSink.batch_tasks`);
+   each task keeps the rows at or below the mark (`released`), sorts them by (ts, source,
+   order key) — the merger's release order restricted to them — collapses them with the one
+   collapse (`changes.collapse`) and writes them with its marker (job, batch, 0, task) first
+   in one transaction (`shard_writes.marked_transaction`).
 4. **Commit** (driver, `MySQLSink.commit_owned`): once every task succeeded, the head moves to
    the batch and the state (`release.advance`) is stored, in one transaction.
 
