@@ -74,8 +74,8 @@ KEYED_SCHEMA = "bucket INT, rows BINARY, summary STRING"
 """`read_and_key`'s output: per owner bucket (`bucket_of`) one Arrow IPC stream of
 `BUNDLE_SCHEMA` rows (bucket -1: rows no route takes, which only the release reads), and per
 task one row with `summary` only. Rows cross the JVM (the cache, the shuffle by owner) as a
-few large values instead of one JVM row each: per row, the JVM's conversions, cache and
-shuffle cost several times the Python work (spark_apply/README.md, "Fourth step")."""
+few large values instead of one JVM row each, whose conversions, cache and shuffle were most
+of the JVM's CPU per row (spark_apply/README.md, "Fourth step")."""
 BUCKETS = 128
 """Owner buckets: a key's rows share its owner's bucket, so a bucket's rows go to one write
 task (Spark's hash of the bucket modulo the task count) and ownership is kept; 128 spreads
