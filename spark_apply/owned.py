@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rowbus.merge.checkpoint import TopicPartition
@@ -31,13 +32,14 @@ from rowbus.spark_apply.release import (
 )
 from rowbus.spark_apply.throughput import (
     KEYED_SCHEMA,
+    RELEASED_SCHEMA,
     REREAD_LIMIT,
-    WRITE_COLUMNS,
     KeyContext,
     ReadRange,
     Summary,
     WriteContext,
     read_and_key,
+    released_by_lane,
     released_of,
     write_owned,
 )
@@ -75,8 +77,15 @@ def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:  # noqa:
         # know none yet, and the batch must not go to the driver's path for that.
         applier.catalog.catch_up()
     folds = _folds(applier)
+    keys = _target_keys(applier)
     ctx = KeyContext(
-        applier.catalog.known(), a.routes, a.unrouted, previous.last_seen, previous.floors, folds
+        applier.catalog.known(),
+        a.routes,
+        a.unrouted,
+        previous.last_seen,
+        previous.floors,
+        folds,
+        frozenset(keys.whole),
     )
     spark = df.sparkSession
     reads = _read_ranges(applier, batch_id, previous, spark.sparkContext.defaultParallelism)
@@ -123,19 +132,13 @@ def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:  # noqa:
             _fallback(applier, df, previous, batch_id, started)
             return
         tasks = sink.batch_tasks(batch_id, a.parallelism)
-        wctx, table_owned = _write_context(applier, batch_id, state, folds)
-        owner = (
-            sf.when(sf.col("target").isin(sorted(table_owned)), sf.col("t_owner")).otherwise(
-                sf.col("k_owner")
-            )
-            if table_owned
-            else sf.col("k_owner")
-        )
+        wctx = _write_context(applier, batch_id, state, b.mark, folds, keys)
         results = (
-            rows.where((sf.col("ts") <= b.mark) & (sf.col("target") != ""))
-            # Only what the write tasks read (`throughput.WRITE_COLUMNS`) crosses the shuffle.
-            .select(*WRITE_COLUMNS, owner.alias("owner"))
-            .repartition(tasks, "owner")
+            # Bucket -1 holds the rows no route takes; each bucket's bundles go to one task,
+            # which writes their rows at or below the mark.
+            rows.where(sf.col("bucket") >= 0)
+            .select("bucket", "rows", "summary")
+            .repartition(tasks, "bucket")
             .mapInArrow(write_owned(wctx), "task INT, rows BIGINT")
             .collect()
         )
@@ -235,18 +238,15 @@ def read_plan(
 
 
 def _released(rows: Any, b: Bound, summary: Summary) -> Released:
-    """One aggregate over the cached keyed rows (in the JVM): per lane the last key and the
-    highest ts released, and the first held offset."""
+    """One aggregate over the cached keyed rows: per lane the last key and the highest ts
+    released, and the first held offset (each task's bundles reduced in Python,
+    `throughput.released_by_lane`, then per lane in the JVM)."""
     from pyspark.sql import functions as sf
 
-    go = sf.col("ts") <= b.mark
     agg = (
-        rows.groupBy("topic", "partition", "source")
-        .agg(
-            sf.max(sf.when(go, sf.col("okey"))).alias("last"),
-            sf.max(sf.when(go, sf.col("ts"))).alias("top"),
-            sf.min(sf.when(~go, sf.col("offset"))).alias("held"),
-        )
+        rows.mapInArrow(released_by_lane(b.mark), RELEASED_SCHEMA)
+        .groupBy("topic", "partition", "source")
+        .agg(sf.max("last").alias("last"), sf.max("top").alias("top"), sf.min("held").alias("held"))
         .collect()
     )
     held: dict[tuple[str, int], int] = {}
@@ -272,42 +272,58 @@ def _folds(applier: BatchApplier) -> dict[Target, dict[str, Fold]]:
     return out
 
 
-def _write_context(
-    applier: BatchApplier, batch_id: int, state: PlannerState, folds: dict[Target, dict[str, Fold]]
-) -> tuple[WriteContext, set[str]]:
-    """The write tasks' context, and the targets owned whole by one task: those with a unique
-    key besides the one rows are collapsed by (a conflict group of `causality` may join any
-    two of their rows, so a key's owner is not enough), and those without a key."""
-    a, sink = applier.config.apply, applier.sink
-    schemas = applier.catalog.known()
-    unique: dict[Any, tuple[tuple[str, ...], ...]] = {}
-    generated: dict[Any, frozenset[str]] = {}
-    whole: set[str] = set()
-    for table in schemas.values():
+@dataclass(frozen=True, slots=True)
+class _TargetKeys:
+    """The sink's unique keys and generated columns per target, and the targets owned whole by
+    one task: those with a unique key besides the one rows are collapsed by (a conflict group
+    of `causality` may join any two of their rows, so a key's owner is not enough), and those
+    without a key."""
+
+    unique: dict[Any, tuple[tuple[str, ...], ...]]
+    generated: dict[Any, frozenset[str]]
+    whole: set[str]
+
+
+def _target_keys(applier: BatchApplier) -> _TargetKeys:
+    out = _TargetKeys({}, {}, set())
+    for table in applier.catalog.known().values():
         proj = applier.router.projection(table)
         if proj is None:
             continue
-        keys, gen = sink.target_keys(proj.target)
-        unique[proj.target], generated[proj.target] = keys, gen
+        keys, gen = applier.sink.target_keys(proj.target)
+        out.unique[proj.target], out.generated[proj.target] = keys, gen
         mine = {c.lower() for c in proj.key_columns}
         if any({c.lower() for c in k} != mine for k in keys):
-            whole.add(f"{proj.target.schema}.{proj.target.table}")
-    ctx = WriteContext(
+            out.whole.add(f"{proj.target.schema}.{proj.target.table}")
+    return out
+
+
+def _write_context(
+    applier: BatchApplier,
+    batch_id: int,
+    state: PlannerState,
+    mark: int,
+    folds: dict[Target, dict[str, Fold]],
+    keys: _TargetKeys,
+) -> WriteContext:
+    """The write tasks' context (the sink's keys as the keying tasks saw them)."""
+    a, sink = applier.config.apply, applier.sink
+    return WriteContext(
         sink.settings,
         sink.state_db,
         a.job,
         batch_id,
         json.dumps(sorted([*k, v] for k, v in state.offsets.items())),
         state.released_through,
-        schemas,
+        mark,
+        applier.catalog.known(),
         a.routes,
         a.unrouted,
-        unique,
-        generated,
+        keys.unique,
+        keys.generated,
         sink.statement_bytes,
         folds,
     )
-    return ctx, whole
 
 
 def _reread(spark: Any, kafka: dict[str, Any], previous: PlannerState) -> Any:

@@ -11,19 +11,22 @@ Per micro-batch (`owned.apply_owned`, called by `job.BatchApplier` in ``mode: th
    the merge engine's push rules drop duplicates and rows a floor covers; each kept row gets
    its target, its owner hash (`ownership.owner`: by the target and the skeleton of its key
    under the sink's collations, `keys.sink_key`, with the folds the driver ships per target;
-   a key-moving update as two halves, one per key) and a sortable order key. Each task ends
+   a key-moving update as two halves, one per key) and a sortable order key; the kept rows
+   leave the worker as one Arrow IPC stream per owner bucket (`_Bundler`), so the JVM (cache,
+   shuffle) moves a few large values instead of a row each. Each task ends
    with one summary row per lane (`release.LanePiece`) and the reasons the merger must plan
    the batch instead.
 2. **Bound** (driver, `release.bound`): the lane watermarks and the release mark from the
    summaries; then per lane the last key released and per partition the first held offset
    (`release.Released`) from the tasks' tails (`release.released_by_tails`: the last runs of
    equal ts of each piece), or, when the mark falls before a tail, from one aggregate over
-   the cached rows (JVM, no Python).
-3. **Write** (executors, `write_owned`): released rows repartitioned by owner into the batch's
-   task count (stored in the sink before any task writes: `MySQLSink.batch_tasks`), each task
-   sorts its rows by (ts, source, order key) — the merger's release order restricted to them —
-   collapses them with the one collapse (`changes.collapse`) and writes them with its marker
-   (job, batch, 0, task) first in one transaction (`shard_writes.marked_transaction`).
+   the cached bundles (`released_by_lane`).
+3. **Write** (executors, `write_owned`): the bundles repartitioned by owner bucket into the
+   batch's task count (stored in the sink before any task writes: `MySQLSink.batch_tasks`);
+   each task keeps the rows at or below the mark (`released`), sorts them by (ts, source,
+   order key) — the merger's release order restricted to them — collapses them with the one
+   collapse (`changes.collapse`) and writes them with its marker (job, batch, 0, task) first
+   in one transaction (`shard_writes.marked_transaction`).
 4. **Commit** (driver, `MySQLSink.commit_owned`): once every task succeeded, the head moves to
    the batch and the state (`release.advance`) is stored, in one transaction.
 
@@ -59,17 +62,28 @@ from rowbus.spark_apply.settings import SinkConnection
 
 log = logging.getLogger(__name__)
 
-KEYED_SCHEMA = (
+BUNDLE_SCHEMA = (
     "topic STRING, partition INT, offset BIGINT, source STRING, ts BIGINT, okey STRING, "
-    "target STRING, k_owner BIGINT, t_owner BIGINT, part INT, row STRING, summary STRING"
+    "part INT, row STRING"
 )
-"""`read_and_key`'s output: a row per kept row record (`part`: 0 whole, 1 the old key's delete of
-a key-moving update, 2 its new key's upsert; `row`: what the write task needs of the rendered
-text, `_compact`; `okey`: `release.okey`), and per task one with `summary` only."""
-WRITE_COLUMNS = ("topic", "partition", "offset", "source", "ts", "okey", "part", "row")
-"""The columns of `KEYED_SCHEMA` a write task reads (`_events`): the rest stays out of the
-shuffle by owner."""
+"""A kept row record as the write and release steps read it (`part`: 0 whole, 1 the old key's
+delete of a key-moving update, 2 its new key's upsert; `row`: what the write task needs of the
+rendered text, `_compact`; `okey`: `release.okey`)."""
+WRITE_COLUMNS = tuple(name.split()[0] for name in BUNDLE_SCHEMA.split(","))
+KEYED_SCHEMA = "bucket INT, rows BINARY, summary STRING"
+"""`read_and_key`'s output: per owner bucket (`bucket_of`) one Arrow IPC stream of
+`BUNDLE_SCHEMA` rows (bucket -1: rows no route takes, which only the release reads), and per
+task one row with `summary` only. Rows cross the JVM (the cache, the shuffle by owner) as a
+few large values instead of one JVM row each, whose conversions, cache and shuffle were most
+of the JVM's CPU per row (spark_apply/README.md, "Fourth step")."""
+BUCKETS = 128
+"""Owner buckets: a key's rows share its owner's bucket, so a bucket's rows go to one write
+task (Spark's hash of the bucket modulo the task count) and ownership is kept; 128 spreads
+over a handful of tasks within about 10%."""
 WHOLE, OLD_KEY, NEW_KEY = 0, 1, 2
+_FLUSH_ROWS = 20_000
+"""Rows a keying task holds before it sends them on as bundles (bounds its memory; ~100 rows
+a bundle at 128 buckets)."""
 REREAD_LIMIT = 200_000
 """Offsets the next batch may read again for held rows; a hold longer than that goes to the
 sink's stash through the merger (`fallback`), so the Kafka bytes read per applied row stay
@@ -89,6 +103,9 @@ class KeyContext:
     folds: dict[Target, dict[str, Fold]]
     """Per target the sink describes: how it compares each column (lower case), from
     `MySQLSink.target_folds`; a target not here sends its batch to the driver's path."""
+    whole: frozenset[str] = frozenset()
+    """Targets (as text) owned whole by one task (`owned.table_owned`): their rows are bucketed
+    by the table's owner, the others by their key's."""
 
 
 class _NotInSinkError(Exception):
@@ -109,17 +126,19 @@ def read_and_key(
         from rowbus.spark_apply.collector import collector_paused
         from rowbus.spark_apply.source import KafkaRange, read_range
 
-        schema = _arrow(KEYED_SCHEMA)
         keyer = _Keyer(ctx)
+        bundler = _Bundler()
         with collector_paused():
             for batch in batches:
                 for task in batch.column(0).to_pylist():
                     for topic, partition, start, end, fresh in groups[task]:
                         for cols in read_range(kafka, KafkaRange(topic, partition, start, end)):
                             out = keyer.key(cols, fresh)
-                            if out["topic"]:
-                                yield pa.RecordBatch.from_pydict(out, schema=schema)
-        yield pa.RecordBatch.from_pydict(keyer.summary_row(), schema=schema)
+                            if out["topic"] and bundler.add(out) >= _FLUSH_ROWS:
+                                yield bundler.flush()
+            if bundler.rows:
+                yield bundler.flush()
+        yield pa.RecordBatch.from_pydict(keyer.summary_row(), schema=_arrow(KEYED_SCHEMA))
 
     return run
 
@@ -134,7 +153,7 @@ class _Keyer:
 
     def __init__(self, ctx: KeyContext) -> None:
         self.ctx = ctx
-        self.names = [name.split()[0] for name in KEYED_SCHEMA.split(",")]
+        self.names = [*WRITE_COLUMNS, "bucket"]
         self.router = Router(ctx.routes, ctx.unrouted)
         self.projections: dict[int, tuple[Projection, tuple[Fold, ...], str, int] | None] = {}
         self.pieces: dict[Lane, LanePiece] = {}
@@ -146,8 +165,8 @@ class _Keyer:
         self.keys: dict[str, tuple[str, ...]] = {}
 
     def key(self, c: dict[str, list[Any]], fresh: int) -> dict[str, list[Any]]:  # noqa: PLR0915 - one pass per record
-        """`KEYED_SCHEMA`'s columns of one chunk of `source.read_range` (records at or past
-        offset `fresh` are Spark's, the others re-read)."""
+        """`BUNDLE_SCHEMA`'s columns and the owner bucket of one chunk of `source.read_range`
+        (records at or past offset `fresh` are Spark's, the others re-read)."""
         from rowbus.spark_apply.rendered import row_event
 
         ctx, pieces, running, reasons = self.ctx, self.pieces, self.running, self.reasons
@@ -207,12 +226,11 @@ class _Keyer:
                 out["source"].append(source)
                 out["ts"].append(ts)
                 out["okey"].append(k)
-                out["target"].append(target)
-                out["k_owner"].append(k_owner)
-                out["t_owner"].append(t_owner)
                 out["part"].append(part)
                 out["row"].append(row)
-                out["summary"].append(None)
+                out["bucket"].append(
+                    bucket_of(t_owner if target in ctx.whole else k_owner) if target else -1
+                )
         return out
 
     def summary_row(self) -> dict[str, list[Any]]:
@@ -226,9 +244,70 @@ class _Keyer:
             "ranges": [[t, p, lo, hi] for (t, p), (lo, hi) in self.ranges.items()],
             "ends": [[t, p, e] for (t, p), e in self.ends.items()],
         }
-        row: dict[str, list[Any]] = {n: [None] for n in self.names}
-        row["summary"] = [json.dumps(summary)]
-        return row
+        return {"bucket": [None], "rows": [None], "summary": [json.dumps(summary)]}
+
+
+def bucket_of(owner_hash: int) -> int:
+    """The owner bucket of an owner hash (`ownership.owner`), in ``[0, BUCKETS)``."""
+    return owner_hash % BUCKETS
+
+
+class _Bundler:
+    """A keying task's kept rows, sent on as one Arrow IPC stream per owner bucket."""
+
+    def __init__(self) -> None:
+        self.chunks: list[Any] = []
+        self.rows = 0
+
+    def add(self, cols: dict[str, list[Any]]) -> int:
+        """Holds one chunk (`BUNDLE_SCHEMA`'s columns and "bucket"); returns the rows held."""
+        import pyarrow as pa
+
+        self.chunks.append(pa.RecordBatch.from_pydict(cols, schema=_BUCKETED()))
+        self.rows += len(cols["bucket"])
+        return self.rows
+
+    def flush(self) -> Any:
+        """The held rows as `KEYED_SCHEMA` rows, one per bucket (rows in their read order)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        table = pa.Table.from_batches(self.chunks).combine_chunks()
+        self.chunks, self.rows = [], 0
+        # A stable sort: within a bucket the rows keep their read order.
+        ordered = table.take(pc.sort_indices(table, [("bucket", "ascending")]))
+        counts = pc.value_counts(ordered.column("bucket")).to_pylist()
+        rows = ordered.drop_columns(["bucket"])
+        buckets, blobs, at = [], [], 0
+        for entry in counts:
+            n = entry["counts"]
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, rows.schema) as writer:
+                writer.write_table(rows.slice(at, n))
+            buckets.append(entry["values"])
+            blobs.append(sink.getvalue().to_pybytes())
+            at += n
+        return pa.RecordBatch.from_pydict(
+            {"bucket": buckets, "rows": blobs, "summary": [None] * len(buckets)},
+            schema=_arrow(KEYED_SCHEMA),
+        )
+
+
+def _BUCKETED() -> Any:  # noqa: N802 - a schema, built where pyarrow is imported
+    import pyarrow as pa
+
+    schema = _arrow(BUNDLE_SCHEMA)
+    return schema.append(pa.field("bucket", pa.int32()))
+
+
+def unbundled(batches: Iterable[Any]) -> Iterator[Any]:
+    """The `BUNDLE_SCHEMA` record batches of `KEYED_SCHEMA` rows' bundles."""
+    import pyarrow as pa
+
+    for batch in batches:
+        for blob in batch.column(batch.schema.names.index("rows")).to_pylist():
+            if blob is not None:
+                yield from pa.ipc.open_stream(blob)
 
 
 def _piece(pieces: dict[Lane, LanePiece], topic: str, partition: int, source: str) -> LanePiece:
@@ -297,7 +376,7 @@ def _text(key: tuple[Any, ...]) -> tuple[str, ...]:
     return tuple(str(k) for k in key)
 
 
-_ARROW_TYPES = {"STRING": "string", "INT": "int32", "BIGINT": "int64"}
+_ARROW_TYPES = {"STRING": "string", "INT": "int32", "BIGINT": "int64", "BINARY": "binary"}
 
 
 def _arrow(ddl: str) -> Any:
@@ -323,6 +402,8 @@ class WriteContext:
     offsets: str
     """The batch's offsets JSON (every marker of the batch carries it)."""
     watermark: int
+    mark: int
+    """The release mark (`release.Bound.mark`): a bundle's rows with a later ts stay held."""
     schemas: dict[int, TableSchema]
     routes: tuple[RouteSettings, ...]
     unrouted: str
@@ -334,8 +415,9 @@ class WriteContext:
 
 
 def write_owned(ctx: WriteContext) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """The `mapInArrow` function of stage 2: one task's released rows (every row of the keys
-    it owns), collapsed and written with its marker; yields (task, rows written)."""
+    """The `mapInArrow` function of stage 2 over the bundles of the buckets one task owns
+    (every row of their keys): the released rows (ts ≤ the mark), collapsed and written with
+    its marker; yields (task, rows written)."""
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
@@ -348,7 +430,9 @@ def write_owned(ctx: WriteContext) -> Callable[[Iterator[Any]], Iterator[Any]]:
         assert context is not None  # a task's
         task = context.partitionId()
         with collector_paused():
-            rows = sorted(_events(batches, ctx.schemas), key=lambda r: r[0])
+            rows = sorted(
+                _events(released(unbundled(batches), ctx.mark), ctx.schemas), key=lambda r: r[0]
+            )
             if not rows:
                 return
             router = Router(ctx.routes, ctx.unrouted)
@@ -360,11 +444,56 @@ def write_owned(ctx: WriteContext) -> Callable[[Iterator[Any]], Iterator[Any]]:
                 (ctx.batch_id, 0, ctx.offsets, ctx.watermark, None),
                 lambda cur: _write(cur, [r[1] for r in rows], router, ctx),
             )
+            # Freed before the collector's pass at the block's end, which would otherwise
+            # traverse every event still held (~1.9 µs a W1 row, measured in process).
+            rows.clear()
         yield pa.RecordBatch.from_pydict(
             {"task": [task], "rows": [written]}, schema=_arrow("task INT, rows BIGINT")
         )
 
     return run
+
+
+def released(batches: Iterable[Any], mark: int) -> Iterator[Any]:
+    """The rows of `BUNDLE_SCHEMA` batches with ts ≤ `mark`."""
+    import pyarrow.compute as pc
+
+    for batch in batches:
+        kept = batch.filter(pc.less_equal(batch.column(batch.schema.names.index("ts")), mark))
+        if kept.num_rows:
+            yield kept
+
+
+def released_by_lane(mark: int) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The `mapInArrow` function of the release aggregate (`owned._released`, a mark before a
+    piece's tail): per bundle's lane the last order key and highest ts at or below `mark` and
+    the first offset above it (`RELEASED_SCHEMA`), for the driver to reduce per lane."""
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        out: dict[Lane, list[Any]] = {}
+        for batch in unbundled(batches):
+            cols = [batch.column(batch.schema.names.index(n)).to_pylist() for n in _LANE_COLUMNS]
+            for topic, partition, source, offset, ts, k in zip(*cols, strict=True):
+                agg = out.setdefault((topic, partition, source), [None, None, None])
+                if ts <= mark:
+                    agg[0] = k if agg[0] is None or k > agg[0] else agg[0]
+                    agg[1] = ts if agg[1] is None or ts > agg[1] else agg[1]
+                elif agg[2] is None or offset < agg[2]:
+                    agg[2] = offset
+        names = [n.split()[0] for n in RELEASED_SCHEMA.split(",")]
+        rows = [[*lane, *agg] for lane, agg in out.items()]
+        yield pa.RecordBatch.from_pydict(
+            dict(zip(names, map(list, zip(*rows, strict=True)) if rows else [[]] * 6, strict=True)),
+            schema=_arrow(RELEASED_SCHEMA),
+        )
+
+    return run
+
+
+_LANE_COLUMNS = ("topic", "partition", "source", "offset", "ts", "okey")
+RELEASED_SCHEMA = "topic STRING, partition INT, source STRING, last STRING, top BIGINT, held BIGINT"
 
 
 def _compact(text: str) -> str:

@@ -23,6 +23,7 @@ from rowbus.spark_apply.release import (
     okey,
     released_by_tails,
 )
+from rowbus.spark_apply.throughput import BUCKETS
 from tests.unit.spark_apply.events import resolved, row
 
 T = "topic"
@@ -261,18 +262,19 @@ def test_tails_release_what_the_rows_release(
 def test_a_write_task_s_compact_row_gives_the_event_s_op_and_images() -> None:
     """What the keying task ships a write task (`_compact`: op, schema id, images; no header)
     gives back each event's op, table and literal images, a key-moving update cut in its two
-    halves, and sorts by (ts, source, order key, part)."""
-    import pyarrow as pa
-
+    halves, and sorts by (ts, source, order key, part); bundled by owner bucket, a row past
+    the release mark stays out."""
     from rowbus.spark_apply.rendered import rendered_row, row_event
     from rowbus.spark_apply.throughput import (
-        KEYED_SCHEMA,
         NEW_KEY,
         OLD_KEY,
         WHOLE,
-        _arrow,
+        WRITE_COLUMNS,
+        _Bundler,
         _compact,
         _events,
+        released,
+        unbundled,
     )
     from tests.unit.spark_apply.events import table
 
@@ -286,19 +288,29 @@ def test_a_write_task_s_compact_row_gives_the_event_s_op_and_images() -> None:
     ]
     texts = [rendered_row(ev) for ev, _part, _op in cases]
     assert all(texts)
-    names = [n.split()[0] for n in KEYED_SCHEMA.split(",")]
-    cols: dict[str, list[object]] = {n: [] for n in names}
+    cols: dict[str, list[object]] = {n: [] for n in (*WRITE_COLUMNS, "bucket")}
     for i, ((ev, part, _op), text) in enumerate(zip(cases, texts, strict=True)):
         assert text is not None
         for name, value in (
             ("topic", "t"), ("partition", 0), ("offset", i), ("source", ev.source),
-            ("ts", ev.ts), ("okey", okey(event_key(ev))), ("target", "sink.t"), ("k_owner", 0),
-            ("t_owner", 0), ("part", part), ("row", _compact(text)), ("summary", None),
+            ("ts", ev.ts), ("okey", okey(event_key(ev))), ("part", part),
+            ("row", _compact(text)), ("bucket", 3 - i % 2),
         ):  # fmt: skip
             cols[name].append(value)
-    batch = pa.RecordBatch.from_pydict(cols, schema=_arrow(KEYED_SCHEMA))
-    got = list(_events([batch], {tbl.schema_id: tbl}))
-    assert [order for order, _env in got] == sorted(order for order, _env in got)
+    # A row past the mark stays held (the mark is the cases' last ts).
+    late = {n: [v[-1]] for n, v in cols.items()}
+    late["ts"] = [cases[-1][0].ts + 1]
+    bundler = _Bundler()
+    assert bundler.add(cols) == len(cases)
+    assert bundler.add(late) == len(cases) + 1
+    bundles = bundler.flush()
+    assert bundles.column(0).to_pylist() == [2, 3]  # one bundle per owner bucket
+    assert bundler.rows == 0
+    # The write task's rows come out as they went in, only those at or below the mark.
+    mark = cases[-1][0].ts
+    assert [b.num_rows for b in unbundled([bundles])] == [2, 4]
+    got = list(_events(released(unbundled([bundles]), mark), {tbl.schema_id: tbl}))
+    got.sort(key=lambda r: r[0])
     for (order, env), (ev, part, op), text in zip(got, cases, texts, strict=True):
         assert text is not None
         full = row_event(text, ev.source, ev.ts, {})
@@ -314,3 +326,42 @@ def test_a_write_task_s_compact_row_gives_the_event_s_op_and_images() -> None:
         assert out.before == (full.before if op is not Op.INSERT else None)
         assert out.after == (full.after if op is not Op.DELETE else None)
         assert len(_compact(text)) < len(text)
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(LANES), st.integers(1, 9), st.integers(-1, BUCKETS - 1)),
+        max_size=40,
+    ),
+    st.integers(0, 10),
+)
+@settings(max_examples=50, deadline=None)
+def test_the_release_aggregate_over_bundles_equals_one_over_the_rows(
+    rows: list[tuple[tuple[str, int, str], int, int]], mark: int
+) -> None:
+    """`throughput.released_by_lane` (a mark before a piece's tail; it reads the owner
+    bundles of every bucket, -1 too) gives per lane the last order key and highest ts at or
+    below the mark and the first offset above it, as the same aggregate over the rows."""
+    from rowbus.spark_apply.throughput import WRITE_COLUMNS, _Bundler, released_by_lane
+
+    cols: dict[str, list[object]] = {n: [] for n in (*WRITE_COLUMNS, "bucket")}
+    want: dict[tuple[str, int, str], tuple[str | None, int | None, int | None]] = {}
+    for offset, (lane, ts, bucket) in enumerate(rows):
+        k = okey((0, ts, "f", offset, 0))
+        for name, value in zip(
+            (*WRITE_COLUMNS, "bucket"),
+            (*lane[:2], offset, lane[2], ts, k, 0, "", bucket),
+            strict=True,
+        ):
+            cols[name].append(value)
+        last, top, held = want.get(lane, (None, None, None))
+        if ts <= mark:
+            want[lane] = (max(k, last or k), max(ts, top or ts), held)
+        else:
+            want[lane] = (last, top, offset if held is None else held)
+    bundler = _Bundler()
+    bundler.add(cols)
+    (out,) = released_by_lane(mark)(iter([bundler.flush()]))
+    got = {(r["topic"], r["partition"], r["source"]): (r["last"], r["top"], r["held"])
+           for r in out.to_pylist()}  # fmt: skip
+    assert got == want
