@@ -17,6 +17,7 @@ from typing import Any
 from rowbus.config import Settings
 from rowbus.routing.routes import RouteSettings
 from rowbus.waiting import wait_for
+from tests import proclogs
 from tests.conftest import connect
 from tests.integration.spark_apply.harness import SINK_DDL, Model, Publisher
 from tests.integration.spark_apply.test_spark_apply import job_config, sink_rows
@@ -117,6 +118,7 @@ def published_job(
     )
     path = tmp_path / "job.json"
     path.write_text(config.dump())
+    proclogs.keep(tmp_path / "driver.log", "the apply drivers")
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     cmd = [
         sys.executable,
