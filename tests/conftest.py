@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 
 from rowbus.config import MySQLSettings, Settings
 from rowbus.waiting import wait_for
-from tests import proclogs, termination
+from tests import proclogs, spark_cds, termination
 from tests.services import session_services
 
 # Hypothesis measures each example against a wall-clock deadline (200 ms) and a "too slow" health
@@ -57,9 +57,28 @@ def pytest_configure(config: pytest.Config) -> None:
     # code; only the JIT differs. A value already set (even empty) is kept.
     for name in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
         os.environ.setdefault(name, TEST_JVM_OPTIONS)
+    # ... and the drivers map Spark's classes from a CDS archive (half their start's CPU),
+    # made once per checkout in the background; the tests before it is ready run without.
+    if os.environ["SPARK_SUBMIT_OPTS"] == TEST_JVM_OPTIONS and _runs_spark(config):
+        config.stash[_SPARK_ARCHIVE] = spark_cds.Archive(
+            _HERE.parent / ".rowbus-test-cds", TEST_JVM_OPTIONS
+        )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    archive = config.stash.get(_SPARK_ARCHIVE, None)
+    if archive is not None:
+        archive.close()  # still being made: its processes end with the run
+
+
+def _runs_spark(config: pytest.Config) -> bool:
+    """Whether the run may start Spark: not when it names only unit tests."""
+    args = [a for a in config.args if not a.startswith("-")] or ["."]
+    return any("unit" not in Path(a.split("::")[0]).parts for a in args)
 
 
 _TERMINATION = pytest.StashKey[termination.Termination]()
+_SPARK_ARCHIVE = pytest.StashKey[spark_cds.Archive]()
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -67,6 +86,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     # the run must still stop on SIGTERM whatever ran before.
     item.config.stash[_TERMINATION].reinstall()
     proclogs.clear()
+    archive = item.config.stash.get(_SPARK_ARCHIVE, None)
+    if archive is not None and (options := archive.options()) is not None:
+        # Here, on the main thread between tests: no process is being started meanwhile.
+        os.environ["SPARK_SUBMIT_OPTS"] = f"{TEST_JVM_OPTIONS} {options}"
+        del item.config.stash[_SPARK_ARCHIVE]
 
 
 def pytest_runtest_teardown(item: pytest.Item) -> None:
