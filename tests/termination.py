@@ -34,6 +34,8 @@ class Termination:
         self._install = signal.signal
 
     def interrupt(self, signum: int, _frame: FrameType | None) -> None:
+        if self.received is not None:
+            return  # a second SIGTERM must not cut the finalizers that the first one started
         self.received = signum
         raise KeyboardInterrupt(f"signal {signum}")
 

@@ -60,6 +60,7 @@ def test_a_sigterm_stops_the_run_after_the_test_it_came_in(tmp_path: Path, case:
             run.wait(10)
     assert not (tmp_path / "ran-after").exists(), out
     assert not (tmp_path / "not-interrupted").exists(), out
+    assert (tmp_path / "finalized").exists(), out  # the session fixtures were torn down
     assert run.returncode == pytest.ExitCode.INTERRUPTED, out
     assert "signal 15" in out, out
 

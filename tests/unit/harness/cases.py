@@ -7,14 +7,24 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from tests import proclogs
 
 DIR = Path(os.environ.get("HARNESS_DIR", "."))
 
 
-def test_waits_with_its_own_sigterm_handler() -> None:
+@pytest.fixture(scope="session")
+def stack() -> Iterator[None]:
+    """Stands for the `services` fixture: its teardown is what stops the stack."""
+    yield
+    (DIR / "finalized").write_text("")
+
+
+def test_waits_with_its_own_sigterm_handler(stack: None) -> None:
     """As `rowbus reader run` does in-process: its handler stops it, gracefully."""
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -23,7 +33,7 @@ def test_waits_with_its_own_sigterm_handler() -> None:
     (DIR / "stopped").write_text("own")
 
 
-def test_waits_under_the_session_handler() -> None:
+def test_waits_under_the_session_handler(stack: None) -> None:
     (DIR / "ready").write_text("session")
     threading.Event().wait(60)
     (DIR / "not-interrupted").write_text("")
