@@ -88,8 +88,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     proclogs.clear()
     archive = item.config.stash.get(_SPARK_ARCHIVE, None)
     if archive is not None and (options := archive.options()) is not None:
-        # Here, on the main thread between tests: no process is being started meanwhile.
-        os.environ["SPARK_SUBMIT_OPTS"] = f"{TEST_JVM_OPTIONS} {options}"
+        # Here, on the main thread between tests: no process is being started meanwhile. The
+        # standalone daemons run on the same class path (a JVM that cannot map it runs without).
+        for name in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
+            if os.environ.get(name) == TEST_JVM_OPTIONS:
+                os.environ[name] = f"{TEST_JVM_OPTIONS} {options}"
         del item.config.stash[_SPARK_ARCHIVE]
 
 

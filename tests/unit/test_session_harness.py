@@ -48,12 +48,12 @@ def test_a_sigterm_stops_the_run_after_the_test_it_came_in(tmp_path: Path, case:
     try:
         wait_for(
             lambda: (tmp_path / "ready").exists() or run.poll() is not None,
-            timeout=60,
+            timeout=120,  # a pytest start: seconds idle, more beside other suites
             what="the inner test to start",
         )
         assert run.poll() is None, run.communicate()[0]
         run.send_signal(signal.SIGTERM)
-        out, _ = run.communicate(timeout=60)
+        out, _ = run.communicate(timeout=120)
     finally:
         if run.poll() is None:
             run.kill()
