@@ -105,7 +105,7 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     outcome = yield
-    report: pytest.TestReport = outcome.get_result()  # type: ignore[attr-defined]
+    report: pytest.TestReport = outcome.get_result()
     if report.failed:
         report.sections.extend(proclogs.sections())
 
