@@ -9,18 +9,32 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import signal
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import hypothesis
 import pymysql
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from rowbus.config import MySQLSettings, Settings
 from rowbus.waiting import wait_for
+from tests import proclogs, spark_cds, termination
 from tests.services import session_services
+
+# Hypothesis measures each example against a wall-clock deadline (200 ms) and a "too slow" health
+# check. On CI's shared 2-core machine those measure the machine's load, not the code (a
+# test_rendered / test_source_ranges example missed 200 ms once at load 20-31 and passed again):
+# the suite's bound on time is pytest-timeout's, per test. Registered here, before any test
+# module is imported, so every `@settings(...)` inherits it; HYPOTHESIS_PROFILE=default gives
+# Hypothesis's own back for a run on a quiet machine.
+hypothesis.settings.register_profile(
+    "rowbus",
+    deadline=None,
+    suppress_health_check=[hypothesis.HealthCheck.too_slow],
+)
+hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "rowbus"))
 
 _HERE = Path(__file__).parent
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
@@ -28,15 +42,13 @@ TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # A run stopped by SIGTERM (a CI timeout, `timeout 1500 pytest`) unwinds like Ctrl-C, so the
-    # session fixtures stop the stack they started instead of leaving it running.
-    def _interrupt(signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, _interrupt)
-    config.stash[_INTERRUPT] = _interrupt
+    # A run stopped by SIGTERM (a CI timeout, `timeout 1500 pytest`) stops like Ctrl-C, so the
+    # session fixtures stop the stack they started instead of leaving it running; also when the
+    # code under test had its own SIGTERM handler installed (tests/termination.py).
+    config.stash[_TERMINATION] = termination.install()
     # Every process a test starts (readers, subscribers, Spark drivers and workers, helpers run
-    # with `python -c`) inherits this: a native crash leaves its Python stacks in its log.
+    # with `python -c`) inherits this: a native crash leaves its Python stacks in its log, and
+    # the logs that tests register with `proclogs.keep` are in the test's failure report.
     os.environ["PYTHONFAULTHANDLER"] = "1"
     # Every Spark JVM a test starts (drivers through pyspark or spark-submit, standalone
     # daemons) lives seconds to a minute: C1 alone halves its CPU (start-up is mostly JIT
@@ -45,15 +57,57 @@ def pytest_configure(config: pytest.Config) -> None:
     # code; only the JIT differs. A value already set (even empty) is kept.
     for name in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
         os.environ.setdefault(name, TEST_JVM_OPTIONS)
+    # ... and the drivers map Spark's classes from a CDS archive (half their start's CPU),
+    # made once per checkout in the background; the tests before it is ready run without.
+    if os.environ["SPARK_SUBMIT_OPTS"] == TEST_JVM_OPTIONS and _runs_spark(config):
+        config.stash[_SPARK_ARCHIVE] = spark_cds.Archive(
+            _HERE.parent / ".rowbus-test-cds", TEST_JVM_OPTIONS
+        )
 
 
-_INTERRUPT = pytest.StashKey[Callable[[int, object], None]]()
+def pytest_unconfigure(config: pytest.Config) -> None:
+    archive = config.stash.get(_SPARK_ARCHIVE, None)
+    if archive is not None:
+        archive.close()  # still being made: its processes end with the run
+
+
+def _runs_spark(config: pytest.Config) -> bool:
+    """Whether the run may start Spark: not when it names only unit tests."""
+    args = [a for a in config.args if not a.startswith("-")] or ["."]
+    return any("unit" not in Path(a.split("::")[0]).parts for a in args)
+
+
+_TERMINATION = pytest.StashKey[termination.Termination]()
+_SPARK_ARCHIVE = pytest.StashKey[spark_cds.Archive]()
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # A test may run code that installs its own handler (a command's, the apply job's main);
     # the run must still stop on SIGTERM whatever ran before.
-    signal.signal(signal.SIGTERM, item.config.stash[_INTERRUPT])
+    item.config.stash[_TERMINATION].reinstall()
+    proclogs.clear()
+    archive = item.config.stash.get(_SPARK_ARCHIVE, None)
+    if archive is not None and (options := archive.options()) is not None:
+        # Here, on the main thread between tests: no process is being started meanwhile. The
+        # standalone daemons run on the same class path (a JVM that cannot map it runs without).
+        for name in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
+            if os.environ.get(name) == TEST_JVM_OPTIONS:
+                os.environ[name] = f"{TEST_JVM_OPTIONS} {options}"
+        del item.config.stash[_SPARK_ARCHIVE]
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    # A SIGTERM that a handler of the code under test took (and so raised nothing) ends the run
+    # after this test.
+    item.config.stash[_TERMINATION].stop_if_terminated(item.session)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    if report.failed:
+        report.sections.extend(proclogs.sections())
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

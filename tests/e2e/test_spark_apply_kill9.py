@@ -12,11 +12,12 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from rowbus.config import Settings
 from rowbus.routing.routes import RouteSettings
-from rowbus.waiting import wait_for
+from tests import proclogs
+from tests.budget import wait_for_work
 from tests.conftest import connect
 from tests.integration.spark_apply.harness import SINK_DDL, Model, Publisher
 from tests.integration.spark_apply.test_spark_apply import job_config, sink_rows
@@ -80,6 +81,33 @@ def kill_driver(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(30)
 
 
+FIRST_BATCH_CPU_S = 150.0
+"""CPU seconds of a driver's process tree (Python, JVM, workers) to start and take a batch: a
+Spark start is ~7 s of JVM CPU here, a batch a few more (tests/budget.py: a wall-clock 120 s ran
+out under load 20-31)."""
+RUN_CPU_S = 450.0
+"""CPU seconds for a driver to apply every batch of `published_job` and end (a fixed 300 s ran
+out under load)."""
+WALL_S = 540.0
+"""The cap for a tree that waits without using CPU: under pytest-timeout's 600 s per wait."""
+
+
+def run_to_end(d: DriverJob, log: IO[str]) -> int:
+    """One driver run to its end (available-now); its exit code."""
+    proc = subprocess.Popen(d.cmd, env=d.env, stdout=log, stderr=log, start_new_session=True)
+    try:
+        wait_for_work(
+            lambda: proc.poll() is not None,
+            session=proc.pid,
+            cpu_s=RUN_CPU_S,
+            wall_s=WALL_S,
+            what="the driver to apply every batch and end",
+        )
+    finally:
+        kill_driver(proc)
+    return proc.returncode
+
+
 def published_job(
     services: Settings,
     make_topic: Callable[..., str],
@@ -117,6 +145,7 @@ def published_job(
     )
     path = tmp_path / "job.json"
     path.write_text(config.dump())
+    proclogs.keep(tmp_path / "driver.log", "the apply drivers")
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     cmd = [
         sys.executable,
@@ -144,15 +173,16 @@ def test_kill_9_mid_batch_five_times(
         before = checkpoints(services, job) if _run else 0
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=log, start_new_session=True)
         try:
-            wait_for(
+            wait_for_work(
                 lambda p=proc, b=before: p.poll() is not None or checkpoints(services, job) > b,
-                timeout=120,
+                session=proc.pid,
+                cpu_s=FIRST_BATCH_CPU_S,
+                wall_s=WALL_S,
                 what="the driver to commit a batch",
             )
         finally:
             kill_driver(proc)  # mid-stream
-    proc = subprocess.run(cmd, env=env, stdout=log, stderr=log, timeout=300, check=False)
-    assert proc.returncode == 0, (tmp_path / "driver.log").read_text()[-3000:]
+    assert run_to_end(d, log) == 0, (tmp_path / "driver.log").read_text()[-3000:]
     d.sink_equals_model()
 
 
@@ -175,9 +205,11 @@ def test_throughput_mode_kill_9_mid_batch_then_another_parallelism(
     log = (tmp_path / "driver.log").open("w")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=log, start_new_session=True)
     try:
-        wait_for(
+        wait_for_work(
             lambda: proc.poll() is not None or owned_batches(services, job) > 0,
-            timeout=120,
+            session=proc.pid,
+            cpu_s=FIRST_BATCH_CPU_S,
+            wall_s=WALL_S,
             what="the executors to take a batch",
         )
         # The head row locked: the next batch's tasks commit their markers, its head cannot
@@ -187,9 +219,11 @@ def test_throughput_mode_kill_9_mid_batch_then_another_parallelism(
                 f"SELECT batch_id FROM `state_{job}`.apply_head WHERE job = %s FOR UPDATE", (job,)
             )
             (head,) = cur.fetchone()
-            wait_for(
+            wait_for_work(
                 lambda: proc.poll() is not None or task_markers_after(services, job, head) > 0,
-                timeout=120,
+                session=proc.pid,
+                cpu_s=FIRST_BATCH_CPU_S,
+                wall_s=WALL_S,
                 what="a write task of the batch in flight to commit",
             )
             assert proc.poll() is None, "the driver ended before the kill"
@@ -200,8 +234,7 @@ def test_throughput_mode_kill_9_mid_batch_then_another_parallelism(
     config = json.loads((tmp_path / "job.json").read_text())
     config["apply"]["parallelism"] = 2
     (tmp_path / "job.json").write_text(json.dumps(config))
-    proc = subprocess.run(cmd, env=env, stdout=log, stderr=log, timeout=300, check=False)
-    assert proc.returncode == 0, (tmp_path / "driver.log").read_text()[-3000:]
+    assert run_to_end(d, log) == 0, (tmp_path / "driver.log").read_text()[-3000:]
     d.sink_equals_model()
     with connect(services.resolved_sink) as conn, conn.cursor() as cur:
         cur.execute(
@@ -282,17 +315,21 @@ def test_throughput_mode_kill_9_of_a_python_worker_while_tasks_write(
     proc = subprocess.Popen(d.cmd, env=d.env, stdout=log, stderr=log, start_new_session=True)
     killed: list[int] = []
     try:
-        wait_for(
+        wait_for_work(
             lambda: proc.poll() is not None or owned_batches(services, d.job) > 0,
-            timeout=120,
+            session=proc.pid,
+            cpu_s=FIRST_BATCH_CPU_S,
+            wall_s=WALL_S,
             what="the executors to take a batch",
         )
         with connect(services.resolved_sink, d.sink, autocommit=False) as lock:
             with lock.cursor() as cur:
                 cur.execute("SELECT COUNT(*) FROM t0 FOR UPDATE")  # every row and gap of t0
-            wait_for(
+            wait_for_work(
                 lambda: proc.poll() is not None or bool(waiting_workers(services, proc.pid)),
-                timeout=120,
+                session=proc.pid,
+                cpu_s=FIRST_BATCH_CPU_S,
+                wall_s=WALL_S,
                 what="a write task to wait inside its transaction",
             )
             assert proc.poll() is None, "the driver ended before the kill"
@@ -301,7 +338,13 @@ def test_throughput_mode_kill_9_of_a_python_worker_while_tasks_write(
                 killed.append(pid)
             lock.rollback()
         assert killed
-        proc.wait(300)
+        wait_for_work(
+            lambda: proc.poll() is not None,
+            session=proc.pid,
+            cpu_s=RUN_CPU_S,
+            wall_s=WALL_S,
+            what="the driver to retry the task, apply every batch and end",
+        )
     finally:
         kill_driver(proc)
     assert proc.returncode == 0, (tmp_path / "driver.log").read_text()[-3000:]

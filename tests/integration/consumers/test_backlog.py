@@ -33,13 +33,14 @@ from rowbus.workloads import W1_DDL, w1_row
 from tests.conftest import connect
 from tests.integration.snapshot.helpers import BulkApply
 
-ROWS = 120_000
-"""40k rows a partition, twice READ_AHEAD: without flow control the merge would hold a whole
-partition or two (far past the bound asserted) before it could release (300k took 31 s)."""
+ROWS = 60_000
+"""20k rows a partition, twice READ_AHEAD: without flow control the merge would hold a whole
+partition or two (far past the bound asserted) before it could release (300k took 31 s; 120k
+and a READ_AHEAD of 20k checked the same ratio at twice the cost)."""
 PER_TXN = 100
 TXNS = ROWS // PER_TXN
 PARTITIONS = 3
-READ_AHEAD = 20_000
+READ_AHEAD = 10_000
 BATCH = 2000
 SEED = 1
 

@@ -28,6 +28,7 @@ from rowbus.producer.cluster.scheduler import schedule
 from rowbus.producer.cluster.state import ClusterView, Paths, SetState
 from rowbus.protocol.events import Op, ReaderCheckpoint, RowChange
 from rowbus.waiting import wait_for
+from tests import proclogs
 from tests.conftest import connect
 from tests.integration.producer.helpers import ROOT, TopicReader
 from tests.integration.producer.workload import Workload
@@ -94,10 +95,13 @@ class Cluster:
         return self.workdir / f"{node}.log"
 
     def start(self, node: str) -> None:
+        proclogs.keep(self.log(node), f"reader node {node}")
         with self.log(node).open("ab") as out:
             self.procs[node] = subprocess.Popen(
                 [
                     sys.executable,
+                    "-X",
+                    "faulthandler",
                     "-m",
                     "rowbus",
                     "-v",

@@ -28,6 +28,7 @@ from rowbus.producer.settings import ReaderSettings, Services
 from rowbus.protocol.codec import decode
 from rowbus.protocol.events import Record
 from rowbus.waiting import wait_for
+from tests import proclogs
 from tests.conftest import connect
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -159,10 +160,13 @@ def start_reader_process(
     config: Path, source: str, reader_id: str, log: Path
 ) -> subprocess.Popen[bytes]:
     env = dict(os.environ)
+    proclogs.keep(log, f"reader {reader_id}")
     with log.open("ab") as out:
         return subprocess.Popen(
             [
                 sys.executable,
+                "-X",
+                "faulthandler",  # also without the inherited PYTHONFAULTHANDLER
                 "-m",
                 "rowbus",
                 "-v",

@@ -34,6 +34,7 @@ from rowbus.shard_ddl.locks import LockState, LockTable
 from rowbus.spark_apply.settings import ApplySettings, JobConfig, SinkConnection
 from rowbus.verify import verify
 from rowbus.waiting import wait_for
+from tests import proclogs
 from tests.conftest import connect
 from tests.integration.producer.helpers import ReaderSetup, reader_thread
 from tests.integration.shard_ddl.helpers import columns, readers_ready
@@ -181,6 +182,7 @@ class Observer:
 def apply_process(args: dict[str, Any], path: Path, log: Path) -> Iterator[subprocess.Popen[bytes]]:
     path.write_text(json.dumps(args))
     env = dict(os.environ)
+    proclogs.keep(log, "the apply job")
     with log.open("ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "tests.integration.shard_ddl.apply_job", str(path)],
