@@ -268,9 +268,7 @@ class TermOpener:
         self, server: SourceServer, publisher: KafkaPublisher, clock: HybridClock
     ) -> Batcher:
         s = self.settings
-        if s.encoding == "debezium":
-            return self._debezium_batcher(server, publisher, clock)
-        return Batcher(
+        common = (
             self.source.name,
             clock,
             s.topic_template,
@@ -283,28 +281,15 @@ class TermOpener:
             self._encoding,
             FlushPolicy(s.flush_rows, s.flush_bytes, s.flush_interval_s, s.heartbeat_interval_s),
         )
-
-    def _debezium_batcher(
-        self, server: SourceServer, publisher: KafkaPublisher, clock: HybridClock
-    ) -> Batcher:
-        s = self.settings
+        if s.encoding != "debezium":
+            return Batcher(*common)
         d = s.debezium
         options = DebeziumOptions(
             d.topic_prefix or self.source.name, d.schemas, d.transaction_metadata
         )
         row = server.query_one("SELECT @@server_id")
         return DebeziumBatcher(
-            self.source.name,
-            clock,
-            s.topic_template,
-            lambda topic: publisher.partitions(
-                topic, s.partitions, DATA_TOPIC_CONFIG, "reader.partitions"
-            ),
-            lambda n: Partitioner(n, self._rules),
-            lambda item: _ddl_schema(server, item),
-            s.schemas_topic,
-            self._encoding,
-            FlushPolicy(s.flush_rows, s.flush_bytes, s.flush_interval_s, s.heartbeat_interval_s),
+            *common,
             renderer=DebeziumRenderer(options, int(row[0]) if row else 0),
             debezium_topics=d.topics == "debezium",
             wall=self._wall,
