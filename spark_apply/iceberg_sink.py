@@ -621,7 +621,6 @@ def _committed(table: Any, job: str, batch_id: int, step: int, ddl: bool = False
         if committed < wanted:
             return False
     return False
-    return False
 
 
 class IcebergSink(MySQLSink):
