@@ -150,7 +150,9 @@ class ReaderSettings(StrictModel):
 
     @model_validator(mode="after")
     def _debezium_needs_its_encoding(self) -> ReaderSettings:
-        if "debezium" in self.model_fields_set and self.encoding != "debezium":
+        # Differs from the defaults, not merely present: a configuration written out whole
+        # (the demo's, `rowbus config` dumps) carries the defaults and must load again.
+        if self.debezium != DebeziumSettings() and self.encoding != "debezium":
             raise ValueError(
                 f"reader.debezium is set but reader.encoding is {self.encoding}: set "
                 "reader.encoding: debezium to write Debezium's format, or remove reader.debezium"

@@ -7,8 +7,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pydantic
+import pytest
+
 from rowbus.producer.assembler import DdlItem, RowItem, Transaction
 from rowbus.producer.debezium import DebeziumBatcher
+from rowbus.producer.settings import ReaderSettings
 from rowbus.protocol.codec import ENCODING_HEADER
 from rowbus.protocol.ddl import parse_ddl
 from rowbus.protocol.debezium import DebeziumOptions, DebeziumRenderer
@@ -200,3 +204,16 @@ def test_debezium_settings_without_the_debezium_encoding_are_refused_in_one_line
         ReaderSettings(encoding="json", debezium={"topic_prefix": "x"})  # type: ignore[arg-type]
     ok = ReaderSettings(encoding="debezium", debezium={"topic_prefix": "x"})  # type: ignore[arg-type]
     assert ok.debezium.topic_prefix == "x"
+
+
+def test_a_whole_written_configuration_loads_and_debezium_options_need_the_encoding() -> None:
+    """The demo writes its settings out whole, defaults included: `reader.debezium` at its
+    defaults must load with the native encoding (`make demo` stopped on it), while an option
+    changed without `encoding: debezium` is refused in one line naming both settings."""
+    dumped = json.loads(ReaderSettings().model_dump_json())
+    assert "debezium" in dumped
+    assert ReaderSettings.model_validate(dumped).encoding == "protobuf"
+    changed = {**dumped, "debezium": {**dumped["debezium"], "topic_prefix": "shop"}}
+    with pytest.raises(pydantic.ValidationError, match=r"set reader\.encoding: debezium"):
+        ReaderSettings.model_validate(changed)
+    assert ReaderSettings.model_validate({**changed, "encoding": "debezium"}).debezium.schemas
