@@ -3,11 +3,8 @@ archive runs without it and says nothing (so no process's output changes)."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
-
-import pytest
 
 from rowbus.waiting import wait_for
 from tests.spark_cds import QUIET, Archive, _key
@@ -15,7 +12,6 @@ from tests.spark_cds import QUIET, Archive, _key
 OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
-@pytest.mark.skipif(shutil.which("java") is None, reason="no JVM")
 def test_a_jvm_that_cannot_map_the_archive_runs_without_it_silently(tmp_path: Path) -> None:
     garbage = tmp_path / "other.jsa"
     garbage.write_bytes(b"not an archive" * 100)
@@ -31,7 +27,6 @@ def test_a_jvm_that_cannot_map_the_archive_runs_without_it_silently(tmp_path: Pa
     assert "OpenJDK" in quiet.stderr
 
 
-@pytest.mark.skipif(shutil.which("java") is None, reason="no JVM")
 def test_an_archive_made_before_is_used_at_once_and_one_of_other_options_is_not(
     tmp_path: Path,
 ) -> None:
