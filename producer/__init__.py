@@ -15,7 +15,9 @@ The data path, one module per step (each testable without services where it can 
     tablemaps.py   table maps parsed once per table id and layout
     fastrows.py    rows events decoded by the native `_rows` extension (`_rows.c`)
     values.py      binlog column bytes to protocol values where the library gets them wrong
-    jsonb.py       MySQL 8's binary JSON to text
+    jsonb.py       MySQL 8's binary JSON to text (and to a tree, for partial updates)
+    jsondiff.py    MySQL 8's partial JSON updates (PARTIAL_JSON diffs) applied to the before
+                   image, so the after image is whole
     tables.py      table maps → TableSchema, library values → protocol values, filters (pure)
     tracker.py     the shadow schema at the reader's position, carried through DDL
     definitions.py a table's CREATE statements, published before its first row when the

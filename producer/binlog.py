@@ -52,6 +52,7 @@ from pymysqlreplication.event import (
 from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import (
     DeleteRowsEvent,
+    PartialUpdateRowsEvent,
     TableMapEvent,
     UpdateRowsEvent,
     WriteRowsEvent,
@@ -59,7 +60,7 @@ from pymysqlreplication.row_event import (
 
 from rowbus.clients import mysql
 from rowbus.clients.settings import SourceConnection
-from rowbus.producer import compressed, eventtypes, fastrows, tablemaps, tagged
+from rowbus.producer import compressed, eventtypes, fastrows, jsondiff, tablemaps, tagged
 from rowbus.producer import payload as payloads
 from rowbus.producer.assembler import (
     BinlogEvent,
@@ -97,6 +98,7 @@ from rowbus.producer.values import install
 log = logging.getLogger(__name__)
 install()  # our value layer decodes the column types the library gets wrong
 tablemaps.install()  # table maps parsed once per table id and layout
+jsondiff.install()  # partial JSON updates made whole from their before images
 
 FRAMED = True
 """Whether new streams frame the dump stream themselves (`rowbus.producer.dumpframes`) when they
@@ -123,6 +125,7 @@ _EVENTS = [
     WriteRowsEvent,
     UpdateRowsEvent,
     DeleteRowsEvent,
+    PartialUpdateRowsEvent,
     HeartbeatLogEvent,
     # Read only to keep the position exact (the server's heartbeat reports the end of these).
     FormatDescriptionEvent,
@@ -382,12 +385,16 @@ class BinlogStream:
                 return Skipped(end)
             table, convert, plan = found
             ncols = event.number_of_columns
-            after = event.columns_present_bitmap2 if kind is UpdateRowsEvent else None
+            update = kind is UpdateRowsEvent or kind is PartialUpdateRowsEvent
+            after = event.columns_present_bitmap2 if update else None
             present = event.columns_present_bitmap
             whole = self.tables.whole.get(ncols)
             if present != whole or (after is not None and after != whole):
                 self.tables.require_whole(table, ncols, present, after, self.file, end)
-            return Rows(OPS[kind], table, end, decoder(event, kind, convert, plan))
+            decode = decoder(event, kind, convert, plan)
+            if kind is PartialUpdateRowsEvent:
+                decode = _partial(decode, f"{self.file}:{end}: {table.qualified}")
+            return Rows(OPS[kind], table, end, decode)
         if kind is TableMapEvent:
             self.tables.on_table_map(event, self.file)
             return Skipped(end)
@@ -423,6 +430,27 @@ class BinlogStream:
                 f"{self.file}:{end}: Gtid_tagged event cannot be read: {exc}; check the binlog "
                 "on the source with mysqlbinlog at this position"
             ) from None
+
+
+PARTIAL_JSON_REFUSED = (
+    "binlog_row_value_options=PARTIAL_JSON: {why}; the row's JSON cannot be made whole "
+    "(binlog_row_image must be FULL so each diff has its before document); set "
+    "binlog_row_image=FULL, or binlog_row_value_options='' (empty) to log whole JSON values"
+)
+
+
+def _partial(decode: Callable[[], Any], where: str) -> Callable[[], Any]:
+    """A Partial_update_rows event's decoder, whose diffs that do not fit their before image
+    stop the reader with one line at the event (`rowbus.producer.jsondiff`)."""
+
+    def run() -> Any:
+        try:
+            return decode()
+        except jsondiff.JsonDiffError as exc:
+            why = PARTIAL_JSON_REFUSED.format(why=exc)
+            raise ServerMisconfiguredError(f"{where}: {why}") from None
+
+    return run
 
 
 def _wrapper(lib: BinLogStreamReader) -> Callable[[bytes], Any]:

@@ -114,12 +114,8 @@ EVENT_TYPES: dict[int, EventType] = {
     ),
     37: EventType("View_change", _I, "a group replication membership change: no change in it"),
     38: EventType("Xa_prepare", _D),
-    39: EventType(
-        "Partial_update_rows",
-        _R,
-        "binlog_row_value_options=PARTIAL_JSON on the source: updates carry JSON diffs, not "
-        "whole values; set binlog_row_value_options='' (empty)",
-    ),
+    # binlog_row_value_options=PARTIAL_JSON: diffs applied to the before image (`jsondiff`).
+    39: EventType("Partial_update_rows", _D),
     # binlog_transaction_compression=ON: unpacked into the events it holds first (`payload`).
     40: EventType("Transaction_payload", _D),
     41: EventType(
@@ -189,15 +185,8 @@ class RefusedSetting:
     fix: str
 
 
-REFUSED_SETTINGS = (
-    RefusedSetting(
-        "binlog_row_value_options",
-        lambda v: "PARTIAL_JSON" in v.upper(),
-        "must not hold PARTIAL_JSON",
-        "JSON updates carry diffs, not whole values; the reader refuses them",
-        "set binlog_row_value_options='' (empty)",
-    ),
-)
-"""A server without the variable (MariaDB has none) passes. Compression is not here: MariaDB's
+REFUSED_SETTINGS: tuple[RefusedSetting, ...] = ()
+"""None at present. A server without a variable passes. Compression is not here: MariaDB's
 compressed events (`rowbus.producer.compressed`) and MySQL's Transaction_payload
-(`rowbus.producer.payload`) are decoded."""
+(`rowbus.producer.payload`) are decoded; nor is binlog_row_value_options=PARTIAL_JSON, whose
+JSON diffs are applied to the before image (`rowbus.producer.jsondiff`)."""

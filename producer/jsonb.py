@@ -198,3 +198,70 @@ def _decimal(precision: int, scale: int, raw: bytes) -> Decimal:
         frac += take(_DIG_BYTES[scale % 9], scale % 9)
     text = (digits.lstrip("0") or "0") + ("." + frac if frac else "")
     return Decimal(("-" if negative else "") + text)
+
+
+class Leaf(str):
+    """A scalar of a `tree`: its text as MySQL prints it (kept, never re-rendered)."""
+
+    __slots__ = ()
+
+
+Node = dict[str, "Node"] | list["Node"] | Leaf
+"""A binary JSON document as a tree (`tree`): objects, arrays and printed scalars."""
+
+
+def tree(data: bytes) -> Node:
+    """The document `data` as a tree that `render` prints as `json_text` prints `data`;
+    partial JSON updates are applied to it (`rowbus.producer.jsondiff`)."""
+    if not data:
+        return Leaf("null")
+    try:
+        return _node(data[0], data, 1)
+    except (IndexError, struct.error) as exc:
+        raise JsonFormatError(f"truncated binary JSON ({exc})") from None
+
+
+def _node(kind: int, data: bytes, at: int) -> Node:
+    if kind not in (_SMALL_OBJECT, _LARGE_OBJECT, _SMALL_ARRAY, _LARGE_ARRAY):
+        return Leaf(_value(kind, data, at))
+    large = kind in (_LARGE_OBJECT, _LARGE_ARRAY)
+    word = "<I" if large else "<H"
+    w = 4 if large else 2
+    count = struct.unpack_from(word, data, at)[0]
+    p = at + 2 * w
+    keys: list[str] = []
+    if kind in (_SMALL_OBJECT, _LARGE_OBJECT):
+        for _ in range(count):
+            offset = struct.unpack_from(word, data, p)[0]
+            length = struct.unpack_from("<H", data, p + w)[0]
+            keys.append(data[at + offset : at + offset + length].decode("utf-8"))
+            p += w + 2
+    values: list[Node] = []
+    for _ in range(count):
+        vkind = data[p]
+        if _inlined(vkind, large):
+            values.append(Leaf(_inline(vkind, data, p + 1)))
+        else:
+            offset = struct.unpack_from(word, data, p + 1)[0]
+            values.append(_node(vkind, data, at + offset))
+        p += 1 + w
+    if kind in (_SMALL_ARRAY, _LARGE_ARRAY):
+        return values
+    return dict(zip(keys, values, strict=True))
+
+
+def key_order(key: str) -> tuple[int, bytes]:
+    """MySQL's order of an object's keys: by byte length, then bytewise."""
+    raw = key.encode("utf-8")
+    return len(raw), raw
+
+
+def render(node: Node) -> str:
+    """A tree's text as `json_text` prints the document MySQL would store for it: an object's
+    keys in MySQL's order (`key_order`), whatever order they were added in."""
+    if isinstance(node, Leaf):
+        return str(node)
+    if isinstance(node, list):
+        return "[" + ", ".join(render(v) for v in node) + "]"
+    keys = sorted(node, key=key_order)
+    return "{" + ", ".join(f"{_quote(k)}: {render(node[k])}" for k in keys) + "}"

@@ -15,7 +15,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+from pymysqlreplication.row_event import (
+    DeleteRowsEvent,
+    PartialUpdateRowsEvent,
+    UpdateRowsEvent,
+    WriteRowsEvent,
+)
 
 from rowbus.producer import fastrows
 from rowbus.producer.exceptions import ServerMisconfiguredError
@@ -56,8 +61,14 @@ _LIMIT = 10_000
 Table = tuple[TableSchema, Converter, fastrows.Plan | None]
 """A wanted table's schema, the pure path's converter, and its native plan (None: pure)."""
 ImagePairs = list[tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]]
-_MODES = {WriteRowsEvent: 0, DeleteRowsEvent: 1, UpdateRowsEvent: 2}
-OPS = {WriteRowsEvent: Op.INSERT, UpdateRowsEvent: Op.UPDATE, DeleteRowsEvent: Op.DELETE}
+_MODES = {WriteRowsEvent: 0, DeleteRowsEvent: 1, UpdateRowsEvent: 2, PartialUpdateRowsEvent: 2}
+OPS = {
+    WriteRowsEvent: Op.INSERT,
+    UpdateRowsEvent: Op.UPDATE,
+    DeleteRowsEvent: Op.DELETE,
+    # MySQL's binlog_row_value_options=PARTIAL_JSON; made whole by `rowbus.producer.jsondiff`
+    PartialUpdateRowsEvent: Op.UPDATE,
+}
 """The library's rows event classes -> the change they make."""
 
 
@@ -192,7 +203,7 @@ def decoder(
     event: Any, kind: type, convert: Converter, plan: fastrows.Plan | None
 ) -> Callable[[], ImagePairs]:
     pure = pure_decoder(event, kind, convert)
-    if plan is None:
+    if plan is None or kind is PartialUpdateRowsEvent:  # JSON diffs: the pure path's
         return pure
     mode = _MODES[kind]
 

@@ -241,6 +241,7 @@ def reader_for(column: Any) -> Reader | None:
 
 
 _NOT_BUILT = object()
+_JSON = FIELD_TYPE.JSON
 
 
 def _read_value(
@@ -264,6 +265,10 @@ def _read_value(
         return None
     if null_bitmap[null_bitmap_index >> 3] >> (null_bitmap_index & 7) & 1:
         return None
+    if column.type == _JSON:
+        partial = self.__dict__.get("_rowbus_partial")
+        if partial is not None:  # a Partial_update_rows event's row (`jsondiff`)
+            return partial.read(self.packet, column.length_size, i)
     return reader(self.packet)
 
 

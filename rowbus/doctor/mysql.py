@@ -166,6 +166,7 @@ def value_checks(variables: dict[str, str]) -> list[Check]:
             _refuse(variables, s.variable, s.bad, s.wanted, s.consequence, s.fix)
             for s in REFUSED_SETTINGS
         ),
+        _partial_json(variables),
         _compression(variables, "log_bin_compress"),
         _compression(variables, "binlog_transaction_compression"),
         _refuse(
@@ -178,6 +179,24 @@ def value_checks(variables: dict[str, str]) -> list[Check]:
             "set mysql56_temporal_format=ON (then ALTER TABLE ... FORCE the temporal tables)",
         ),
     ]
+
+
+def _partial_json(variables: dict[str, str]) -> Check:
+    """MySQL's binlog_row_value_options: PARTIAL_JSON is read (each JSON diff applied to the
+    row's before image, `rowbus.producer.jsondiff`), which needs the whole before image: the
+    binlog_row_image=FULL check above. Reported so a user who turned it on sees it."""
+    got = variables.get("binlog_row_value_options")
+    if got is None:
+        detail = "not on this server"
+    elif "PARTIAL_JSON" in got.upper():
+        detail = (
+            f"is {got}: JSON diffs are applied to the before image (needs binlog_row_image=FULL)"
+        )
+    else:
+        detail = f"is {got or '(empty)'}"
+    return Check(
+        "binlog_row_value_options PARTIAL_JSON or empty", True, required=True, detail=detail
+    )
 
 
 def _compression(variables: dict[str, str], name: str) -> Check:

@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.mysql8 import events
+from tests.mysql8.jsondiff import JsonDiff
 from tests.mysql8.rows import Column, rows_body, table_map_body
 
 SERVER_UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 START_TIME = 1_700_000_000
+PARTIAL_UPDATE_ROWS = 39
 
 Image = tuple[Any, ...]
 _NAMES = {
@@ -31,6 +33,7 @@ _NAMES = {
     30: "Write_rows",
     31: "Update_rows",
     32: "Delete_rows",
+    39: "Partial_update_rows",
     33: "Gtid",
     35: "Previous_gtids",
     40: "Transaction_payload",
@@ -55,6 +58,9 @@ class Change:
     table: Table
     before: Image | None
     after: Image | None
+    diffs: dict[int, list[JsonDiff]] = field(default_factory=dict)
+    """An update's JSON columns (by index) logged as diffs, as binlog_row_value_options=
+    PARTIAL_JSON logs JSON_SET/JSON_REPLACE/JSON_REMOVE; `after` still holds the whole values."""
 
 
 @dataclass
@@ -77,7 +83,9 @@ class Written:
 class Binlog:
     """Binlog files by name, grown by `add`; `files()` and `read()` for the dump."""
 
-    def __init__(self, compression: Any = None, basename: str = "binlog") -> None:
+    def __init__(
+        self, compression: Any = None, basename: str = "binlog", partial_json: bool = False
+    ) -> None:
         self._lock = threading.Condition()
         self._names: list[str] = []
         self._data: dict[str, bytearray] = {}
@@ -88,6 +96,9 @@ class Binlog:
         self.compression = compression
         """A callable wrapping a transaction's events into one Transaction_payload event
         (`tests.mysql8.payload`); None: events as they are."""
+        self.partial_json = partial_json
+        """binlog_row_value_options=PARTIAL_JSON: every update is a Partial_update_rows event
+        (type 39), as MySQL writes them with the option on, whether or not a row has diffs."""
         self._seq = 0
         self._xid = 0
         self._gtids: dict[tuple[str, int], str] = {}
@@ -256,22 +267,28 @@ class Binlog:
         for table in tables.values():
             body = table_map_body(table.table_id, table.schema, table.name, table.columns)
             out.append(lambda end, body=body: events.event(events.TABLE_MAP, body, end, when))
-        groups: list[tuple[int, Table, list[tuple[Image | None, Image | None]]]] = []
+        update = PARTIAL_UPDATE_ROWS if self.partial_json else events.UPDATE_ROWS
+        groups: list[tuple[int, Table, list[Change]]] = []
         for change in txn.changes:
             kind = (
                 events.WRITE_ROWS
                 if change.before is None
                 else events.DELETE_ROWS
                 if change.after is None
-                else events.UPDATE_ROWS
+                else update
             )
             if groups and groups[-1][0] == kind and groups[-1][1] is change.table:
-                groups[-1][2].append((change.before, change.after))
+                groups[-1][2].append(change)
             else:
-                groups.append((kind, change.table, [(change.before, change.after)]))
-        for i, (kind, table, images) in enumerate(groups):
+                groups.append((kind, change.table, [change]))
+        for i, (kind, table, changes) in enumerate(groups):
             body = rows_body(
-                table.table_id, table.columns, images, table.partition, i == len(groups) - 1
+                table.table_id,
+                table.columns,
+                [(c.before, c.after) for c in changes],
+                table.partition,
+                i == len(groups) - 1,
+                [c.diffs for c in changes] if kind == PARTIAL_UPDATE_ROWS else None,
             )
             out.append(lambda end, kind=kind, body=body: events.event(kind, body, end, when))
         out.append(lambda end: events.xid(xid, end, when))

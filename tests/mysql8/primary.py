@@ -100,7 +100,7 @@ class Primary:
             "binlog_format": "ROW",
             "binlog_row_image": "FULL",
             "binlog_row_metadata": "FULL",
-            "binlog_row_value_options": "",
+            "binlog_row_value_options": "PARTIAL_JSON" if binlog.partial_json else "",
             "binlog_transaction_compression": "OFF",
             "binlog_checksum": "CRC32",
             "gtid_mode": "ON",

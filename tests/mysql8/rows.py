@@ -18,8 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.mysql8 import jsonb
+from tests.mysql8 import jsonb, jsondiff
 from tests.mysql8.events import lenenc, lenenc_str
+from tests.mysql8.jsondiff import JsonDiff
 
 TINY, SHORT, LONG, FLOAT, DOUBLE, TIMESTAMP, LONGLONG, INT24 = 1, 2, 3, 4, 5, 7, 8, 9
 DATE, YEAR, VARCHAR, BIT, TIMESTAMP2, DATETIME2, TIME2 = 10, 13, 15, 16, 17, 18, 19
@@ -361,17 +362,41 @@ def image(columns: list[Column], values: tuple[Any, ...]) -> bytes:
     )
 
 
+def partial_image(
+    columns: list[Column], values: tuple[Any, ...], diffs: dict[int, list[JsonDiff]]
+) -> bytes:
+    """A Partial_update_rows event's after image (MySQL's pack_row with PARTIAL_JSON): the
+    value options (a packed integer, 1 when a JSON column of the row is logged as a diff,
+    else 0), then, when 1, the partial bits (one per JSON column of the table, in column
+    order), then the image as usual except that the JSON columns in `diffs` (by column index)
+    hold their diff vector instead of the document."""
+    json_columns = [i for i, c in enumerate(columns) if c.type == JSON]
+    out = lenenc(1 if diffs else 0)
+    if diffs:
+        out += _bits([i in diffs for i in json_columns])
+    out += _bits([v is None for v in values])
+    for i, (c, v) in enumerate(zip(columns, values, strict=True)):
+        if i in diffs:
+            out += jsondiff.vector(diffs[i])
+        elif v is not None:
+            out += c.encode(v)
+    return out
+
+
 def rows_body(
     table_id: int,
     columns: list[Column],
     images: list[tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]],
     partition: int | None = None,
     last: bool = True,
+    partial: list[dict[int, list[JsonDiff]]] | None = None,
 ) -> bytes:
     """A v2 Rows event's body: table id, flags (STMT_END_F on the statement's last event), the
     extra data (its length counts itself; with `partition`, the 8.0 partition info: tag 1 and
     the partition id, and for updates the source partition too), the column count, the
-    columns-present bitmaps (every column: binlog_row_image=FULL), then the images."""
+    columns-present bitmaps (every column: binlog_row_image=FULL), then the images. With
+    `partial` (per row, the JSON diffs by column index), a Partial_update_rows body: each after
+    image is a `partial_image`."""
     update = images[0][0] is not None and images[0][1] is not None
     extra = b""
     if partition is not None:
@@ -382,8 +407,11 @@ def rows_body(
     body += extra + lenenc(len(columns))
     present = _bits([True] * len(columns))
     body += present + (present if update else b"")
-    for before, after in images:
-        for img in (before, after):
-            if img is not None:
-                body += image(columns, img)
+    for n, (before, after) in enumerate(images):
+        if before is not None:
+            body += image(columns, before)
+        if after is not None and partial is not None:
+            body += partial_image(columns, after, partial[n])
+        elif after is not None:
+            body += image(columns, after)
     return body

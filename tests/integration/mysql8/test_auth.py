@@ -96,7 +96,7 @@ def test_a_missing_replication_grant_is_one_line_naming_the_grant() -> None:
     ("variable", "value", "named"),
     [
         ("binlog_row_metadata", "MINIMAL", "binlog_row_metadata=FULL"),
-        ("binlog_row_value_options", "PARTIAL_JSON", "binlog_row_value_options"),
+        ("binlog_row_image", "MINIMAL", "binlog_row_image=FULL"),
     ],
 )
 def test_mysql8_defaults_that_lose_data_stop_the_start_up_in_one_line(

@@ -38,7 +38,6 @@ PATHS = {
 }
 REFUSED_KINDS = {
     # code: (what the line names, the setting to change)
-    39: ("Partial_update_rows", "binlog_row_value_options=''"),
     26: ("Incident", "snapshot"),
     250: ("binlog event type 250 is unknown", "upgrade rowbus"),
 }

@@ -20,9 +20,13 @@ def test_a_mysql8_server_with_whole_values_and_no_compression_passes() -> None:
     assert _failed({}) == {}  # a server without these settings (MariaDB lacks the MySQL ones)
 
 
-def test_partial_json_is_refused_with_one_line() -> None:
-    failed = _failed({**MYSQL8_OK, "binlog_row_value_options": "PARTIAL_JSON"})
-    assert failed == {"binlog_row_value_options must not hold PARTIAL_JSON": "is PARTIAL_JSON"}
+def test_partial_json_is_reported_as_supported_with_a_full_before_image() -> None:
+    variables = {**MYSQL8_OK, "binlog_row_value_options": "PARTIAL_JSON"}
+    assert _failed(variables) == {}
+    passed = {c.name: c.detail for c in value_checks(variables) if c.ok}
+    assert passed["binlog_row_value_options PARTIAL_JSON or empty"] == (
+        "is PARTIAL_JSON: JSON diffs are applied to the before image (needs binlog_row_image=FULL)"
+    )
 
 
 def test_transaction_compression_is_reported_as_supported() -> None:
