@@ -240,7 +240,9 @@ def translate_mysql_error(exc: BaseException, where: str) -> ReaderError:
     text = str(args[1]) if len(args) > 1 else str(exc)
     if code == ER_MASTER_FATAL_READING_BINLOG:
         if "purged" in text or "first log file" in text or "not find" in text.lower():
-            return PositionPurgedError(f"{where}: the server no longer has it ({text})")
+            return PositionPurgedError(
+                f"{where}: the server no longer has it ({text}); {PURGED_HINT}"
+            )
         return SourceUnavailableError(f"{where}: the server stopped the stream ({text})")
     kind = mysql.classify(exc)
     if kind is mysql.Kind.DENIED:
@@ -251,6 +253,11 @@ def translate_mysql_error(exc: BaseException, where: str) -> ReaderError:
     return SourceUnavailableError(f"{where}: {type(exc).__name__} {code or ''} {text}".strip())
 
 
+PURGED_HINT = (
+    "start again with reader.start=earliest (changes in between are lost to subscribers), or "
+    "take a fresh snapshot and start at its position; keep binlogs longer on the source "
+    "(binlog_expire_logs_seconds) than a reader can be stopped"
+)
 GRANT_HINT = "grant the reader's user REPLICATION SLAVE, BINLOG MONITOR (MySQL: REPLICATION CLIENT)"
 
 

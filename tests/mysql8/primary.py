@@ -87,8 +87,12 @@ class Primary:
         tls: ssl.SSLContext | None = None,
         cached: bool = False,
         grants: str = "REPLICATION SLAVE, REPLICATION CLIENT",
+        dump_error: str | None = None,
     ) -> None:
         self.binlog = binlog
+        self.dump_error = dump_error
+        """A text the dump answers with as MySQL's error 1236 (ER_MASTER_FATAL_ERROR_READING_
+        BINLOG) instead of events: what a source that purged the position says."""
         self.accounts = {user: Account(user, password, cached)}
         self.grants = f"GRANT {grants} ON *.* TO `{user}`@`%`"
         self.variables = {
@@ -342,6 +346,9 @@ class Primary:
         end EOF (non-blocking) or heartbeats every period until new events arrive."""
         self.seen.dumps.append((name, pos))
         names = [n for n, _ in self.binlog.files()]
+        if self.dump_error is not None:
+            io.error(1236, "HY000", self.dump_error)
+            return
         if name not in names:
             io.error(
                 1236,

@@ -1,22 +1,23 @@
 """The reader's connection to a MySQL 8.4 primary (`tests.mysql8`): caching_sha2_password's
 full authentication (the RSA exchange over plain TCP, the password in clear over TLS) and then
 its fast path, the one line a wrong password, a missing grant or a setting that loses data
-gives at start-up, and the doctor's source checks."""
+gives at start-up, the one line a purged position gives, and the doctor's source checks."""
 
 from __future__ import annotations
 
 import ssl
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from rowbus.clients.settings import SourceConnection, TlsSettings
-from rowbus.producer.exceptions import ServerMisconfiguredError
+from rowbus.config import Settings
+from rowbus.producer.exceptions import PositionPurgedError, ServerMisconfiguredError
 from rowbus.producer.server import SourceServer
 from rowbus.waiting import wait_for
 from tests.integration.tls.conftest import Certificates, make_certificates
-from tests.mysql8.binlog import Binlog
+from tests.mysql8.binlog import Binlog, Transaction
 from tests.mysql8.primary import Primary
 
 
@@ -129,3 +130,48 @@ def test_the_doctor_reports_mysql8s_minimal_row_metadata_and_supported_compressi
     assert passed["binlog_transaction_compression ON or OFF"] == (
         "is ON: compressed events are decoded"
     )
+
+
+MYSQL_PURGED = (
+    "Cannot replicate because the source purged required binary logs. Replicate the missing "
+    "transactions from elsewhere, or provision a new replica from backup. Consider increasing "
+    "the source's binary log expiration period. The GTID set sent by the replica is '', and "
+    "the missing transactions are '3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5'"
+)
+"""MySQL 8.4's text of error 1236 for a dump whose GTIDs it purged (ER_SOURCE_HAS_PURGED_
+REQUIRED_GTIDS, sent as ER_MASTER_FATAL_ERROR_READING_BINLOG)."""
+
+
+@pytest.mark.parametrize(
+    ("start", "dump_error", "position"),
+    [
+        ("file:binlog.000001:4", MYSQL_PURGED, "binlog.000001:4"),
+        ("file:binlog.000009:4", None, "binlog.000009:4"),
+    ],
+    ids=["purged-gtids", "missing-file"],
+)
+def test_a_purged_position_stops_the_reader_in_one_line_naming_reader_start(
+    services: Settings,
+    make_topic: Callable[..., str],
+    unique: Callable[[str], str],
+    start: str,
+    dump_error: str | None,
+    position: str,
+) -> None:
+    """The dump's error 1236 as MySQL sends it (purged GTIDs), or a start file the source no
+    longer lists: the reader stops, fatal, with one line naming the position and
+    reader.start."""
+    from tests.integration.mysql8.test_reader import ReaderThread, setup_for
+
+    log = Binlog()
+    log.add([Transaction(ddl="CREATE DATABASE `gone`")])
+    with Primary(log, dump_error=dump_error) as server:
+        setup = setup_for(services, server, "gone", make_topic, unique)
+        with ReaderThread(setup, start=start, snapshot="never") as r:
+            wait_for(lambda: r.error is not None, timeout=60, what="the reader to stop")
+    assert isinstance(r.error, PositionPurgedError), r.error
+    text = str(r.error)
+    assert "\n" not in text and position in text, text
+    assert "reader.start=earliest" in text, text
+    if dump_error is not None:
+        assert "purged required binary logs" in text, text
