@@ -26,6 +26,7 @@ from tests.integration.mysql8.test_reader import PATHS, ReaderThread, read_all, 
 from tests.mysql8 import jsonb
 from tests.mysql8.binlog import Binlog, Change, Table, Transaction
 from tests.mysql8.jsondiff import JsonDiff, apply
+from tests.mysql8.payload import compressing
 from tests.mysql8.primary import Primary
 from tests.mysql8.rows import column
 
@@ -99,12 +100,23 @@ def build(log: Binlog, database: str) -> dict[int, list[str]]:
     return expected
 
 
+VARIANTS = {**{p: (p, False) for p in PATHS}, "framed-compressed": ("framed", True)}
+"""Test id -> (decoding path, binlog_transaction_compression=ON)."""
+
+
+@pytest.fixture(params=list(VARIANTS))
+def variant(request: pytest.FixtureRequest) -> tuple[str, bool]:
+    return VARIANTS[request.param]
+
+
 @pytest.fixture
-def primary() -> Iterator[tuple[Primary, str, dict[int, list[str]]]]:
-    log = Binlog(partial_json=True)
+def primary(variant: tuple[str, bool]) -> Iterator[tuple[Primary, str, dict[int, list[str]]]]:
+    compressed = variant[1]
+    log = Binlog(compression=compressing() if compressed else None, partial_json=True)
     database = f"pj_{uuid.uuid4().hex[:6]}"
     expected = build(log, database)
-    with Primary(log) as server:
+    variables = {"binlog_transaction_compression": "ON" if compressed else "OFF"}
+    with Primary(log, variables=variables) as server:
         yield server, database, expected
 
 
@@ -115,20 +127,24 @@ def _paths(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
         monkeypatch.setattr(fastrows, "AVAILABLE", False)
 
 
-@pytest.mark.parametrize("path", list(PATHS))
 def test_partial_json_updates_are_published_whole_as_full_images_are(
     primary: tuple[Primary, str, dict[int, list[str]]],
+    variant: tuple[str, bool],
     services: Settings,
     make_topic: Callable[..., str],
     unique: Callable[[str], str],
     monkeypatch: pytest.MonkeyPatch,
-    path: str,
 ) -> None:
+    """Also inside Transaction_payload events (binlog_transaction_compression=ON)."""
     server, database, expected = primary
+    path, compressed = variant
     _paths(monkeypatch, path)
     assert server.variables["binlog_row_value_options"] == "PARTIAL_JSON"
     kinds = server.binlog.kinds()
-    assert kinds.get(39) == 2 * len(UPDATES) + 1 and 31 not in kinds, kinds
+    if compressed:  # every transaction of row changes is one payload
+        assert kinds.get(40) == 1 + len(UPDATES) and 39 not in kinds, kinds
+    else:
+        assert kinds.get(39) == 2 * len(UPDATES) + 1 and 31 not in kinds, kinds
     setup = setup_for(services, server, database, make_topic, unique)
     total = 2 * len(DOCS) + 1 + 2 * len(UPDATES) + 1
     records = read_all(setup, total)
