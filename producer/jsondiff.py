@@ -276,6 +276,8 @@ def _fetch_one_row(self: Any) -> dict[str, Any]:
     try:
         before = self._read_column_data(self.columns_present_bitmap)
         options = self.packet.read_length_coded_binary()
+        if options > PARTIAL_JSON_UPDATES:  # MySQL's replica refuses these as corrupt too
+            raise JsonDiffError(f"value_options {options} has bits MySQL 8.4/9 does not write")
         partial = b""
         if options & PARTIAL_JSON_UPDATES:
             partial = bytes(self.packet.read((len(ordinals) + 7) >> 3))

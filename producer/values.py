@@ -18,7 +18,9 @@ What the library gets wrong, and what this module does instead (PROTOCOL.md §2)
   when empty (the library gave ``''``), and BINARY(n) is padded with zero bytes to n as the server
   stores and returns it (the binlog strips them).
 * JSON (MySQL 8's binary JSON, type 245): the library returned a dict; it is its text here
-  (`rowbus.producer.jsonb`). MariaDB's JSON is a LONGTEXT and arrives as text anyway.
+  (`rowbus.producer.jsonb`). MariaDB's JSON is a LONGTEXT and arrives as text anyway. In a
+  Partial_update_rows event (binlog_row_value_options=PARTIAL_JSON) the JSON columns are read
+  by the event's `rowbus.producer.jsondiff.PartialRow`, which makes diffs whole.
 """
 
 from __future__ import annotations

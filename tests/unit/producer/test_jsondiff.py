@@ -154,7 +154,7 @@ def _doc_and_diffs(draw: st.DrawFn) -> tuple[Any, list[JsonDiff]]:
     return doc, diffs
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(_doc_and_diffs())
 def test_applying_the_binary_diffs_equals_applying_the_operations_in_python(
     case: tuple[Any, list[JsonDiff]],

@@ -135,3 +135,18 @@ def test_a_before_image_without_the_json_column_stops_the_reader_in_one_line(pat
     text = str(refused.value)
     assert "\n" not in text and text.startswith(f"{replay.FILE}:500: shop.docs"), text
     assert "before image lacks doc, other" in text and "binlog_row_image=FULL" in text, text
+
+
+def test_value_options_with_bits_mysql_does_not_write_stop_the_reader() -> None:
+    row = (1, "{}", "[]")
+    body = rows_body(TABLE_ID, COLUMNS, [(row, row)], partial=[{}])
+    assert body.endswith(partial_image(COLUMNS, row, {}))
+    cut = len(body) - len(partial_image(COLUMNS, row, {}))
+    assert body[cut] == 0  # value_options 0: no diff in the row
+    update = event(PARTIAL_UPDATE_ROWS, body[:cut] + b"\x02" + body[cut + 1 :], position=500)
+    seen = list(_read([replay._rotate(), _table_map(), update, replay.XID], "pure"))
+    with pytest.raises(ServerMisconfiguredError) as refused:
+        _decoded(seen)
+    text = str(refused.value)
+    assert text.startswith(f"{replay.FILE}:500: shop.docs: binlog_row_value_options"), text
+    assert "value_options 2 has bits" in text and "\n" not in text, text
