@@ -210,42 +210,56 @@ Node = dict[str, "Node"] | list["Node"] | Leaf
 """A binary JSON document as a tree (`tree`): objects, arrays and printed scalars."""
 
 
-def tree(data: bytes) -> Node:
+def tree(data: bytes, along: frozenset[tuple[object, ...]] | None = None) -> Node:
     """The document `data` as a tree that `render` prints as `json_text` prints `data`;
-    partial JSON updates are applied to it (`rowbus.producer.jsondiff`)."""
+    partial JSON updates are applied to it (`rowbus.producer.jsondiff`).
+
+    With `along` (paths: sequences of member names, any other leg standing for every array
+    cell), only the containers on those paths are made nodes; every other value stays a
+    `Leaf` of its printed text, which `render` prints as it is (stored keys are already in
+    MySQL's order), so a diff deep in a large document costs a print, not a tree."""
     if not data:
         return Leaf("null")
     try:
-        return _node(data[0], data, 1)
+        return _node(data[0], data, 1, along)
     except (IndexError, struct.error) as exc:
         raise JsonFormatError(f"truncated binary JSON ({exc})") from None
 
 
-def _node(kind: int, data: bytes, at: int) -> Node:
-    if kind not in (_SMALL_OBJECT, _LARGE_OBJECT, _SMALL_ARRAY, _LARGE_ARRAY):
+def _node(kind: int, data: bytes, at: int, along: frozenset[tuple[object, ...]] | None) -> Node:
+    if kind not in (_SMALL_OBJECT, _LARGE_OBJECT, _SMALL_ARRAY, _LARGE_ARRAY) or (
+        along is not None and not any(along)
+    ):
         return Leaf(_value(kind, data, at))
+    is_array = kind in (_SMALL_ARRAY, _LARGE_ARRAY)
     large = kind in (_LARGE_OBJECT, _LARGE_ARRAY)
     word = "<I" if large else "<H"
     w = 4 if large else 2
     count = struct.unpack_from(word, data, at)[0]
     p = at + 2 * w
     keys: list[str] = []
-    if kind in (_SMALL_OBJECT, _LARGE_OBJECT):
+    if not is_array:
         for _ in range(count):
             offset = struct.unpack_from(word, data, p)[0]
             length = struct.unpack_from("<H", data, p + w)[0]
             keys.append(data[at + offset : at + offset + length].decode("utf-8"))
             p += w + 2
+    cells = None
+    if along is not None and is_array:
+        cells = frozenset(path[1:] for path in along if path and not isinstance(path[0], str))
     values: list[Node] = []
-    for _ in range(count):
+    for n in range(count):
         vkind = data[p]
         if _inlined(vkind, large):
             values.append(Leaf(_inline(vkind, data, p + 1)))
         else:
             offset = struct.unpack_from(word, data, p + 1)[0]
-            values.append(_node(vkind, data, at + offset))
+            below = cells
+            if along is not None and not is_array:
+                below = frozenset(path[1:] for path in along if path and path[0] == keys[n])
+            values.append(_node(vkind, data, at + offset, below))
         p += 1 + w
-    if kind in (_SMALL_ARRAY, _LARGE_ARRAY):
+    if is_array:
         return values
     return dict(zip(keys, values, strict=True))
 

@@ -225,9 +225,10 @@ def apply_binary(before: bytes | None, vector: bytes) -> str:
     if before is None:
         raise JsonDiffError("the before image has no value to apply the JSON diffs to")
     try:
-        doc = tree(before)
         if not diffs:  # MySQL logs an unchanged value as an empty vector
             return json_text(before)
+        # Containers are made nodes only where a diff goes: the diffs' parents' paths.
+        doc = tree(before, frozenset((*d.path[:-1], "") for d in diffs))
         return render(apply(doc, diffs))
     except JsonFormatError as exc:
         raise JsonDiffError(f"a JSON diff's value: {exc}") from None
