@@ -193,7 +193,8 @@ def _run(setup: ReaderSetup, matrix: list[str]) -> CompressedRun:
 def _corpus_differences(
     run: CompressedRun, rows_of: dict[str, dict[Any, Any]]
 ) -> dict[str, list[str]]:
-    """Per corpus table that differs from the source: how (rows by id: column name -> value)."""
+    """Per corpus table that differs from the source: its wrong ids or values (`rows_of`: per
+    table, id -> the value of column v)."""
     out: dict[str, list[str]] = {}
     for case in CASES:
         source = run.corpus_rows[case.table]
@@ -348,6 +349,7 @@ def test_the_spark_sink_holds_both_suites_as_the_source_has_them(
                 cur.execute("SELECT id, v + 0 FROM f_enum_error ORDER BY id")
                 indexes.append(cur.fetchall())
         assert indexes[0] == indexes[1], "ENUM indexes (the error value is 0)"
+        assert (0,) in {r[1:] for r in indexes[0]}
     finally:
         applier.close()
         with connect(sink) as conn, conn.cursor() as cur:
