@@ -41,14 +41,19 @@ def _free_port() -> int:
 
 
 @contextmanager
-def private_source(setup: ReaderSetup, folder: Path, server_id: int) -> Iterator[ReaderSetup]:
-    """`setup` with its source a MariaDB of its own (binlog on, GTIDs) holding an empty
-    database `setup.database`, for a test that resets the binlog (RESET MASTER on the shared
-    stack's sources would pull it from under every other test's reader)."""
+def private_source(
+    setup: ReaderSetup, folder: Path, server_id: int, extra: tuple[str, ...] = ()
+) -> Iterator[ReaderSetup]:
+    """`setup` with its source a MariaDB of its own (binlog on, GTIDs, the server options
+    `extra`) holding an empty database `setup.database`, for a test that resets the binlog
+    (RESET MASTER on the shared stack's sources would pull it from under every other test's
+    reader) or needs a server setting no other test may see."""
     port = _free_port()
     assert port_is_free(port)
     name = f"own{server_id}"
-    server = MariaDB(name, port, f"test.{name}", folder / name, server_id=server_id, binlog=True)
+    server = MariaDB(
+        name, port, f"test.{name}", folder / name, server_id=server_id, binlog=True, extra=extra
+    )
     server.prepare()
     record = ProcessRecord(
         server.name, launch(server.command(), server.log_file), server.marker, server.address
