@@ -25,6 +25,7 @@ from rowbus.producer.exceptions import (
     PositionPurgedError,
     ServerMisconfiguredError,
     SourceUnavailableError,
+    UnsafeSettingError,
 )
 from rowbus.producer.history import BinlogResetError, check_history
 from rowbus.producer.online_ddl import OnlineDdl, binlog_history
@@ -301,12 +302,28 @@ class TermOpener:
         """The rest of an interrupted snapshot; or, after a finished one, the tables added to
         the configuration since (snapshotted alone, the others not); or nothing."""
         if not state.done:
+            self._refuse_unmarked_restart(state)
             return self._prepare_snapshot(server, state, upstream=resume.upstream)
         if mode != "never":
             return self._prepare_snapshot(
                 server, state, stream_from=resume, upstream=resume.upstream
             )
         return None
+
+    def _refuse_unmarked_restart(self, state: SnapshotState) -> None:
+        """A keyless table half published with markers is read again from its start; only a
+        new `snapshot_begin` makes consumers drop the rows already published (PROTOCOL.md
+        §9.7). With markers now off its rows would be doubled downstream: refuse."""
+        if self.settings.snapshot_markers:
+            return
+        half = state.half_published_keyless()
+        if half:
+            raise UnsafeSettingError(
+                f"reader.snapshot_markers is false, but source {self.source.name}'s snapshot "
+                f"of keyless table {', '.join(t.name for t in half)} was published in part "
+                "with markers: read again without a snapshot_begin its rows would be doubled "
+                "in consumers; set reader.snapshot_markers: true until the snapshot is done"
+            )
 
     def _new_snapshot(self, server: SourceServer, upstream: int = 0) -> Prepared:
         prepared = self._prepare_snapshot(server, None, upstream=upstream)
