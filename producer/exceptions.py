@@ -5,6 +5,7 @@
     ├── PositionPurgedError       the start/resume position is no longer on the server (fatal)
     ├── BadStartPositionError     a start position that cannot be parsed or found (fatal)
     ├── CorruptBinlogError        an event that cannot be read back, e.g. corrupt zlib (fatal)
+    ├── UnsafeSettingError        a setting changed that the checkpoint cannot resume under (fatal)
     ├── SourceUnavailableError    the server cannot be reached or dropped the stream (retryable)
     ├── PublishError              Kafka refused a record or a transaction (retryable unless fatal)
     │   └── FencedError           another reader took the source over (fatal for this leadership)
@@ -39,6 +40,11 @@ class BadStartPositionError(ReaderError):
 class CorruptBinlogError(ReaderError):
     """An event whose bytes cannot be read back into what the server logged: a compressed event
     that does not inflate to its declared length, or whose checksum does not match."""
+
+
+class UnsafeSettingError(ReaderError):
+    """A setting changed between restarts in a way the checkpoint's state cannot continue under
+    without corrupting consumers' data (e.g. markers turned off mid keyless snapshot)."""
 
 
 class SourceUnavailableError(ReaderError):

@@ -129,7 +129,9 @@ class ReaderSettings(StrictModel):
     1.5, PROTOCOL.md §9.7), so consumers bring the table to exactly the snapshot's rows: rows
     deleted during a history lost to ``RESET MASTER`` go, a keyless table is not duplicated.
     On by default: the Subscriber, the sharded subscriber and the apply job read them. Off
-    only for consumers of protocol 1.4, which refuse the new record kinds."""
+    only for consumers of protocol 1.4, which refuse the new record kinds. Turned off while a
+    keyless table's snapshot is published in part, the reader refuses to start: read again
+    without a new begin, its rows would be doubled downstream."""
     signal_topic: str | None = None
     """The topic `rowbus snapshot` signals on (the control topic, ``rowbus.control``): the
     reader follows it and backfills the tables asked while streaming. None: no signals."""

@@ -110,6 +110,11 @@ class SnapshotDriver:
             cut_keyless=self.settings.snapshot_markers,
         )
         progress = Progress(state)
+        for gone in prepared.gone:
+            # A reset snapshot's table the source no longer has: it holds no rows (§9.7);
+            # committed with the first chunk, and not again after a restart (not "gone" then).
+            self.marker(term, gone, snapshot_id(state, gone.qualified), None)
+            self.marker(term, gone, snapshot_id(state, gone.qualified), 0)
         try:
             for chunk in reader.chunks():
                 table = state.tables[chunk.table.qualified]

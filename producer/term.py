@@ -25,6 +25,7 @@ from rowbus.producer.exceptions import (
     PositionPurgedError,
     ServerMisconfiguredError,
     SourceUnavailableError,
+    UnsafeSettingError,
 )
 from rowbus.producer.history import BinlogResetError, check_history
 from rowbus.producer.online_ddl import OnlineDdl, binlog_history
@@ -199,12 +200,14 @@ class TermOpener:
                 if mode != "when_needed":
                     raise
                 log.warning("%s: %s; taking a new snapshot", self.source.name, exc)
-                state, fragment = None, None
+                before, state, fragment = state, None, None
                 # After a reset the new files start again at 1: the next upstream epoch keeps
                 # order keys growing (PROTOCOL.md §9.4).
                 prepared = self._new_snapshot(
                     server, checkpoint.position.upstream + isinstance(exc, BinlogResetError)
                 )
+                if s.snapshot_markers:
+                    prepared.gone = self._gone(prepared, before, stored.tables)
                 resume = prepared.state.position
                 gtid = GtidState(resume.gtid)
             if state is not None:
@@ -301,12 +304,57 @@ class TermOpener:
         """The rest of an interrupted snapshot; or, after a finished one, the tables added to
         the configuration since (snapshotted alone, the others not); or nothing."""
         if not state.done:
+            self._refuse_unmarked_restart(state)
             return self._prepare_snapshot(server, state, upstream=resume.upstream)
         if mode != "never":
             return self._prepare_snapshot(
                 server, state, stream_from=resume, upstream=resume.upstream
             )
         return None
+
+    def _gone(
+        self,
+        prepared: Prepared,
+        before: SnapshotState | None,
+        tables: Mapping[TableName, TableSchema | None],
+    ) -> list[TableSchema]:
+        """The tables consumers may hold from before a lost history that the new snapshot
+        does not find (dropped meanwhile): those the previous snapshot read and those the
+        stream's table states know, that the filter still wants. A table a consumer does not
+        hold costs it nothing (PROTOCOL.md §9.7)."""
+        names = {(t.schema, t.table) for t in tables}
+        if before is not None:
+            for name in before.tables:
+                schema, _, table = name.partition(".")
+                names.add((schema, table))
+        gone = [
+            TableSchema(schema, table, (), ())
+            for schema, table in sorted(names)
+            if f"{schema}.{table}" not in prepared.schemas and self._filter.wanted(schema, table)
+        ]
+        for t in gone:
+            log.warning(
+                "%s: %s is gone since the lost history; its snapshot of no rows empties it "
+                "in consumers",
+                self.source.name,
+                t.qualified,
+            )
+        return gone
+
+    def _refuse_unmarked_restart(self, state: SnapshotState) -> None:
+        """A keyless table half published with markers is read again from its start; only a
+        new `snapshot_begin` makes consumers drop the rows already published (PROTOCOL.md
+        §9.7). With markers now off its rows would be doubled downstream: refuse."""
+        if self.settings.snapshot_markers:
+            return
+        half = state.half_published_keyless()
+        if half:
+            raise UnsafeSettingError(
+                f"reader.snapshot_markers is false, but source {self.source.name}'s snapshot "
+                f"of keyless table {', '.join(t.name for t in half)} was published in part "
+                "with markers: read again without a snapshot_begin its rows would be doubled "
+                "in consumers; set reader.snapshot_markers: true until the snapshot is done"
+            )
 
     def _new_snapshot(self, server: SourceServer, upstream: int = 0) -> Prepared:
         prepared = self._prepare_snapshot(server, None, upstream=upstream)

@@ -11,6 +11,12 @@ diff of testdata. Other implementations check themselves against `testdata/manif
 * ``versioned``: values of older versions (``vX.Y/``) with their headers and the record a
   decoder of this version reads from them;
 * ``invalid``: values a decoder must refuse, with the reason.
+
+The ``reader_ddl_*`` vectors (``"origin": "reader"``) are not built here: they are what the real
+reader published for one statement of every DDL kind, masked, stored in
+`testdata/reader_ddl.json` by ``tests/integration/producer/test_golden_ddl.py`` (which re-captures
+them, and fails when the reader's output drifts from them); this module encodes them like the
+others.
 """
 
 from __future__ import annotations
@@ -51,6 +57,8 @@ from rowbus.protocol.partition import encode_key, java_partition, murmur2
 from rowbus.protocol.values import ZeroDate
 
 TESTDATA = Path(__file__).resolve().parent / "testdata"
+READER_DDL_FILE = TESTDATA / "reader_ddl.json"
+"""The DDL records the real reader published, masked (module docstring)."""
 SUFFIX = {Encoding.PROTOBUF: "pb", Encoding.AVRO: "avro", Encoding.JSON: "json"}
 TS = (1_714_566_645_123 << 16) | 2  # 2024-05-01T12:30:45.123Z, logical 2
 GTID = "3e11fa47-71ca-11e1-9e33-c80aa9429562:23"
@@ -432,11 +440,22 @@ def _headers(headers: list[tuple[str, bytes]]) -> dict[str, str]:
     return {k: v.decode() for k, v in headers}
 
 
+def reader_samples(path: Path = READER_DDL_FILE) -> dict[str, Record]:
+    """The captured records of `path`, as `reader_ddl_<name>` samples."""
+    from rowbus.protocol.codec.jsonc import from_json
+
+    if not path.exists():
+        return {}
+    records = json.loads(path.read_text(encoding="utf-8"))["records"]
+    return {f"reader_ddl_{name}": from_json(record) for name, record in records.items()}
+
+
 def build() -> dict[str, bytes]:
     """Every testdata file: name -> bytes."""
     files: dict[str, bytes] = {}
     vectors = []
-    for name, record in SAMPLES.items():
+    captured = reader_samples()
+    for name, record in {**SAMPLES, **captured}.items():
         expected = f"{name}.expected.json"
         files[expected] = _pretty(to_json(record))
         for encoding in Encoding:
@@ -451,6 +470,7 @@ def build() -> dict[str, bytes]:
                     "file": file,
                     "headers": _headers(headers),
                     "expected": expected,
+                    **({"origin": "reader"} if name in captured else {}),
                 }
             )
     keys = [

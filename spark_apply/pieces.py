@@ -26,7 +26,7 @@ from typing import BinaryIO
 
 from rowbus.merge.spill import Chunk, DataEvent
 from rowbus.protocol.codec import decode, encode
-from rowbus.protocol.events import DdlChange, RowChange
+from rowbus.protocol.events import DdlChange, RowChange, SnapshotBegin, SnapshotEnd
 from rowbus.spark_apply.literals import LitImage
 from rowbus.spark_apply.rendered import Wire
 
@@ -180,5 +180,7 @@ def _records(parts: Iterator[bytes], count: int) -> Iterator[tuple[int, DataEven
         start = pos + _HEADER.size
         event = decode(buf[start : start + length], None)
         pos = start + length
-        assert isinstance(event, RowChange | DdlChange)
+        # every kind a merger holds, snapshot markers (1.5) included: a marker stashed at a
+        # batch's end is read back from the pieces in a later one
+        assert isinstance(event, RowChange | DdlChange | SnapshotBegin | SnapshotEnd)
         yield offset, event

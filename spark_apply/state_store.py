@@ -40,7 +40,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from rowbus.protocol.codec import decode, encode
-from rowbus.protocol.events import DdlChange, RowChange
+from rowbus.protocol.events import DdlChange, RowChange, SnapshotBegin, SnapshotEnd
 from rowbus.spark_apply.pieces import Fetch, PieceSpill
 from rowbus.spark_apply.planner import Envelope, PlannerState
 
@@ -85,7 +85,7 @@ def unframe(data: bytes) -> list[Envelope]:
         pos += n
         event = decode(data[pos : pos + size], None)
         pos += size
-        assert isinstance(event, RowChange | DdlChange)
+        assert isinstance(event, RowChange | DdlChange | SnapshotBegin | SnapshotEnd)
         out.append(Envelope(topic, partition, offset, event))
     return out
 

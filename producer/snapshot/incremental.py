@@ -155,8 +155,9 @@ class Incremental:
                 refused = "not a table this reader streams"
             elif not found.primary_key:
                 refused = (
-                    "it has no primary key: keyless rows cannot be chunked or told apart from "
-                    "streamed changes (PROTOCOL.md §9.3); the initial snapshot reads it whole"
+                    "it has no primary key: keyless rows read while streaming cannot be told "
+                    "apart from the streamed changes (PROTOCOL.md §9.7); a reset snapshot "
+                    "replaces it whole"
                 )
             if refused is not None:
                 log.warning("incremental snapshot of %s refused: %s", name, refused)

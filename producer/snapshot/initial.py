@@ -4,7 +4,7 @@ shows out of the stream (`unshown`)."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from rowbus.clients.settings import SourceConnection
 from rowbus.producer.assembler import Change, RowItem, Transaction
@@ -24,6 +24,9 @@ class Prepared:
     state: SnapshotState
     views: list[ReadView]
     schemas: dict[str, TableSchema]
+    gone: list[TableSchema] = field(default_factory=list)
+    """A reset snapshot's tables the stream had before and the read view does not find: each
+    gets a snapshot of no rows, so consumers hold none of it (PROTOCOL.md §9.7)."""
 
     def close(self) -> None:
         for v in self.views:

@@ -280,6 +280,13 @@ class SnapshotState:
     def pending(self) -> list[TableProgress]:
         return [t for t in self.tables.values() if not t.done]
 
+    def half_published_keyless(self) -> list[TableProgress]:
+        """Keyless tables whose snapshot began (some rows, or an earlier attempt, published)
+        and did not end. Only markers let consumers take those rows back: without a new
+        `snapshot_begin` to empty the table, reading it again would double them (PROTOCOL.md
+        §9.7)."""
+        return [t for t in self.pending() if t.keyless and (t.chunks or t.restarts)]
+
     # ---- the streamed changes ------------------------------------------------------------------
 
     @property

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rowbus.config import MySQLSettings
+from rowbus.consumers.stores.sql import SqlCheckpointStore
 from rowbus.consumers.subscriber import Subscriber
 from rowbus.merge.transaction import Transaction
 from rowbus.protocol.events import RowChange, SnapshotBegin, SnapshotEnd
@@ -19,12 +20,17 @@ from tests.conftest import connect
 
 class MarkedApply:
     """Applies released transactions to `database` (tables of the same names as upstream),
-    one sink transaction per call; rows by primary key (REPLACE / DELETE), keyless rows one by
-    one by all their columns (§9.3)."""
+    one sink transaction per call (with a store, each transaction's checkpoint in it); rows by
+    primary key (REPLACE / DELETE), keyless rows one by one by all their columns (§9.3)."""
 
-    def __init__(self, sink: MySQLSettings, database: str) -> None:
+    def __init__(
+        self, sink: MySQLSettings, database: str, store: SqlCheckpointStore | None = None
+    ) -> None:
         self.conn = connect(sink, database, autocommit=False)
         self.database = database
+        self.store = store
+        """Given: each transaction's checkpoint is saved in the sink transaction that applies
+        it (exactly once), so a Subscriber restarted from `store` resumes after it."""
         self.markers: list[SnapshotBegin | SnapshotEnd] = []
         with self.conn.cursor() as cur:
             cur.execute(snapshots.running_sql([database]))
@@ -35,11 +41,13 @@ class MarkedApply:
             marker = txn.marker
             if marker is not None:
                 self._marker(marker)
-                continue
-            with self.conn.cursor() as cur:
-                for ev in txn.events:
-                    if isinstance(ev, RowChange):
-                        self._row(cur, sub, ev)
+            else:
+                with self.conn.cursor() as cur:
+                    for ev in txn.events:
+                        if isinstance(ev, RowChange):
+                            self._row(cur, sub, ev)
+            if self.store is not None:
+                self.store.save_in(self.conn, txn.checkpoint)
         self.conn.commit()
 
     def _keys(self, target: Target) -> tuple[bool, list[str]]:

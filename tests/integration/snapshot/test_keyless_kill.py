@@ -4,19 +4,27 @@ snapshot id, whose `snapshot_begin` empties the table again in consumers; change
 the two read views are dropped from the stream (the new read shows them), later ones streamed.
 The Subscriber's rebuild (following from the topic's start) and the Spark sink (one run over the
 whole topic into an empty database) end equal to the source — the keyless table as a multiset,
-its rows neither lost nor doubled — and so does a keyed table snapshotted beside it."""
+its rows neither lost nor doubled — and so does a keyed table snapshotted beside it. Between
+the two readers, one started with `snapshot_markers: false` is refused in one line: it would read
+the half-published table again with no new begin, doubling its rows downstream."""
 
 from __future__ import annotations
 
 import dataclasses
 import signal
+import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from rowbus.config import Settings
 from rowbus.consumers.subscriber import Subscriber
 from rowbus.exceptions import WaitTimeoutError
+from rowbus.producer.exceptions import UnsafeSettingError
+from rowbus.producer.reader import Reader
+from rowbus.producer.settings import ReaderSettings
 from rowbus.protocol.events import SnapshotBegin, SnapshotEnd
 from rowbus.waiting import wait_for
 from tests.integration.producer.helpers import ReaderSetup, TopicReader, start_reader_process
@@ -93,6 +101,9 @@ def test_a_keyless_table_ends_equal_after_a_kill_9_of_the_reader_mid_snapshot(
             f"UPDATE {db}.k SET b = 'u' WHERE a = 2 LIMIT 2",
             f"DELETE FROM {db}.t WHERE id <= 5",
         )
+        # Markers turned off now would read the half-published table again with no new
+        # snapshot_begin to take its first rows back: the reader refuses (PROTOCOL.md §9.7).
+        _refused_without_markers(setup, name)
         second = start_reader_process(config, setup.source, "reader-b", log)
         procs.append(second)
         index.until(
@@ -124,6 +135,31 @@ def test_a_keyless_table_ends_equal_after_a_kill_9_of_the_reader_mid_snapshot(
     assert len(begins) == 2 and begins[1] == f"{begins[0]}:again1", begins
     assert [(m.snapshot, m.rows) for m in ends] == [(begins[1], keyless.rows)]
     _spark_apply(services, setup, make_database(services.resolved_sink), tmp_path)
+
+
+def _refused_without_markers(setup: ReaderSetup, table: str) -> None:
+    """A reader with `snapshot_markers: false` stops at its start, in one line naming the
+    setting and the table, before publishing anything."""
+    settings = ReaderSettings(
+        **setup.reader_settings(
+            election=False,
+            snapshot="initial",
+            snapshot_chunk_rows=CHUNK_ROWS,
+            snapshot_parallelism=1,
+            snapshot_markers=False,
+        )
+    )
+    reader = Reader(setup.source_connection(), settings, setup.services_for_reader())
+    stop = threading.Event()
+    deadline = threading.Timer(60, stop.set)  # a reader that does not refuse runs until then
+    deadline.start()
+    try:
+        with pytest.raises(UnsafeSettingError) as refused:
+            reader.run(stop)
+    finally:
+        deadline.cancel()
+    line = str(refused.value)
+    assert "\n" not in line and "reader.snapshot_markers" in line and table in line, line
 
 
 def _rebuild(services: Settings, s: ReaderSetup, sink_db: str) -> list[SnapshotBegin | SnapshotEnd]:

@@ -146,3 +146,20 @@ def test_a_keyless_table_begun_is_read_again_from_its_start_at_the_new_view() ->
     state.resume_at(AFTER)
     assert state.tables["d.k"].restarts == 1
     assert [s.position for s in state.tables["d.k"].segments] == [AFTER]
+
+
+def test_a_keyless_table_is_half_published_from_its_first_chunk_until_its_end() -> None:
+    """What `reader.snapshot_markers: false` must refuse to continue (PROTOCOL.md §9.7): only a
+    new `snapshot_begin` takes a keyless table's published rows back."""
+    state = SnapshotState.start(P1, [KEYLESS_T, INT_T], {})
+    k, t = state.tables["d.k"], state.tables["d.t"]
+    assert state.half_published_keyless() == []  # nothing published yet
+    t.last_key, t.rows, t.chunks = (9,), 9, 1
+    assert state.half_published_keyless() == []  # a keyed table resumes after its last key
+    k.last_key, k.rows, k.chunks = (), 40, 2
+    assert [x.name for x in state.half_published_keyless()] == ["d.k"]
+    state = SnapshotState.from_json(state.to_json())
+    state.resume_at(P2)  # read again from its start: no chunk of the new attempt yet
+    assert [x.name for x in state.half_published_keyless()] == ["d.k"]
+    state.tables["d.k"].done = True
+    assert state.half_published_keyless() == []

@@ -10,12 +10,16 @@ import pytest
 
 from rowbus.protocol.codec import Encoding, decode, encode
 from rowbus.protocol.codec.jsonc import to_json, value_from_json
+from rowbus.protocol.ddl import DdlKind
 from rowbus.protocol.errors import ProtocolError
-from rowbus.protocol.golden import SAMPLES, TESTDATA, build
+from rowbus.protocol.events import DdlChange
+from rowbus.protocol.golden import READER_DDL_FILE, SAMPLES, TESTDATA, build, reader_samples
 from rowbus.protocol.partition import encode_key, java_partition, murmur2
 from tests.unit.protocol.protocol_strategies import strict
+from tests.unit.protocol.schema_rules import violations
 
 MANIFEST: dict[str, Any] = json.loads((TESTDATA / "manifest.json").read_text(encoding="utf-8"))
+RECORDS = {**SAMPLES, **reader_samples()}
 
 
 def test_every_kind_and_encoding_has_a_vector() -> None:
@@ -25,11 +29,24 @@ def test_every_kind_and_encoding_has_a_vector() -> None:
     assert seen == {(k, e.value) for k in kinds for e in Encoding}
 
 
+def test_every_ddl_kind_has_a_vector_of_the_readers_real_output() -> None:
+    """Captured by tests/integration/producer/test_golden_ddl.py (PROTOCOL.md §10)."""
+    captured = {v["name"] for v in MANIFEST["vectors"] if v.get("origin") == "reader"}
+    kinds = set()
+    for name in captured:
+        record = RECORDS[name]
+        assert isinstance(record, DdlChange)
+        kinds.add(record.kind)
+        if record.table_schema is not None:  # as published, it obeys §1.1
+            assert violations(record.table_schema) == []
+    assert kinds == set(DdlKind)
+
+
 @pytest.mark.parametrize("vector", MANIFEST["vectors"], ids=lambda v: v["file"])
 def test_vector(vector: dict[str, Any]) -> None:
     data = (TESTDATA / vector["file"]).read_bytes()
     headers = [(k, v.encode()) for k, v in vector["headers"].items()]
-    record = SAMPLES[vector["name"]]
+    record = RECORDS[vector["name"]]
     # encoding the sample gives the checked-in bytes and headers
     value, sent = encode(record, Encoding(vector["encoding"]))
     assert value == data
@@ -68,7 +85,11 @@ def test_invalid_vector(case: dict[str, Any]) -> None:
 
 def test_testdata_is_exactly_what_the_generator_writes() -> None:
     """Regenerate with ``python -m rowbus.protocol.golden`` after a deliberate format change."""
-    on_disk = {p.name: p.read_bytes() for p in Path(TESTDATA).iterdir() if p.is_file()}
+    on_disk = {
+        p.name: p.read_bytes()
+        for p in Path(TESTDATA).iterdir()
+        if p.is_file() and p != READER_DDL_FILE  # the captured input, not built
+    }
     # and what a decoder of this version reads from each older version's frozen values
     for p in Path(TESTDATA).glob("v*/*.expected.json"):
         on_disk[f"{p.parent.name}/{p.name}"] = p.read_bytes()

@@ -10,9 +10,11 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rowbus.protocol import golden
 from rowbus.protocol.events import Op
 from rowbus.spark_apply.pieces import PieceSpill
 from rowbus.spark_apply.planner import Envelope, Plan, PlannerState, plan
+from rowbus.spark_apply.state_store import frames, unframe
 from tests.unit.spark_apply.events import ddl, resolved, row, table
 
 T = "topic"
@@ -186,3 +188,19 @@ def test_a_spilled_transaction_split_by_a_shard_ddl_hold_is_rewritten_intact() -
     held = [e.event.after for s in p2.steps for e in s.rows]  # type: ignore[union-attr]
     assert held == [(i, "x" * 40, 1) for i in range(0, rows, 2)]
     spill2.close()
+
+
+def test_snapshot_markers_held_at_a_batch_end_are_read_back_in_a_later_batch() -> None:
+    """A marker (1.5) the merger still holds when a batch ends is spilled like a row and read
+    back from the sink's pieces (and from the stash frames of a state stored whole) in a later
+    batch: both readers refused every kind but rows and DDLs, and the job stopped."""
+    begin, ddl_, end = (golden.SAMPLES[n] for n in ("snapshot_begin", "ddl", "snapshot_end"))
+    spill = PieceSpill(1)
+    chunk = spill.write([(5, begin), (6, ddl_), (7, end)])  # type: ignore[list-item]
+    pieces = Pieces()
+    pieces.stored[1] = dict(spill.pieces(16))  # a marker cut across pieces
+    later = PieceSpill(2, pieces.fetch)
+    assert list(later.read(chunk)) == [(5, begin), (6, ddl_), (7, end)]
+    assert later.fetched > 1
+    stash = [Envelope(T, 0, 5, begin), Envelope(T, 1, 6, ddl_), Envelope(T, 2, 7, end)]
+    assert unframe(b"".join(frames(stash))) == stash
