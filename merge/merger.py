@@ -40,14 +40,14 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
-from typing import TypeAlias
+from typing import TypeAlias, TypeVar, overload
 
 from rowbus.merge.checkpoint import Checkpoint, Lane, TopicPartition
 from rowbus.merge.cut import Split, table_of
 from rowbus.merge.hold import hold
 from rowbus.merge.lanes import Blocker, Lanes
 from rowbus.merge.positions import Floor, event_key
-from rowbus.merge.spill import Spill
+from rowbus.merge.spill import DataEvent, Spill
 from rowbus.merge.stash import MergerStats, Pending, Stash, ddl_txn_id, marker_txn_id
 from rowbus.merge.state import MergerSnapshot, Table
 from rowbus.merge.trail import CheckpointTrail, Step
@@ -73,6 +73,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+S = TypeVar("S", bound=MergerSnapshot)
 
 DdlGate: TypeAlias = Callable[[DdlChange, KafkaPosition], bool]
 """Whether a released DDL (read at that position) may go now; see `Merger.release`."""
@@ -352,22 +354,32 @@ class Merger:
 
     # -- state -----------------------------------------------------------------------------
 
-    def snapshot(self, *, keep_spilled: bool = False) -> MergerSnapshot:
+    @overload
+    def snapshot(self, *, keep_spilled: bool = False) -> MergerSnapshot: ...
+
+    @overload
+    def snapshot(self, *, keep_spilled: bool = False, into: type[S]) -> S: ...
+
+    def snapshot(
+        self, *, keep_spilled: bool = False, into: type[MergerSnapshot] = MergerSnapshot
+    ) -> MergerSnapshot:
         """The whole state as a plain value; spilled events are read back into it, unless
         `keep_spilled`: then a transaction with spilled events is named by its index
         (`SpilledTxn`, chunks of the spill store, which must outlive the snapshot) and only
-        its events still in memory are in the stash."""
+        its events still in memory are in the stash. `into`: the record to fill, a
+        `MergerSnapshot` or a subclass that adds fields of its own (with defaults; the Spark
+        planner's `PlannerState`)."""
         lanes = self._lanes
         stash, spilled = self._stash.entries(keep_spilled)
-        return MergerSnapshot(
+        return into(
             expected=tuple(sorted(lanes.expected)),
             watermarks=dict(lanes.watermarks),
             raised_at=dict(lanes.raised_at),
-            last_positions=dict(lanes.last),
+            last_seen=dict(lanes.last),
             floors=dict(lanes.floors),
-            next_offsets=dict(lanes.next_offsets),
+            offsets=dict(lanes.next_offsets),
             ts=self._ts,
-            stash=tuple(stash),
+            stash=stash,
             spilled=tuple(spilled),
             split=dict(self._stash.split),
         )
@@ -385,7 +397,7 @@ class Merger:
         merger = cls(
             snapshot.expected,
             floors=snapshot.floors,
-            start_offsets=snapshot.next_offsets,
+            start_offsets=snapshot.offsets,
             memory_limit=memory_limit,
             spill=spill,
             clock=clock,
@@ -398,10 +410,13 @@ class Merger:
             raise ValueError("a snapshot naming spilled chunks needs their spill store")
         for txn in snapshot.spilled:
             stash.restore(txn)
-        for topic, partition, offset, event in snapshot.stash:
-            stash.add((topic, partition), offset, event, event_key(event))
-        stash.restore_split(dict(snapshot.split))
-        lanes.last.update(snapshot.last_positions)
+        for env in snapshot.stash:
+            event = env.event
+            if not isinstance(event, DataEvent):
+                raise TypeError(f"{env.position}: a {type(event).__name__} cannot be stashed")
+            stash.add((env.topic, env.partition), env.offset, event, event_key(event))
+        stash.restore_split(snapshot.split)
+        lanes.last.update(snapshot.last_seen)
         return merger
 
     def close(self) -> None:

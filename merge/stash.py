@@ -23,7 +23,7 @@ from rowbus.merge.checkpoint import TopicPartition
 from rowbus.merge.cut import Side, Split, table_of
 from rowbus.merge.positions import PosKey, event_key
 from rowbus.merge.spill import DataEvent, Spill, SpillStore
-from rowbus.merge.state import SpilledRun, SpilledTxn, Table
+from rowbus.merge.state import Envelope, SpilledRun, SpilledTxn, Table
 from rowbus.merge.transaction import KafkaPosition, Run
 from rowbus.protocol.events import DdlChange, SnapshotBegin, SnapshotEnd
 
@@ -344,25 +344,25 @@ class Stash:
 
     # -- state -----------------------------------------------------------------------------
 
-    def entries(
-        self, keep_spilled: bool
-    ) -> tuple[list[tuple[str, int, int, DataEvent]], list[SpilledTxn]]:
-        """The stash as (topic, partition, offset, event) entries, spilled events read back,
-        unless `keep_spilled`: then a transaction with spilled events is named by its index
-        (`SpilledTxn`) and only its events still in memory are entries."""
-        stash: list[tuple[str, int, int, DataEvent]] = []
+    def entries(self, keep_spilled: bool) -> tuple[list[Envelope], list[SpilledTxn]]:
+        """The stash as entries, spilled events read back, unless `keep_spilled`: then a
+        transaction with spilled events is named by its index (`SpilledTxn`) and only its
+        events still in memory are entries."""
+        stash: list[Envelope] = []
         spilled: list[SpilledTxn] = []
         for pending in self.pending.values():
             if keep_spilled and any(run.chunks for run in pending.runs.values()):
                 spilled.append(_index(pending))
                 for run in pending.runs.values():
                     stash.extend(
-                        (run.topic, run.partition, o, e)
+                        Envelope(run.topic, run.partition, o, e)
                         for o, e in zip(run.offsets, run.events, strict=True)
                     )
                 continue
             for run in pending.runs.values():
-                stash.extend((run.topic, run.partition, o, e) for o, e in run.items(self.spill))
+                stash.extend(
+                    Envelope(run.topic, run.partition, o, e) for o, e in run.items(self.spill)
+                )
         return stash, spilled
 
     def restore(self, txn: SpilledTxn) -> None:
