@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+READER_LABELS = {"errors_total": "kind", "xa_prepared_age_seconds": "xid"}
+"""The labels of the reader's keyed counters (`ReaderMetrics.prometheus`)."""
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     reader = sub.add_parser("reader", help="binlog readers")
@@ -43,6 +46,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "every task after its open batch",
     )
     node.add_argument("--node-id", default=None, help="this node's name (default: host-pid)")
+    add_metrics_port(node, "reader.metrics_port")
     node.set_defaults(func=_node)
     nodes = actions.add_parser("nodes", help="list the cluster's nodes and replication sets")
     nodes.add_argument("--json", action="store_true", help="one JSON document")
@@ -128,7 +132,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         exporter.register(
             "reader",
             reader.metrics.prometheus,
-            labels={"errors_total": "kind", "xa_prepared_age_seconds": "xid"},
+            labels=READER_LABELS,
             static={"source": source.name, "reader": reader.reader_id},
         )
         bound = exporter.serve(port)
@@ -151,7 +155,25 @@ def _node(args: argparse.Namespace, settings: Settings) -> int:
         cluster = reader_settings.cluster.model_copy(update={"node_id": args.node_id})
         reader_settings = reader_settings.model_copy(update={"cluster": cluster})
     node = ClusterNode({s.name: s for s in settings.sources}, reader_settings, _services(settings))
-    node.run(stop)
+    port = metrics_port(args, reader_settings.metrics_port)
+    exporter = None
+    if port is not None:
+        # The same series as `reader run`'s, one per task the node runs now (label `source`).
+        exporter = Exporter()
+        exporter.register_each(
+            "reader",
+            lambda: {s: t.reader.metrics.prometheus() for s, t in list(node.tasks.items())},
+            label="source",
+            labels=READER_LABELS,
+            static={"node": node.node_id},
+        )
+        bound = exporter.serve(port)
+        log.warning("reader node %s metrics on http://127.0.0.1:%d/metrics", node.node_id, bound)
+    try:
+        node.run(stop)
+    finally:
+        if exporter is not None:
+            exporter.close()
     return 0
 
 
