@@ -14,7 +14,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from rowbus.clients.prometheus import Exporter
-from rowbus.commands.common import add_metrics_port, metrics_port
+from rowbus.commands.common import add_metrics_port, metrics_port, serving_metrics
 from rowbus.config import Settings
 
 if TYPE_CHECKING:
@@ -126,22 +126,17 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         reader_settings = reader_settings.model_copy(update={"reader_id": args.reader_id})
     reader = Reader(source, reader_settings, services)
     port = metrics_port(args, reader_settings.metrics_port)
-    exporter = None
-    if port is not None:
-        exporter = Exporter()
+
+    def register(exporter: Exporter) -> None:
         exporter.register(
             "reader",
             reader.metrics.prometheus,
             labels=READER_LABELS,
             static={"source": source.name, "reader": reader.reader_id},
         )
-        bound = exporter.serve(port)
-        log.warning("reader %s metrics on http://127.0.0.1:%d/metrics", reader.reader_id, bound)
-    try:
+
+    with serving_metrics(port, register, f"reader {reader.reader_id}"):
         reader.run(stop)
-    finally:
-        if exporter is not None:
-            exporter.close()
     log.warning("reader %s stopped: %s", reader.reader_id, reader.metrics.snapshot())
     return 0
 
@@ -156,10 +151,9 @@ def _node(args: argparse.Namespace, settings: Settings) -> int:
         reader_settings = reader_settings.model_copy(update={"cluster": cluster})
     node = ClusterNode({s.name: s for s in settings.sources}, reader_settings, _services(settings))
     port = metrics_port(args, reader_settings.metrics_port)
-    exporter = None
-    if port is not None:
+
+    def register(exporter: Exporter) -> None:
         # The same series as `reader run`'s, one per task the node runs now (label `source`).
-        exporter = Exporter()
         exporter.register_each(
             "reader",
             lambda: {s: t.reader.metrics.prometheus() for s, t in list(node.tasks.items())},
@@ -167,13 +161,9 @@ def _node(args: argparse.Namespace, settings: Settings) -> int:
             labels=READER_LABELS,
             static={"node": node.node_id},
         )
-        bound = exporter.serve(port)
-        log.warning("reader node %s metrics on http://127.0.0.1:%d/metrics", node.node_id, bound)
-    try:
+
+    with serving_metrics(port, register, f"reader node {node.node_id}"):
         node.run(stop)
-    finally:
-        if exporter is not None:
-            exporter.close()
     return 0
 
 
