@@ -103,7 +103,6 @@ class Merger:
         spill: Spill | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._clock = clock
         self.stats = MergerStats()
         self._lanes = Lanes(
             clock, floors=floors, start_offsets=start_offsets, watermarks=watermarks
