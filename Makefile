@@ -11,7 +11,7 @@ EXTRAS ?= test,local,tansu,spark
 .PHONY: setup lint unit test demo up down status clean proto sanitize fuzz
 
 $(STAMP): pyproject.toml setup.py producer/_rows.c producer/snapshot/_resultset.c \
-	spark_apply/_literals.c
+	spark_apply/_literals.c native/rowbus_buffer.h
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(EXTRAS)]'

@@ -11,6 +11,9 @@ and `tests/unit/spark_apply/test_rendered.py` fail then, so CI notices.
 
 from setuptools import Extension, setup
 
+# The growable output buffer `_rows.c` and `_literals.c` share (one header, no library).
+SHARED = {"include_dirs": ["native"], "depends": ["native/rowbus_buffer.h"]}
+
 setup(
     ext_modules=[
         Extension(
@@ -18,6 +21,7 @@ setup(
             sources=["producer/_rows.c"],
             extra_compile_args=["-O2", "-std=c11", "-Wall"],
             optional=True,
+            **SHARED,
         ),
         Extension(
             "rowbus.producer.snapshot._resultset",
@@ -30,6 +34,7 @@ setup(
             sources=["spark_apply/_literals.c"],
             extra_compile_args=["-O2", "-std=c11", "-Wall"],
             optional=True,
+            **SHARED,
         ),
     ]
 )

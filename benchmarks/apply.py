@@ -2,11 +2,13 @@
 
     python -m benchmarks.apply [--kafka H:P] [--sink H:P] [--source H:P] [--only PART] …
 
-Parts (all by default; nothing is asserted, figures are printed):
+Parts (all but ``lag2`` by default; nothing is asserted, figures are printed):
 
 - ``path``: the driver's apply path alone, in process, without Spark: W1 events as the source's
   Arrow batches → envelopes → plan → collapse → SQL → the sink, per phase (``--profile`` prints
   the hottest functions).
+- ``baseline``: the same W1 rows as one Python process inserts them bare into the sink
+  (multi-row INSERTs of 1,000 rows, a commit every 20,000): the rows/s ``apply`` is set against.
 - ``apply``: W1 (10 columns, 100-row transactions) pre-published to a topic exactly as a reader
   publishes it (rows, then a Resolved to every partition per transaction), then the Spark job
   run ``available_now`` over it: wall time, and the steady rate between its first and last
@@ -20,6 +22,9 @@ Parts (all by default; nothing is asserted, figures are printed):
 - ``lag``: a real reader (``rowbus reader run`` in a subprocess) on a source, the Spark job
   running, W1 written at ``--rate`` rows/s; each transaction's commit time against the moment
   its last row is visible in the sink (polled): p50/p99.
+- ``lag2``: W2 on two sources (``--rate`` row changes/s in all, single-row transactions,
+  ``--writers`` connections per source) through two real readers into the running job: the
+  commit-to-visible lag of its inserts, the run's thirds compared to tell whether lag grows.
 
 This tool drives the whole platform, so unlike the job it borrows from the application shell
 (the reader subprocess, the W1 workload).

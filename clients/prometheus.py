@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,9 +70,9 @@ class LatencyHistogram:
 @dataclass
 class _Source:
     prefix: str
-    snapshot: Callable[[], Snapshot]
+    snapshots: Callable[[], Iterable[tuple[Mapping[str, str], Snapshot]]]
+    """Each component's own labels and counters, read at a scrape."""
     labels: Mapping[str, str]
-    static: Mapping[str, str]
 
 
 class Exporter:
@@ -93,7 +93,27 @@ class Exporter:
     ) -> None:
         """Export `snapshot()` under ``rowbus_<prefix>_<key>``; `labels` names the label of a
         keyed mapping (key → label name), `static` labels every series."""
-        self._sources.append(_Source(prefix, snapshot, dict(labels or {}), dict(static or {})))
+        fixed = dict(static or {})
+        self._sources.append(_Source(prefix, lambda: [(fixed, snapshot())], dict(labels or {})))
+
+    def register_each(
+        self,
+        prefix: str,
+        snapshots: Callable[[], Mapping[str, Snapshot]],
+        *,
+        label: str,
+        labels: Mapping[str, str] | None = None,
+        static: Mapping[str, str] | None = None,
+    ) -> None:
+        """Like `register`, for components that come and go (a reader node's tasks):
+        `snapshots()` maps each one's name to its counters, and its series carry the name as
+        `label` besides `static`, in the same families as one component's."""
+        fixed = dict(static or {})
+
+        def each() -> list[tuple[Mapping[str, str], Snapshot]]:
+            return [({**fixed, label: name}, snap) for name, snap in snapshots().items()]
+
+        self._sources.append(_Source(prefix, each, dict(labels or {})))
 
     def serve(self, port: int, host: str = "127.0.0.1") -> int:
         """Start the HTTP endpoint (``/metrics``) in a daemon thread; the bound port."""
@@ -130,32 +150,40 @@ class _Collector:
             HistogramMetricFamily,
         )
 
+        families: dict[str, Any] = {}
         for src in self._sources:
             try:
-                snap = src.snapshot()
+                parts = list(src.snapshots())
             except Exception as exc:  # noqa: BLE001 - a component mid-start must not break scrapes
                 log.debug("metrics of %s unavailable: %s", src.prefix, exc)
                 continue
-            names = list(src.static)
-            values = list(src.static.values())
-            for key, value in snap.items():
-                name = f"rowbus_{src.prefix}_{key}"
-                if isinstance(value, LatencyHistogram):
-                    fam: Any = HistogramMetricFamily(
-                        name.removesuffix("_seconds") + "_seconds", key, labels=names
-                    )
-                    fam.add_metric(values, value.buckets(), value.total_s)
-                elif isinstance(value, Mapping):
-                    label = src.labels.get(key, "key")
-                    fam = _family(
-                        name, key, [*names, label], CounterMetricFamily, GaugeMetricFamily
-                    )
-                    for k, v in value.items():
-                        fam.add_metric([*values, str(k)], float(v))
-                else:
-                    fam = _family(name, key, names, CounterMetricFamily, GaugeMetricFamily)
-                    fam.add_metric(values, float(value))
-                yield fam
+            for static, snap in parts:
+                names = list(static)
+                values = list(static.values())
+                for key, value in snap.items():
+                    name = f"rowbus_{src.prefix}_{key}"
+                    # One family per name: components of one kind (a node's tasks) share it.
+                    fam = families.get(name)
+                    if isinstance(value, LatencyHistogram):
+                        if fam is None:
+                            fam = HistogramMetricFamily(
+                                name.removesuffix("_seconds") + "_seconds", key, labels=names
+                            )
+                        fam.add_metric(values, value.buckets(), value.total_s)
+                    elif isinstance(value, Mapping):
+                        label = src.labels.get(key, "key")
+                        if fam is None:
+                            fam = _family(
+                                name, key, [*names, label], CounterMetricFamily, GaugeMetricFamily
+                            )
+                        for k, v in value.items():
+                            fam.add_metric([*values, str(k)], float(v))
+                    else:
+                        if fam is None:
+                            fam = _family(name, key, names, CounterMetricFamily, GaugeMetricFamily)
+                        fam.add_metric(values, float(value))
+                    families[name] = fam
+        yield from families.values()
 
 
 def _family(name: str, doc: str, labels: list[str], counter: Any, gauge: Any) -> Any:

@@ -3,14 +3,18 @@
 A batch planner stores the snapshot taken after each batch (keyed by batch id) and rebuilds the
 merger from it with `Merger.from_snapshot`, so replaying a batch gives the same output. Events
 in the stash are encoded with the protocol's JSON codec, so the form is open.
+
+`MergerSnapshot` is the one record of that state: the Spark planner's `PlannerState` is a
+`MergerSnapshot` with the planner's own fields added (no second copy of the fields, no
+converter between two records); its stash entries are `Envelope`s, an event with its Kafka
+coordinates.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from rowbus.merge.checkpoint import Lane, TopicPartition, floor_from_json, floor_to_json
 from rowbus.merge.exceptions import SubscriberError
@@ -18,9 +22,29 @@ from rowbus.merge.positions import Floor, PosKey, key_from_json
 from rowbus.merge.spill import Chunk, DataEvent
 from rowbus.protocol.codec import Encoding, decode, encode
 from rowbus.protocol.errors import ProtocolError
+from rowbus.protocol.events import Event
 
 Table = tuple[str, str, str | None]
 """(source, schema, table) an event touches."""
+
+S = TypeVar("S", bound="MergerSnapshot")
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """A decoded event with its Kafka coordinates (a stash entry holds a data event)."""
+
+    topic: str
+    partition: int
+    offset: int
+    event: Event
+
+    @property
+    def position(self) -> str:
+        """``topic[partition]@offset``, plus the binlog position when the event has one."""
+        where = f"{self.topic}[{self.partition}]@{self.offset}"
+        pos = getattr(self.event, "position", None)
+        return f"{where} (binlog {pos})" if pos is not None else where
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,28 +118,32 @@ def _chunk(c: Chunk) -> tuple[int, int, int, int]:
     return (c.segment, c.start, c.size, c.count)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class MergerSnapshot:
     """Stash + watermarks + last positions (+ floors and offsets), enough to rebuild a merger."""
 
     expected: tuple[Lane, ...] = ()
-    watermarks: Mapping[Lane, int] = field(default_factory=dict)
-    raised_at: Mapping[Lane, int] = field(default_factory=dict)
-    last_positions: Mapping[Lane, PosKey] = field(default_factory=dict)
-    floors: Mapping[str, Floor] = field(default_factory=dict)
-    next_offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
+    watermarks: dict[Lane, int] = field(default_factory=dict)
+    raised_at: dict[Lane, int] = field(default_factory=dict)
+    """The offset that raised each lane's watermark."""
+    last_seen: dict[Lane, PosKey] = field(default_factory=dict)
+    """The last order key taken per lane (the duplicate rule)."""
+    floors: dict[str, Floor] = field(default_factory=dict)
+    offsets: dict[TopicPartition, int] = field(default_factory=dict)
+    """The next Kafka offset to read per partition."""
     ts: int = 0
-    stash: tuple[tuple[str, int, int, DataEvent], ...] = ()
+    stash: list[Envelope] = field(default_factory=list)
+    """The held data events, in the merger's order."""
     spilled: tuple[SpilledTxn, ...] = ()
     """Transactions whose events are in the spill store (`Merger.snapshot(keep_spilled=True)`);
     events of theirs still in memory are in `stash`, after the spilled ones."""
-    split: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    split: dict[tuple[str, str], int] = field(default_factory=dict)
     """(source, transaction id) → events left of a transaction split by a shard-DDL hold
     (`Merger.release`): the stashed remainder is complete with that many, fewer than its
     events' `txn.count`."""
 
     def to_json(self) -> str:
-        """The snapshot as one JSON document."""
+        """The merger's part of this state as one JSON document."""
         return json.dumps(
             {
                 "expected": [list(lane) for lane in self.expected],
@@ -124,14 +152,14 @@ class MergerSnapshot:
                     for lane, wm in sorted(self.watermarks.items())
                 ],
                 "last_positions": [
-                    [*lane, list(key)] for lane, key in sorted(self.last_positions.items())
+                    [*lane, list(key)] for lane, key in sorted(self.last_seen.items())
                 ],
                 "floors": {s: floor_to_json(f) for s, f in sorted(self.floors.items())},
-                "next_offsets": [[*tp, o] for tp, o in sorted(self.next_offsets.items())],
+                "next_offsets": [[*tp, o] for tp, o in sorted(self.offsets.items())],
                 "ts": self.ts,
                 "stash": [
-                    [t, p, o, encode(e, Encoding.JSON)[0].decode("utf-8")]
-                    for t, p, o, e in self.stash
+                    [e.topic, e.partition, e.offset, encode(e.event, Encoding.JSON)[0].decode()]
+                    for e in self.stash
                 ],
                 "spilled": [t.to_json() for t in self.spilled],
                 "split": [[src, txn, n] for (src, txn), n in sorted(self.split.items())],
@@ -139,9 +167,10 @@ class MergerSnapshot:
             separators=(",", ":"),
         )
 
-    @staticmethod
-    def from_json(text: str | bytes) -> MergerSnapshot:
-        """Inverse of `to_json`; SubscriberError if `text` is not a snapshot."""
+    @classmethod
+    def from_json(cls: type[S], text: str | bytes) -> S:
+        """Inverse of `to_json` (a `PlannerState` reads its merger part with it);
+        SubscriberError if `text` is not a snapshot."""
         try:
             data: dict[str, Any] = json.loads(text)
             marks = data["watermarks"]
@@ -150,19 +179,19 @@ class MergerSnapshot:
                 event = decode(value.encode("utf-8"), None)
                 if not isinstance(event, DataEvent):
                     raise TypeError(f"a {type(event).__name__} cannot be stashed")
-                stash.append((str(t), int(p), int(o), event))
-            return MergerSnapshot(
+                stash.append(Envelope(str(t), int(p), int(o), event))
+            return cls(
                 expected=tuple((str(t), int(p), str(s)) for t, p, s in data["expected"]),
                 watermarks={(str(t), int(p), str(s)): int(w) for t, p, s, w, _ in marks},
                 raised_at={(str(t), int(p), str(s)): int(o) for t, p, s, _, o in marks},
-                last_positions={
+                last_seen={
                     (str(t), int(p), str(s)): key_from_json(k)
                     for t, p, s, k in data["last_positions"]
                 },
                 floors={str(s): floor_from_json(f) for s, f in data["floors"].items()},
-                next_offsets={(str(t), int(p)): int(o) for t, p, o in data["next_offsets"]},
+                offsets={(str(t), int(p)): int(o) for t, p, o in data["next_offsets"]},
                 ts=int(data["ts"]),
-                stash=tuple(stash),
+                stash=stash,
                 spilled=tuple(SpilledTxn.from_json(t) for t in data.get("spilled", ())),
                 split={(str(src), str(txn)): int(n) for src, txn, n in data.get("split", ())},
             )

@@ -18,6 +18,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "rowbus_buffer.h"
+
 enum Kind {
     K_SINT = 0,     /* a: bytes (1, 2, 3, 4, 8), little-endian, signed */
     K_UINT = 1,     /* a: bytes, little-endian, unsigned */
@@ -498,39 +500,16 @@ error:
 
 /* ---- protocol records: a RowChange Envelope serialized as rowbus.protocol.codec.pb does ---- */
 
-typedef struct {
-    char *buf;
-    Py_ssize_t len, cap;
-} Out;
-
-static int grow(Out *o, Py_ssize_t need) {
-    if (o->len + need <= o->cap) return 0;
-    Py_ssize_t cap = o->cap ? o->cap : 256;
-    while (cap < o->len + need) cap *= 2;
-    char *b = PyMem_Realloc(o->buf, cap);
-    if (!b) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    o->buf = b;
-    o->cap = cap;
-    return 0;
-}
+/* The record being written (native/rowbus_buffer.h). */
+typedef RowbusBuffer Out;
 
 static int put_varint(Out *o, uint64_t v) {
-    if (grow(o, 10) < 0) return -1;
+    if (buf_grow(o, 10) < 0) return -1;
     while (v >= 0x80) {
-        o->buf[o->len++] = (char)(v | 0x80);
+        o->p[o->len++] = (char)(v | 0x80);
         v >>= 7;
     }
-    o->buf[o->len++] = (char)v;
-    return 0;
-}
-
-static int put_raw(Out *o, const void *p, Py_ssize_t n) {
-    if (grow(o, n) < 0) return -1;
-    memcpy(o->buf + o->len, p, n);
-    o->len += n;
+    o->p[o->len++] = (char)v;
     return 0;
 }
 
@@ -538,12 +517,12 @@ static int put_fixed64(Out *o, int tag, uint64_t v) {
     uint8_t b[9];
     b[0] = (uint8_t)tag;
     for (int i = 0; i < 8; i++) b[1 + i] = (uint8_t)(v >> (8 * i));
-    return put_raw(o, b, 9);
+    return buf_put(o, b, 9);
 }
 
 static int put_bytes(Out *o, int tag, const char *p, Py_ssize_t n) {
     if (put_varint(o, (uint64_t)tag) < 0 || put_varint(o, (uint64_t)n) < 0) return -1;
-    return put_raw(o, p, n);
+    return buf_put(o, p, n);
 }
 
 /* A str field (always written: callers skip empty proto3 strings themselves). */
@@ -573,7 +552,7 @@ static int put_u64(Out *o, int tag, PyObject *v, int always) {
 
 /* Opens a length-delimited field: writes the tag, reserves the length, returns its offset. */
 static Py_ssize_t open_field(Out *o, int tag) {
-    if (put_varint(o, (uint64_t)tag) < 0 || grow(o, 5) < 0) return -1;
+    if (put_varint(o, (uint64_t)tag) < 0 || buf_grow(o, 5) < 0) return -1;
     Py_ssize_t at = o->len;
     o->len += 5; /* a 5-byte varint slot, compacted in close_field */
     return at;
@@ -589,8 +568,8 @@ static int close_field(Out *o, Py_ssize_t at) {
         v >>= 7;
     }
     len[n++] = (uint8_t)v;
-    memmove(o->buf + at + n, o->buf + at + 5, body);
-    memcpy(o->buf + at, len, n);
+    memmove(o->p + at + n, o->p + at + 5, body);
+    memcpy(o->p + at, len, n);
     o->len = at + n + body;
     return 0;
 }
@@ -639,7 +618,7 @@ static int put_image(Out *o, int tag, PyObject *cols) {
                         memcpy(&bits, &d, 8);
                         uint8_t b[8];
                         for (int k = 0; k < 8; k++) b[k] = (uint8_t)(bits >> (8 * k));
-                        rc = put_raw(o, b, 8);
+                        rc = buf_put(o, b, 8);
                     }
                 }
             }
@@ -810,7 +789,7 @@ static int put_values_image(Out *o, int tag, PyObject *image) {
             memcpy(&bits, &d, 8);
             uint8_t b[8];
             for (int k = 0; k < 8; k++) b[k] = (uint8_t)(bits >> (8 * k));
-            if (put_raw(o, b, 8) < 0) goto done;
+            if (buf_put(o, b, 8) < 0) goto done;
         }
         close_field(o, f);
     }
@@ -892,7 +871,7 @@ static PyObject *encode_change(PyObject *source, PyObject *ts, PyObject *op, PyO
         if (done == 1 && after != Py_None) done = put_values_image(&o, 0x4A, after);
         if (done < 0) goto error;
         if (done == 0) {
-            PyMem_Free(o.buf);
+            PyMem_Free(o.p);
             Py_RETURN_NONE;
         }
     } else {
@@ -916,11 +895,11 @@ static PyObject *encode_change(PyObject *source, PyObject *ts, PyObject *op, PyO
     }
     close_field(&o, pos);
     close_field(&o, row);
-    PyObject *out = PyBytes_FromStringAndSize(o.buf, o.len);
-    PyMem_Free(o.buf);
+    PyObject *out = PyBytes_FromStringAndSize(o.p, o.len);
+    PyMem_Free(o.p);
     return out;
 error:
-    PyMem_Free(o.buf);
+    PyMem_Free(o.p);
     return NULL;
 }
 

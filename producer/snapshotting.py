@@ -28,10 +28,9 @@ from rowbus.producer.term import Term
 from rowbus.protocol.events import (
     BinlogPosition,
     MarkerMode,
-    SnapshotBegin,
-    SnapshotEnd,
     TableSchema,
     TxnRef,
+    snapshot_marker,
 )
 from rowbus.protocol.values import Value
 
@@ -189,32 +188,17 @@ class SnapshotDriver:
         mode = MarkerMode.REPLACE if at is None else MarkerMode.REFRESH
         now = self._wall()
         ts, name = term.batcher.tick(now), self.source.name
-        marker: SnapshotBegin | SnapshotEnd
-        if rows is None:
-            ref = TxnRef(f"{snapshot}:begin", state.seq)
-            marker = SnapshotBegin(
-                source=name,
-                ts=ts,
-                schema=table.schema,
-                table=table.table,
-                snapshot=snapshot,
-                mode=mode,
-                position=pos,
-                txn=ref,
-            )
-        else:
-            ref = TxnRef(f"{snapshot}:end", state.seq)
-            marker = SnapshotEnd(
-                source=name,
-                ts=ts,
-                schema=table.schema,
-                table=table.table,
-                snapshot=snapshot,
-                mode=mode,
-                position=pos,
-                txn=ref,
-                rows=rows,
-            )
+        marker = snapshot_marker(
+            source=name,
+            ts=ts,
+            schema=table.schema,
+            table=table.table,
+            snapshot=snapshot,
+            mode=mode,
+            position=pos,
+            txn=TxnRef(f"{snapshot}:{'begin' if rows is None else 'end'}", state.seq),
+            rows=rows,
+        )
         term.batcher.add_marker(marker, now)
         state.seq += 1
 

@@ -51,9 +51,11 @@ from rowbus.protocol.events import (
     SnapshotBegin,
     SnapshotEnd,
     SnapshotMarker,
+    SnapshotMarkerFields,
     TableSchema,
     TxnRef,
     order_key,
+    snapshot_marker,
 )
 from rowbus.protocol.hlc import HybridClock
 from rowbus.protocol.partition import (
@@ -98,6 +100,7 @@ __all__ = [
     "SnapshotBegin",
     "SnapshotEnd",
     "SnapshotMarker",
+    "SnapshotMarkerFields",
     "TableSchema",
     "TxnRef",
     "Value",
@@ -109,4 +112,5 @@ __all__ = [
     "java_partition",
     "kind_name",
     "order_key",
+    "snapshot_marker",
 ]

@@ -409,10 +409,9 @@ class MarkerMode(Enum):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SnapshotBegin:
-    """1.5: a snapshot of `schema`.`table` begins (PROTOCOL.md §9.7). Broadcast to every
-    partition of the table's topic like a DDL, before the table's definitions and first rows;
-    `txn.index` counts on the snapshot's row counter, so its order key is below theirs."""
+class SnapshotMarkerFields:
+    """What both snapshot markers carry (PROTOCOL.md §9.7); never sent itself: an event is a
+    `SnapshotBegin` or a `SnapshotEnd` (`snapshot_marker` builds either)."""
 
     source: str
     ts: int
@@ -426,20 +425,57 @@ class SnapshotBegin:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SnapshotEnd:
+class SnapshotBegin(SnapshotMarkerFields):
+    """1.5: a snapshot of `schema`.`table` begins (PROTOCOL.md §9.7). Broadcast to every
+    partition of the table's topic like a DDL, before the table's definitions and first rows;
+    `txn.index` counts on the snapshot's row counter, so its order key is below theirs."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SnapshotEnd(SnapshotMarkerFields):
     """1.5: the snapshot `snapshot` of `schema`.`table` ended after `rows` read rows
     (PROTOCOL.md §9.7): a consumer deletes every row of the table whose key it has not seen
     since the matching `SnapshotBegin` (a keyless table was emptied at the begin)."""
 
-    source: str
-    ts: int
-    schema: str
-    table: str
-    snapshot: str
-    mode: MarkerMode
-    position: BinlogPosition
-    txn: TxnRef
     rows: int
+
+
+def snapshot_marker(
+    *,
+    source: str,
+    ts: int,
+    schema: str,
+    table: str,
+    snapshot: str,
+    mode: MarkerMode,
+    position: BinlogPosition,
+    txn: TxnRef,
+    rows: int | None,
+) -> SnapshotBegin | SnapshotEnd:
+    """The one constructor of both markers: the begin with `rows` None, else the end after
+    `rows` read rows (the reader and every codec build them here)."""
+    if rows is None:
+        return SnapshotBegin(
+            source=source,
+            ts=ts,
+            schema=schema,
+            table=table,
+            snapshot=snapshot,
+            mode=mode,
+            position=position,
+            txn=txn,
+        )
+    return SnapshotEnd(
+        source=source,
+        ts=ts,
+        schema=schema,
+        table=table,
+        snapshot=snapshot,
+        mode=mode,
+        position=position,
+        txn=txn,
+        rows=rows,
+    )
 
 
 SnapshotMarker: TypeAlias = SnapshotBegin | SnapshotEnd

@@ -24,6 +24,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "rowbus_buffer.h"
+
 enum {
     K_NULL = 0, K_INT = 1, K_UINT = 2, K_DOUBLE = 3, K_DECIMAL = 4, K_STRING = 5, K_BYTES = 6,
     K_DATE = 7, K_DATETIME = 8, K_TIMESTAMP = 9, K_TIME = 10, K_SET = 11, K_ZERO_DATE = 12,
@@ -35,29 +37,8 @@ enum {
 #define MIN_DAYS (-719162LL)
 #define MAX_DAYS 2932896LL
 
-typedef struct {
-    char *p;
-    Py_ssize_t len, cap;
-} Buf;
-
-static int grow(Buf *b, Py_ssize_t n) {
-    if (b->len + n <= b->cap) return 0;
-    Py_ssize_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + n) cap *= 2;
-    char *p = PyMem_Realloc(b->p, (size_t)cap);
-    if (p == NULL) { PyErr_NoMemory(); return -1; }
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-static int put(Buf *b, const char *s, Py_ssize_t n) {
-    if (n == 0) return 0;
-    if (grow(b, n) < 0) return -1;
-    memcpy(b->p + b->len, s, (size_t)n);
-    b->len += n;
-    return 0;
-}
+/* The text being rendered (native/rowbus_buffer.h). */
+typedef RowbusBuffer Buf;
 
 /* Howard Hinnant's civil_from_days: days since 1970-01-01 -> y, m, d (proleptic Gregorian). */
 static void civil(long long z, long long *y, unsigned *m, unsigned *d) {
@@ -86,20 +67,20 @@ static int put_date(Buf *b, long long days, int quote) {
     civil(days, &y, &m, &d);
     char s[16];
     int n = snprintf(s, sizeof s, quote ? "'%04lld-%02u-%02u'" : "%04lld-%02u-%02u", y, m, d);
-    return put(b, s, n) < 0 ? -1 : 1;
+    return buf_put(b, s, n) < 0 ? -1 : 1;
 }
 
 static int put_datetime(Buf *b, long long us) {
     long long rest;
     long long days = floordiv(us, US_PER_DAY, &rest);
     if (days < MIN_DAYS || days > MAX_DAYS) return 0;
-    if (put(b, "'", 1) < 0 || put_date(b, days, 0) < 0) return -1;
+    if (buf_put(b, "'", 1) < 0 || put_date(b, days, 0) < 0) return -1;
     long long secs = rest / 1000000, frac = rest % 1000000;
     char s[32];
     int n = snprintf(s, sizeof s, " %02lld:%02lld:%02lld", secs / 3600, secs / 60 % 60, secs % 60);
     if (frac) n += snprintf(s + n, sizeof s - (size_t)n, ".%06lld", frac);
     s[n++] = '\'';
-    return put(b, s, n) < 0 ? -1 : 1;
+    return buf_put(b, s, n) < 0 ? -1 : 1;
 }
 
 static int put_time(Buf *b, long long us) {
@@ -112,7 +93,7 @@ static int put_time(Buf *b, long long us) {
                      secs % 60);
     if (frac) n += snprintf(s + n, sizeof s - (size_t)n, ".%06lld", frac);
     s[n++] = '\'';
-    return put(b, s, n) < 0 ? -1 : 1;
+    return buf_put(b, s, n) < 0 ? -1 : 1;
 }
 
 /* Plain canonical decimal text ([-]digits[.digits], no leading zero but a lone one) is what
@@ -171,7 +152,7 @@ static int zero_date_ok(const char *s, Py_ssize_t n) {
 
 static int put_escaped(Buf *b, const char *s, Py_ssize_t n) {
     /* pymysql's escape_string, on UTF-8 bytes (no multi-byte sequence holds these bytes). */
-    if (grow(b, 2 * n + 2) < 0) return -1;
+    if (buf_grow(b, 2 * n + 2) < 0) return -1;
     char *o = b->p + b->len;
     *o++ = '\'';
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -272,17 +253,17 @@ static const char HEX[] = "0123456789abcdef";
 static int render_into(Buf *b, Cols *c) {
     const unsigned char *kinds = (const unsigned char *)c->kinds.p;
     for (Py_ssize_t k = 0; k < c->kinds.n; k++) {
-        if (k && put(b, "\0", 1) < 0) return -1;
+        if (k && buf_put(b, "\0", 1) < 0) return -1;
         long long v;
         int r;
         switch (kinds[k]) {
             case K_NULL:
-                if (put(b, "NULL", 4) < 0) return -1;
+                if (buf_put(b, "NULL", 4) < 0) return -1;
                 break;
             case K_INT: {
                 NEXT(c, 0, ints, long long, &v);
                 char s[24];
-                if (put(b, s, snprintf(s, sizeof s, "%lld", v)) < 0) return -1;
+                if (buf_put(b, s, snprintf(s, sizeof s, "%lld", v)) < 0) return -1;
                 break;
             }
             case K_UINT: {
@@ -290,7 +271,7 @@ static int render_into(Buf *b, Cols *c) {
                 NEXT(c, 1, uints, unsigned long long, &u);
                 if (u <= (unsigned long long)INT64_MAX) return 0;
                 char s[24];
-                if (put(b, s, snprintf(s, sizeof s, "%llu", u)) < 0) return -1;
+                if (buf_put(b, s, snprintf(s, sizeof s, "%llu", u)) < 0) return -1;
                 break;
             }
             case K_DOUBLE: {
@@ -299,7 +280,7 @@ static int render_into(Buf *b, Cols *c) {
                 if (!isfinite(d)) return 0;
                 char *s = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
                 if (s == NULL) return -1;
-                r = put(b, s, (Py_ssize_t)strlen(s));
+                r = buf_put(b, s, (Py_ssize_t)strlen(s));
                 PyMem_Free(s);
                 if (r < 0) return -1;
                 break;
@@ -313,10 +294,10 @@ static int render_into(Buf *b, Cols *c) {
                     if (put_escaped(b, s.p, s.n) < 0) return -1;
                 } else if (kinds[k] == K_DECIMAL) {
                     if (!canonical_decimal(s.p, s.n)) return 0;
-                    if (put(b, s.p, s.n) < 0) return -1;
+                    if (buf_put(b, s.p, s.n) < 0) return -1;
                 } else {
                     if (!zero_date_ok(s.p, s.n)) return 0;
-                    if (put(b, "'", 1) < 0 || put(b, s.p, s.n) < 0 || put(b, "'", 1) < 0)
+                    if (buf_put(b, "'", 1) < 0 || buf_put(b, s.p, s.n) < 0 || buf_put(b, "'", 1) < 0)
                         return -1;
                 }
                 break;
@@ -325,10 +306,10 @@ static int render_into(Buf *b, Cols *c) {
                 Span s;
                 NEXT(c, 4, blobs, Span, &s);
                 if (s.n == 0) {
-                    if (put(b, "''", 2) < 0) return -1;
+                    if (buf_put(b, "''", 2) < 0) return -1;
                     break;
                 }
-                if (grow(b, 2 * s.n + 3) < 0) return -1;
+                if (buf_grow(b, 2 * s.n + 3) < 0) return -1;
                 char *w = b->p + b->len;
                 *w++ = 'X';
                 *w++ = '\'';
@@ -671,33 +652,33 @@ static const char *const OPS[] = {NULL, "insert", "update", "delete", "read"};
 
 static int put_u64(Buf *b, unsigned long long v) {
     char s[24];
-    return put(b, s, snprintf(s, sizeof s, "%llu", v));
+    return buf_put(b, s, snprintf(s, sizeof s, "%llu", v));
 }
 
 /* A header text field: no NUL (the separator) in it. 1, 0 (not covered), -1. */
 static int put_field(Buf *b, Span s) {
     if (s.n == 0) return 1;
     if (memchr(s.p, '\0', (size_t)s.n) != NULL) return 0;
-    return put(b, s.p, s.n) < 0 ? -1 : 1;
+    return buf_put(b, s.p, s.n) < 0 ? -1 : 1;
 }
 
 /* The primary key as json.dumps of its tuple, for names json.dumps keeps as they are. */
 static int put_key(Buf *b, const Row *row) {
-    if (put(b, "[", 1) < 0) return -1;
+    if (buf_put(b, "[", 1) < 0) return -1;
     for (int i = 0; i < row->npk; i++) {
         const Span *s = &row->pk[i];
         for (Py_ssize_t j = 0; j < s->n; j++) {
             unsigned char ch = (unsigned char)s->p[j];
             if (ch < 0x20 || ch > 0x7E || ch == '"' || ch == '\\') return 0;
         }
-        if ((i && put(b, ", ", 2) < 0) || put(b, "\"", 1) < 0 || put(b, s->p, s->n) < 0 ||
-            put(b, "\"", 1) < 0)
+        if ((i && buf_put(b, ", ", 2) < 0) || buf_put(b, "\"", 1) < 0 || buf_put(b, s->p, s->n) < 0 ||
+            buf_put(b, "\"", 1) < 0)
             return -1;
     }
-    return put(b, "]", 1) < 0 ? -1 : 1;
+    return buf_put(b, "]", 1) < 0 ? -1 : 1;
 }
 
-/* put()'s 0 / -1 as this file's 1 / -1; TRY returns a 0 or -1 from the function. */
+/* buf_put()'s 0 / -1 as this file's 1 / -1; TRY returns a 0 or -1 from the function. */
 #define OK(x) ((x) < 0 ? -1 : 1)
 #define TRY(x)                   \
     do {                         \
@@ -718,33 +699,33 @@ static int put_row_with(Buf *b, const Row *row, Cols *c) {
         if (nb == 0) return 0;
     }
     char s[96];
-    TRY(OK(put(b, OPS[row->op], (Py_ssize_t)strlen(OPS[row->op]) + 1))); /* with its NUL */
+    TRY(OK(buf_put(b, OPS[row->op], (Py_ssize_t)strlen(OPS[row->op]) + 1))); /* with its NUL */
     TRY(put_field(b, row->schema));
-    TRY(OK(put(b, "\0", 1)));
+    TRY(OK(buf_put(b, "\0", 1)));
     TRY(put_field(b, row->table));
-    TRY(OK(put(b, s, snprintf(s, sizeof s, "%c%llu%c", 0, (unsigned long long)row->schema_id, 0))));
+    TRY(OK(buf_put(b, s, snprintf(s, sizeof s, "%c%llu%c", 0, (unsigned long long)row->schema_id, 0))));
     TRY(put_key(b, row));
-    TRY(OK(put(b, "\0", 1)));
+    TRY(OK(buf_put(b, "\0", 1)));
     TRY(put_field(b, row->txn_id));
-    TRY(OK(put(b, s, snprintf(s, sizeof s, "%c%llu%c", 0, (unsigned long long)row->index, 0))));
+    TRY(OK(buf_put(b, s, snprintf(s, sizeof s, "%c%llu%c", 0, (unsigned long long)row->index, 0))));
     if (row->has_count) TRY(OK(put_u64(b, row->count)));
-    TRY(OK(put(b, "\0", 1)));
+    TRY(OK(buf_put(b, "\0", 1)));
     TRY(put_field(b, row->file));
-    TRY(OK(put(b, s, snprintf(s, sizeof s, "%c%llu%c", 0, (unsigned long long)row->offset, 0))));
+    TRY(OK(buf_put(b, s, snprintf(s, sizeof s, "%c%llu%c", 0, (unsigned long long)row->offset, 0))));
     if (row->has_gtid) {
-        TRY(OK(put(b, "=", 1)));
+        TRY(OK(buf_put(b, "=", 1)));
         TRY(put_field(b, row->gtid));
     }
-    TRY(OK(put(b, s, snprintf(s, sizeof s, "%c%llu%c%d%c", 0, (unsigned long long)row->upstream,
+    TRY(OK(buf_put(b, s, snprintf(s, sizeof s, "%c%llu%c%d%c", 0, (unsigned long long)row->upstream,
                                0, nb, 0))));
     if (row->has_before) {
-        TRY(OK(put(b, "\0", 1)));
+        TRY(OK(buf_put(b, "\0", 1)));
         TRY(render_into(b, c));
     }
     if (row->has_after) {
         TRY(rd_image(row->after, c));
         if (c->kinds.n == 0 || (nb >= 0 && c->kinds.n != nb)) return 0;
-        TRY(OK(put(b, "\0", 1)));
+        TRY(OK(buf_put(b, "\0", 1)));
         TRY(render_into(b, c));
     }
     return 1;

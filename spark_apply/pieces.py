@@ -83,7 +83,7 @@ class PieceSpill:
 
     def _append(self, out: BinaryIO, buf: bytearray) -> None:
         # `items` may be read from this very file while it is written (the merger re-writes a
-        # split transaction's spilled run, `Merger._cut`): a read moves the file position, so
+        # split transaction's spilled run, `Stash.cut`): a read moves the file position, so
         # every write goes to the end explicitly.
         out.seek(self._size)
         out.write(buf)

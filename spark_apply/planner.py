@@ -40,12 +40,23 @@ from dataclasses import dataclass, field, replace
 
 from rowbus.merge.checkpoint import Lane, TopicPartition
 from rowbus.merge.merger import Merger, Split
-from rowbus.merge.positions import Floor, PosKey
-from rowbus.merge.spill import DataEvent, Spill
-from rowbus.merge.state import MergerSnapshot, SpilledTxn
+from rowbus.merge.spill import Spill
+from rowbus.merge.state import Envelope, MergerSnapshot
 from rowbus.merge.transaction import KafkaPosition, TransactionEvents
 from rowbus.protocol.codec import decode, encode
 from rowbus.protocol.events import DdlChange, Event, RowChange, SnapshotBegin, SnapshotEnd
+
+__all__ = [
+    "Envelope",
+    "PairKey",
+    "PartitionKey",
+    "Plan",
+    "PlannerState",
+    "Rows",
+    "Step",
+    "plan",
+    "stored_gate",
+]
 
 log = logging.getLogger(__name__)
 
@@ -54,23 +65,6 @@ PairKey = Lane
 PartitionKey = TopicPartition
 _MAX_RELEASES = 1_000_000
 """Bound on release rounds per batch (each ends at a DDL, so this many DDLs in one batch)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Envelope:
-    """A decoded event with its Kafka coordinates."""
-
-    topic: str
-    partition: int
-    offset: int
-    event: Event
-
-    @property
-    def position(self) -> str:
-        """``topic[partition]@offset``, plus the binlog position when the event has one."""
-        where = f"{self.topic}[{self.partition}]@{self.offset}"
-        pos = getattr(self.event, "position", None)
-        return f"{where} (binlog {pos})" if pos is not None else where
 
 
 class Rows:
@@ -115,31 +109,19 @@ class Step:
 
 
 @dataclass(slots=True)
-class PlannerState:
-    """What one batch leaves to the next: the merger's snapshot (lanes, watermarks, the last
-    order key per lane, floors, the next Kafka offset per partition) with its stash as
-    envelopes, in the merger's order."""
+class PlannerState(MergerSnapshot):
+    """What one batch leaves to the next: the merger's state (lanes, watermarks, the last
+    order key per lane, floors, the next Kafka offset per partition, the stash of envelopes in
+    the merger's order) — it *is* a `MergerSnapshot`, the merger rebuilds from it as it is —
+    and the planner's own fields below."""
 
-    expected: tuple[Lane, ...] = ()
-    watermarks: dict[Lane, int] = field(default_factory=dict)
-    raised_at: dict[Lane, int] = field(default_factory=dict)
-    last_seen: dict[Lane, PosKey] = field(default_factory=dict)
-    floors: dict[str, Floor] = field(default_factory=dict)
-    offsets: dict[TopicPartition, int] = field(default_factory=dict)
-    ts: int = 0
-    stash: list[Envelope] = field(default_factory=list)
     released_through: int = -1
     """The highest release bound so far (never decreases)."""
-    spilled: tuple[SpilledTxn, ...] = ()
-    """Stashed transactions whose events are in the sink's pieces (their index only)."""
     reread: dict[TopicPartition, int] = field(default_factory=dict)
     """Throughput mode: per partition, the offset its held rows start at. They are not in
     the stash: the next batch reads them again from Kafka, and the lanes' `last_seen` and the
     floors name only what was released, so the re-read records already applied are dropped
     by the merge engine's own rules (spark_apply README "Throughput mode")."""
-    split: dict[tuple[str, str], int] = field(default_factory=dict)
-    """Stashed remainders of transactions split by a shard-DDL hold: events left of each
-    (`MergerSnapshot.split`)."""
 
     @property
     def stash_events(self) -> int:
@@ -167,44 +149,13 @@ class PlannerState:
         """This state with an empty stash (the part stored in one bounded header row)."""
         return replace(self, stash=[])
 
-    def snapshot(self) -> MergerSnapshot:
-        """The merger's snapshot this state stands for."""
-        return MergerSnapshot(
-            expected=self.expected,
-            watermarks=self.watermarks,
-            raised_at=self.raised_at,
-            last_positions=self.last_seen,
-            floors=self.floors,
-            next_offsets=self.offsets,
-            ts=self.ts,
-            stash=tuple((e.topic, e.partition, e.offset, _data(e.event)) for e in self.stash),
-            spilled=self.spilled,
-            split=self.split,
-        )
-
-    @staticmethod
-    def of(snapshot: MergerSnapshot, stash: list[Envelope], released_through: int) -> PlannerState:
-        return PlannerState(
-            expected=tuple(snapshot.expected),
-            watermarks=dict(snapshot.watermarks),
-            raised_at=dict(snapshot.raised_at),
-            last_seen=dict(snapshot.last_positions),
-            floors=dict(snapshot.floors),
-            offsets=dict(snapshot.next_offsets),
-            ts=snapshot.ts,
-            stash=stash,
-            released_through=released_through,
-            spilled=tuple(snapshot.spilled),
-            split=dict(snapshot.split),
-        )
-
     def to_bytes(self) -> bytes:
         """A stable binary form: a JSON header (the merger snapshot without its stash), then
         the stash events (protobuf), framed."""
         blobs = [encode(e.event)[0] for e in self.stash]
         header = {
             "v": 3 if self.spilled else 2,
-            "merger": json.loads(self.without_stash().snapshot().to_json()),
+            "merger": json.loads(self.without_stash().to_json()),
             "released_through": self.released_through,
             "reread": [[t, p, o] for (t, p), o in sorted(self.reread.items())],
             "stash": [
@@ -236,8 +187,9 @@ class PlannerState:
                 stash=stash,
                 released_through=header["released_through"],
             )
-        snapshot = MergerSnapshot.from_json(json.dumps(header["merger"]))
-        state = PlannerState.of(snapshot, stash, header["released_through"])
+        state = PlannerState.from_json(json.dumps(header["merger"]))
+        state.stash = stash
+        state.released_through = header["released_through"]
         state.reread = {(t, int(p)): int(o) for t, p, o in header.get("reread", ())}
         return state
 
@@ -246,11 +198,6 @@ class PlannerState:
         if not expected:
             return -1
         return min(self.watermarks.get(pair, -1) for pair in expected)
-
-
-def _data(event: Event) -> DataEvent:
-    assert isinstance(event, RowChange | DdlChange | SnapshotBegin | SnapshotEnd)
-    return event
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,7 +247,7 @@ def plan(
 
     `spill`: where held events go (chunks `previous` names must be readable there); the
     merger keeps at most `memory_limit` events in memory and the new state holds none."""
-    snapshot = previous.snapshot()
+    snapshot = previous
     if not snapshot.expected:
         snapshot = replace(snapshot, expected=tuple(sorted(set(expected))))
     # A constant clock: nothing of the plan may depend on when it is computed.
@@ -339,14 +286,13 @@ def plan(
         merger.spill_all()
     held = merger.oldest_held()
     blockers = tuple(str(b) for b in merger.blocked_by(timed=False)) if held else ()
-    after = merger.snapshot(keep_spilled=spill is not None)
-    stash = [Envelope(t, p, o, e) for t, p, o, e in after.stash]
+    state = merger.snapshot(keep_spilled=spill is not None, into=PlannerState)
     bound = max(merger.watermark, previous.released_through)
+    state.released_through = bound
     dropped = merger.stats.duplicates + merger.stats.behind_floor
     peak = merger.stats.peak_in_memory
     merger.close()
     gates = tuple(sorted((str(at), ok) for at, ok in answers.items()))
-    state = PlannerState.of(after, stash, bound)
     splits = tuple(merger.splits)
     return Plan(tuple(steps), state, bound, dropped, spill, peak, gates, splits, held, blockers)
 

@@ -41,6 +41,9 @@ class Extension:
         return BUILD / f"{self.module.rsplit('.', 1)[1]}{suffix}"
 
 
+SHARED_HEADER = Path("native/rowbus_buffer.h")
+"""The header `_rows.c` and `_literals.c` include (setup.py's include_dirs)."""
+
 EXTENSIONS = (
     Extension("rowbus.producer._rows", "producer/_rows.c"),
     Extension("rowbus.producer.snapshot._resultset", "producer/snapshot/_resultset.c"),
@@ -67,11 +70,12 @@ def build(source_root: Path = ROOT, force: bool = False) -> list[Path]:
     for ext in EXTENSIONS:
         src = source_root / ext.source
         out = ext.target()
-        inputs = (src, COVERAGE_SHIM, Path(__file__))
+        inputs = (src, source_root / SHARED_HEADER, COVERAGE_SHIM, Path(__file__))
         stale = not out.exists() or any(p.stat().st_mtime > out.stat().st_mtime for p in inputs)
         if force or stale or source_root != ROOT:
             # The extension proper gets the coverage callbacks; the shim that counts them not.
-            cmd = ["gcc", *CFLAGS, *COVERAGE, f"-I{include}", str(src), "-c", "-o", f"{out}.o"]
+            includes = [f"-I{include}", f"-I{(source_root / SHARED_HEADER).parent}"]
+            cmd = ["gcc", *CFLAGS, *COVERAGE, *includes, str(src), "-c", "-o", f"{out}.o"]
             subprocess.run([c for c in cmd if c != "-shared"], check=True)
             shim = ["gcc", *CFLAGS, "-c", str(COVERAGE_SHIM), "-o", f"{out}.cov.o"]
             subprocess.run([c for c in shim if c != "-shared"], check=True)

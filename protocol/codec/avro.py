@@ -33,6 +33,7 @@ from rowbus.protocol.events import (
     SnapshotEnd,
     TableSchema,
     TxnRef,
+    snapshot_marker,
 )
 from rowbus.protocol.values import Value
 
@@ -343,10 +344,10 @@ def _control_from(d: dict[str, Any]) -> ControlRecord:
     )
 
 
-def _begin_from(d: dict[str, Any]) -> SnapshotBegin:
+def _marker_from(d: dict[str, Any], rows: int | None) -> SnapshotBegin | SnapshotEnd:
     txn = _txn_from(d["txn"])
     assert txn is not None  # the schema's txn is not nullable here
-    return SnapshotBegin(
+    return snapshot_marker(
         source=d["source"],
         ts=d["ts"],
         schema=d["schema"],
@@ -355,21 +356,7 @@ def _begin_from(d: dict[str, Any]) -> SnapshotBegin:
         mode=marker_mode(d["mode"]),
         position=_position_from(d["position"]),
         txn=txn,
-    )
-
-
-def _end_from(d: dict[str, Any]) -> SnapshotEnd:
-    begin = _begin_from(d)
-    return SnapshotEnd(
-        source=begin.source,
-        ts=begin.ts,
-        schema=begin.schema,
-        table=begin.table,
-        snapshot=begin.snapshot,
-        mode=begin.mode,
-        position=begin.position,
-        txn=begin.txn,
-        rows=d["rows"],
+        rows=rows,
     )
 
 
@@ -381,6 +368,6 @@ _READERS: dict[str, Any] = {
     "SchemaRecord": _schema_from,
     "ReaderCheckpoint": _checkpoint_from,
     "ControlRecord": _control_from,
-    "SnapshotBegin": _begin_from,
-    "SnapshotEnd": _end_from,
+    "SnapshotBegin": lambda d: _marker_from(d, None),
+    "SnapshotEnd": lambda d: _marker_from(d, d["rows"]),
 }

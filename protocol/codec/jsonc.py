@@ -37,6 +37,7 @@ from rowbus.protocol.events import (
     SnapshotEnd,
     TableSchema,
     TxnRef,
+    snapshot_marker,
 )
 from rowbus.protocol.values import (
     INT64_MIN,
@@ -543,8 +544,8 @@ def marker_mode(name: object) -> MarkerMode:
         raise ProtocolError(f"unknown snapshot marker mode {name!r}") from None
 
 
-def _begin_from(d: Mapping[str, Any]) -> SnapshotBegin:
-    return SnapshotBegin(
+def _marker_from(d: Mapping[str, Any], rows: int | None) -> SnapshotBegin | SnapshotEnd:
+    return snapshot_marker(
         source=_str(d["source"]),
         ts=_int(d["ts"]),
         schema=_str(d["schema"]),
@@ -553,20 +554,7 @@ def _begin_from(d: Mapping[str, Any]) -> SnapshotBegin:
         mode=marker_mode(d["mode"]),
         position=_position_from(d["position"]),
         txn=_txn_from(d["txn"]),
-    )
-
-
-def _end_from(d: Mapping[str, Any]) -> SnapshotEnd:
-    return SnapshotEnd(
-        source=_str(d["source"]),
-        ts=_int(d["ts"]),
-        schema=_str(d["schema"]),
-        table=_str(d["table"]),
-        snapshot=_str(d["snapshot"]),
-        mode=marker_mode(d["mode"]),
-        position=_position_from(d["position"]),
-        txn=_txn_from(d["txn"]),
-        rows=_int(d["rows"]),
+        rows=rows,
     )
 
 
@@ -598,6 +586,6 @@ _READERS: dict[str, Callable[[Mapping[str, Any]], Record]] = {
     "schema": _schema_from,
     "checkpoint": _checkpoint_from,
     "control": _control_from,
-    "snapshot_begin": _begin_from,
-    "snapshot_end": _end_from,
+    "snapshot_begin": lambda d: _marker_from(d, None),
+    "snapshot_end": lambda d: _marker_from(d, _int(d["rows"])),
 }

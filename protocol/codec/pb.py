@@ -33,6 +33,7 @@ from rowbus.protocol.events import (
     SnapshotEnd,
     TableSchema,
     TxnRef,
+    snapshot_marker,
 )
 from rowbus.protocol.values import Value
 
@@ -100,9 +101,9 @@ def decode(data: bytes, image: ImageBuilder | None = None) -> Record:
             case "control":
                 return _control_from(env.control)
             case "snapshot_begin":
-                return _begin_from(env.snapshot_begin)
+                return _marker_from(env.snapshot_begin, None)
             case "snapshot_end":
-                return _end_from(env.snapshot_end)
+                return _marker_from(env.snapshot_end, env.snapshot_end.rows)
             case _:
                 raise ProtocolError("unknown or missing event kind in protobuf Envelope")
     except (ValueError, TypeError) as exc:  # dataclass invariants
@@ -375,8 +376,8 @@ def _ddl_from(m: Any) -> DdlChange:
     )
 
 
-def _begin_from(m: Any) -> SnapshotBegin:
-    return SnapshotBegin(
+def _marker_from(m: Any, rows: int | None) -> SnapshotBegin | SnapshotEnd:
+    return snapshot_marker(
         source=m.source,
         ts=m.ts,
         schema=m.schema,
@@ -385,20 +386,7 @@ def _begin_from(m: Any) -> SnapshotBegin:
         mode=marker_mode(m.mode),
         position=_position_from(m.position),
         txn=_txn_from(m.txn),
-    )
-
-
-def _end_from(m: Any) -> SnapshotEnd:
-    return SnapshotEnd(
-        source=m.source,
-        ts=m.ts,
-        schema=m.schema,
-        table=m.table,
-        snapshot=m.snapshot,
-        mode=marker_mode(m.mode),
-        position=_position_from(m.position),
-        txn=_txn_from(m.txn),
-        rows=m.rows,
+        rows=rows,
     )
 
 

@@ -14,13 +14,16 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from rowbus.clients.prometheus import Exporter
-from rowbus.commands.common import add_metrics_port, metrics_port
+from rowbus.commands.common import add_metrics_port, metrics_port, serving_metrics
 from rowbus.config import Settings
 
 if TYPE_CHECKING:
     from rowbus.producer.settings import Services
 
 log = logging.getLogger(__name__)
+
+READER_LABELS = {"errors_total": "kind", "xa_prepared_age_seconds": "xid"}
+"""The labels of the reader's keyed counters (`ReaderMetrics.prometheus`)."""
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,6 +46,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "every task after its open batch",
     )
     node.add_argument("--node-id", default=None, help="this node's name (default: host-pid)")
+    add_metrics_port(node, "reader.metrics_port")
     node.set_defaults(func=_node)
     nodes = actions.add_parser("nodes", help="list the cluster's nodes and replication sets")
     nodes.add_argument("--json", action="store_true", help="one JSON document")
@@ -122,22 +126,17 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         reader_settings = reader_settings.model_copy(update={"reader_id": args.reader_id})
     reader = Reader(source, reader_settings, services)
     port = metrics_port(args, reader_settings.metrics_port)
-    exporter = None
-    if port is not None:
-        exporter = Exporter()
+
+    def register(exporter: Exporter) -> None:
         exporter.register(
             "reader",
             reader.metrics.prometheus,
-            labels={"errors_total": "kind", "xa_prepared_age_seconds": "xid"},
+            labels=READER_LABELS,
             static={"source": source.name, "reader": reader.reader_id},
         )
-        bound = exporter.serve(port)
-        log.warning("reader %s metrics on http://127.0.0.1:%d/metrics", reader.reader_id, bound)
-    try:
+
+    with serving_metrics(port, register, f"reader {reader.reader_id}"):
         reader.run(stop)
-    finally:
-        if exporter is not None:
-            exporter.close()
     log.warning("reader %s stopped: %s", reader.reader_id, reader.metrics.snapshot())
     return 0
 
@@ -151,7 +150,20 @@ def _node(args: argparse.Namespace, settings: Settings) -> int:
         cluster = reader_settings.cluster.model_copy(update={"node_id": args.node_id})
         reader_settings = reader_settings.model_copy(update={"cluster": cluster})
     node = ClusterNode({s.name: s for s in settings.sources}, reader_settings, _services(settings))
-    node.run(stop)
+    port = metrics_port(args, reader_settings.metrics_port)
+
+    def register(exporter: Exporter) -> None:
+        # The same series as `reader run`'s, one per task the node runs now (label `source`).
+        exporter.register_each(
+            "reader",
+            lambda: {s: t.reader.metrics.prometheus() for s, t in list(node.tasks.items())},
+            label="source",
+            labels=READER_LABELS,
+            static={"node": node.node_id},
+        )
+
+    with serving_metrics(port, register, f"reader node {node.node_id}"):
+        node.run(stop)
     return 0
 
 

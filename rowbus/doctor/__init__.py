@@ -1,4 +1,10 @@
-"""`rowbus doctor`: which of the platform's guarantees hold on the configured services."""
+"""`rowbus doctor`: which of the platform's guarantees hold on the configured services.
+
+- `kafka`: the broker's semantics rowbus relies on (aborted records, offsets, fencing);
+- `topics`: the existing topics against what rowbus needs of them;
+- `mysql`: the source servers' binlog and grants, the connections' encryption;
+- `report`: one check's result and how a list of them is printed.
+"""
 
 from __future__ import annotations
 

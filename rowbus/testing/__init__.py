@@ -3,6 +3,11 @@ groups, protocol event factories, a fake clock and an in-memory checkpoint store
 
 Nothing here does I/O; see `rowbus.testing.events` for building events and
 `rowbus.consumers.stores.MemoryCheckpointStore` for the in-memory store.
+
+- `events`: builders of protocol events (a table, a row change, a DDL, a watermark);
+- `messages`: a consumed Kafka message as readers of confluent-kafka's use it;
+- `spark_cluster`: a Spark standalone cluster on loopback (it starts processes: the one
+  exception to "no I/O", for the standalone e2e test and `benchmarks.apply --cluster`).
 """
 
 from __future__ import annotations

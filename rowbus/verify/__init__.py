@@ -3,6 +3,9 @@
 Upstream tables are discovered on every configured source (user schemas only), routed to target
 tables (identity unless a route says otherwise; several shards may route to one target), and each
 target is compared with the union of its shards by chunked checksums (see `compare`).
+
+- `compare`: one target table against the union of the upstream tables that feed it;
+- `checksum`: chunked checksums of a table by primary-key range, computed in the database.
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ The layout, from the bottom up (each folder at the repository root is one packag
 
 A component imports only the components below it that it depends on; nothing anywhere imports
 the root folders as top-level modules (they install only under the `rowbus` namespace); foreign
-clients are built only in their seam; every package's `__init__` map names exactly its modules.
+clients are built only in their seam; every package's `__init__` map (the components' and the
+shell's) names exactly its modules.
 """
 
 from __future__ import annotations
@@ -151,12 +152,14 @@ _NAME = re.compile(r"`([\w.]+)`")
 
 
 def _packages() -> list[Path]:
-    return sorted(
-        init.parent
-        for folder in COMPONENTS
-        for init in (ROOT / folder).rglob("__init__.py")
-        if "_generated" not in init.parts
-    )
+    """Every package of the components and of the shell (`rowbus/` without its links)."""
+    inits = [init for folder in COMPONENTS for init in (ROOT / folder).rglob("__init__.py")]
+    inits += [
+        init
+        for init in (ROOT / "rowbus").rglob("__init__.py")
+        if init.relative_to(ROOT / "rowbus").parts[0] not in COMPONENTS
+    ]
+    return sorted(init.parent for init in inits if "_generated" not in init.parts)
 
 
 def _members(package: Path) -> set[str]:

@@ -111,6 +111,8 @@ class Cluster:
                     "node",
                     "--node-id",
                     node,
+                    "--metrics-port",
+                    "0",
                 ],
                 cwd=ROOT,
                 env=dict(os.environ),
@@ -172,6 +174,14 @@ class Cluster:
         return wait_for(
             lambda: self.stable(nodes), timeout=timeout, what=f"sources balanced over {nodes}"
         )
+
+    def metrics_port(self, node: str) -> int | None:
+        """The port `node`'s running process serves metrics on (the last one its log names)."""
+        pattern = re.compile(
+            rf"reader node {re.escape(node)} metrics on http://127\.0\.0\.1:(\d+)/"
+        )
+        found = pattern.findall(self.log(node).read_text(errors="replace"))
+        return int(found[-1]) if found else None
 
     def took_over(self, node: str, source: str, after: float) -> float | None:
         """When `node` first published `source` (its log) after `after` (epoch seconds)."""

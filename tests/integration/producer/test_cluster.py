@@ -8,9 +8,11 @@ The steps share the nodes (one cluster per module, steps in file order)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -140,6 +142,17 @@ def test_status_shows_the_cluster(cluster: Cluster) -> None:
         assert row["state"] == "replicating" and row["owner"] not in v.drains, row
         assert row["owner"] in NODES
     assert shown["moves"] == []
+    # Each node serves the reader series of the tasks it runs (`reader node --metrics-port`):
+    # every source's owner has its series, labelled with node and source.
+    served: set[tuple[str, str]] = set()
+    for node in sorted(NODES):
+        port = cluster.metrics_port(node)
+        assert port is not None, f"{node} logged no metrics port"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+        series = rf'^rowbus_reader_rows_out_total{{node="{node}",source="([^"]+)"}} '
+        served.update((source, node) for source in re.findall(series, text, re.M))
+    assert {(source, row["owner"]) for source, row in sets.items()} <= served, served
 
 
 def test_exactly_once_and_checkpoints(cluster: Cluster) -> None:

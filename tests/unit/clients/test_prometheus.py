@@ -60,3 +60,29 @@ def test_a_failing_snapshot_does_not_break_the_scrape() -> None:
     exporter.register("apply", broken)
     exporter.register("reader", lambda: {"rows_out_total": 1})
     assert "rowbus_reader_rows_out_total 1.0" in exporter.text()
+
+
+def test_components_that_come_and_go_share_their_families() -> None:
+    """A reader node's tasks (`register_each`): one family per metric, a series per task
+    labelled by its name; a task gone is gone from the next scrape."""
+    tasks = {
+        "s1": {"rows_out_total": 5, "errors_total": {"FencedError": 1}},
+        "s2": {"rows_out_total": 7, "errors_total": {}},
+    }
+    exporter = Exporter()
+    exporter.register_each(
+        "reader",
+        lambda: dict(tasks),
+        label="source",
+        labels={"errors_total": "kind"},
+        static={"node": "n1"},
+    )
+    text = exporter.text()
+    assert text.count("# TYPE rowbus_reader_rows_out_total counter") == 1, text
+    assert 'rowbus_reader_rows_out_total{node="n1",source="s1"} 5.0' in text
+    assert 'rowbus_reader_rows_out_total{node="n1",source="s2"} 7.0' in text
+    assert 'rowbus_reader_errors_total{kind="FencedError",node="n1",source="s1"} 1.0' in text
+    del tasks["s1"]
+    text = exporter.text()
+    assert 'source="s1"' not in text
+    assert 'rowbus_reader_rows_out_total{node="n1",source="s2"} 7.0' in text

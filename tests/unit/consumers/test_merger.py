@@ -109,7 +109,7 @@ def test_snapshot_offsets_are_where_a_rebuilt_merger_reads_on(
     cursors = dict.fromkeys(scenario.partitions, 0)
     feed(data, first, scenario, cursors, [], stop_after=data.draw(st.integers(0, 40)))
     snapshot = MergerSnapshot.from_json(first.snapshot().to_json())
-    assert dict(snapshot.next_offsets) == {tp: c for tp, c in cursors.items() if c}
+    assert dict(snapshot.offsets) == {tp: c for tp, c in cursors.items() if c}
     first.close()
 
 

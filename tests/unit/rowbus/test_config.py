@@ -166,13 +166,15 @@ def test_config_show_names_where_each_value_came_from(
 def test_long_running_commands_offer_the_same_metrics_flag(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """`reader run`, `tail` and `apply` take ``--metrics-port`` alike (apply had none: its
-    metrics could only be set in the file); apply hands it to the job's configuration."""
+    """`reader run`, `reader node`, `tail` and `apply` take ``--metrics-port`` alike (apply and
+    node had none: their metrics could only be set in the file, or not at all); apply hands it
+    to the job's configuration."""
     from rowbus.cli import build_parser, main
 
     parser = build_parser()
     for argv in (
         ["reader", "run", "--source", "s", "--metrics-port", "9"],
+        ["reader", "node", "--metrics-port", "9"],
         ["tail", "t", "--metrics-port", "9"],
         ["apply", "--metrics-port", "9"],
     ):
