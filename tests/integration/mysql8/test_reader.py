@@ -21,7 +21,13 @@ from rowbus.producer.settings import ReaderSettings
 from rowbus.protocol.events import Record, RowChange
 from rowbus.waiting import wait_for
 from tests.integration.fidelity.corpus import from_source, same
-from tests.integration.mysql8.corpus import Corpus, build, mysql8_cases, values_from_mariadb
+from tests.integration.mysql8.corpus import (
+    Corpus,
+    Values,
+    build,
+    mysql8_cases,
+    values_from_mariadb,
+)
 from tests.integration.producer.helpers import ReaderSetup, TopicReader
 from tests.mysql8.binlog import Binlog
 from tests.mysql8.payload import compressing
@@ -31,13 +37,13 @@ PATHS = {"framed": (True, True), "native": (True, False), "pure": (False, False)
 
 
 @pytest.fixture(scope="module")
-def mariadb_values(services: Settings) -> dict[str, dict[int, Any]]:
+def mariadb_values(services: Settings) -> dict[str, Values]:
     return values_from_mariadb(services.sources[0], mysql8_cases())
 
 
 @pytest.fixture
 def primary(
-    mariadb_values: dict[str, dict[int, Any]],
+    mariadb_values: dict[str, Values],
 ) -> Iterator[tuple[Primary, Corpus]]:
     log = Binlog()
     corpus = build(log, f"m8_{uuid.uuid4().hex[:6]}", mariadb_values)
@@ -47,7 +53,7 @@ def primary(
 
 @pytest.fixture
 def compressed_primary(
-    mariadb_values: dict[str, dict[int, Any]],
+    mariadb_values: dict[str, Values],
 ) -> Iterator[tuple[Primary, Corpus]]:
     """The same corpus with binlog_transaction_compression=ON: every transaction of row
     changes is its GTID event and one Transaction_payload (zstd)."""
