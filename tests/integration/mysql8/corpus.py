@@ -36,6 +36,42 @@ def mysql8_cases() -> list[Case]:
     return [c for c in CASES if c.name not in SKIPPED]
 
 
+MIXED = {
+    "f_mixed_columns": (
+        "latin1",
+        "gbk",
+        "ucs2",
+        "text",
+        "utf8mb4_bin",
+        "enum_latin1",
+        "enum_gbk",
+        "set",
+    ),
+    "f_mixed_default": (
+        "latin1",
+        "latin1_char",
+        "latin1_text",
+        "gbk",
+        "enum_latin1",
+        "set_latin1",
+        "enum",
+    ),
+}
+"""Tables of several cases' columns side by side (`c_<case>`), so that the table maps carry
+both of MySQL's forms of the charsets: f_mixed_columns's character columns (5 collations) and
+ENUM/SET columns (3) are each listed column by column (COLUMN_CHARSET, ENUM_AND_SET_COLUMN_
+CHARSET); f_mixed_default's have a most used collation (latin1) with the others listed
+after it (DEFAULT_CHARSET, ENUM_AND_SET_DEFAULT_CHARSET)."""
+
+
+@dataclass
+class Mixed:
+    cases: list[Case]
+    rows: dict[int, tuple[Any, ...]]
+    """id -> the columns' values as pymysql read them from MariaDB (None where a case has no
+    row of that id)."""
+
+
 @dataclass
 class Corpus:
     database: str
@@ -44,6 +80,8 @@ class Corpus:
     """Per case table: the rows after every change, as pymysql read them from MariaDB."""
     changes: int
     """Row changes in the binlog (each a record)."""
+    mixed: dict[str, Mixed]
+    """The `MIXED` tables, inserted once."""
 
 
 @dataclass
@@ -132,4 +170,38 @@ def build(binlog: Binlog, database: str, values: dict[str, Values]) -> Corpus:
         del state[1]
         state[-1] = None
         final[case.table] = sorted(state.items())
-    return Corpus(database, cases, final, changes)
+    mixed = {}
+    for n, (name, names) in enumerate(MIXED.items()):
+        mixed[name] = _mixed(binlog, database, name, names, values, 100 + len(cases) + n)
+        changes += len(mixed[name].rows)
+    return Corpus(database, cases, final, changes, mixed)
+
+
+def _mixed(
+    binlog: Binlog,
+    database: str,
+    name: str,
+    names: tuple[str, ...],
+    values: dict[str, Values],
+    table_id: int,
+) -> Mixed:
+    """One `MIXED` table: its CREATE, then one insert transaction of a row per id any of its
+    cases has, each column holding its case's value of that id."""
+    cases = [c for c in CASES if c.name in names]
+    columns = [column(f"c_{c.name}", c.type) for c in cases]
+    table = Table(database, name, [column("id", "INT", primary=True), *columns], table_id=table_id)
+    ids = sorted({i for c in cases for i in values[c.table].stored})
+    inserts = [
+        Change(table, None, (i, *(values[c.table].stored.get(i) for c in cases))) for i in ids
+    ]
+    create = ", ".join(f"c_{c.name} {c.type}" for c in cases)
+    binlog.add(
+        [
+            Transaction(
+                ddl=f"CREATE TABLE `{name}` (id INT PRIMARY KEY, {create})", schema=database
+            ),
+            Transaction(inserts),
+        ]
+    )
+    rows = {i: tuple(values[c.table].read.get(i) for c in cases) for i in ids}
+    return Mixed(cases, rows)

@@ -137,8 +137,8 @@ def read_all(setup: ReaderSetup, expected: int, **overrides: object) -> list[Rec
 
 def check_corpus(records: list[Record], corpus: Corpus) -> None:
     """Every table rebuilt from its row changes equals the MariaDB path's values, types
-    included; each update's before image is the row as it was; the tagged transactions'
-    records carry their ``uuid:fix:N``."""
+    included, the `MIXED` tables' columns too; each update's before image is the row as it
+    was; the tagged transactions' records carry their ``uuid:fix:N``."""
     tagged = {r.position.gtid for r in records if isinstance(r, RowChange)}
     assert len({g for g in tagged if g and ":fix:" in g}) == (len(corpus.cases) + 2) // 3
     tables: dict[str, dict[int, Any]] = {}
@@ -162,6 +162,23 @@ def check_corpus(records: list[Record], corpus: Corpus) -> None:
             expected = from_source(case, value)
             if not same(case, got[i], expected):
                 wrong.append(f"{case.name} id {i}: MariaDB path {expected!r}, MySQL 8 {got[i]!r}")
+    for name, mixed in corpus.mixed.items():
+        rows = {
+            int(r.after[0]): r.after[1:]  # type: ignore[arg-type]
+            for r in records
+            if isinstance(r, RowChange) and r.table == name and r.after is not None
+        }
+        if sorted(rows) != sorted(mixed.rows):
+            wrong.append(f"{name}: ids {sorted(rows)} != {sorted(mixed.rows)}")
+            continue
+        for i, want_row in mixed.rows.items():
+            for case, got_value, value in zip(mixed.cases, rows[i], want_row, strict=True):
+                expected = from_source(case, value)
+                if not same(case, got_value, expected):
+                    wrong.append(
+                        f"{name}.c_{case.name} id {i}: MariaDB path {expected!r}, "
+                        f"MySQL 8 {got_value!r}"
+                    )
     assert not wrong, "\n".join(wrong)
 
 
@@ -214,7 +231,8 @@ def test_compressed_transactions_give_the_values_of_plain_ones(
     if not fast:
         monkeypatch.setattr(fastrows, "AVAILABLE", False)
     kinds = server.binlog.kinds()
-    assert kinds.get(40, 0) == 2 * len(corpus.cases), kinds  # inserts, then the changes
+    # Per case, its inserts, then its changes; per mixed table, its inserts.
+    assert kinds.get(40, 0) == 2 * len(corpus.cases) + len(corpus.mixed), kinds
     assert not {19, 30, 31, 32, 16} & set(kinds), kinds  # no table map, rows or Xid outside
     payloads = server.binlog.written
     setup = setup_for(services, server, corpus.database, make_topic, unique)
