@@ -293,7 +293,7 @@ def _frac(micros: int, fsp: int) -> bytes:
     if fsp == 0:
         return b""
     size = (fsp + 1) // 2
-    return (micros // 10 ** (6 - 2 * size)).to_bytes(size, "big")
+    return int(micros // 10 ** (6 - 2 * size)).to_bytes(size, "big")
 
 
 @dataclass(frozen=True)
@@ -323,7 +323,7 @@ def _fields(v: Any) -> Any:
 
 def _date(v: Any) -> bytes:
     v = _fields(v)
-    return (v.day | v.month << 5 | v.year << 9).to_bytes(3, "little")
+    return int(v.day | v.month << 5 | v.year << 9).to_bytes(3, "little")
 
 
 def datetime2(v: Any, fsp: int) -> bytes:
@@ -333,7 +333,7 @@ def datetime2(v: Any, fsp: int) -> bytes:
     ym = v.year * 13 + v.month
     ymd = ym << 5 | v.day
     hms = v.hour << 12 | v.minute << 6 | v.second
-    return ((ymd << 17 | hms) + (1 << 39)).to_bytes(5, "big") + _frac(v.microsecond, fsp)
+    return int((ymd << 17 | hms) + (1 << 39)).to_bytes(5, "big") + _frac(v.microsecond, fsp)
 
 
 def timestamp2(v: Any, fsp: int) -> bytes:
