@@ -161,3 +161,13 @@ def test_enum_and_set_members_lose_their_trailing_spaces_as_on_the_server() -> N
     schema = create_table(statement, "s", "t", "utf8mb4_general_ci", MARIADB_CHARSETS).schema_of()
     assert schema.columns[1].elements == (" a", "Ä", "b\t")
     assert schema.columns[2].elements == ("x", "y")
+
+
+def test_an_enum_default_with_trailing_spaces_names_its_stripped_member() -> None:
+    from rowbus.producer.ddl.apply import create_table
+    from rowbus.producer.ddl.words import MARIADB_CHARSETS
+
+    statement = "CREATE TABLE t (id INT PRIMARY KEY, e ENUM('a ','b') DEFAULT 'a ')"
+    schema = create_table(statement, "s", "t", "utf8mb4_general_ci", MARIADB_CHARSETS).schema_of()
+    assert schema.columns[1].elements == ("a", "b")
+    assert schema.columns[1].default == "'a'"
