@@ -20,8 +20,9 @@ from rowbus.producer.reader import Reader
 from rowbus.producer.settings import ReaderSettings
 from rowbus.protocol.events import Record, RowChange
 from rowbus.waiting import wait_for
-from tests.integration.fidelity.corpus import from_source, same
+from tests.integration.fidelity.corpus import ALL_TYPES, from_source, same
 from tests.integration.mysql8.corpus import (
+    MIXED,
     Corpus,
     Values,
     build,
@@ -32,6 +33,7 @@ from tests.integration.producer.helpers import ReaderSetup, TopicReader
 from tests.mysql8.binlog import Binlog
 from tests.mysql8.payload import compressing
 from tests.mysql8.primary import Primary
+from tests.mysql8.rows import charsets, column
 
 PATHS = {"framed": (True, True), "native": (True, False), "pure": (False, False)}
 
@@ -241,3 +243,21 @@ def test_compressed_transactions_give_the_values_of_plain_ones(
     ends = {w.end for w in payloads}
     rows = [r for r in records if isinstance(r, RowChange)]
     assert rows and all(r.position.offset in ends for r in rows)
+
+
+def test_the_mixed_tables_carry_both_of_mysqls_charset_forms() -> None:
+    """What `MIXED` is for (no service needed): f_mixed_columns's table map lists every
+    column's collation (COLUMN_CHARSET, ENUM_AND_SET_COLUMN_CHARSET), f_mixed_default's gives
+    a default and at least one exception (DEFAULT_CHARSET, ENUM_AND_SET_DEFAULT_CHARSET)."""
+    forms = {}
+    for name, names in MIXED.items():
+        cols = [column(n, ALL_TYPES[n].type) for n in names]
+        plain = [c.collation for c in cols if c.collation is not None and not c.members]
+        listed = [c.collation for c in cols if c.members and c.collation is not None]
+        forms[name] = (charsets(plain, 2, 3), charsets(listed, 10, 11))
+    (kind, _), (enum_kind, _) = forms["f_mixed_columns"]
+    assert (kind, enum_kind) == (3, 11)
+    (kind, body), (enum_kind, enum_body) = forms["f_mixed_default"]
+    assert (kind, enum_kind) == (2, 10)
+    assert body[0] == enum_body[0] == 8  # latin1 the most used, then the exceptions
+    assert len(body) > 1 and len(enum_body) > 1
