@@ -3,8 +3,9 @@ metadata, the v2 Rows events with the 8.0 extra-data part, and each column type'
 
 A `Column` is built from a column's SQL type (the subset the MySQL 8 corpus uses: integers,
 DECIMAL, FLOAT/DOUBLE, BIT, CHAR/VARCHAR/BINARY/VARBINARY, BLOB/TEXT, ENUM/SET, DATE, YEAR,
-DATETIME/TIMESTAMP/TIME with fractional seconds, JSON); `Column.encode` turns a Python value as
-pymysql reads it from a server into the column's bytes in a row image.
+DATETIME/TIMESTAMP/TIME with fractional seconds, JSON), in the character sets of `CHARSETS`;
+`Column.encode` turns a Python value as pymysql reads it from a server (or a string's stored
+bytes) into the column's bytes in a row image.
 """
 
 from __future__ import annotations
@@ -394,8 +395,9 @@ def _msb_bits(flags: list[bool]) -> bytes:
 
 
 def table_map_body(table_id: int, schema: str, table: str, columns: list[Column]) -> bytes:
-    """Table_map_event's body with binlog_row_metadata=FULL: signedness, default charset and
-    the columns that differ, column names, SET and ENUM members, the simple primary key,
+    """Table_map_event's body with binlog_row_metadata=FULL: signedness, the character
+    columns' and the ENUM/SET columns' charsets (each in MySQL's shorter form, `charsets`),
+    column names, SET and ENUM members (in their column's charset), the simple primary key,
     column visibility."""
     body = table_id.to_bytes(6, "little") + b"\x01\x00"
     body += bytes([len(schema)]) + schema.encode() + b"\x00"
