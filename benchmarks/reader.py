@@ -2,7 +2,7 @@
 
     python -m benchmarks.reader [--mysql HOST:PORT] [--kafka HOST:PORT] [--w1-rows N]
         [--w1u-rows N] [--w2-txns N] [--producer KEY=VALUE ...] [--no-pure] [--no-compressed]
-        [--profile]
+        [--profile] [--mysql8-primary]
 
 W1: a 10-column table (BIGINT PK, INT, BIGINT, VARCHAR(64), DECIMAL(12,2), DATETIME(6), DOUBLE,
 TINYINT, TEXT, DATE) filled in 100-row transactions. W1z: the same rows into a second such table
@@ -32,6 +32,15 @@ run. W1 and W1u are also read by the reader with ``reader.encoding: debezium`` (
 schemas on), and by Debezium with JsonConverter beside its Connect-struct run, the pair that
 does the same work (`--no-debezium-encoding` leaves both out). `--cores 1` or `--cores 2`
 measures one way only. Not a test: nothing is asserted.
+
+`--mysql8-primary`: no source server is used (nor `--mysql`). W1's rows (`--w1-rows`, the same
+seeded values) are laid out as a MySQL 8.4 binlog twice, with ``binlog_transaction_compression``
+OFF and ON (each 100-row transaction one zstd Transaction_payload event), each served by the
+loopback MySQL 8.4 test primary (`tests.mysql8`, in this process) to the reader in a child
+process, native path (and pure-Python unless `--no-pure`), with `--pin` as above; the figures
+are rows per CPU-second of the reader's process (the primary's CPU is this process's) and the
+ratio of ON to OFF in the same run. mysql-replication alone cannot read Transaction_payload
+events, so there is no bare parse here.
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ import multiprocessing as mp
 import os
 import pstats
 import random
+import re
 import shutil
 import subprocess
 import threading
@@ -57,7 +67,7 @@ from benchmarks.common import binlog_end, connect, maxrss_mb
 from rowbus.clients import kafka
 from rowbus.clients.settings import SourceConnection
 from rowbus.producer.settings import ReaderSettings, Services
-from rowbus.workloads import W1, W2
+from rowbus.workloads import W1, W1_DDL, W2, w1_row
 
 # rowbus.producer.reader (hence binlog, fastrows, tablemaps) is imported by `run_reader` only:
 # importing it patches mysql-replication (values.install, tablemaps.install), and the baseline
@@ -471,6 +481,75 @@ def _measure(
     return line
 
 
+def w1_binlogs(rows: int, db: str) -> list[tuple[str, Any, dict[str, str]]]:
+    """W1's rows as MySQL 8.4 binlogs: (label, binlog, server variables) with
+    binlog_transaction_compression OFF, then ON."""
+    from tests.mysql8.binlog import Binlog, Change, Table, Transaction
+    from tests.mysql8.payload import compressing
+    from tests.mysql8.rows import column
+
+    ddl = W1_DDL.format(name=f"`{db}`.`w1`")
+    listed = ddl[ddl.index("(") + 1 : ddl.rindex(")")].replace("\n", " ")
+    parts = [p.strip() for p in re.split(r",\s*(?![^()]*\))", listed)]
+    columns = [column(p.split()[0], p.split(" ", 1)[1], primary="PRIMARY" in p) for p in parts]
+    out = []
+    for label, compression in (("OFF", None), ("ON", compressing())):
+        log = Binlog(compression=compression)
+        table = Table(db, "w1", columns, table_id=70)
+        log.add([Transaction(ddl=f"CREATE DATABASE `{db}`"), Transaction(ddl=ddl, schema=db)])
+        rng = random.Random(1)  # W1's seed: the same values as on a real source
+        txns = []
+        for first in range(1, rows + 1, 100):
+            keys = range(first, min(rows + 1, first + 100))
+            txns.append(Transaction([Change(table, None, w1_row(rng, k)) for k in keys]))
+        log.add(txns)
+        out.append((label, log, {"binlog_transaction_compression": label}))
+    return out
+
+
+def mysql8_main(args: argparse.Namespace) -> int:
+    """`--mysql8-primary`: W1 with binlog_transaction_compression OFF beside ON, read from the
+    MySQL 8.4 test primary; prints each reader run and a summary."""
+    from tests.mysql8.primary import Primary
+
+    db = f"bench_{uuid.uuid4().hex[:8]}"
+    began = time.perf_counter()
+    binlogs = w1_binlogs(args.w1_rows, db)
+    print(
+        f"W1 as MySQL 8.4 binlogs ({args.w1_rows} rows): built in "
+        f"{time.perf_counter() - began:.1f}s; "
+        + ", ".join(
+            f"compression {label}: {log.current[1] / 1e6:.1f} MB" for label, log, _ in binlogs
+        )
+    )
+    with open("/proc/loadavg") as f:
+        print(f"load average before: {' '.join(f.read().split()[:3])}; {_cores(args)}")
+    paths = [(True, "native")] + ([] if args.no_pure else [(False, "pure")])
+    rates: dict[tuple[str, str], float] = {}
+    for label, log, variables in binlogs:
+        with Primary(log, user=args.user, password=args.password, variables=variables) as server:
+            run = argparse.Namespace(**{**vars(args), "mysql": f"127.0.0.1:{server.port}"})
+            end = log.current
+            for native, path in paths:
+                result = _in_child(run_reader, run, db, ("binlog.000001", 4), end, native)
+                cpu_rate = result["rows"] / result["cpu_s"]
+                rates[label, path] = cpu_rate
+                print(
+                    f"  compression {label}, reader ({path}) → Kafka committed: "
+                    f"{result['rows']} rows, {result['cpu_s']:.2f} CPU-s = {cpu_rate:,.0f} rows "
+                    f"per CPU-s (start-up included), {result['seconds']:.2f}s wall, peak RSS "
+                    f"{result['rss_mb']:.0f} MB, rows events native/fallback "
+                    f"{result['native_events']}/{result['fallback_events']}"
+                )
+    print("summary (rows per CPU-second of the reader's process, same run):")
+    for _, path in paths:
+        off, on = rates["OFF", path], rates["ON", path]
+        print(f"  W1 MySQL 8.4 {path}: compression OFF {off:,.0f}, ON {on:,.0f} ({on / off:.2f}x)")
+    with open("/proc/loadavg") as f:
+        print(f"load average after: {' '.join(f.read().split()[:3])}")
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.reader", description=__doc__.split("\n")[0]
@@ -531,12 +610,20 @@ def _parser() -> argparse.ArgumentParser:
         help="the Debezium harness's run.sh",
     )
     parser.add_argument("--db", help="database to write into (default: bench, or a fresh one)")
+    parser.add_argument(
+        "--mysql8-primary",
+        action="store_true",
+        help="W1 from the MySQL 8.4 test primary, binlog_transaction_compression OFF beside ON "
+        "(no source server)",
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.mysql8_primary:
+        return mysql8_main(args)
     missing = debezium_missing(args)
     db = args.db or ("bench" if missing is None else f"bench_{uuid.uuid4().hex[:8]}")
     with _connect(args) as conn, conn.cursor() as cur:

@@ -189,8 +189,10 @@ def default_text(col: ColumnSchema, kind: str, value: str | Decimal | None) -> s
         return quote_default(_date_text(text, t, col.fsp or 0))
     if t == "char":
         return quote_default(text.rstrip(" "))
+    # Members lost their trailing spaces at CREATE (`ddl.types`); a default is matched
+    # without them too (the server compares with PAD SPACE).
     if t == "set":
-        members = [m for m in text.split(",") if m]
+        members = [m.rstrip(" ") for m in text.split(",") if m]
         lower = [e.lower() for e in col.elements]
         try:
             order = sorted({lower.index(m.lower()) for m in members})
@@ -199,7 +201,7 @@ def default_text(col: ColumnSchema, kind: str, value: str | Decimal | None) -> s
         return quote_default(",".join(col.elements[i] for i in order))
     if t == "enum":
         for e in col.elements:
-            if e.lower() == text.lower():
+            if e.lower() == text.rstrip(" ").lower():
                 return quote_default(e)
         raise DdlApplyError(f"ENUM default {text!r} is not a member")
     return quote_default(text)

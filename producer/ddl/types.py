@@ -156,7 +156,9 @@ def _character(w: Words, word: str) -> ColType | None:
             tok = w.take()
             if tok.kind != "string":
                 raise DdlApplyError(f"{word} member is not a string literal")
-            elements.append(string_value(tok))
+            # The server drops a member's trailing spaces when it creates the table (MySQL
+            # and MariaDB alike): ENUM('Ä ') holds 'Ä', as the table map's members say.
+            elements.append(string_value(tok).rstrip(" "))
             if not w.accept(","):
                 break
         w.expect(")")

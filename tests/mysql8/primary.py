@@ -43,13 +43,32 @@ VERSION = "8.4.3"
 REMOVED = frozenset({"SHOW MASTER STATUS", "SHOW SLAVE STATUS", "SHOW SLAVE HOSTS"})
 """Statements MySQL 8.4 removed (a syntax error there, as here), not forgotten answers."""
 DEFAULT_COLLATIONS = {
-    "utf8mb4": "utf8mb4_0900_ai_ci",
-    "utf8mb3": "utf8mb3_general_ci",
+    "big5": "big5_chinese_ci",
+    "koi8r": "koi8r_general_ci",
     "latin1": "latin1_swedish_ci",
+    "latin2": "latin2_general_ci",
     "ascii": "ascii_general_ci",
+    "ujis": "ujis_japanese_ci",
+    "sjis": "sjis_japanese_ci",
+    "hebrew": "hebrew_general_ci",
+    "tis620": "tis620_thai_ci",
+    "euckr": "euckr_korean_ci",
+    "gb2312": "gb2312_chinese_ci",
+    "greek": "greek_general_ci",
+    "cp1250": "cp1250_general_ci",
+    "gbk": "gbk_chinese_ci",
+    "utf8mb3": "utf8mb3_general_ci",
+    "ucs2": "ucs2_general_ci",
+    "utf16": "utf16_general_ci",
+    "utf16le": "utf16le_general_ci",
+    "utf32": "utf32_general_ci",
+    "cp932": "cp932_japanese_ci",
+    "gb18030": "gb18030_chinese_ci",
+    "utf8mb4": "utf8mb4_0900_ai_ci",
     "binary": "binary",
 }
-"""MySQL 8.4's default collation of the charsets a test uses."""
+"""MySQL 8.4's default collation of the charsets a test uses (``information_schema.
+COLLATIONS`` where IS_DEFAULT; their ids are `tests.mysql8.rows.CHARSETS`')."""
 
 
 @dataclass

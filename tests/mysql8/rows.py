@@ -3,8 +3,9 @@ metadata, the v2 Rows events with the 8.0 extra-data part, and each column type'
 
 A `Column` is built from a column's SQL type (the subset the MySQL 8 corpus uses: integers,
 DECIMAL, FLOAT/DOUBLE, BIT, CHAR/VARCHAR/BINARY/VARBINARY, BLOB/TEXT, ENUM/SET, DATE, YEAR,
-DATETIME/TIMESTAMP/TIME with fractional seconds, JSON); `Column.encode` turns a Python value as
-pymysql reads it from a server into the column's bytes in a row image.
+DATETIME/TIMESTAMP/TIME with fractional seconds, JSON), in the character sets of `CHARSETS`;
+`Column.encode` turns a Python value as pymysql reads it from a server (or a string's stored
+bytes) into the column's bytes in a row image.
 """
 
 from __future__ import annotations
@@ -27,6 +28,47 @@ DATE, YEAR, VARCHAR, BIT, TIMESTAMP2, DATETIME2, TIME2 = 10, 13, 15, 16, 17, 18,
 JSON, NEWDECIMAL, ENUM, SET, BLOB, VAR_STRING, STRING = 245, 246, 247, 248, 252, 253, 254
 UTF8MB4, BINARY = 255, 63
 """utf8mb4_0900_ai_ci (8.4's default collation) and binary, by collation id."""
+
+
+@dataclass(frozen=True)
+class Charset:
+    """A MySQL 8.4 character set: its default collation's id (``information_schema.
+    COLLATIONS.ID``; MySQL and MariaDB number these charsets' default collations alike),
+    the most bytes a character takes (``CHARACTER_SETS.MAXLEN``: a CHAR/VARCHAR(n) holds
+    n times that many bytes) and the Python codec that writes ENUM/SET members' text."""
+
+    collation: int
+    maxlen: int
+    codec: str
+
+
+CHARSETS = {
+    "big5": Charset(1, 2, "big5"),
+    "koi8r": Charset(7, 1, "koi8_r"),
+    "latin1": Charset(8, 1, "cp1252"),  # MySQL's latin1 is cp1252 (its five gaps aside)
+    "latin2": Charset(9, 1, "iso8859_2"),
+    "ascii": Charset(11, 1, "ascii"),
+    "ujis": Charset(12, 3, "euc_jp"),
+    "sjis": Charset(13, 2, "shift_jis"),
+    "hebrew": Charset(16, 1, "iso8859_8"),
+    "tis620": Charset(18, 1, "tis_620"),
+    "euckr": Charset(19, 2, "euc_kr"),
+    "gb2312": Charset(24, 2, "gb2312"),
+    "greek": Charset(25, 1, "iso8859_7"),
+    "cp1250": Charset(26, 1, "cp1250"),
+    "gbk": Charset(28, 2, "gbk"),
+    "utf8mb3": Charset(33, 3, "utf-8"),  # MariaDB's utf8mb3 too; "utf8" is its old alias
+    "ucs2": Charset(35, 2, "utf-16-be"),
+    "utf16": Charset(54, 4, "utf-16-be"),
+    "utf16le": Charset(56, 4, "utf-16-le"),
+    "utf32": Charset(60, 4, "utf-32-be"),
+    "cp932": Charset(95, 2, "cp932"),
+    "gb18030": Charset(248, 4, "gb18030"),
+    "utf8mb4": Charset(UTF8MB4, 4, "utf-8"),
+}
+"""The character sets of the fidelity corpus, with MySQL 8.4's default collations."""
+COLLATIONS = {"utf8mb4_bin": 46, "utf8mb4_general_ci": 45, "latin1_bin": 47}
+"""Collations the corpus names other than a charset's default, by id."""
 _INTS = {"TINYINT": (TINY, 1), "SMALLINT": (SHORT, 2), "MEDIUMINT": (INT24, 3)}
 _INTS |= {"INT": (LONG, 4), "BIGINT": (LONGLONG, 8)}
 _BLOBS = {"TINY": 1, "": 2, "MEDIUM": 3, "LONG": 4}
@@ -88,20 +130,21 @@ def column(name: str, sql: str, primary: bool = False) -> Column:
             bytes([bits % 8, bits // 8]),
             lambda v: int.from_bytes(v, "big").to_bytes(nbytes, "big"),
         )
+    charset = _charset(text)
     if word in ("VARCHAR", "VARBINARY"):
         binary = word == "VARBINARY"
-        max_bytes = int(arg) * (1 if binary else 4)
+        max_bytes = int(arg) * (1 if binary else charset.maxlen)
         width = 1 if max_bytes < 256 else 2
         return Column(
             name,
             VARCHAR,
             struct.pack("<H", max_bytes),
-            lambda v: _text(v, width),
-            collation=BINARY if binary else _collation(upper),
+            lambda v: _text(v, width, charset),
+            collation=BINARY if binary else _collation(text, charset),
         )
     if word in ("CHAR", "BINARY"):
         binary = word == "BINARY"
-        max_bytes = int(arg or 1) * (1 if binary else 4)
+        max_bytes = int(arg or 1) * (1 if binary else charset.maxlen)
         real = STRING
         meta = bytes([real ^ ((max_bytes & 0x300) >> 4), max_bytes & 0xFF])
         width = 1 if max_bytes < 256 else 2
@@ -109,8 +152,8 @@ def column(name: str, sql: str, primary: bool = False) -> Column:
             name,
             STRING,
             meta,
-            lambda v: _text(v, width),
-            collation=BINARY if binary else _collation(upper),
+            lambda v: _text(v, width, charset),
+            collation=BINARY if binary else _collation(text, charset),
         )
     if word.endswith(("BLOB", "TEXT")):
         size = _BLOBS[word[:-4]]
@@ -119,11 +162,12 @@ def column(name: str, sql: str, primary: bool = False) -> Column:
             name,
             BLOB,
             bytes([size]),
-            lambda v: _text(v, size),
-            collation=_collation(upper) if text_type else BINARY,
+            lambda v: _text(v, size, charset),
+            collation=_collation(text, charset) if text_type else BINARY,
         )
     if word in ("ENUM", "SET"):
-        members = tuple(m.replace("''", "'") for m in re.findall(r"'((?:[^']|'')*)'", text))
+        members = _members_of(text)
+        collation = _collation(text, charset)
         if word == "ENUM":
             width = 1 if len(members) < 256 else 2
             return Column(
@@ -131,8 +175,9 @@ def column(name: str, sql: str, primary: bool = False) -> Column:
                 STRING,
                 bytes([ENUM, width]),
                 lambda v: (members.index(v) + 1 if v in members else 0).to_bytes(width, "little"),
-                collation=UTF8MB4,
+                collation=collation,
                 members=members,
+                extra={"codec": charset.codec},
             )
         width = (len(members) + 7) // 8
         width = 8 if width > 4 else width
@@ -143,7 +188,13 @@ def column(name: str, sql: str, primary: bool = False) -> Column:
             return mask.to_bytes(width, "little")
 
         return Column(
-            name, STRING, bytes([SET, width]), enc_set, collation=UTF8MB4, members=members
+            name,
+            STRING,
+            bytes([SET, width]),
+            enc_set,
+            collation=collation,
+            members=members,
+            extra={"codec": charset.codec},
         )
     if word == "DATE":
         return Column(name, DATE, b"", _date)
@@ -161,18 +212,52 @@ def column(name: str, sql: str, primary: bool = False) -> Column:
     raise ValueError(f"no MySQL 8 binary form for {sql!r}")
 
 
-def _collation(upper: str) -> int:
-    if "UTF8MB4_BIN" in upper:
-        return 46
-    return UTF8MB4
+_QUOTED = re.compile(r"'((?:[^'\\]|''|\\.)*)'")
+_ESCAPES = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a"}
+
+
+def _members_of(text: str) -> tuple[str, ...]:
+    """ENUM/SET members as the server stores them: each quoted literal with SQL's escapes
+    undone ('' and a backslash before a character; MySQL's default sql_mode has no
+    NO_BACKSLASH_ESCAPES) and its trailing spaces dropped (MySQL and MariaDB both drop them
+    when the table is created)."""
+
+    def unescape(literal: str) -> str:
+        literal = literal.replace("''", "'")
+        return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(1)), literal)
+
+    body = text[text.index("(") : text.rindex(")") + 1]
+    return tuple(unescape(m).rstrip(" ") for m in _QUOTED.findall(body))
+
+
+def _charset(text: str) -> Charset:
+    """The column's character set: its CHARSET clause, else the charset its COLLATE clause
+    names, else utf8mb4 (MySQL 8.4's default)."""
+    outside = re.sub(r"'(?:[^'\\]|''|\\.)*'", "''", text)  # not inside ENUM members
+    found = re.search(r"\b(?:CHARSET|CHARACTER SET)\s+(\w+)", outside, re.IGNORECASE)
+    if found is None:
+        found = re.search(r"\bCOLLATE\s+([a-z0-9]+)_", outside, re.IGNORECASE)
+    name = found.group(1).lower() if found else "utf8mb4"
+    name = "utf8mb3" if name == "utf8" else name
+    if name not in CHARSETS:
+        raise ValueError(f"no MySQL 8 character set {name!r} here (in {text!r})")
+    return CHARSETS[name]
+
+
+def _collation(text: str, charset: Charset) -> int:
+    outside = re.sub(r"'(?:[^'\\]|''|\\.)*'", "''", text)
+    found = re.search(r"\bCOLLATE\s+(\w+)", outside, re.IGNORECASE)
+    return COLLATIONS[found.group(1).lower()] if found else charset.collation
 
 
 def _sized(data: bytes, width: int) -> bytes:
     return len(data).to_bytes(width, "little") + data
 
 
-def _text(v: Any, width: int) -> bytes:
-    return _sized(v.encode() if isinstance(v, str) else bytes(v), width)
+def _text(v: Any, width: int, charset: Charset) -> bytes:
+    """A string's bytes with their length: bytes as given (what the server stores), text
+    in the column's charset."""
+    return _sized(v.encode(charset.codec) if isinstance(v, str) else bytes(v), width)
 
 
 _DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
@@ -209,7 +294,7 @@ def _frac(micros: int, fsp: int) -> bytes:
     if fsp == 0:
         return b""
     size = (fsp + 1) // 2
-    return (micros // 10 ** (6 - 2 * size)).to_bytes(size, "big")
+    return int(micros // 10 ** (6 - 2 * size)).to_bytes(size, "big")
 
 
 @dataclass(frozen=True)
@@ -239,7 +324,7 @@ def _fields(v: Any) -> Any:
 
 def _date(v: Any) -> bytes:
     v = _fields(v)
-    return (v.day | v.month << 5 | v.year << 9).to_bytes(3, "little")
+    return int(v.day | v.month << 5 | v.year << 9).to_bytes(3, "little")
 
 
 def datetime2(v: Any, fsp: int) -> bytes:
@@ -249,7 +334,7 @@ def datetime2(v: Any, fsp: int) -> bytes:
     ym = v.year * 13 + v.month
     ymd = ym << 5 | v.day
     hms = v.hour << 12 | v.minute << 6 | v.second
-    return ((ymd << 17 | hms) + (1 << 39)).to_bytes(5, "big") + _frac(v.microsecond, fsp)
+    return int((ymd << 17 | hms) + (1 << 39)).to_bytes(5, "big") + _frac(v.microsecond, fsp)
 
 
 def timestamp2(v: Any, fsp: int) -> bytes:
@@ -310,8 +395,9 @@ def _msb_bits(flags: list[bool]) -> bytes:
 
 
 def table_map_body(table_id: int, schema: str, table: str, columns: list[Column]) -> bytes:
-    """Table_map_event's body with binlog_row_metadata=FULL: signedness, default charset and
-    the columns that differ, column names, SET and ENUM members, the simple primary key,
+    """Table_map_event's body with binlog_row_metadata=FULL: signedness, the character
+    columns' and the ENUM/SET columns' charsets (each in MySQL's shorter form, `charsets`),
+    column names, SET and ENUM members (in their column's charset), the simple primary key,
     column visibility."""
     body = table_id.to_bytes(6, "little") + b"\x01\x00"
     body += bytes([len(schema)]) + schema.encode() + b"\x00"
@@ -324,14 +410,9 @@ def table_map_body(table_id: int, schema: str, table: str, columns: list[Column]
     numeric = [c for c in columns if c.type in NUMERIC]
     if numeric:
         tlv.append((1, _msb_bits([c.unsigned for c in numeric])))
-    # Character columns other than ENUM/SET, numbered among themselves.
-    plain = list(enumerate(c for c in columns if c.collation is not None and not c.members))
+    plain = [c.collation for c in columns if c.collation is not None and not c.members]
     if plain:
-        default = UTF8MB4
-        differ = b"".join(
-            lenenc(i) + lenenc(c.collation or 0) for i, c in plain if c.collation != default
-        )
-        tlv.append((2, lenenc(default) + differ))
+        tlv.append(charsets(plain, 2, 3))
     tlv.append((4, b"".join(lenenc_str(c.name.encode()) for c in columns)))
     sets = [c for c in columns if c.members and c.meta[0] == SET]
     if sets:
@@ -343,15 +424,35 @@ def table_map_body(table_id: int, schema: str, table: str, columns: list[Column]
     if keys:
         tlv.append((8, b"".join(lenenc(i) for i in keys)))
     if sets or enums:
-        tlv.append((10, lenenc(UTF8MB4)))
+        listed = [c.collation for c in columns if c.members and c.collation is not None]
+        tlv.append(charsets(listed, 10, 11))
     tlv.append((12, _msb_bits([True] * len(columns))))
     for kind, value in tlv:
         body += bytes([kind]) + lenenc_str(value)
     return body
 
 
+def charsets(collations: list[int], default_kind: int, column_kind: int) -> tuple[int, bytes]:
+    """The charsets of a group of columns (the character columns: DEFAULT_CHARSET or
+    COLUMN_CHARSET; the ENUM/SET columns: ENUM_AND_SET_DEFAULT_CHARSET or _COLUMN_CHARSET) in
+    the shorter form by MySQL's own estimate (Table_map_log_event::init_charset_field, one
+    byte per index and id): every column's collation when that count is below 1 plus 2 per
+    column off the most used collation, else the most used collation then (index within
+    the group, collation) for the others. Ties go to the lowest id (MySQL scans a std::map)."""
+    counts: dict[int, int] = {}
+    for collation in collations:
+        counts[collation] = counts.get(collation, 0) + 1
+    default = max(sorted(counts), key=lambda c: counts[c])
+    if len(collations) < 1 + (len(collations) - counts[default]) * 2:
+        return column_kind, b"".join(lenenc(c) for c in collations)
+    differ = b"".join(lenenc(i) + lenenc(c) for i, c in enumerate(collations) if c != default)
+    return default_kind, lenenc(default) + differ
+
+
 def _members(c: Column) -> bytes:
-    return lenenc(len(c.members)) + b"".join(lenenc_str(m.encode()) for m in c.members)
+    """An ENUM/SET column's members, in the column's character set."""
+    codec = str(c.extra.get("codec", "utf-8"))
+    return lenenc(len(c.members)) + b"".join(lenenc_str(m.encode(codec)) for m in c.members)
 
 
 def image(columns: list[Column], values: tuple[Any, ...]) -> bytes:

@@ -20,24 +20,32 @@ from rowbus.producer.reader import Reader
 from rowbus.producer.settings import ReaderSettings
 from rowbus.protocol.events import Record, RowChange
 from rowbus.waiting import wait_for
-from tests.integration.fidelity.corpus import from_source, same
-from tests.integration.mysql8.corpus import Corpus, build, mysql8_cases, values_from_mariadb
+from tests.integration.fidelity.corpus import ALL_TYPES, from_source, same
+from tests.integration.mysql8.corpus import (
+    MIXED,
+    Corpus,
+    Values,
+    build,
+    mysql8_cases,
+    values_from_mariadb,
+)
 from tests.integration.producer.helpers import ReaderSetup, TopicReader
 from tests.mysql8.binlog import Binlog
 from tests.mysql8.payload import compressing
 from tests.mysql8.primary import Primary
+from tests.mysql8.rows import charsets, column
 
 PATHS = {"framed": (True, True), "native": (True, False), "pure": (False, False)}
 
 
 @pytest.fixture(scope="module")
-def mariadb_values(services: Settings) -> dict[str, dict[int, Any]]:
+def mariadb_values(services: Settings) -> dict[str, Values]:
     return values_from_mariadb(services.sources[0], mysql8_cases())
 
 
 @pytest.fixture
 def primary(
-    mariadb_values: dict[str, dict[int, Any]],
+    mariadb_values: dict[str, Values],
 ) -> Iterator[tuple[Primary, Corpus]]:
     log = Binlog()
     corpus = build(log, f"m8_{uuid.uuid4().hex[:6]}", mariadb_values)
@@ -47,7 +55,7 @@ def primary(
 
 @pytest.fixture
 def compressed_primary(
-    mariadb_values: dict[str, dict[int, Any]],
+    mariadb_values: dict[str, Values],
 ) -> Iterator[tuple[Primary, Corpus]]:
     """The same corpus with binlog_transaction_compression=ON: every transaction of row
     changes is its GTID event and one Transaction_payload (zstd)."""
@@ -131,8 +139,8 @@ def read_all(setup: ReaderSetup, expected: int, **overrides: object) -> list[Rec
 
 def check_corpus(records: list[Record], corpus: Corpus) -> None:
     """Every table rebuilt from its row changes equals the MariaDB path's values, types
-    included; each update's before image is the row as it was; the tagged transactions'
-    records carry their ``uuid:fix:N``."""
+    included, the `MIXED` tables' columns too; each update's before image is the row as it
+    was; the tagged transactions' records carry their ``uuid:fix:N``."""
     tagged = {r.position.gtid for r in records if isinstance(r, RowChange)}
     assert len({g for g in tagged if g and ":fix:" in g}) == (len(corpus.cases) + 2) // 3
     tables: dict[str, dict[int, Any]] = {}
@@ -156,6 +164,23 @@ def check_corpus(records: list[Record], corpus: Corpus) -> None:
             expected = from_source(case, value)
             if not same(case, got[i], expected):
                 wrong.append(f"{case.name} id {i}: MariaDB path {expected!r}, MySQL 8 {got[i]!r}")
+    for name, mixed in corpus.mixed.items():
+        rows = {
+            int(r.after[0]): r.after[1:]  # type: ignore[arg-type]
+            for r in records
+            if isinstance(r, RowChange) and r.table == name and r.after is not None
+        }
+        if sorted(rows) != sorted(mixed.rows):
+            wrong.append(f"{name}: ids {sorted(rows)} != {sorted(mixed.rows)}")
+            continue
+        for i, want_row in mixed.rows.items():
+            for case, got_value, value in zip(mixed.cases, rows[i], want_row, strict=True):
+                expected = from_source(case, value)
+                if not same(case, got_value, expected):
+                    wrong.append(
+                        f"{name}.c_{case.name} id {i}: MariaDB path {expected!r}, "
+                        f"MySQL 8 {got_value!r}"
+                    )
     assert not wrong, "\n".join(wrong)
 
 
@@ -208,7 +233,8 @@ def test_compressed_transactions_give_the_values_of_plain_ones(
     if not fast:
         monkeypatch.setattr(fastrows, "AVAILABLE", False)
     kinds = server.binlog.kinds()
-    assert kinds.get(40, 0) == 2 * len(corpus.cases), kinds  # inserts, then the changes
+    # Per case, its inserts, then its changes; per mixed table, its inserts.
+    assert kinds.get(40, 0) == 2 * len(corpus.cases) + len(corpus.mixed), kinds
     assert not {19, 30, 31, 32, 16} & set(kinds), kinds  # no table map, rows or Xid outside
     payloads = server.binlog.written
     setup = setup_for(services, server, corpus.database, make_topic, unique)
@@ -217,3 +243,21 @@ def test_compressed_transactions_give_the_values_of_plain_ones(
     ends = {w.end for w in payloads}
     rows = [r for r in records if isinstance(r, RowChange)]
     assert rows and all(r.position.offset in ends for r in rows)
+
+
+def test_the_mixed_tables_carry_both_of_mysqls_charset_forms() -> None:
+    """What `MIXED` is for (no service needed): f_mixed_columns's table map lists every
+    column's collation (COLUMN_CHARSET, ENUM_AND_SET_COLUMN_CHARSET), f_mixed_default's gives
+    a default and at least one exception (DEFAULT_CHARSET, ENUM_AND_SET_DEFAULT_CHARSET)."""
+    forms = {}
+    for name, names in MIXED.items():
+        cols = [column(n, ALL_TYPES[n].type) for n in names]
+        plain = [c.collation for c in cols if c.collation is not None and not c.members]
+        listed = [c.collation for c in cols if c.members and c.collation is not None]
+        forms[name] = (charsets(plain, 2, 3), charsets(listed, 10, 11))
+    (kind, _), (enum_kind, _) = forms["f_mixed_columns"]
+    assert (kind, enum_kind) == (3, 11)
+    (kind, body), (enum_kind, enum_body) = forms["f_mixed_default"]
+    assert (kind, enum_kind) == (2, 10)
+    assert body[0] == enum_body[0] == 8  # latin1 the most used, then the exceptions
+    assert len(body) > 1 and len(enum_body) > 1
