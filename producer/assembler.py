@@ -17,11 +17,12 @@ heartbeat reports when the reader is caught up.
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from rowbus.producer.control import Control, ControlStatement, classify
-from rowbus.producer.exceptions import ServerMisconfiguredError
+from rowbus.producer.exceptions import CorruptBinlogError, ServerMisconfiguredError
 from rowbus.producer.tracker import DdlSchema
 from rowbus.protocol.ddl import (
     DdlKind,
@@ -294,7 +295,9 @@ class TransactionAssembler:
                 txn = self._ensure_open(end)
                 ready = self._cut(txn) if _only_ddl(txn.changes) else None
                 pos = self._at(end, txn.gtid)
-                txn.changes.extend(RowItem(op, table, b, a, pos, start) for b, a in decode())
+                txn.changes.extend(
+                    RowItem(op, table, b, a, pos, start) for b, a in _decoded(decode, pos, table)
+                )
                 return ready
             case Xid(end=end, timestamp=ts):
                 self.event_end = end
@@ -532,3 +535,21 @@ def _only_ddl(changes: list[Change]) -> bool:
 
 def _order(pos: BinlogPosition) -> tuple[int, str, int]:
     return (pos.file_number, pos.file, pos.offset)
+
+
+def _decoded(
+    decode: Callable[[], list[tuple[Image | None, Image | None]]],
+    pos: BinlogPosition,
+    table: TableSchema,
+) -> list[tuple[Image | None, Image | None]]:
+    """A rows event's images; bytes that do not read as their column's type (a string that is
+    not valid in the charset the table map names, a truncated image) stop the reader in one
+    line at the event instead of ending its thread on a bare decoding error."""
+    try:
+        return decode()
+    except (UnicodeDecodeError, IndexError, struct.error) as exc:
+        raise CorruptBinlogError(
+            f"{pos}: {table.qualified}: a row image cannot be read ({type(exc).__name__}: "
+            f"{exc}); compare the table's column types and character sets on the source "
+            "(SHOW CREATE TABLE) with the event (mysqlbinlog --verbose at this position)"
+        ) from None

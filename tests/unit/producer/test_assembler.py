@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from rowbus.producer.assembler import (
     GtidMark,
     Query,
@@ -12,6 +14,7 @@ from rowbus.producer.assembler import (
     TransactionAssembler,
     Xid,
 )
+from rowbus.producer.exceptions import CorruptBinlogError
 from rowbus.protocol.events import ColumnSchema, Op, TableSchema
 
 T = TableSchema("db", "t", (ColumnSchema("id", "int"),), ("id",))
@@ -105,3 +108,19 @@ def test_gtid_while_open_drops_the_unfinished_group() -> None:
     assert txn is not None
     assert txn.gtid == "0-1-2"
     assert [c.after for c in txn.changes] == [(2,)]  # type: ignore[union-attr]
+
+
+def test_a_row_image_that_does_not_decode_stops_in_one_line_at_its_event() -> None:
+    def bad() -> list[tuple[None, tuple[int]]]:
+        raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
+
+    a = TransactionAssembler("bin.1", 4)
+    a.feed(GtidMark("0-1-5", 100, 19, standalone=False, opens=True))
+    with pytest.raises(CorruptBinlogError) as raised:
+        a.feed(Rows(Op.INSERT, T, 200, bad))
+    line = str(raised.value)
+    assert "\n" not in line
+    assert line.startswith(
+        "bin.1:200 gtid=0-1-5: db.t: a row image cannot be read (UnicodeDecodeError"
+    )
+    assert "SHOW CREATE TABLE" in line
