@@ -17,4 +17,5 @@ COMMANDS = [
     "rowbus.commands.ddl_locks",
     "rowbus.commands.tail",
     "rowbus.commands.snapshot",
+    "rowbus.commands.iceberg",
 ]
