@@ -5,7 +5,9 @@ maintenance afterwards. One W2 stream (updates, inserts, deletes) into both tabl
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -19,21 +21,25 @@ from typing import Any
 
 import pytest
 
+from rowbus.cli import main
+from rowbus.commands.verify import _verify as verify_command
 from rowbus.config import Settings
 from rowbus.routing.routes import RouteSettings
 from rowbus.spark_apply.iceberg_catalog import last_commits, marks, open_catalog, sink_tables
 from rowbus.spark_apply.iceberg_faults import ENV
-from rowbus.spark_apply.iceberg_maintenance import MAINTENANCE, Maintenance, orphans
-from rowbus.spark_apply.settings import IcebergMaintenanceSettings, IcebergSettings, JobConfig
+from rowbus.spark_apply.iceberg_maintenance import MAINTENANCE, orphans
+from rowbus.spark_apply.settings import IcebergSettings, JobConfig
+from rowbus.status import iceberg_status
 from tests import proclogs
 from tests.conftest import connect
-from tests.integration.spark_apply.harness import Model, Publisher
+from tests.integration.spark_apply.harness import SINK_DDL, Model, Publisher
 from tests.integration.spark_apply.test_spark_apply import job_config
 from tests.integration.spark_apply.test_throughput import run_available_now
 
 PARTITIONS = 2
-TXNS = 40
-"""Transactions of two row changes each: with 30 records a trigger, about six batches."""
+TXNS = 24
+"""Transactions of two row changes each (and a Resolved per partition): with 30 records a
+trigger, about four batches."""
 
 
 def _run_killed(config: JobConfig, fault: str, tmp_path: Path, name: str) -> str:
@@ -79,19 +85,22 @@ def _stray(catalog: Any) -> dict[str, list[Path]]:
 def test_kill_9_around_the_iceberg_commit_and_a_racing_compaction_end_equal_once(
     services: Settings,
     make_topic: Callable[..., str],
+    make_database: Callable[..., str],
     unique: Callable[[str], str],
     tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     topic, schemas_topic = make_topic("src", PARTITIONS), make_topic("schemas", 1)
-    upstream = unique("up")
+    upstream = make_database(services.sources[0])  # the source `rowbus verify` reads
     model = Model(upstream, tables=2, seed=34)
     pub = Publisher(services.kafka.client_config(), topic, schemas_topic, topic, PARTITIONS)
     pub.schemas(list(model.table_schemas.values()))
     for _ in range(TXNS):
         pub.txn([model.step(), model.step()])
     pub.close()
+    del pub  # its producer closes now, not with a failure's traceback
     job = unique("job")
     base = job_config(
         services,
@@ -150,13 +159,19 @@ def test_kill_9_around_the_iceberg_commit_and_a_racing_compaction_end_equal_once
             log_rows = catalog.load_table((upstream, f"{name}_changelog")).scan().to_arrow()
             events += [(r["_binlog_file"], r["_binlog_offset"]) for r in log_rows.to_pylist()]
         assert len(events) == 2 * TXNS and len(set(events)) == 2 * TXNS
-        # No (batch, step) committed twice to a table: a change log's step is one snapshot,
-        # a current state's a delete and an append (two snapshots of one commit).
+        # No (batch, step) committed twice to a table: each commit of a step appends once (a
+        # current state's commit is a delete, maybe an overwrite of the files it rewrites, and
+        # the append of the last images, in one transaction).
         for ident in sink_tables(catalog, upstream):
             table = catalog.load_table(ident)
-            steps = Counter(m[1:3] for s in table.metadata.snapshots if (m := marks(s)))
-            most = 1 if ident[1].endswith("_changelog") else 2
-            assert steps and max(steps.values()) <= most, (ident, steps)
+            appends = Counter(
+                m[1:3]
+                for s in table.metadata.snapshots
+                if (m := marks(s))
+                and s.summary is not None
+                and s.summary.operation.value == "append"
+            )
+            assert appends and max(appends.values()) == 1, (ident, appends)
         # The compaction landed between two of the job's commits, and the job's commit went
         # on top of it.
         compacted = [
@@ -176,15 +191,57 @@ def test_kill_9_around_the_iceberg_commit_and_a_racing_compaction_end_equal_once
         # 4. Maintenance: everything compacted, old snapshots expired, no orphan left; the
         # newest batch's commits are still there for a replay to find.
         newest = {ident: last_commits(catalog.load_table(ident)) for ident in sink_tables(catalog)}
-        reports = Maintenance(
-            catalog, IcebergMaintenanceSettings(compact_min_files=2, keep_batches=1, orphan_age_s=0)
-        ).run()
-        assert {r.table for r in reports} == {".".join(i) for i in newest}
-        assert sum(r.orphans or 0 for r in reports) >= sum(len(v) for v in stray.values())
+        yaml = tmp_path / "rowbus.yaml"
+        yaml.write_text(
+            json.dumps({"apply": {"sink_kind": "iceberg", "iceberg": iceberg.model_dump()}})
+        )
+        capsys.readouterr()
+        maintain = ["iceberg", "maintain", "--json", "--orphan-age", "0", "--keep-batches", "1"]
+        assert main(["-c", str(yaml), *maintain, "--compact-min-files", "2"]) == 0
+        reports = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert {r["table"] for r in reports} == {".".join(i) for i in newest}
+        assert sum(r["orphans"] for r in reports) >= sum(len(v) for v in stray.values())
+        for ident in sink_tables(catalog, upstream):
+            if not ident[1].endswith("_changelog"):  # current states: compacted into one file
+                assert len(list(catalog.load_table(ident).scan().plan_files())) == 1
         assert not any(_stray(catalog).values())
         assert current() == model.rows
         for ident, commits in newest.items():
             assert last_commits(catalog.load_table(ident)) == commits
+        # `rowbus status` shows each table's last committed batch.
+        settings = services.model_copy(
+            update={
+                "apply": services.apply.model_copy(
+                    update={"sink_kind": "iceberg", "iceberg": iceberg}
+                )
+            }
+        )
+        shown = {(t.table, t.job, t.batch, t.step) for t in iceberg_status(settings)}
+        assert shown == {(".".join(i), job, c[0].batch, c[0].step) for i, c in newest.items()}
+        # `rowbus verify` compares the source with the Iceberg tables: equal, then one row
+        # changed upstream is reported with exit status 1.
+        with connect(services.sources[0], upstream) as conn, conn.cursor() as cur:
+            for name, table_rows in model.rows.items():
+                cur.execute(SINK_DDL.format(db=upstream, table=name))
+                cur.executemany(
+                    f"INSERT INTO `{name}` VALUES (%s, %s, %s, %s, %s)", list(table_rows.values())
+                )
+        args = argparse.Namespace(
+            route=[RouteSettings(match=f"{upstream}.*")],
+            schema=[upstream],
+            chunk_rows=100,
+            json=False,
+        )
+        assert verify_command(args, settings) == 0
+        assert "verify: EQUAL: 2 table(s)" in capsys.readouterr().out
+        changed = min(model.rows["t0"])
+        with connect(services.sources[0], upstream) as conn, conn.cursor() as cur:
+            cur.execute("UPDATE t0 SET qty = qty + 1 WHERE id = %s", (changed,))
+        assert verify_command(args, settings) == 1
+        out = capsys.readouterr().out
+        assert (
+            f"different: {changed}" in out and "verify: DIFFERENT: 2 table(s), 1 differing" in out
+        )
     finally:
         with connect(services.resolved_sink) as conn, conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `state_{job}`")
