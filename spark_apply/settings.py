@@ -92,7 +92,7 @@ class IcebergSettings(StrictModel):
     job's commits of the batch this many batches before it (0: never). A replayed batch only
     needs its own commits' snapshots (the state database holds every earlier batch whole), so
     any value ≥ 1 keeps exactly once. pyiceberg 0.12 expires metadata only: the data files of
-    expired snapshots stay in the warehouse (no orphan-file removal yet)."""
+    expired snapshots stay in the warehouse until `maintenance` removes them as orphans."""
     maintenance: IcebergMaintenanceSettings = Field(default_factory=IcebergMaintenanceSettings)
     """Compaction, snapshot expiry and orphan-file removal."""
     zero_dates: Literal["refuse", "null"] = "refuse"
