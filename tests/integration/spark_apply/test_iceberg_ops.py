@@ -10,6 +10,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -28,7 +29,7 @@ from rowbus.routing.routes import RouteSettings
 from rowbus.spark_apply.iceberg_catalog import last_commits, marks, open_catalog, sink_tables
 from rowbus.spark_apply.iceberg_faults import ENV
 from rowbus.spark_apply.iceberg_maintenance import MAINTENANCE, orphans
-from rowbus.spark_apply.settings import IcebergSettings, JobConfig
+from rowbus.spark_apply.settings import IcebergMaintenanceSettings, IcebergSettings, JobConfig
 from rowbus.status import iceberg_status
 from tests import proclogs
 from tests.conftest import connect
@@ -136,12 +137,25 @@ def test_kill_9_around_the_iceberg_commit_and_a_racing_compaction_end_equal_once
         text = _run_killed(config, "kill-after-commit:3", tmp_path, "after")
         assert "SIGKILL after" in text
         # 3. The last restart, in this process's Spark, with a compaction committed just
-        # before its first commit to a current-state table (the commit's base is stale).
+        # before its first commit to a current-state table (the commit's base is stale), and
+        # the job's own maintenance after every batch (compaction only: nothing expires, so
+        # every commit stays countable below).
         monkeypatch.setenv(ENV, "compact-before-commit:1")
+        scheduled = IcebergMaintenanceSettings(
+            every_batches=1, compact_min_files=2, keep_batches=1000
+        )
+        last = iceberg.model_copy(update={"maintenance": scheduled})
         with caplog.at_level(logging.INFO, logger="rowbus.spark_apply"):
-            run_available_now(config)
+            run_available_now(
+                config.model_copy(
+                    update={"apply": config.apply.model_copy(update={"iceberg": last})}
+                )
+            )
         assert "compacted before" in caplog.text
         assert "commit conflict" in caplog.text or "concurrent update" in caplog.text
+        assert re.search(
+            r"maintained TableReport\(table='[^']+', compacted=\(\d+, 1\)", caplog.text
+        )
 
         def current() -> dict[str, dict[int, tuple[Any, ...]]]:
             return {
@@ -172,16 +186,16 @@ def test_kill_9_around_the_iceberg_commit_and_a_racing_compaction_end_equal_once
                 and s.summary.operation.value == "append"
             )
             assert appends and max(appends.values()) == 1, (ident, appends)
-        # The compaction landed between two of the job's commits, and the job's commit went
-        # on top of it.
+        # The racing compaction (the first) landed between two of the job's commits, and the
+        # job's commit went on top of it.
         compacted = [
             (ident, s)
             for ident in sink_tables(catalog, upstream)
             for s in catalog.load_table(ident).metadata.snapshots
             if s.summary is not None and MAINTENANCE in s.summary.additional_properties
         ]
-        assert len(compacted) == 1
-        ident, compaction = compacted[0]
+        assert len(compacted) >= 2  # the hook's, and the job's own after a batch
+        ident, compaction = min(compacted, key=lambda c: c[1].timestamp_ms)
         after = [
             s
             for s in catalog.load_table(ident).metadata.snapshots
