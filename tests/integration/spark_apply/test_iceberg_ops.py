@@ -32,6 +32,7 @@ from rowbus.spark_apply.iceberg_maintenance import MAINTENANCE, orphans
 from rowbus.spark_apply.settings import IcebergMaintenanceSettings, IcebergSettings, JobConfig
 from rowbus.status import iceberg_status
 from tests import proclogs
+from tests.budget import wait_for_work
 from tests.conftest import connect
 from tests.integration.spark_apply.harness import SINK_DDL, Model, Publisher
 from tests.integration.spark_apply.test_spark_apply import job_config
@@ -61,7 +62,16 @@ def _run_killed(config: JobConfig, fault: str, tmp_path: Path, name: str) -> str
             start_new_session=True,
         )
         try:
-            rc = proc.wait(timeout=240)
+            # Bounded by the work the job does (its CPU), not by the wall clock: under load the
+            # same start and batches take longer.
+            wait_for_work(
+                lambda: True if proc.poll() is not None else None,
+                session=proc.pid,
+                cpu_s=240,
+                wall_s=900,
+                what=f"the apply job to reach its fault {fault}",
+            )
+            rc = proc.wait(timeout=30)
         finally:
             # Whatever the driver left (its JVM ends when the driver's pipe closes; a worker
             # might linger): the group goes with it.
