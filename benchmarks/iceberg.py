@@ -311,8 +311,19 @@ def sink_phases(folder: Path, rows: int, changes: int, step_rows: int, seed: int
                 f"expired, {report.orphans} files removed)",
             )
         )
+        if form == "current":  # the figures are of rows really written
+            held = tables._catalog.load_table(("bench", table.table)).scan().to_arrow()
+            assert held.num_rows == _final_rows(rows, mix), held.num_rows
         tables.close()
     return figures
+
+
+def _final_rows(rows: int, mix: list[Any]) -> int:
+    """The rows W1's inserts and the mix leave in a current-state table."""
+    from rowbus.protocol.events import Op
+
+    ops = [env.event.op for env in mix]
+    return rows + ops.count(Op.INSERT) - ops.count(Op.DELETE)
 
 
 def _maintain(maintenance: Any, reports: list[Any]) -> None:
@@ -362,6 +373,11 @@ def mysql_phases(sink: Any, rows: int, changes: int, step_rows: int, seed: int) 
                         figure, phase=f"{figure.phase} (+ server {server:.1f} µs/row)"
                     )
                 )
+        with mysql.connect(sink, autocommit=True) as conn, conn.cursor() as cur:
+            cur.execute(f"SELECT COUNT(*) FROM `{db}`.`{table.table}`")
+            count = cur.fetchone()
+        assert count is not None
+        assert count[0] == _final_rows(rows, mix), count
     finally:
         with mysql.connect(sink, autocommit=True) as conn, conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{db}`")
