@@ -1,4 +1,5 @@
-"""The Iceberg spike (issue #34): ``python -m benchmarks.iceberg [--rows N] [--changes N]``.
+"""The Iceberg spike (issue #34): ``python -m benchmarks.iceberg [--rows N] [--changes N]
+[--sink HOST:PORT]``.
 
 Measures, on this machine and in one run, what writing W1-shaped rows costs through pyiceberg
 (a SQL catalog in a sqlite file, a local warehouse folder) against a bare pyarrow Parquet write
@@ -14,6 +15,10 @@ of the same rows:
 - ``overwrite by key``: the same C rows as one `Table.overwrite` whose filter is the rows'
   keys (delete the keys' rows, append the new images: one commit, no read of the old rows);
 - ``delete``: `Table.delete` of C/10 keys (copy-on-write: every file holding one is rewritten).
+
+Then the sink's own path for each table form (`sink_phases`: W1 inserts, a W2-like mix) and
+maintenance's cost on what they left (compaction, expiry, orphan files); with ``--sink``, the
+same events through the MySQL sink in the same run (`mysql_phases`, with the sink server's CPU).
 
 Rates are rows per wall-clock second and CPU microseconds per row (this process's CPU: pyarrow
 writes on its own threads, which count too). Each current-state phase runs on the table the
