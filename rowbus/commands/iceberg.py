@@ -7,6 +7,8 @@ import argparse
 import json
 from dataclasses import asdict
 
+from pydantic import ValidationError
+
 from rowbus.config import Settings
 from rowbus.exceptions import ConfigError
 
@@ -62,22 +64,20 @@ def _maintain(args: argparse.Namespace, settings: Settings) -> int:
     from rowbus.spark_apply.settings import IcebergMaintenanceSettings
 
     iceberg = settings.apply.iceberg
-    overrides = {
-        k: v
-        for k, v in (
-            ("compact_min_files", args.compact_min_files),
-            ("keep_batches", args.keep_batches),
-            ("orphan_age_s", args.orphan_age),
-        )
-        if v is not None
+    given = {
+        "compact_min_files": ("--compact-min-files", args.compact_min_files),
+        "keep_batches": ("--keep-batches", args.keep_batches),
+        "orphan_age_s": ("--orphan-age", args.orphan_age),
     }
+    overrides = {k: v for k, (_, v) in given.items() if v is not None}
     try:
         options = IcebergMaintenanceSettings.model_validate(
             {**iceberg.maintenance.model_dump(), **overrides}
         )
-    except ValueError as exc:
-        first = str(exc).splitlines()
-        raise ConfigError(f"rowbus iceberg maintain: {' '.join(first[1:3]).strip()}") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        option, value = given[str(first["loc"][0])]
+        raise ConfigError(f"{option} {value}: {first['msg'].lower()}") from None
     tables = None
     if args.table:
         tables = []
