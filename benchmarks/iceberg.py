@@ -1,4 +1,5 @@
-"""The Iceberg spike (issue #34): ``python -m benchmarks.iceberg [--rows N] [--changes N]``.
+"""The Iceberg spike (issue #34): ``python -m benchmarks.iceberg [--rows N] [--changes N]
+[--sink HOST:PORT]``.
 
 Measures, on this machine and in one run, what writing W1-shaped rows costs through pyiceberg
 (a SQL catalog in a sqlite file, a local warehouse folder) against a bare pyarrow Parquet write
@@ -15,6 +16,10 @@ of the same rows:
   keys (delete the keys' rows, append the new images: one commit, no read of the old rows);
 - ``delete``: `Table.delete` of C/10 keys (copy-on-write: every file holding one is rewritten).
 
+Then the sink's own path for each table form (`sink_phases`: W1 inserts, a W2-like mix) and
+maintenance's cost on what they left (compaction, expiry, orphan files); with ``--sink``, the
+same events through the MySQL sink in the same run (`mysql_phases`, with the sink server's CPU).
+
 Rates are rows per wall-clock second and CPU microseconds per row (this process's CPU: pyarrow
 writes on its own threads, which count too). Each current-state phase runs on the table the
 appends left (N rows in eleven files).
@@ -23,6 +28,7 @@ appends left (N rows in eleven files).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import random
 import shutil
@@ -126,7 +132,7 @@ def _catalog(folder: Path) -> Any:
     )
 
 
-def run(rows: int, changes: int, seed: int = 1) -> list[Figure]:
+def run(rows: int, changes: int, seed: int = 1, sink: Any = None) -> list[Figure]:
     """Every phase once, in one folder (deleted after); returns the figures in order."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -194,6 +200,8 @@ def run(rows: int, changes: int, seed: int = 1) -> list[Figure]:
             _timed(f"overwrite by key, {changes // tenth} commits", changes, small_overwrites)
         )
         figures += sink_phases(folder, rows, changes, step_rows=max(1, changes), seed=seed)
+        if sink is not None:
+            figures += mysql_phases(sink, rows, changes, step_rows=max(1, changes), seed=seed)
         final = table.scan().to_arrow()
         # The last overwrites put the deleted keys back: every key is there once.
         assert final.num_rows == rows, final.num_rows
@@ -203,20 +211,15 @@ def run(rows: int, changes: int, seed: int = 1) -> list[Figure]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def sink_phases(folder: Path, rows: int, changes: int, step_rows: int, seed: int) -> list[Figure]:
-    """The sink's own write path (`IcebergTables.write_step`: fold per key, Arrow, one commit
-    per table and step) for each table form: W1 inserts in steps of `step_rows`, then a
-    W2-like mix on the same table (single-row transactions: 60% updates, 20% inserts, 20%
-    deletes of keys spread over the table), from decoded protocol events."""
+def sink_events(rows: int, changes: int, seed: int) -> tuple[Any, list[Any], list[Any]]:
+    """(the W1 table schema, W1 inserts, a W2-like mix on the same table: single-row
+    transactions, 60% updates, 20% inserts, 20% deletes of keys spread over the table), as
+    decoded protocol events in envelopes."""
     from benchmarks.workloads import w1_events, w1_table
     from rowbus.protocol.events import Op, RowChange, TxnRef
-    from rowbus.routing.routes import Router
-    from rowbus.spark_apply.iceberg_sink import IcebergTables
     from rowbus.spark_apply.planner import Envelope
-    from rowbus.spark_apply.settings import IcebergSettings
 
     table = w1_table()
-    schemas = {table.schema_id: table}
     inserts = [Envelope("w1", 0, i, e) for i, e in enumerate(w1_events("db1", rows))]
     rng = random.Random(seed + 4)
     mix: list[Envelope] = []
@@ -254,6 +257,21 @@ def sink_phases(folder: Path, rows: int, changes: int, step_rows: int, seed: int
                     }
                 )
         mix.append(Envelope("w1", 0, rows + i, e))
+    return table, inserts, mix
+
+
+def sink_phases(folder: Path, rows: int, changes: int, step_rows: int, seed: int) -> list[Figure]:
+    """The sink's own write path (`IcebergTables.write_step`: fold per key, Arrow, one commit
+    per table and step) for each table form: `sink_events`' W1 inserts in steps of
+    `step_rows`, then its W2-like mix; then maintenance (`iceberg_maintenance`: compaction of
+    the current state, expiry down to the last batch, orphan files) on what they left."""
+    from rowbus.routing.routes import Router
+    from rowbus.spark_apply.iceberg_maintenance import Maintenance
+    from rowbus.spark_apply.iceberg_sink import IcebergTables
+    from rowbus.spark_apply.settings import IcebergMaintenanceSettings, IcebergSettings
+
+    table, inserts, mix = sink_events(rows, changes, seed)
+    schemas = {table.schema_id: table}
     figures = []
     forms: tuple[Literal["current", "changelog"], ...] = ("current", "changelog")
     for form in forms:
@@ -282,6 +300,93 @@ def sink_phases(folder: Path, rows: int, changes: int, step_rows: int, seed: int
                 partial(_write, tables, mix, 10**6, step_rows),
             )
         )
+        options = IcebergMaintenanceSettings(compact_min_files=2, keep_batches=1, orphan_age_s=0)
+        done: list[Any] = []
+        figure = _timed(
+            f"maintenance, {form}",
+            rows,
+            partial(_maintain, Maintenance(tables._catalog, options), done),
+        )
+        report = done[0]
+        files = f"{report.compacted[0]}→{report.compacted[1]} files" if report.compacted else ""
+        figures.append(
+            dataclasses.replace(
+                figure,
+                phase=f"{figure.phase} ({files}{', ' if files else ''}{report.expired} snapshots "
+                f"expired, {report.orphans} files removed)",
+            )
+        )
+        if form == "current":  # the figures are of rows really written
+            held = tables._catalog.load_table(("bench", table.table)).scan().to_arrow()
+            assert held.num_rows == _final_rows(rows, mix), held.num_rows
+        tables.close()
+    return figures
+
+
+def _final_rows(rows: int, mix: list[Any]) -> int:
+    """The rows W1's inserts and the mix leave in a current-state table."""
+    from rowbus.protocol.events import Op
+
+    ops = [env.event.op for env in mix]
+    return rows + ops.count(Op.INSERT) - ops.count(Op.DELETE)
+
+
+def _maintain(maintenance: Any, reports: list[Any]) -> None:
+    reports.extend(maintenance.run())
+
+
+def mysql_phases(sink: Any, rows: int, changes: int, step_rows: int, seed: int) -> list[Figure]:
+    """`sink_events` through the MySQL sink (`MySQLSink.apply`: collapse, SQL, the checkpoint
+    in the same transaction), in the same steps as the Iceberg sink's phases, into a new
+    database of the server `sink` (a `MySQLConnection`; dropped after). CPU per row by
+    process: this one's and the sink server's (`benchmarks.cpu`)."""
+    from benchmarks.apply import W1_SINK_DDL
+    from benchmarks.cpu import CpuSample
+    from rowbus.clients import mysql
+    from rowbus.routing.routes import Router, RouteSettings
+    from rowbus.spark_apply.planner import Plan, PlannerState, Step
+    from rowbus.spark_apply.sink import MySQLSink
+
+    table, inserts, mix = sink_events(rows, changes, seed)
+    db = f"bench_ice_{int(time.time())}"
+    with mysql.connect(sink, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{db}`")
+        cur.execute(W1_SINK_DDL.format(name=f"`{db}`.`{table.table}`"))
+    router = Router([RouteSettings(match=f"{table.qualified}", target=f"{db}.{{table}}")], "skip")
+    figures = []
+    try:
+        with MySQLSink(sink, "bench", f"{db}_state", router, {table.schema_id: table}.get) as out:
+            batch = [0]
+
+            def write(events: list[Any]) -> None:
+                for start in range(0, len(events), step_rows):
+                    step = Step(rows=tuple(events[start : start + step_rows]))
+                    out.apply(batch[0], Plan(steps=(step,), state=PlannerState(), bound=0))
+                    batch[0] += 1
+
+            for phase, events in (("W1 inserts", inserts), ("W2-like mix", mix)):
+                before = CpuSample.take(sink.port, 0)
+                figure = _timed(
+                    f"MySQL sink: {phase}, {step_rows:,}-row steps",
+                    len(events),
+                    partial(write, events),
+                )
+                spent = CpuSample.take(sink.port, 0).minus(before).seconds
+                server = spent["sink"] / len(events) * 1e6
+                figures.append(
+                    dataclasses.replace(
+                        figure, phase=f"{figure.phase} (+ server {server:.1f} µs/row)"
+                    )
+                )
+        with mysql.connect(sink, autocommit=True) as conn, conn.cursor() as cur:
+            cur.execute(f"SELECT COUNT(*) FROM `{db}`.`{table.table}`")
+            count = cur.fetchone()
+        assert count is not None
+        assert count[0] == _final_rows(rows, mix), count
+    finally:
+        with mysql.connect(sink, autocommit=True) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{db}`")
+            cur.execute(f"DROP DATABASE IF EXISTS `{db}_state`")
     return figures
 
 
@@ -307,9 +412,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--changes", type=int, default=10_000)
+    parser.add_argument(
+        "--sink",
+        metavar="HOST:PORT",
+        help="also write the same rows through the MySQL sink into this server (user and "
+        "password from ROWBUS_BENCH_SINK_USER / _PASSWORD, default rowbus/rowbus)",
+    )
     args = parser.parse_args()
+    sink = None
+    if args.sink:
+        import os
+
+        from rowbus.clients.settings import MySQLConnection
+
+        host, _, port = args.sink.rpartition(":")
+        sink = MySQLConnection(
+            host=host,
+            port=int(port),
+            user=os.environ.get("ROWBUS_BENCH_SINK_USER", "rowbus"),
+            password=os.environ.get("ROWBUS_BENCH_SINK_PASSWORD", "rowbus"),
+        )
     started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    figures = run(args.rows, args.changes)
+    figures = run(args.rows, args.changes, sink=sink)
     print(f"Iceberg spike, {args.rows:,} W1 rows, {args.changes:,} changed ({started})")
     print("| phase | rows | wall s | rows/s | CPU µs/row |")
     print("| --- | --- | --- | --- | --- |")

@@ -40,6 +40,19 @@ class ReaderStatus:
 ApplyStatus = AppliedBatch
 
 
+@dataclass(frozen=True)
+class IcebergTableStatus:
+    """One job's newest commit in one Iceberg table of the sink (its snapshot summary)."""
+
+    table: str
+    job: str
+    batch: int
+    step: int
+    committed_at: str
+    snapshots: int
+    """The table's snapshots now (maintenance expires old ones)."""
+
+
 def reader_status(settings: Settings) -> list[ReaderStatus]:
     from rowbus.producer.checkpoints import load_checkpoint
     from rowbus.producer.leader import contenders
@@ -111,6 +124,24 @@ def apply_status(settings: Settings) -> list[ApplyStatus]:
         return every_job(conn, settings.apply.state_database)
 
 
+def iceberg_status(settings: Settings) -> list[IcebergTableStatus]:
+    """Each job's last committed batch in each Iceberg table of the configured catalog."""
+    from rowbus.spark_apply.iceberg_catalog import last_commits, open_catalog, sink_tables
+
+    catalog = open_catalog(settings.apply.iceberg)
+    found = []
+    for ident in sink_tables(catalog, settings.apply.iceberg.namespace):
+        table = catalog.load_table(ident)
+        for c in last_commits(table):
+            at = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(c.timestamp_ms / 1000))
+            found.append(
+                IcebergTableStatus(
+                    ".".join(ident), c.job, c.batch, c.step, at, len(table.metadata.snapshots)
+                )
+            )
+    return found
+
+
 def open_locks(settings: Settings) -> list[dict[str, object]]:
     """The unresolved shard-DDL locks on the configured control topic."""
     from rowbus.clients import kafka
@@ -141,6 +172,8 @@ class Report:
     """The reader cluster's `admin.summary`, when the deployment runs reader nodes."""
     jobs: list[ApplyStatus] = field(default_factory=list)
     locks: list[dict[str, object]] = field(default_factory=list)
+    iceberg: list[IcebergTableStatus] = field(default_factory=list)
+    """With ``apply.sink_kind: iceberg``: each table's last committed batch."""
     unavailable: dict[str, str] = field(default_factory=dict)
 
 
@@ -156,6 +189,8 @@ def collect(settings: Settings) -> Report:
         ("apply", lambda: report.jobs.extend(apply_status(settings))),
         ("locks", lambda: report.locks.extend(open_locks(settings))),
     ]
+    if settings.apply.sink_kind == "iceberg":
+        parts.append(("iceberg", lambda: report.iceberg.extend(iceberg_status(settings))))
     for name, read in parts:
         try:
             read()
@@ -190,6 +225,7 @@ def as_json(settings: Settings, report: Report, now_ms: int) -> str:
             ],
             "control_topic": settings.apply.shard_ddl.control_topic,
             "locks": report.locks,
+            "iceberg": [asdict(t) for t in report.iceberg],
             "unavailable": report.unavailable,
         },
         default=str,
@@ -248,7 +284,25 @@ def print_status(settings: Settings, out: TextIO, *, as_json_lines: bool = False
             if lock.get("stuck"):
                 # a participant's wedge report (shard_ddl/wedge.py), in full
                 print(f"    STUCK {lock['lock']}: {lock['stuck']}", file=out)
+    _print_iceberg(settings, report, out)
     return _exit(report)
+
+
+def _print_iceberg(settings: Settings, report: Report, out: TextIO) -> None:
+    if settings.apply.sink_kind != "iceberg":
+        return
+    print("iceberg tables (apply.iceberg.catalog)", file=out)
+    if "iceberg" in report.unavailable:
+        print(f"  iceberg: unavailable ({report.unavailable['iceberg']})", file=out)
+        return
+    if not report.iceberg:
+        print("  no table committed yet", file=out)
+    for t in report.iceberg:
+        print(
+            f"  {t.table}: job {t.job} batch {t.batch} step {t.step} committed "
+            f"{t.committed_at} UTC; {t.snapshots} snapshot(s)",
+            file=out,
+        )
 
 
 def _print_cluster(report: Report, out: TextIO) -> None:

@@ -15,9 +15,11 @@ Modules, by role:
   stash and state in the sink, the paused garbage collector;
 - `sink`, `changes`, `causality`, `keys`, `literals`, `lenient`, `shard_writes`: the writes
   (collapse, key conflicts, the key the sink's collation sees, SQL literals, parallel shards);
-- `iceberg_sink`, `iceberg_types`: the Iceberg sink (`apply.sink_kind: iceberg`): a step's
-  rows into Iceberg tables (current state, change log) beside the MySQL sink's checkpoints,
-  and the MySQL → Iceberg type mapping;
+- `iceberg_sink`, `iceberg_types`, `iceberg_catalog`, `iceberg_maintenance`, `iceberg_faults`: the
+  Iceberg sink (`apply.sink_kind: iceberg`): a step's rows into Iceberg tables (current state,
+  change log) beside the MySQL sink's checkpoints, the MySQL → Iceberg type mapping, the
+  catalog and the job's marks in snapshot summaries, compaction / expiry / orphan files, and
+  the faults the tests inject at a commit (kill -9, a racing compaction);
 - `ddl`, `catalog`, `shard_ddl`: DDL barriers, schemas by id, shard-DDL coordination;
 - `snapshots`: the statements that apply snapshot markers (seen-key sets in the sink);
 - `overlap`, `recovery`: a batch's write overlapping the next read, riding out a sink outage;

@@ -45,7 +45,6 @@ import logging
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from rowbus.protocol.ddl import DdlKind
@@ -61,6 +60,9 @@ from rowbus.protocol.values import Value
 from rowbus.routing.routes import Projection, Router, Target
 from rowbus.spark_apply.changes import SchemaLookup, project
 from rowbus.spark_apply.exceptions import ApplyError, BadEventError
+from rowbus.spark_apply.iceberg_catalog import BATCH, DDL, JOB, STEP, IcebergError, open_catalog
+from rowbus.spark_apply.iceberg_faults import armed
+from rowbus.spark_apply.iceberg_maintenance import Maintenance
 from rowbus.spark_apply.iceberg_types import (
     Converter,
     Kind,
@@ -77,9 +79,6 @@ from rowbus.spark_apply.sink import Head, MySQLSink, _retry_conflicts
 
 log = logging.getLogger(__name__)
 
-JOB, BATCH, STEP, DDL = "rowbus.job", "rowbus.batch", "rowbus.step", "rowbus.ddl"
-"""The snapshot summary properties naming the step a commit wrote (`DDL` "1": the step's
-DDL, after its rows)."""
 _META = (
     ("_op", "string"),
     ("_ts", "long"),
@@ -97,10 +96,6 @@ _META = (
 _WIDENING = {("int", "long"), ("float", "double")}
 COMMIT_ATTEMPTS = 5
 """Tries of one table's commit of a step when other writers' commits beat it."""
-
-
-class IcebergError(ApplyError):
-    """The catalog or a table refused a write, or a change Iceberg cannot express."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,25 +157,7 @@ class IcebergTables:
         """Loaded tables by identifier (`_table`)."""
 
     def start(self) -> IcebergTables:
-        from pyiceberg.catalog import load_catalog
-
-        props = dict(self.settings.catalog)
-        warehouse = props.get("warehouse")
-        if warehouse is not None and "://" not in warehouse:
-            folder = Path(warehouse).resolve()
-            folder.mkdir(parents=True, exist_ok=True)
-            props["warehouse"] = folder.as_uri()
-        uri = props.get("uri", "")
-        if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-            Path(uri.removeprefix("sqlite:///")).resolve().parent.mkdir(parents=True, exist_ok=True)
-        try:
-            # A SQL catalog keeps each catalog name's tables apart: one name for every job,
-            # so readers and other jobs see the same tables.
-            self._catalog = load_catalog(props.pop("name", "rowbus"), **props)
-        except Exception as exc:
-            raise IcebergError(
-                f"apply.iceberg.catalog {sorted(props)}: pyiceberg could not load it ({exc})"
-            ) from exc
+        self._catalog = armed(open_catalog(self.settings))
         return self
 
     def check(self, tables: Iterable[TableSchema]) -> None:
@@ -720,6 +697,15 @@ class IcebergSink(MySQLSink):
             expired = self.tables.expire(batch_id, keep)
             if expired:
                 log.info("batch %d: %d old snapshot(s) expired", batch_id, expired)
+        every = self.tables.settings.maintenance.every_batches
+        if every and batch_id % every == 0:  # between two batches: no commit of ours races it
+            try:
+                Maintenance(self.tables._catalog, self.tables.settings.maintenance).run(
+                    list(self.tables._tables)
+                )
+            except IcebergError as exc:  # other writers won every try: next time, not a stop
+                log.warning("batch %d: maintenance put off: %s", batch_id, exc)
+            self.tables._tables.clear()  # their metadata is stale now
         return applied
 
     def _apply_ddl(self, env: Envelope) -> None:

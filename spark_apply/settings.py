@@ -40,6 +40,26 @@ class ShardDdlSettings(StrictModel):
     (`rowbus status`, `rowbus ddl-locks`) and counted in the ``stuck_locks`` metric."""
 
 
+class IcebergMaintenanceSettings(StrictModel):
+    """Maintenance of the Iceberg tables (`rowbus iceberg maintain`, or the job every
+    `every_batches`; spark_apply README "Iceberg maintenance")."""
+
+    every_batches: int = Field(0, ge=0)
+    """The job maintains the tables it wrote after every this many batches, between two
+    batches (0: only `rowbus iceberg maintain` does)."""
+    compact_min_files: int = Field(8, ge=2)
+    """A current-state table is compacted (its data files rewritten into as few as the
+    target file size allows) when it has at least this many data files."""
+    keep_batches: int = Field(2, ge=1)
+    """Snapshots older than the first commit of each job's newest this many batches are
+    expired; a replayed batch needs only its own commits (the state database holds every
+    earlier batch whole), so 1 keeps exactly once and 2 leaves a margin."""
+    orphan_age_s: float = Field(3600.0, ge=0)
+    """Files under a table's location that no kept snapshot nor metadata file references are
+    deleted once older than this (a writer's data files before its commit are such files:
+    the age keeps them). Local warehouses only."""
+
+
 class IcebergSettings(StrictModel):
     """The Iceberg sink (``apply.sink_kind: iceberg``, spark_apply README "The Iceberg sink").
 
@@ -72,7 +92,9 @@ class IcebergSettings(StrictModel):
     job's commits of the batch this many batches before it (0: never). A replayed batch only
     needs its own commits' snapshots (the state database holds every earlier batch whole), so
     any value ≥ 1 keeps exactly once. pyiceberg 0.12 expires metadata only: the data files of
-    expired snapshots stay in the warehouse (no orphan-file removal yet)."""
+    expired snapshots stay in the warehouse until `maintenance` removes them as orphans."""
+    maintenance: IcebergMaintenanceSettings = Field(default_factory=IcebergMaintenanceSettings)
+    """Compaction, snapshot expiry and orphan-file removal."""
     zero_dates: Literal["refuse", "null"] = "refuse"
     """A MySQL zero date (``0000-00-00``, ``2024-00-15``), which no Iceberg date holds:
     ``refuse`` stops the job at the row (one line naming table, column and position); ``null``

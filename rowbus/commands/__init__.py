@@ -28,4 +28,5 @@ COMMANDS = [
     "rowbus.commands.ddl_locks",
     "rowbus.commands.tail",
     "rowbus.commands.snapshot",
+    "rowbus.commands.iceberg",
 ]

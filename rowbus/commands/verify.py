@@ -22,8 +22,9 @@ def _route(text: str) -> RouteSettings:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cmd = sub.add_parser(
         "verify",
-        help="compare the sink with the sources (chunked checksums by primary key; merged shards "
-        "against their union); exit 1 on any difference",
+        help="compare the sink with the sources (chunked checksums by primary key, or row by "
+        "row with Iceberg tables when apply.sink_kind is iceberg; merged shards against their "
+        "union); exit 1 on any difference",
     )
     cmd.add_argument(
         "--route",

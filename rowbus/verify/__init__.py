@@ -2,10 +2,12 @@
 
 Upstream tables are discovered on every configured source (user schemas only), routed to target
 tables (identity unless a route says otherwise; several shards may route to one target), and each
-target is compared with the union of its shards by chunked checksums (see `compare`).
+target is compared with the union of its shards by chunked checksums (see `compare`), or row
+by row with an Iceberg current-state table when ``apply.sink_kind`` is ``iceberg`` (`iceberg`).
 
 - `compare`: one target table against the union of the upstream tables that feed it;
-- `checksum`: chunked checksums of a table by primary-key range, computed in the database.
+- `checksum`: chunked checksums of a table by primary-key range, computed in the database;
+- `iceberg`: one Iceberg current-state table against its upstream tables, row by row.
 """
 
 from __future__ import annotations
@@ -76,11 +78,35 @@ def verify(
                 )
         if not upstream:
             raise VerifyError(f"no tables match schemas {list(schemas)} on any source")
+        if settings.apply.sink_kind == "iceberg":
+            return _compare_iceberg(settings, upstream)
         sink = stack.enter_context(_connect(settings.resolved_sink, "sink"))
         return [
             compare_table(TableRef("sink", sink, schema, table), shards, chunk_rows)
             for (schema, table), shards in sorted(upstream.items())
         ]
+
+
+def _compare_iceberg(
+    settings: Settings, upstream: dict[tuple[str, str], list[TableRef]]
+) -> list[TableDiff]:
+    """Each target against its Iceberg current-state table (`rowbus.verify.iceberg`)."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    from rowbus.spark_apply.iceberg_catalog import open_catalog
+    from rowbus.verify.iceberg import compare_iceberg
+
+    iceberg = settings.apply.iceberg
+    catalog = open_catalog(iceberg)
+    diffs = []
+    for (schema, table), shards in sorted(upstream.items()):
+        ident = (iceberg.namespace or schema, table)
+        try:
+            loaded = catalog.load_table(ident)
+        except NoSuchTableError:
+            loaded = None
+        diffs.append(compare_iceberg(".".join(ident), loaded, shards))
+    return diffs
 
 
 def _tables(

@@ -1,0 +1,152 @@
+"""Iceberg maintenance (`iceberg_maintenance`) on a local SQL catalog (a sqlite file): the
+compaction keeps every row and loses no commit that races it, the expiry keeps the commits a
+replay needs, orphan files are found and removed only past their age."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from rowbus.spark_apply.iceberg_catalog import BATCH, JOB, STEP, last_commits, open_catalog
+from rowbus.spark_apply.iceberg_maintenance import MAINTENANCE, Maintenance, expirable, orphans
+from rowbus.spark_apply.settings import IcebergMaintenanceSettings, IcebergSettings
+
+IDENT = ("db", "t")
+
+
+def _catalog(tmp_path: Path) -> Any:
+    return open_catalog(
+        IcebergSettings(
+            catalog={
+                "type": "sql",
+                "uri": f"sqlite:///{tmp_path}/catalog.db",
+                "warehouse": str(tmp_path / "wh"),
+            }
+        )
+    )
+
+
+def _table(catalog: Any) -> Any:
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    catalog.create_namespace_if_not_exists("db")
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=True),
+        NestedField(2, "v", StringType()),
+        identifier_field_ids=[1],
+    )
+    return catalog.create_table(IDENT, schema=schema)
+
+
+def _rows(ids: range, v: str = "x") -> pa.Table:
+    return pa.table(
+        {"id": pa.array(list(ids), pa.int64()), "v": pa.array([v] * len(ids), pa.large_string())},
+        schema=pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.large_string())]),
+    )
+
+
+def _commit(table: Any, batch: int, ids: range) -> None:
+    table.append(_rows(ids), snapshot_properties={JOB: "j", BATCH: str(batch), STEP: "0"})
+
+
+def _ids(catalog: Any) -> list[int]:
+    return sorted(catalog.load_table(IDENT).scan().to_arrow().column("id").to_pylist())
+
+
+def test_compaction_rewrites_small_files_into_one_and_keeps_every_row(tmp_path: Path) -> None:
+    catalog = _catalog(tmp_path)
+    table = _table(catalog)
+    for batch in range(4):
+        _commit(table, batch, range(batch * 10, batch * 10 + 10))
+    maintenance = Maintenance(catalog, IcebergMaintenanceSettings(compact_min_files=3))
+    assert maintenance.compact(IDENT) == (4, 1)
+    assert _ids(catalog) == list(range(40))
+    latest = catalog.load_table(IDENT)
+    assert len(list(latest.scan().plan_files())) == 1
+    assert latest.current_snapshot().summary.additional_properties[MAINTENANCE] == "compact"
+    # The job's last commit is still what the table says (compactions carry no step).
+    assert [(c.job, c.batch) for c in last_commits(latest)] == [("j", 3)]
+    assert maintenance.compact(IDENT) is None  # one file: below compact_min_files
+
+
+def test_a_commit_racing_the_compaction_makes_it_begin_again_and_nothing_is_lost(
+    tmp_path: Path,
+) -> None:
+    """The job's commit lands while the compaction has read the table and written its file:
+    the compaction's commit is refused, it begins again, and both writes are in the table."""
+    catalog = _catalog(tmp_path)
+    table = _table(catalog)
+    for batch in range(3):
+        _commit(table, batch, range(batch * 10, batch * 10 + 10))
+    job = _catalog(tmp_path)  # another client: the job
+    commit = catalog.commit_table
+    raced: list[int] = []
+
+    def commit_after_the_job(tbl: Any, requirements: Any, updates: Any) -> Any:
+        if not raced:
+            raced.append(1)
+            _commit(job.load_table(IDENT), 3, range(100, 105))
+        return commit(tbl, requirements, updates)
+
+    catalog.commit_table = commit_after_the_job
+    assert Maintenance(catalog).compact(IDENT, min_files=2) == (4, 1)
+    assert raced
+    assert _ids(catalog) == [*range(30), *range(100, 105)]
+
+
+def test_expiry_keeps_the_newest_batches_commits_and_orphans_past_their_age_go(
+    tmp_path: Path,
+) -> None:
+    catalog = _catalog(tmp_path)
+    table = _table(catalog)
+    for batch in range(5):
+        _commit(table, batch, range(batch, batch + 1))
+    Maintenance(catalog).compact(IDENT, min_files=2)
+    table = catalog.load_table(IDENT)
+    snapshots = table.metadata.snapshots
+    # Batches 3 and 4 (and the compaction after them) stay; batches 0-2 go.
+    assert expirable(table, 2) == [s.snapshot_id for s in snapshots[:3]]
+    clock = [1e12]  # far in the future: every file is old enough
+    maintenance = Maintenance(catalog, IcebergMaintenanceSettings(keep_batches=2), lambda: clock[0])
+    stray = Path(table.location().removeprefix("file://")) / "data" / "stray.parquet"
+    stray.write_bytes(b"a writer's file before its commit")
+    lists = {Path(s.manifest_list.removeprefix("file://")) for s in snapshots[:3]}
+    assert maintenance.expire(IDENT) == 3
+    table = catalog.load_table(IDENT)
+    assert [m[1] for s in table.metadata.snapshots if (m := _mark(s))] == [3, 4]
+    found = orphans(table, clock[0])
+    # The stray file and the expired snapshots' manifest lists; every data file is still
+    # referenced (batch 4's snapshot holds the files of batches 0-4).
+    assert found is not None
+    assert {p for p in found if p.suffix == ".parquet"} == {stray}
+    assert lists <= set(found)
+    assert orphans(table, 0.0) == []  # nothing is old enough: nothing goes
+    assert maintenance.remove_orphans(IDENT) == len(found)
+    table = catalog.load_table(IDENT)
+    assert orphans(table, clock[0]) == []
+    assert _ids(catalog) == list(range(5))
+    # Each snapshot kept still reads (its files are all there).
+    for snap in table.metadata.snapshots:
+        assert table.scan(snapshot_id=snap.snapshot_id).to_arrow().num_rows > 0
+
+
+def _mark(snapshot: Any) -> tuple[str, int, int, bool] | None:
+    from rowbus.spark_apply.iceberg_catalog import marks
+
+    return marks(snapshot)
+
+
+@pytest.mark.parametrize("spec", ["kill:1", "kill-before-commit:0", "compact-before-commit"])
+def test_a_fault_spec_that_does_not_parse_is_refused_in_one_line(
+    spec: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rowbus.spark_apply.exceptions import ApplyError
+    from rowbus.spark_apply.iceberg_faults import ENV, armed
+
+    monkeypatch.setenv(ENV, spec)
+    with pytest.raises(ApplyError, match=r"ROWBUS_ICEBERG_FAULT=.*expected <action>:<n>"):
+        armed(_catalog(tmp_path))
