@@ -9,6 +9,7 @@ To add a command, write a module here, list it in `COMMANDS` (one per line) and 
 - `ddl_locks`: `rowbus ddl-locks`;
 - `tail`: `rowbus tail`;
 - `snapshot`: `rowbus snapshot` (an incremental snapshot);
+- `iceberg`: `rowbus iceberg maintain` (an Iceberg sink's compaction, expiry, orphans);
 - `common`: the flags every long-running command offers alike (`--metrics-port`).
 """
 
