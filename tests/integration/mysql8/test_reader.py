@@ -6,9 +6,11 @@ the real MariaDB source), on the framed, native and pure-Python decoding paths."
 
 from __future__ import annotations
 
+import signal
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,7 +31,7 @@ from tests.integration.mysql8.corpus import (
     mysql8_cases,
     values_from_mariadb,
 )
-from tests.integration.producer.helpers import ReaderSetup, TopicReader
+from tests.integration.producer.helpers import ReaderSetup, TopicReader, start_reader_process
 from tests.mysql8.binlog import Binlog
 from tests.mysql8.payload import compressing
 from tests.mysql8.primary import Primary
@@ -261,3 +263,43 @@ def test_the_mixed_tables_carry_both_of_mysqls_charset_forms() -> None:
     assert (kind, enum_kind) == (2, 10)
     assert body[0] == enum_body[0] == 8  # latin1 the most used, then the exceptions
     assert len(body) > 1 and len(enum_body) > 1
+
+
+def test_rowbus_reader_run_reads_the_compressed_corpus_from_the_primary(
+    compressed_primary: tuple[Primary, Corpus],
+    services: Settings,
+    make_topic: Callable[..., str],
+    unique: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    """The command a user runs (`rowbus reader run`, its own process, default paths) against
+    the MySQL 8.4 primary over its socket, binlog_transaction_compression=ON: the corpus's
+    records equal the MariaDB path's, and SIGTERM ends the process cleanly."""
+    server, corpus = compressed_primary
+    setup = setup_for(services, server, corpus.database, make_topic, unique)
+    config = setup.write_config(
+        tmp_path / "rowbus.yaml", start="file:binlog.000001:4", snapshot="never"
+    )
+    reader = start_reader_process(config, setup.source, "reader-m8", tmp_path / "reader.log")
+    topic = TopicReader(services, setup.data_topic)
+    try:
+        topic.until(
+            lambda rs: (
+                sum(isinstance(x, RowChange) for x in rs) >= corpus.changes
+                or reader.poll() is not None
+            ),
+            timeout=120,
+            what=f"{corpus.changes} row changes from `rowbus reader run`",
+        )
+        assert reader.poll() is None, (tmp_path / "reader.log").read_text()[-2000:]
+        reader.send_signal(signal.SIGTERM)
+        assert reader.wait(60) == 0, (tmp_path / "reader.log").read_text()[-2000:]
+        records = [rec for _, _, _, rec in topic.records]
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+            reader.wait(30)
+        topic.close()
+    check_corpus(records, corpus)
+    assert sum(isinstance(r, RowChange) for r in records) == corpus.changes
+    assert not server.seen.unanswered, server.seen.unanswered
