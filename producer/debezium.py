@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rowbus.producer import fastrows
 from rowbus.producer.assembler import DdlItem, RowItem, Transaction
-from rowbus.producer.batch import Batcher
+from rowbus.producer.batch import Batcher, _PendingDdl
 from rowbus.protocol.codec import DEBEZIUM_ENCODING, ENCODING_HEADER
 from rowbus.protocol.ddl import DdlKind
 from rowbus.protocol.debezium import DebeziumRenderer
@@ -204,13 +204,37 @@ class DebeziumBatcher(Batcher):
             position=item.position,
             txn=ref,
         )
-        if ddl.table is not None and parsed.kind is not DdlKind.DROP_TABLE:
-            self.topic_for(ddl.schema, ddl.table)  # created before its first row
-        key, value = self._dbz.schema_change(ddl)
         topic = self._dbz.options.schema_change_topic
         self._named(topic)
+        if ddl.table is None or parsed.kind is DdlKind.DROP_TABLE:
+            self._add_schema_change(ddl, item.start)
+            return
+        self.topic_for(ddl.schema, ddl.table)  # created before its first row
+        if item.after is not None and item.after.known:
+            # The schema tracker applied the statement: its after-schema is exact.
+            if self._pending:
+                self._resolve_ddls(ddl.schema, ddl.table, None, fallback=False)
+            self._add_schema_change(replace(ddl, table_schema=item.after.table), item.start)
+            return
+        # As the native batcher: the table after it is the next table map of the table (or
+        # the live server's when none comes); its record waits in the batch for it (`_fill`).
+        slot = (len(self.batch.records), topic, 0, None)
+        self.batch.records.append((topic, 0, None, b"", []))
+        self._pending.setdefault((ddl.schema, ddl.table), []).append(_PendingDdl(item, ddl, [slot]))
+
+    def _add_schema_change(self, ddl: DdlChange, start: int | None) -> None:
+        key, value = self._dbz.schema_change(ddl, start)
+        topic = self._dbz.options.schema_change_topic
         self.batch.records.append((topic, 0, key, value, _HEADERS))  # type: ignore[arg-type]
         self.batch.stats.bytes += len(value)
+
+    def _fill(self, pending: _PendingDdl, after: TableSchema | None) -> None:
+        key, value = self._dbz.schema_change(
+            replace(pending.ddl, table_schema=after), pending.item.start
+        )
+        for index, topic, partition, _ in pending.slots:
+            self.batch.records[index] = (topic, partition, key, value, _HEADERS)  # type: ignore[assignment]
+            self.batch.stats.bytes += len(value)
 
     def _emit(self, topic: str, partition: int | None, key: bytes | None, record: Record) -> None:
         if isinstance(record, SnapshotBegin | SnapshotEnd):

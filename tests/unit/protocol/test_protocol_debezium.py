@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from rowbus.protocol.codec import ENCODING_HEADER, decode
-from rowbus.protocol.debezium import DebeziumOptions, DebeziumRenderer, column_rendering
+from rowbus.protocol.debezium import DebeziumOptions, DebeziumRenderer
+from rowbus.protocol.debezium_columns import column_rendering
 from rowbus.protocol.errors import ProtocolError
 from rowbus.protocol.events import BinlogPosition, ColumnSchema, Op, RowChange, TableSchema, TxnRef
 from rowbus.protocol.values import Value, ZeroDate
@@ -225,7 +226,7 @@ def test_decimal_bytes_read_back_exactly() -> None:
     ids=lambda x: x.default if isinstance(x, ColumnSchema) else "",
 )
 def test_literal_defaults_go_into_the_field_schema(col: ColumnSchema, default: object) -> None:
-    from rowbus.protocol.debezium import default_value
+    from rowbus.protocol.debezium_columns import default_value
 
     assert default_value(col, column_rendering(col)[1]) == default
 
