@@ -29,11 +29,12 @@ from typing import Any
 
 from rowbus.producer import fastrows
 from rowbus.producer.assembler import DdlItem, RowItem, Transaction
-from rowbus.producer.batch import Batcher, _PendingDdl
+from rowbus.producer.batch import Batch, Batcher, _PendingDdl
 from rowbus.protocol.codec import DEBEZIUM_ENCODING, ENCODING_HEADER
 from rowbus.protocol.ddl import DdlKind
 from rowbus.protocol.debezium import DebeziumRenderer
 from rowbus.protocol.events import (
+    BinlogPosition,
     DdlChange,
     Heartbeat,
     Op,
@@ -53,6 +54,56 @@ _partition = fastrows.partition if fastrows.AVAILABLE else java_partition
 """Kafka's default partitioner on the key bytes (natively when the extension is built)."""
 _HEADERS: list[tuple[str, bytes | None]] = [(ENCODING_HEADER, DEBEZIUM_ENCODING.encode())]
 """On every record: rowbus's own consumers refuse it in one line (Debezium's ignore it)."""
+
+
+_LAST_IN_TABLE = b',"snapshot":"last_in_data_collection",'
+
+
+class _SnapshotMarks:
+    """Debezium's ``source.snapshot`` of snapshot rows: ``first`` for the first row this
+    reader snapshots, ``first_in_data_collection`` for each table's first,
+    ``last_in_data_collection`` for its last (set when the table's `SnapshotEnd` comes, if
+    that row is still in the open batch and not yet produced), ``true`` for the others."""
+
+    def __init__(self) -> None:
+        self._starting: set[tuple[str, str]] = set()
+        self._any = False
+        self._last: dict[tuple[str, str], int] = {}
+        """Each table's last snapshot row: its index in the open batch."""
+
+    def begin(self, table: tuple[str, str]) -> None:
+        self._starting.add(table)
+
+    def row(self, table: tuple[str, str], index: int) -> str:
+        """The mark of a snapshot row of `table`, the batch's `index`-th record."""
+        if len(self._last) >= 4096:
+            self._last.clear()
+        self._last[table] = index
+        if table not in self._starting:
+            return "true"
+        self._starting.discard(table)
+        first, self._any = not self._any, True
+        return "first" if first else "first_in_data_collection"
+
+    def end(self, table: tuple[str, str], batch: Batch) -> None:
+        index = self._last.pop(table, None)
+        if index is None or not batch.sent <= index < len(batch.records):
+            return  # produced already (or in an earlier batch): it stays as it is
+        topic, partition, key, value, headers = batch.records[index]
+        if value is None:
+            return
+        # The source block follows the images: its mark is the last such text of the value
+        # (a string value holding it is escaped, so cannot match). A table's one row is
+        # last_in_data_collection, unless it is the snapshot's first (Debezium's order).
+        for mark in (b',"snapshot":"true",', b',"snapshot":"first_in_data_collection",'):
+            at = value.rfind(mark)
+            if at >= 0:
+                break
+        else:
+            return
+        marked = value[:at] + _LAST_IN_TABLE + value[at + len(mark) :]
+        batch.records[index] = (topic, partition, key, marked, headers)
+        batch.stats.bytes += len(marked) - len(value)
 
 
 @dataclass
@@ -84,6 +135,7 @@ class DebeziumBatcher(Batcher):
         self._open_txn: _OpenTxn | None = None
         self._commit_ms: int | None = None
         """The commit time of the transaction being added (None: a fragment or snapshot)."""
+        self._snapshot = _SnapshotMarks()
         self._row_in_event: tuple[str, int, int, int] = ("", -1, 0, 0)
         """(file, offset, n, id of the item): the n-th row of the binlog rows event at
         file:offset, Debezium's ``source.row`` (the two halves of a key-changing update are
@@ -129,6 +181,9 @@ class DebeziumBatcher(Batcher):
     def _native_row(self, *args: Any) -> bool:
         return False
 
+    def _lean_reads(self, table: TableSchema, position: BinlogPosition) -> None:
+        return None  # every snapshot row is rendered by `_add_row` (the lean path is protobuf)
+
     def _add_row(
         self, item: RowItem, op: Op, before: object, after: object, ts: int, ref: TxnRef
     ) -> None:
@@ -158,7 +213,9 @@ class DebeziumBatcher(Batcher):
             order = self._count(row)
         key = dbz.key(row, table)
         ts_ms = int(self._wall() * 1000)
-        snapshot = "true" if row.op is Op.READ else "false"
+        snapshot = "false"
+        if row.op is Op.READ:
+            snapshot = self._snapshot.row((table.schema, table.table), len(self.batch.records))
         value = dbz.value(row, table, ts_ms, order, snapshot, n, start, self._commit_ms)
         self._append(topic, key, value)
         if row.op is Op.DELETE and key is not None:
@@ -237,9 +294,13 @@ class DebeziumBatcher(Batcher):
             self.batch.stats.bytes += len(value)
 
     def _emit(self, topic: str, partition: int | None, key: bytes | None, record: Record) -> None:
-        if isinstance(record, SnapshotBegin | SnapshotEnd):
-            return  # Debezium has no snapshot markers
-        super()._emit(topic, partition, key, record)
+        # Debezium has no snapshot markers: they only mark the first and last rows of a table.
+        if isinstance(record, SnapshotBegin):
+            self._snapshot.begin((record.schema, record.table))
+        elif isinstance(record, SnapshotEnd):
+            self._snapshot.end((record.schema, record.table), self.batch)
+        else:
+            super()._emit(topic, partition, key, record)
 
     def _broadcast(self, record: Resolved | Heartbeat) -> None:
         # ts_ms is the watermark's physical clock: every change the source committed up to

@@ -22,6 +22,7 @@ from rowbus.protocol.events import (
     MarkerMode,
     Op,
     SnapshotBegin,
+    SnapshotEnd,
     TableSchema,
     TxnRef,
 )
@@ -217,3 +218,36 @@ def test_a_whole_written_configuration_loads_and_debezium_options_need_the_encod
     with pytest.raises(pydantic.ValidationError, match=r"set reader\.encoding: debezium"):
         ReaderSettings.model_validate(changed)
     assert ReaderSettings.model_validate({**changed, "encoding": "debezium"}).debezium.schemas
+
+
+def _marker(b: DebeziumBatcher, table: str, rows: int | None) -> SnapshotBegin | SnapshotEnd:
+    common: dict[str, Any] = {
+        "source": "src", "ts": b.tick(0.0), "schema": "db", "table": table, "snapshot": "s",
+        "mode": MarkerMode.REPLACE, "position": POS, "txn": TxnRef("s", 0),
+    }  # fmt: skip
+    return SnapshotBegin(**common) if rows is None else SnapshotEnd(**common, rows=rows)
+
+
+def test_snapshot_rows_are_all_debeziums_and_marked_first_and_last_as_debezium_marks_them() -> None:
+    b, _ = batcher()
+    for table, rows in ((T, [(1, "a"), (2, "b"), (3, "c")]), (U, [(1,)])):
+        b.add_marker(_marker(b, table.table, None), 0.0)
+        b.add_snapshot(table, rows, "s:1", 0, POS, 0.0)
+        b.add_marker(_marker(b, table.table, len(rows)), 0.0)
+    got = records(b)  # every value parses as Debezium's JSON (none in rowbus's protobuf)
+    assert [(t, v["op"], v["source"]["snapshot"]) for t, _, _, v in got] == [
+        ("dbz.db.t", "r", "first"),
+        ("dbz.db.t", "r", "true"),
+        ("dbz.db.t", "r", "last_in_data_collection"),
+        ("dbz.db.u", "r", "last_in_data_collection"),  # one row: last wins over first (Debezium)
+    ]
+    assert [v["after"]["id"] for _, _, _, v in got] == [1, 2, 3, 1]
+
+
+def test_a_snapshot_row_already_produced_keeps_its_mark() -> None:
+    b, _ = batcher()
+    b.add_marker(_marker(b, "t", None), 0.0)
+    b.add_snapshot(T, [(1, "a"), (2, "b")], "s:1", 0, POS, 0.0)
+    b.batch.sent = len(b.batch.records)  # the reader produced them into its Kafka transaction
+    b.add_marker(_marker(b, "t", 2), 0.0)
+    assert [v["source"]["snapshot"] for _, _, _, v in records(b)] == ["first", "true"]
