@@ -81,6 +81,10 @@ _SPATIAL_DDL = (
     "a POINT or LINESTRING column: Debezium's typeName is the statement's; the binlog's table "
     "map and rowbus's schema say GEOMETRY for every spatial column"
 )
+_ON_UPDATE = (
+    "ON UPDATE CURRENT_TIMESTAMP: Debezium marks the column autoIncremented and generated; "
+    "rowbus's table schema does not hold ON UPDATE (false)"
+)
 EXPLAINED: dict[tuple[str, str], str] = {
     # (table, path) -> why rowbus differs from Debezium; docs/debezium.md lists the same.
     ("*", "payload.source.gtid"): (
@@ -116,6 +120,19 @@ EXPLAINED: dict[tuple[str, str], str] = {
     ("geo", "payload.tableChanges.0.table.columns.p.typeExpression"): _SPATIAL_DDL,
     ("geo", "payload.tableChanges.0.table.columns.l.typeName"): _SPATIAL_DDL,
     ("geo", "payload.tableChanges.0.table.columns.l.typeExpression"): _SPATIAL_DDL,
+    ("dflt", "payload.tableChanges.0.table.columns.bo.defaultValueExpression"): (
+        "DEFAULT TRUE: Debezium keeps the statement's word; the server (and rowbus) say 1"
+    ),
+    ("dflt", "payload.tableChanges.0.table.columns.bo.length"): (
+        "TINYINT(1): Debezium keeps the display width as the length; the binlog and rowbus's "
+        "schema have no display width"
+    ),
+    ("dflt", "payload.tableChanges.0.table.columns.t3.defaultValueExpression"): (
+        "TIME(3) DEFAULT '-01:02:03.5': Debezium keeps the statement's text; the server "
+        "(and rowbus) write it at the column's precision (-01:02:03.500); the same time"
+    ),
+    ("dflt", "payload.tableChanges.0.table.columns.tsc6.autoIncremented"): _ON_UPDATE,
+    ("dflt", "payload.tableChanges.0.table.columns.tsc6.generated"): _ON_UPDATE,
     ("f_year", "payload.*.v"): "YEAR 0000: Debezium says 1900; the column holds 0",
     # The schema-change topic (table DDL:DB.<table>; "tableChanges.0" is its one change).
     ("*", "payload.tableChanges.0.table.defaultCharsetName"): (
@@ -231,11 +248,28 @@ SPATIAL = [
 ]
 """Spatial columns (not in the fidelity corpus): POINT, GEOMETRY, LINESTRING, an SRID."""
 
+DEFAULTS = [
+    "CREATE TABLE dflt (id INT PRIMARY KEY, d DATE DEFAULT '2020-02-29', "
+    "dz DATE NOT NULL DEFAULT '0000-00-00', dt DATETIME DEFAULT '2020-01-02 03:04:05', "
+    "dt6 DATETIME(6) DEFAULT '2020-01-02 03:04:05.123456', "
+    "ts TIMESTAMP NULL DEFAULT '2020-01-02 03:04:05', "
+    "tsc TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP, "
+    "tsc6 TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6), "
+    "dtc DATETIME DEFAULT CURRENT_TIMESTAMP, dtz DATETIME NOT NULL DEFAULT '0000-00-00 00:00:00', "
+    "t TIME DEFAULT '12:34:56', t3 TIME(3) DEFAULT '-01:02:03.5', y YEAR DEFAULT 2024, "
+    "e INT DEFAULT (1 + 1), s VARCHAR(20) DEFAULT (concat('a','b')), b BIT(3) DEFAULT b'101', "
+    "bo TINYINT(1) DEFAULT TRUE)",
+    "INSERT INTO dflt (id) VALUES (1)",
+]
+"""Temporal, expression and other non-literal DEFAULTs (the field schemas' ``default``)."""
+
 
 def _statements(corpus: str, db: str) -> list[str]:
     # The test suite's corpora (not type-checked as the packages are: imported by name).
     if corpus == "spatial":
         return list(SPATIAL)
+    if corpus == "defaults":
+        return list(DEFAULTS)
     if corpus == "matrix":  # every schema change of the matrix, with rows before and after
         cases = importlib.import_module("tests.integration.schema_changes.test_matrix").CASES
         return [sql.format(z=f"`{db}_z`") for statements in cases.values() for sql in statements]
@@ -567,9 +601,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=180)
     parser.add_argument(
         "--corpus",
-        choices=("fidelity", "matrix", "spatial"),
+        choices=("fidelity", "matrix", "spatial", "defaults"),
         default="fidelity",
-        help="the fidelity corpus (every type), the schema-change matrix, or spatial columns",
+        help="the fidelity corpus (every type), the schema-change matrix, spatial columns, or "
+        "temporal and expression DEFAULTs",
     )
     parser.add_argument("--keep", action="store_true", help="keep the database and work folder")
     args = parser.parse_args(argv)

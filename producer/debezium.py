@@ -28,8 +28,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rowbus.producer import fastrows
-from rowbus.producer.assembler import DdlItem, RowItem, Transaction
+from rowbus.producer.assembler import Change, DdlItem, RowItem, Transaction
 from rowbus.producer.batch import Batch, Batcher, _PendingDdl
+from rowbus.producer.fragments import OpenStream
 from rowbus.protocol.codec import DEBEZIUM_ENCODING, ENCODING_HEADER
 from rowbus.protocol.ddl import DdlKind
 from rowbus.protocol.debezium import DebeziumRenderer
@@ -38,6 +39,7 @@ from rowbus.protocol.events import (
     DdlChange,
     Heartbeat,
     Op,
+    ReaderCheckpoint,
     Record,
     Resolved,
     RowChange,
@@ -113,6 +115,15 @@ class _OpenTxn:
     id: str
     total: int = 0
     per_table: dict[str, int] = field(default_factory=dict)
+    resumed: bool = False
+    """Begun before a reader restart (its BEGIN and first fragments published then)."""
+
+    def count(self, collection: str) -> tuple[int, int]:
+        """One more event of `collection` (``db.table``): its (total order, order in its
+        table)."""
+        self.total += 1
+        self.per_table[collection] = self.per_table.get(collection, 0) + 1
+        return self.total, self.per_table[collection]
 
 
 class DebeziumBatcher(Batcher):
@@ -136,6 +147,8 @@ class DebeziumBatcher(Batcher):
         self._commit_ms: int | None = None
         """The commit time of the transaction being added (None: a fragment or snapshot)."""
         self._snapshot = _SnapshotMarks()
+        self._resumed = False
+        """A restarted reader goes on with a fragmented transaction (`resume_stream`)."""
         self._row_in_event: tuple[str, int, int, int] = ("", -1, 0, 0)
         """(file, offset, n, id of the item): the n-th row of the binlog rows event at
         file:offset, Debezium's ``source.row`` (the two halves of a key-changing update are
@@ -171,12 +184,52 @@ class DebeziumBatcher(Batcher):
         # source.ts_ms is the commit time (the binlog's seconds), as Debezium's: the hybrid
         # clock's physical part can be ahead of it (a heartbeat's wall clock, a catch-up).
         self._commit_ms = txn.commit_time * 1000
+        self._resume_txn(txn.id)
         try:
             super().add(txn, now, defining)
         finally:
             self._commit_ms = None
         if self.open_stream is None:
             self._end_txn()
+
+    def stream(
+        self,
+        txn_id: str,
+        gtid: str | None,
+        changes: list[Change],
+        now: float,
+        defining: Any = (),
+    ) -> None:
+        self._resume_txn(txn_id)
+        super().stream(txn_id, gtid, changes, now, defining)
+
+    def resume_stream(self, fragment: ReaderCheckpoint) -> None:
+        super().resume_stream(fragment)
+        self._resumed = True
+
+    def _emit_stream(
+        self,
+        stream: OpenStream,
+        planned: list[tuple[RowItem | DdlItem, Op, object, object]],
+        count: int | None,
+    ) -> None:
+        txn = self._open_txn
+        if txn is not None and txn.resumed:
+            # The rows published before the restart, which it reads again without publishing:
+            # counted, so the orders go on and END counts the whole transaction.
+            for item, *_ in planned:
+                if isinstance(item, RowItem) and stream.published(item.position):
+                    txn.count(f"{item.table.schema}.{item.table.table}")
+        super()._emit_stream(stream, planned, count)
+
+    def _resume_txn(self, txn_id: str) -> None:
+        """After a restart inside a fragmented transaction: its BEGIN went out before the
+        restart, so it is open again without another (one BEGIN and one END per
+        transaction)."""
+        if self._resumed and self._dbz.options.transaction_metadata:
+            self._end_txn()
+            self._open_txn = _OpenTxn(txn_id, resumed=True)
+        self._resumed = False
 
     def _native_row(self, *args: Any) -> bool:
         return False
@@ -231,10 +284,7 @@ class DebeziumBatcher(Batcher):
             txn = self._open_txn = _OpenTxn(row.txn.id)
             key, value = self._dbz.transaction("BEGIN", txn.id, int(self._wall() * 1000))
             self._append(self._dbz.options.transaction_topic, key, value)
-        collection = f"{row.schema}.{row.table}"
-        txn.total += 1
-        txn.per_table[collection] = txn.per_table.get(collection, 0) + 1
-        return txn.total, txn.per_table[collection]
+        return txn.count(f"{row.schema}.{row.table}")
 
     def _end_txn(self) -> None:
         txn, self._open_txn = self._open_txn, None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import re
 import struct
 from collections.abc import Callable
 from decimal import Decimal
@@ -103,6 +104,18 @@ def _zoned(fsp: int) -> Convert:
     return convert
 
 
+def _not_null(col: ColumnSchema, convert: Convert) -> Convert:
+    """A NOT NULL DATE or DATETIME's converter: a zero date is the epoch (0), as Debezium
+    writes it (null would break the field's non-optional schema)."""
+    if col.nullable:
+        return convert
+
+    def epoch_for_zero(v: Value) -> Any:
+        return 0 if isinstance(v, ZeroDate) else convert(v)
+
+    return epoch_for_zero
+
+
 def _time(v: Value) -> Any:
     assert isinstance(v, dt.timedelta)
     return v // ONE_US
@@ -150,11 +163,11 @@ def column_rendering(col: ColumnSchema) -> tuple[Json, Convert]:
             return _field("boolean"), bool
         return _field("bytes", "io.debezium.data.Bits", length=str(length)), _bits(length)
     if t == "date":
-        return _field("int32", "io.debezium.time.Date"), _date
+        return _field("int32", "io.debezium.time.Date"), _not_null(col, _date)
     if t == "datetime":
         if (col.fsp or 0) <= 3:
-            return _field("int64", "io.debezium.time.Timestamp"), _datetime_ms
-        return _field("int64", "io.debezium.time.MicroTimestamp"), _datetime_us
+            return _field("int64", "io.debezium.time.Timestamp"), _not_null(col, _datetime_ms)
+        return _field("int64", "io.debezium.time.MicroTimestamp"), _not_null(col, _datetime_us)
     if t == "timestamp":
         return _field("string", "io.debezium.time.ZonedTimestamp"), _zoned(col.fsp or 0)
     if t == "time":
@@ -225,14 +238,16 @@ _TEXT = ("char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum"
 
 
 def default_value(col: ColumnSchema, convert: Convert) -> Any:
-    """A column's literal DEFAULT as Debezium puts it in the field's schema (``default``),
-    rendered like a value; None when there is none, it is NULL, or it is an expression
-    (``current_timestamp()``) or of a type whose literal is not rendered here."""
+    """A column's DEFAULT as Debezium puts it in the field's schema (``default``), rendered
+    like a value; None when there is none, it is NULL, or it is an expression Debezium leaves
+    out (``(1 + 1)``). ``current_timestamp()`` is the epoch, as Debezium's parser makes it."""
     text = col.default
     if text is None or text.upper() == "NULL":
         return None
     value: Value
     try:
+        if col.type in _TEMPORAL:
+            return _temporal_default(col, convert, _unquoted(text))
         if col.type in _TEXT and len(text) >= 2 and text[0] == text[-1] == "'":
             body = text[1:-1].replace("''", "'")
             value = frozenset(body.split(",")) - {""} if col.type == "set" else body
@@ -242,11 +257,49 @@ def default_value(col: ColumnSchema, convert: Convert) -> Any:
             value = Decimal(text)
         elif col.type in ("float", "double"):
             value = float(text)
+        elif col.type == "bit" and text[:2].lower() == "b'" and text[-1] == "'":
+            value = int(text[2:-1] or "0", 2)
         else:
             return None
     except ValueError:
         return None
     return convert(value)
+
+
+_TEMPORAL = ("date", "datetime", "timestamp", "time")
+_EPOCH = "1970-01-01 00:00:00"
+_ZERO = re.compile(r"(\d{4}-\d{2}-00|\d{4}-00-\d{2}|0000-\d{2}-\d{2})( 00:00:00(\.\d{1,6})?)?|0")
+_TIME = re.compile(r"(-)?(\d+):(\d{2}):(\d{2})(?:\.(\d{1,6}))?")
+
+
+def _unquoted(text: str) -> str:
+    """A DEFAULT's text without its quotes; CURRENT_TIMESTAMP (any precision) as the epoch,
+    which is what Debezium's DDL parser puts in its place."""
+    if len(text) >= 2 and text[0] == text[-1] == "'":
+        return text[1:-1]
+    if text.lower().startswith(("current_timestamp", "now(")):
+        return _EPOCH
+    return text
+
+
+def _temporal_default(col: ColumnSchema, convert: Convert, text: str) -> Any:
+    """A DATE, DATETIME, TIMESTAMP or TIME default as Debezium renders it: a zero date is no
+    default for a nullable column and the epoch for a NOT NULL one; so is a TIMESTAMP's
+    epoch (what CURRENT_TIMESTAMP becomes)."""
+    if col.type == "time":
+        m = _TIME.fullmatch(text)
+        if m is None:
+            return None
+        sign, h, mi, sec, frac = m.groups()
+        us = ((int(h) * 60 + int(mi)) * 60 + int(sec)) * 1_000_000 + int((frac or "").ljust(6, "0"))
+        return -us if sign else us
+    zero = _ZERO.fullmatch(text) is not None
+    if col.type == "timestamp" and (zero or text == _EPOCH):
+        return None if col.nullable else "1970-01-01T00:00:00Z"
+    if zero:
+        return None if col.nullable else 0
+    moment = dt.datetime.fromisoformat(text)
+    return convert(moment.date() if col.type == "date" else moment)
 
 
 def _string(v: Value) -> Any:

@@ -10,6 +10,7 @@ docs/debezium.md lists the difference.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rowbus.protocol.ddl import DdlKind
@@ -118,13 +119,22 @@ def _quoted(member: str) -> str:
 
 
 def _default_expression(col: ColumnSchema) -> str | None:
-    """The DEFAULT as Debezium keeps its text: a literal without its quotes."""
+    """The DEFAULT as Debezium's parser keeps its text: a literal without its quotes (a BIT
+    literal's digits), CURRENT_TIMESTAMP as the epoch; an expression (``(1 + 1)``,
+    ``concat(…)``) none."""
     text = col.default
     if text is None or text.upper() == "NULL":
         return None
     if len(text) >= 2 and text[0] == text[-1] == "'":
         return text[1:-1].replace("''", "'")
-    return text
+    if text[:2].lower() == "b'" and text[-1] == "'":
+        return text[2:-1]
+    if text.lower().startswith("current_timestamp"):
+        return "1970-01-01 00:00:00"
+    return text if _NUMBER.fullmatch(text) else None
+
+
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 
 def table_change(kind: DdlKind | None, schema: str, table: str, after: TableSchema | None) -> Json:
