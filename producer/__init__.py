@@ -29,7 +29,8 @@ The data path, one module per step (each testable without services where it can 
     control.py     transaction-control statements of a binlog, classified (pure)
     assembler.py   events → whole transactions with resume positions (pure)
     batch.py       transactions → records of one Kafka transaction, flush policy (pure)
-    debezium.py    the batcher of the ``debezium`` encoding: data records as Debezium writes them
+    records.py     the batcher's events → records: the encoding's seam, rowbus's own (pure)
+    debezium.py    the records of the ``debezium`` encoding: data records as Debezium writes them
     fragments.py   huge transactions published in fragments (PROTOCOL.md §9.1)
     publisher.py   the transactional confluent-kafka producer
     checkpoints.py the last ReaderCheckpoint of a source, from the compacted checkpoints topic

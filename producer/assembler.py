@@ -151,14 +151,24 @@ class DdlItem:
     sql_mode: str | None = None
     timestamp_us: int | None = None
     time_zone: str | None = None
+    start: int | None = None
+    """Where the statement's query event begins (Debezium's ``source.pos``; None: unknown)."""
 
 
 Change = RowItem | DdlItem
 
 
-def _ddl_item(q: Query, parsed: ParsedDdl, pos: BinlogPosition) -> DdlItem:
+def _ddl_item(q: Query, parsed: ParsedDdl, pos: BinlogPosition, start: int) -> DdlItem:
     return DdlItem(
-        q.statement, q.schema, parsed, pos, q.ddl, q.sql_mode, q.timestamp_us, q.time_zone
+        q.statement,
+        q.schema,
+        parsed,
+        pos,
+        q.ddl,
+        q.sql_mode,
+        q.timestamp_us,
+        q.time_zone,
+        start,
     )
 
 
@@ -240,6 +250,8 @@ class TransactionAssembler:
         self.upstream = upstream
         """Stamped on every position (PROTOCOL.md §9.4)."""
         self.event_end = pos
+        self._query_start = pos
+        """Where the last query event began (the end of the event before it)."""
         self._ddl_wanted = ddl_wanted
         self._gtid: GtidMark | None = None
         self._open: _Open | None = None
@@ -307,7 +319,7 @@ class TransactionAssembler:
                 self.event_end = end
                 return self._prepare(end, ts)
             case Query():
-                self.event_end = event.end
+                self._query_start, self.event_end = self.event_end, event.end
                 self._timestamp = event.timestamp
                 return self._query(event)
             case GtidMark():
@@ -451,12 +463,12 @@ class TransactionAssembler:
             txn = self._open
             ready = self._cut(txn)
             pos = self._at(q.end, txn.gtid)
-            txn.changes.append(_ddl_item(q, target, pos))
+            txn.changes.append(_ddl_item(q, target, pos, self._query_start))
             return ready
         txn = self._start(q.end - q.size)
         if wanted:
             pos = self._at(q.end, txn.gtid)
-            txn.changes.append(_ddl_item(q, target, pos))
+            txn.changes.append(_ddl_item(q, target, pos, self._query_start))
         return self._close(q.end, q.timestamp)
 
     def _statement_change(self, q: Query, written: tuple[TableName, ...]) -> Transaction | None:

@@ -18,10 +18,10 @@ from dataclasses import dataclass, replace
 
 from rowbus.clients import kafka
 from rowbus.clients.election import Election
-from rowbus.producer.batch import Batch, BatchStats, OutRecord
 from rowbus.producer.exceptions import FencedError, LeadershipLostError, ReaderError
 from rowbus.producer.metrics import ReaderMetrics
 from rowbus.producer.publisher import KafkaPublisher
+from rowbus.producer.records import Batch, BatchStats, OutRecord
 from rowbus.producer.settings import ReaderSettings
 from rowbus.producer.stall import StableWatch
 from rowbus.producer.term import Term, position_key

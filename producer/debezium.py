@@ -1,6 +1,7 @@
-"""The batcher of the ``debezium`` encoding: the same transactions, clock, checkpoints and Kafka
-transactions as `rowbus.producer.batch.Batcher`, with the data records rendered as Debezium's
-MySQL connector writes them (`rowbus.protocol.debezium`).
+"""The records of the ``debezium`` encoding (`DebeziumRecords`, the `rowbus.producer.records`
+seam): the batcher's transactions, clock, checkpoints and Kafka transactions are the same as with
+the native encodings; the data records are Debezium's MySQL connector's
+(`rowbus.protocol.debezium`).
 
 What goes where (each record in the reader's Kafka transaction with its checkpoint, so exactly
 once into Kafka as with the native encodings):
@@ -25,34 +26,90 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from rowbus.producer import fastrows
-from rowbus.producer.assembler import DdlItem, RowItem, Transaction
-from rowbus.producer.batch import Batcher
-from rowbus.protocol.codec import DEBEZIUM_ENCODING, ENCODING_HEADER
+from rowbus.producer.assembler import DdlItem, RowItem
+from rowbus.producer.records import (
+    Batch,
+    Image,
+    NativeRecords,
+    Records,
+    Slot,
+    Topics,
+    row_change,
+    watched_columns,
+)
+from rowbus.protocol.codec import DEBEZIUM_ENCODING, ENCODING_HEADER, Encoding
 from rowbus.protocol.ddl import DdlKind
 from rowbus.protocol.debezium import DebeziumRenderer
 from rowbus.protocol.events import (
     DdlChange,
     Heartbeat,
     Op,
-    Record,
     Resolved,
     RowChange,
-    SchemaRecord,
     SnapshotBegin,
     SnapshotEnd,
+    SnapshotMarker,
     TableSchema,
     TxnRef,
 )
-from rowbus.protocol.partition import java_partition
-from rowbus.protocol.topics import schema_key
+from rowbus.protocol.partition import Partitioner, java_partition
 
 _partition = fastrows.partition if fastrows.AVAILABLE else java_partition
 """Kafka's default partitioner on the key bytes (natively when the extension is built)."""
 _HEADERS: list[tuple[str, bytes | None]] = [(ENCODING_HEADER, DEBEZIUM_ENCODING.encode())]
 """On every record: rowbus's own consumers refuse it in one line (Debezium's ignore it)."""
+
+
+_LAST_IN_TABLE = b',"snapshot":"last_in_data_collection",'
+
+
+class _SnapshotMarks:
+    """Debezium's ``source.snapshot`` of snapshot rows: ``first`` for the first row this
+    reader snapshots, ``first_in_data_collection`` for each table's first,
+    ``last_in_data_collection`` for its last (set when the table's `SnapshotEnd` comes, if
+    that row is still in the open batch and not yet produced), ``true`` for the others."""
+
+    def __init__(self) -> None:
+        self._starting: set[tuple[str, str]] = set()
+        self._any = False
+        self._last: dict[tuple[str, str], int] = {}
+        """Each table's last snapshot row: its index in the open batch."""
+
+    def begin(self, table: tuple[str, str]) -> None:
+        self._starting.add(table)
+
+    def row(self, table: tuple[str, str], index: int) -> str:
+        """The mark of a snapshot row of `table`, the batch's `index`-th record."""
+        if len(self._last) >= 4096:
+            self._last.clear()
+        self._last[table] = index
+        if table not in self._starting:
+            return "true"
+        self._starting.discard(table)
+        first, self._any = not self._any, True
+        return "first" if first else "first_in_data_collection"
+
+    def end(self, table: tuple[str, str], batch: Batch) -> None:
+        index = self._last.pop(table, None)
+        if index is None or not batch.sent <= index < len(batch.records):
+            return  # produced already (or in an earlier batch): it stays as it is
+        topic, partition, key, value, headers = batch.records[index]
+        if value is None:
+            return
+        # The source block follows the images: its mark is the last such text of the value
+        # (a string value holding it is escaped, so cannot match). A table's one row is
+        # last_in_data_collection, unless it is the snapshot's first (Debezium's order).
+        for mark in (b',"snapshot":"true",', b',"snapshot":"first_in_data_collection",'):
+            at = value.rfind(mark)
+            if at >= 0:
+                break
+        else:
+            return
+        marked = value[:at] + _LAST_IN_TABLE + value[at + len(mark) :]
+        batch.records[index] = (topic, partition, key, marked, headers)
+        batch.stats.bytes += len(marked) - len(value)
 
 
 @dataclass
@@ -62,28 +119,46 @@ class _OpenTxn:
     id: str
     total: int = 0
     per_table: dict[str, int] = field(default_factory=dict)
+    resumed: bool = False
+    """Begun before a reader restart (its BEGIN and first fragments published then)."""
+
+    def count(self, collection: str) -> tuple[int, int]:
+        """One more event of `collection` (``db.table``): its (total order, order in its
+        table)."""
+        self.total += 1
+        self.per_table[collection] = self.per_table.get(collection, 0) + 1
+        return self.total, self.per_table[collection]
 
 
-class DebeziumBatcher(Batcher):
-    """A `Batcher` whose data records are Debezium's. `debezium_topics`: name the data topics
+class DebeziumRecords(Records):
+    """Debezium's records of the batcher's events. `debezium_topics`: name the data topics
     ``<prefix>.<db>.<table>`` (False: by the reader's topic template); `wall`: the clock of
-    the records' ``ts_ms`` (when rowbus processed the change, as Debezium's)."""
+    the records' ``ts_ms`` (when rowbus processed the change, as Debezium's). Schema records
+    stay rowbus's, in protobuf on `schemas_topic` (the reader reads them back)."""
 
     def __init__(
         self,
-        *args: Any,
+        topics: Topics,
+        schemas_topic: str,
         renderer: DebeziumRenderer,
         debezium_topics: bool = True,
         wall: Callable[[], float] = time.time,
-        **kwargs: Any,
     ) -> None:
-        super().__init__(*args, **kwargs)
+        super().__init__(topics)
+        self._schemas = NativeRecords(topics, schemas_topic, Encoding.PROTOBUF)
+        self.published_schemas = self._schemas.published_schemas
+        self.source = topics.source
         self._dbz = renderer
         self._dbz_topics = debezium_topics
         self._wall = wall
+        self._topic_cache: dict[tuple[str, str], tuple[str, Partitioner]] = {}
+        self._watched: dict[int, tuple[TableSchema, tuple[int, ...]]] = {}
         self._open_txn: _OpenTxn | None = None
         self._commit_ms: int | None = None
         """The commit time of the transaction being added (None: a fragment or snapshot)."""
+        self._snapshot = _SnapshotMarks()
+        self._resumed = False
+        """A restarted reader goes on with a fragmented transaction (`resumed`)."""
         self._row_in_event: tuple[str, int, int, int] = ("", -1, 0, 0)
         """(file, offset, n, id of the item): the n-th row of the binlog rows event at
         file:offset, Debezium's ``source.row`` (the two halves of a key-changing update are
@@ -91,56 +166,74 @@ class DebeziumBatcher(Batcher):
 
     # ---- topics -----------------------------------------------------------------------------
 
-    def _named(self, name: str) -> int:
-        n = self.topics.get(name)
-        if n is None:
-            n = self.topics[name] = self._partitions_of(name)
-        return n
-
-    def topic_for(self, schema: str, table: str | None) -> tuple[str, Any]:
+    def _topic(self, schema: str, table: str | None) -> tuple[str, Partitioner]:
         if not self._dbz_topics or table is None:
-            return super().topic_for(schema, table)
+            return self.topics.for_table(schema, table)
         key = (schema, table)
         found = self._topic_cache.get(key)
         if found is None:
             name = self._dbz.options.table_topic(schema, table)
-            found = self._topic_cache[key] = (name, self._partitioner_for(self._named(name)))
+            partitioner = self.topics.partitioner_for(self.topics.named(name))
+            found = self._topic_cache[key] = (name, partitioner)
         return found
 
-    def _append(self, topic: str, key: bytes | None, value: bytes | None) -> None:
-        n = self._named(topic)
+    def _append(self, batch: Batch, topic: str, key: bytes | None, value: bytes | None) -> None:
+        n = self.topics.named(topic)
         partition = 0 if key is None else _partition(key, n)
-        self.batch.records.append((topic, partition, key, value, _HEADERS))  # type: ignore[arg-type]
-        self.batch.stats.bytes += len(value or b"") + len(key or b"")
+        batch.records.append((topic, partition, key, value, _HEADERS))  # type: ignore[arg-type]
+        batch.stats.bytes += len(value or b"") + len(key or b"")
+
+    # ---- transactions -----------------------------------------------------------------------
+
+    def opened(self, batch: Batch, txn_id: str, commit_time: int | None) -> None:
+        # source.ts_ms is the commit time (the binlog's seconds), as Debezium's: the hybrid
+        # clock's physical part can be ahead of it (a heartbeat's wall clock, a catch-up).
+        self._commit_ms = None if commit_time is None else commit_time * 1000
+        if self._resumed and self._dbz.options.transaction_metadata:
+            # After a restart inside a fragmented transaction: its BEGIN went out before the
+            # restart, so it is open again without another (one BEGIN, one END).
+            self._end_txn(batch)
+            self._open_txn = _OpenTxn(txn_id, resumed=True)
+        self._resumed = False
+
+    def closed(self, batch: Batch) -> None:
+        self._commit_ms = None
+        self._end_txn(batch)
+
+    def resumed(self) -> None:
+        self._resumed = True
+
+    def replayed(self, item: RowItem | DdlItem) -> None:
+        txn = self._open_txn
+        if txn is not None and txn.resumed and isinstance(item, RowItem):
+            # A row published before the restart, read again without publishing: counted,
+            # so the orders go on and END counts the whole transaction.
+            txn.count(f"{item.table.schema}.{item.table.table}")
 
     # ---- rows -------------------------------------------------------------------------------
 
-    def add(self, txn: Transaction, now: float, defining: Any = ()) -> None:
-        # source.ts_ms is the commit time (the binlog's seconds), as Debezium's: the hybrid
-        # clock's physical part can be ahead of it (a heartbeat's wall clock, a catch-up).
-        self._commit_ms = txn.commit_time * 1000
-        try:
-            super().add(txn, now, defining)
-        finally:
-            self._commit_ms = None
-        if self.open_stream is None:
-            self._end_txn()
+    def moves(self, item: RowItem) -> bool:
+        table = item.table
+        found = self._watched.get(id(table))
+        if found is None or found[0] is not table:
+            if len(self._watched) >= 4096:
+                self._watched.clear()
+            _, partitioner = self._topic(table.schema, table.table)
+            found = self._watched[id(table)] = (table, watched_columns(table, partitioner))
+        before, after = item.before, item.after
+        assert before is not None
+        assert after is not None
+        return any(before[i] != after[i] for i in found[1])
 
-    def _native_row(self, *args: Any) -> bool:
-        return False
+    def schema(self, batch: Batch, table: TableSchema, ts: int) -> None:
+        self._schemas.schema(batch, table, ts)
 
-    def _add_row(
-        self, item: RowItem, op: Op, before: object, after: object, ts: int, ref: TxnRef
+    def row(
+        self, batch: Batch, item: RowItem, op: Op, before: Image, after: Image, ts: int, ref: TxnRef
     ) -> None:
         table = item.table
-        if self._pending:
-            self._resolve_ddls(table.schema, table.table, table)
-        sid = table.schema_id
-        if sid not in self.published_schemas:
-            record = SchemaRecord.of(table, self.source, ts)
-            super()._emit(self._schemas_topic, None, schema_key(sid), record)
-            self.published_schemas.add(sid)
-        row = self._row(item, op, before, after, ts, ref)
+        self._schemas.schema(batch, table, ts)
+        row = row_change(self.source, item, op, before, after, ts, ref)
         pos = row.position
         at, offset, n, last = self._row_in_event
         if (at, offset) != (pos.file, pos.offset):
@@ -148,82 +241,88 @@ class DebeziumBatcher(Batcher):
         elif last != id(item):
             n += 1
         self._row_in_event = (pos.file, pos.offset, n, id(item))
-        self._render(row, table, item.start, n)
+        self._render(batch, row, table, item.start, n)
 
-    def _render(self, row: RowChange, table: TableSchema, start: int | None, n: int) -> None:
+    def _render(
+        self, batch: Batch, row: RowChange, table: TableSchema, start: int | None, n: int
+    ) -> None:
         dbz = self._dbz
-        topic, _ = self.topic_for(table.schema, table.table)
+        topic, _ = self._topic(table.schema, table.table)
         order = None
         if dbz.options.transaction_metadata:
-            order = self._count(row)
+            order = self._count(batch, row)
         key = dbz.key(row, table)
         ts_ms = int(self._wall() * 1000)
-        snapshot = "true" if row.op is Op.READ else "false"
+        snapshot = "false"
+        if row.op is Op.READ:
+            snapshot = self._snapshot.row((table.schema, table.table), len(batch.records))
         value = dbz.value(row, table, ts_ms, order, snapshot, n, start, self._commit_ms)
-        self._append(topic, key, value)
+        self._append(batch, topic, key, value)
         if row.op is Op.DELETE and key is not None:
-            self._append(topic, key, None)  # the tombstone, for compacted topics
-        self.batch.stats.rows += 1
+            self._append(batch, topic, key, None)  # the tombstone, for compacted topics
+        batch.stats.rows += 1
 
-    def _count(self, row: RowChange) -> tuple[int, int]:
+    def _count(self, batch: Batch, row: RowChange) -> tuple[int, int]:
         """The row's (order in its transaction, order among its table's rows in it), after
         the transaction's BEGIN when it is its first."""
         txn = self._open_txn
         if txn is None or txn.id != row.txn.id:
-            self._end_txn()
+            self._end_txn(batch)
             txn = self._open_txn = _OpenTxn(row.txn.id)
             key, value = self._dbz.transaction("BEGIN", txn.id, int(self._wall() * 1000))
-            self._append(self._dbz.options.transaction_topic, key, value)
-        collection = f"{row.schema}.{row.table}"
-        txn.total += 1
-        txn.per_table[collection] = txn.per_table.get(collection, 0) + 1
-        return txn.total, txn.per_table[collection]
+            self._append(batch, self._dbz.options.transaction_topic, key, value)
+        return txn.count(f"{row.schema}.{row.table}")
 
-    def _end_txn(self) -> None:
+    def _end_txn(self, batch: Batch) -> None:
+        """The open transaction's END, if one is open."""
         txn, self._open_txn = self._open_txn, None
         if txn is None:
             return
         key, value = self._dbz.transaction(
             "END", txn.id, int(self._wall() * 1000), dict(txn.per_table)
         )
-        self._append(self._dbz.options.transaction_topic, key, value)
+        self._append(batch, self._dbz.options.transaction_topic, key, value)
 
     # ---- DDL, markers, watermarks -----------------------------------------------------------
 
-    def _add_ddl(self, item: DdlItem, ts: int, ref: TxnRef) -> None:
-        parsed = item.parsed
-        target = parsed.table
-        ddl = DdlChange(
-            kind=parsed.kind,
-            source=self.source,
-            ts=ts,
-            schema=target.schema if target else (parsed.database or item.schema),
-            table=target.table if target else None,
-            statement=item.statement,
-            table_schema=None,
-            position=item.position,
-            txn=ref,
-        )
-        if ddl.table is not None and parsed.kind is not DdlKind.DROP_TABLE:
-            self.topic_for(ddl.schema, ddl.table)  # created before its first row
-        key, value = self._dbz.schema_change(ddl)
+    def ddl(self, batch: Batch, ddl: DdlChange, item: DdlItem) -> None:
         topic = self._dbz.options.schema_change_topic
-        self._named(topic)
-        self.batch.records.append((topic, 0, key, value, _HEADERS))  # type: ignore[arg-type]
-        self.batch.stats.bytes += len(value)
+        self.topics.named(topic)
+        if ddl.table is not None and ddl.kind is not DdlKind.DROP_TABLE:
+            self._topic(ddl.schema, ddl.table)  # created before its first row
+        key, value = self._dbz.schema_change(ddl, item.start)
+        batch.records.append((topic, 0, key, value, _HEADERS))  # type: ignore[arg-type]
+        batch.stats.bytes += len(value)
 
-    def _emit(self, topic: str, partition: int | None, key: bytes | None, record: Record) -> None:
-        if isinstance(record, SnapshotBegin | SnapshotEnd):
-            return  # Debezium has no snapshot markers
-        super()._emit(topic, partition, key, record)
+    def ddl_slots(self, batch: Batch, ddl: DdlChange) -> list[Slot]:
+        topic = self._dbz.options.schema_change_topic
+        self.topics.named(topic)
+        self._topic(ddl.schema, ddl.table)  # created before its first row
+        slot = (len(batch.records), topic, 0, None)
+        batch.records.append((topic, 0, None, b"", []))
+        return [slot]
 
-    def _broadcast(self, record: Resolved | Heartbeat) -> None:
+    def fill(self, batch: Batch, slots: list[Slot], ddl: DdlChange, item: DdlItem) -> None:
+        key, value = self._dbz.schema_change(ddl, item.start)
+        for index, topic, partition, _ in slots:
+            batch.records[index] = (topic, partition, key, value, _HEADERS)  # type: ignore[assignment]
+            batch.stats.bytes += len(value)
+
+    def marker(self, batch: Batch, marker: SnapshotMarker) -> None:
+        # Debezium has no snapshot markers: they only mark the first and last rows of a table.
+        self._topic(marker.schema, marker.table)
+        if isinstance(marker, SnapshotBegin):
+            self._snapshot.begin((marker.schema, marker.table))
+        elif isinstance(marker, SnapshotEnd):
+            self._snapshot.end((marker.schema, marker.table), batch)
+
+    def watermark(self, batch: Batch, record: Resolved | Heartbeat) -> None:
         # ts_ms is the watermark's physical clock: every change the source committed up to
         # that millisecond is published. Nothing is read yet at a clock of 0: no heartbeat.
         if record.ts >> 16 == 0:
             return
         key, value = self._dbz.heartbeat(record.ts >> 16)
-        self._append(self._dbz.options.heartbeat_topic, key, value)
+        self._append(batch, self._dbz.options.heartbeat_topic, key, value)
 
 
-__all__ = ["DebeziumBatcher"]
+__all__ = ["DebeziumRecords"]

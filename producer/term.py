@@ -20,7 +20,7 @@ from rowbus.clients.settings import SourceConnection
 from rowbus.producer.assembler import DdlItem
 from rowbus.producer.batch import Batcher, FlushPolicy
 from rowbus.producer.checkpoints import load_checkpoints
-from rowbus.producer.debezium import DebeziumBatcher
+from rowbus.producer.debezium import DebeziumRecords
 from rowbus.producer.exceptions import (
     PositionPurgedError,
     ServerMisconfiguredError,
@@ -31,6 +31,7 @@ from rowbus.producer.history import BinlogResetError, check_history
 from rowbus.producer.online_ddl import OnlineDdl, binlog_history
 from rowbus.producer.positions import GtidState, parse_start
 from rowbus.producer.publisher import KafkaPublisher
+from rowbus.producer.records import NativeRecords, Records, Topics
 from rowbus.producer.server import SourceServer
 from rowbus.producer.settings import ReaderSettings, Services, snapshot_mode
 from rowbus.producer.snapshot.incremental import Incremental
@@ -271,31 +272,36 @@ class TermOpener:
         self, server: SourceServer, publisher: KafkaPublisher, clock: HybridClock
     ) -> Batcher:
         s = self.settings
-        common = (
+        topics = Topics(
             self.source.name,
-            clock,
             s.topic_template,
             lambda topic: publisher.partitions(
                 topic, s.partitions, DATA_TOPIC_CONFIG, "reader.partitions"
             ),
             lambda n: Partitioner(n, self._rules),
-            lambda item: _ddl_schema(server, item),
-            s.schemas_topic,
-            self._encoding,
-            FlushPolicy(s.flush_rows, s.flush_bytes, s.flush_interval_s, s.heartbeat_interval_s),
         )
+        records: Records
         if s.encoding != "debezium":
-            return Batcher(*common)
-        d = s.debezium
-        options = DebeziumOptions(
-            d.topic_prefix or self.source.name, d.schemas, d.transaction_metadata
-        )
-        row = server.query_one("SELECT @@server_id")
-        return DebeziumBatcher(
-            *common,
-            renderer=DebeziumRenderer(options, int(row[0]) if row else 0),
-            debezium_topics=d.topics == "debezium",
-            wall=self._wall,
+            records = NativeRecords(topics, s.schemas_topic, self._encoding)
+        else:
+            d = s.debezium
+            options = DebeziumOptions(
+                d.topic_prefix or self.source.name, d.schemas, d.transaction_metadata
+            )
+            row = server.query_one("SELECT @@server_id")
+            records = DebeziumRecords(
+                topics,
+                s.schemas_topic,
+                DebeziumRenderer(options, int(row[0]) if row else 0),
+                debezium_topics=d.topics == "debezium",
+                wall=self._wall,
+            )
+        return Batcher(
+            self.source.name,
+            clock,
+            records,
+            lambda item: _ddl_schema(server, item),
+            FlushPolicy(s.flush_rows, s.flush_bytes, s.flush_interval_s, s.heartbeat_interval_s),
         )
 
     def _continue_snapshot(

@@ -10,6 +10,8 @@ This package imports no I/O library; PROTOCOL.md in this folder is the specifica
 - `values`: the Python value domain, one type per wire kind;
 - `codec`: the encodings (protobuf, Avro, JSON), headers and their decoding;
 - `debezium`: rows rendered as Debezium's MySQL connector writes them (encoding ``debezium``);
+- `debezium_columns`: one column as Debezium renders it (Connect schema, values, default);
+- `debezium_history`: Debezium's schema-change records, with their ``tableChanges``;
 - `partition`: message keys and the Java-compatible partitioner;
 - `topics`: topic names, system-topic keys and recommended configs;
 - `hlc`: the per-source hybrid logical clock;

@@ -17,37 +17,25 @@ Checked against Debezium's own output by ``python -m benchmarks.debezium_diff``.
 
 from __future__ import annotations
 
-import base64
-import datetime as dt
 import json
-import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
-from rowbus.protocol.events import (
-    ColumnSchema,
-    DdlChange,
-    Op,
-    RowChange,
-    TableSchema,
+from rowbus.protocol.debezium_columns import (
+    Convert,
+    Json,
+    column_rendering,
+    default_value,
 )
-from rowbus.protocol.values import (
-    EPOCH_DATE_ORDINAL,
-    EPOCH_NAIVE,
-    ONE_US,
-    Value,
-    ZeroDate,
-)
+from rowbus.protocol.debezium_history import CHANGE_SCHEMA, table_changes
+from rowbus.protocol.events import DdlChange, Op, RowChange, TableSchema
+from rowbus.protocol.values import Value
 
 CONNECTOR_VERSION = "3.6.3.Final"
 """The Debezium release whose output this encoding matches (``source.version``)."""
 
 _OPS = {Op.INSERT: "c", Op.UPDATE: "u", Op.DELETE: "d", Op.READ: "r"}
-
-Json = dict[str, Any]
-Convert = Callable[[Value], Any]
 
 
 @dataclass(frozen=True)
@@ -76,237 +64,6 @@ class DebeziumOptions:
 
     def table_topic(self, schema: str, table: str) -> str:
         return f"{self.prefix}.{schema}.{table}"
-
-
-# ---- columns: Connect schema and value conversion -------------------------------------------
-
-
-def _field(ctype: str, name: str | None = None, **params: str) -> Json:
-    out: Json = {"type": ctype}
-    if name is not None:
-        out["name"] = name
-        out["version"] = 1
-    if params:
-        out["parameters"] = params
-    return out
-
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-def _wrap_long(v: Value) -> Any:
-    assert isinstance(v, int)
-    return v - (1 << 64) if v >= 1 << 63 else v
-
-
-def _decimal_bytes(scale: int) -> Convert:
-    def convert(v: Value) -> Any:
-        assert isinstance(v, Decimal)
-        # Exact at any precision (Decimal arithmetic would round to the context's 28 digits).
-        sign, digits, exponent = v.as_tuple()
-        assert isinstance(exponent, int)
-        unscaled = int("".join(map(str, digits)) or "0") * 10 ** (exponent + scale)
-        unscaled = -unscaled if sign else unscaled
-        size = max(1, (unscaled.bit_length() + 8) // 8)
-        return _b64(unscaled.to_bytes(size, "big", signed=True))
-
-    return convert
-
-
-def _bits(length: int) -> Convert:
-    size = (length + 7) // 8
-
-    def convert(v: Value) -> Any:
-        assert isinstance(v, int)
-        return _b64(v.to_bytes(size, "little"))
-
-    return convert
-
-
-def _date(v: Value) -> Any:
-    if isinstance(v, ZeroDate):
-        return None
-    assert isinstance(v, dt.date)
-    return v.toordinal() - EPOCH_DATE_ORDINAL
-
-
-def _datetime_us(v: Value) -> Any:
-    if isinstance(v, ZeroDate):
-        return None
-    assert isinstance(v, dt.datetime)
-    return (v - EPOCH_NAIVE) // ONE_US
-
-
-def _datetime_ms(v: Value) -> Any:
-    us = _datetime_us(v)
-    return None if us is None else us // 1000
-
-
-def _zoned(fsp: int) -> Convert:
-    def convert(v: Value) -> Any:
-        if isinstance(v, ZeroDate):
-            return None
-        assert isinstance(v, dt.datetime)
-        utc = v.astimezone(dt.UTC) if v.tzinfo is not None else v
-        text = utc.strftime("%Y-%m-%dT%H:%M:%S")
-        if fsp:
-            text += f".{utc.microsecond:06d}"[: fsp + 1]
-        return text + "Z"
-
-    return convert
-
-
-def _time(v: Value) -> Any:
-    assert isinstance(v, dt.timedelta)
-    return v // ONE_US
-
-
-def _set(v: Value) -> Any:
-    assert isinstance(v, frozenset)
-    return v
-
-
-def _as_is(v: Value) -> Any:
-    return v
-
-
-def _bytes(v: Value) -> Any:
-    assert isinstance(v, bytes)
-    return _b64(v)
-
-
-def column_rendering(col: ColumnSchema) -> tuple[Json, Convert]:
-    """The Connect schema of `col` (without ``field``/``optional``) and its value converter."""
-    t = col.type
-    if t == "tinyint" or (t == "smallint" and not col.unsigned):
-        return _field("int16"), _as_is
-    if t in ("smallint", "mediumint") or (t == "int" and not col.unsigned):
-        return _field("int32"), _as_is
-    if t == "int":
-        return _field("int64"), _as_is
-    if t == "bigint":
-        return _field("int64"), _wrap_long if col.unsigned else _as_is
-    if t == "float":
-        return _field("float"), _float32
-    if t == "double":
-        return _field("double"), _as_is
-    if t == "decimal":
-        scale = col.scale or 0
-        params = {"scale": str(scale)}
-        if col.precision is not None:
-            params["connect.decimal.precision"] = str(col.precision)
-        out = _field("bytes", "org.apache.kafka.connect.data.Decimal", **params)
-        return out, _decimal_bytes(scale)
-    if t == "bit":
-        length = col.length or 1
-        if length == 1:
-            return _field("boolean"), bool
-        return _field("bytes", "io.debezium.data.Bits", length=str(length)), _bits(length)
-    if t == "date":
-        return _field("int32", "io.debezium.time.Date"), _date
-    if t == "datetime":
-        if (col.fsp or 0) <= 3:
-            return _field("int64", "io.debezium.time.Timestamp"), _datetime_ms
-        return _field("int64", "io.debezium.time.MicroTimestamp"), _datetime_us
-    if t == "timestamp":
-        return _field("string", "io.debezium.time.ZonedTimestamp"), _zoned(col.fsp or 0)
-    if t == "time":
-        return _field("int64", "io.debezium.time.MicroTime"), _time
-    if t == "year":
-        return _field("int32", "io.debezium.time.Year"), _as_is
-    if t == "enum":
-        return _field("string", "io.debezium.data.Enum", allowed=",".join(col.elements)), _as_is
-    if t == "set":
-        allowed = ",".join(col.elements)
-        order = {m: i for i, m in enumerate(col.elements)}
-
-        def members(v: Value) -> Any:
-            assert isinstance(v, frozenset)
-            return ",".join(sorted(v, key=lambda m: order.get(m, len(order))))
-
-        return _field("string", "io.debezium.data.EnumSet", allowed=allowed), members
-    if t == "json":  # MySQL's JSON; MariaDB's is a LONGTEXT, a plain string to Debezium too
-        return _field("string", "io.debezium.data.Json"), _as_is
-    if t == "geometry":
-        return dict(_GEOMETRY), _geometry
-    if t in ("binary", "varbinary") or t.endswith("blob"):
-        return _field("bytes"), _bytes
-    return _field("string"), _string
-
-
-_GEOMETRY: Json = {
-    "type": "struct",
-    "fields": [
-        {"type": "bytes", "optional": False, "field": "wkb"},
-        {"type": "int32", "optional": True, "field": "srid"},
-    ],
-    "name": "io.debezium.data.geometry.Geometry",
-    "version": 1,
-    "doc": "Geometry",
-}
-"""Debezium's spatial struct. (A POINT column is Debezium's ``Point``, with ``x`` and ``y``
-too; the binlog's table map says GEOMETRY for every spatial column, so rowbus cannot tell.)"""
-
-
-def _geometry(v: Value) -> Any:
-    """MySQL's spatial value (4 bytes of SRID, little-endian, then the WKB) as Debezium's
-    ``{wkb, srid}`` (srid null when 0)."""
-    assert isinstance(v, bytes)
-    srid = int.from_bytes(v[:4], "little")
-    return {"wkb": _b64(v[4:]), "srid": srid or None}
-
-
-def _float32(v: Value) -> Any:
-    """A FLOAT as Java prints a float: the shortest decimal that reads back as the same
-    binary32 value (0.1, not 0.10000000149011612, which is its binary64 widening)."""
-    assert isinstance(v, float)
-    want = struct.pack("<f", v)
-    # Java 17's Float.toString prints at least two significant digits where one would do
-    # (1.4E-45, not 1E-45): start there, as Debezium's JSON does.
-    for digits in range(2, 10):
-        short = float(f"{v:.{digits}g}")
-        try:
-            if struct.pack("<f", short) == want:
-                return short
-        except OverflowError:  # rounded up past the largest binary32
-            continue
-    return v
-
-
-_NUMERIC = ("tinyint", "smallint", "mediumint", "int", "bigint", "year")
-_TEXT = ("char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set")
-
-
-def default_value(col: ColumnSchema, convert: Convert) -> Any:
-    """A column's literal DEFAULT as Debezium puts it in the field's schema (``default``),
-    rendered like a value; None when there is none, it is NULL, or it is an expression
-    (``current_timestamp()``) or of a type whose literal is not rendered here."""
-    text = col.default
-    if text is None or text.upper() == "NULL":
-        return None
-    value: Value
-    try:
-        if col.type in _TEXT and len(text) >= 2 and text[0] == text[-1] == "'":
-            body = text[1:-1].replace("''", "'")
-            value = frozenset(body.split(",")) - {""} if col.type == "set" else body
-        elif col.type in _NUMERIC:
-            value = int(text)
-        elif col.type == "decimal":
-            value = Decimal(text)
-        elif col.type in ("float", "double"):
-            value = float(text)
-        else:
-            return None
-    except ValueError:
-        return None
-    return convert(value)
-
-
-def _string(v: Value) -> Any:
-    if isinstance(v, bytes):
-        return v.decode("utf-8", "replace")
-    return v
 
 
 # ---- tables ---------------------------------------------------------------------------------
@@ -609,9 +366,10 @@ class DebeziumRenderer:
         }
         return self._wrap(key_schema, {"id": txn_id}), self._wrap(value_schema, payload)
 
-    def schema_change(self, ddl: DdlChange) -> tuple[bytes, bytes]:
-        """A schema-change record (key, value) of the ``<prefix>`` topic (``tableChanges`` is
-        left empty: the statement and its position are what rowbus carries here)."""
+    def schema_change(self, ddl: DdlChange, event_start: int | None = None) -> tuple[bytes, bytes]:
+        """A schema-change record (key, value) of the ``<prefix>`` topic: the statement, its
+        position and the table after it (``tableChanges``, `debezium_history`). `event_start`:
+        where its query event begins (Debezium's ``pos``; default: the DDL's own position)."""
         key_schema = {
             "type": "struct",
             "fields": [{"type": "string", "optional": False, "field": "databaseName"}],
@@ -635,7 +393,7 @@ class DebeziumRenderer:
                 "server_id": self.server_id,
                 "gtid": ddl.position.gtid,
                 "file": ddl.position.file,
-                "pos": ddl.position.offset,
+                "pos": ddl.position.offset if event_start is None else event_start,
                 "row": 0,
                 "thread": None,
                 "query": None,
@@ -644,7 +402,7 @@ class DebeziumRenderer:
             "databaseName": ddl.schema,
             "schemaName": None,
             "ddl": ddl.statement,
-            "tableChanges": [],
+            "tableChanges": table_changes(ddl),
         }
         value_schema = {
             "type": "struct",
@@ -656,7 +414,7 @@ class DebeziumRenderer:
                 {"type": "string", "optional": True, "field": "ddl"},
                 {
                     "type": "array",
-                    "items": {"type": "struct", "fields": [], "optional": False},
+                    "items": CHANGE_SCHEMA,
                     "optional": False,
                     "field": "tableChanges",
                 },

@@ -13,11 +13,13 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import signal
 import struct
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,11 +29,23 @@ from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 from rowbus.clients.mysql import binlog_position
 from rowbus.config import Settings
 from rowbus.protocol.events import ReaderCheckpoint
+from rowbus.protocol.topics import checkpoint_key, fragment_key
 from rowbus.protocol.values import Value, ZeroDate
 from rowbus.waiting import wait_for
 from tests.conftest import connect
+from tests.integration.bounded.helpers import (
+    binlog_end,
+    checkpoints_by_key,
+    create_big_table,
+    insert_big_transaction,
+)
 from tests.integration.fidelity.corpus import CASES, Case, from_source, same, select
-from tests.integration.producer.helpers import ReaderSetup, TopicReader, reader_thread
+from tests.integration.producer.helpers import (
+    ReaderSetup,
+    TopicReader,
+    reader_thread,
+    start_reader_process,
+)
 
 EPOCH = dt.datetime(1970, 1, 1)
 
@@ -287,3 +301,111 @@ def test_transactions_and_watermarks_go_where_debezium_puts_them(
     beats = [r for r in records if r["topic"] == f"__debezium-heartbeat.{prefix}"]
     assert beats and beats[0]["key"]["payload"] == {"serverName": prefix}
     assert all(b["value"]["payload"]["ts_ms"] > 0 for b in beats)
+
+
+BIG_ROWS = 30_000
+"""One upstream transaction published in 60 fragments: enough for the stop to land between
+them (the debezium encoding renders ~15k rows per CPU-second)."""
+
+
+def _read_json(
+    services: Settings, topics: list[str], until: Callable[[list[Any]], bool]
+) -> list[Any]:
+    """The records of `topics` (read_committed), as (topic, key, value) JSON, until `until`."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": services.kafka.client_config()["bootstrap.servers"],
+            "group.id": f"dbz-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    got: list[Any] = []
+    try:
+        consumer.subscribe(topics)
+        deadline = time.monotonic() + 60
+        while not until(got):
+            assert time.monotonic() < deadline, f"{len(got)} records"
+            for msg in consumer.consume(1000, 0.5):
+                if msg.error() is None and msg.value() is not None:
+                    got.append((msg.topic(), json.loads(msg.value())["payload"]))
+    finally:
+        consumer.close()
+    return got
+
+
+def test_a_transaction_in_fragments_across_a_restart_has_one_begin_and_one_end(
+    reader_setup: ReaderSetup, tmp_path: Path
+) -> None:
+    setup = reader_setup
+    prefix = f"test.dbzfrag{uuid.uuid4().hex[:8]}"
+    config = setup.write_config(
+        tmp_path / "rowbus.yaml",
+        election=False,
+        encoding="debezium",
+        fragment_rows=500,
+        flush_interval_s=0.05,
+        debezium={"topic_prefix": prefix, "transaction_metadata": True},
+    )
+    fragment, checkpoint = fragment_key(setup.source), checkpoint_key(setup.source)
+
+    def stored() -> list[tuple[bytes, ReaderCheckpoint]]:
+        return checkpoints_by_key(setup.services, setup.checkpoints_topic)
+
+    def past(end: tuple[str, int]) -> bool:
+        return any(
+            k == checkpoint and (r.position.file, r.position.offset) >= end for k, r in stored()
+        )
+
+    create_big_table(setup.server, setup.database)
+    proc = start_reader_process(config, setup.source, "r0", tmp_path / "reader.log")
+    try:
+        wait_for(lambda: stored() or proc.poll() is not None, timeout=90, what="a checkpoint")
+        insert_big_transaction(setup.server, setup.database, BIG_ROWS)
+        end = binlog_end(setup.server)
+        wait_for(
+            lambda: any(k == fragment for k, _ in stored()) or proc.poll() is not None,
+            timeout=90,
+            interval=0.05,
+            what="a fragment published",
+        )
+        # Killed between fragments: the BEGIN and the first rows are out, the END is not.
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        assert not past(end), "the reader published the whole transaction before the kill"
+        proc = start_reader_process(config, setup.source, "r1", tmp_path / "reader.log")
+        wait_for(
+            lambda: past(end) or proc.poll() is not None,
+            timeout=120,
+            what="the restarted reader to publish the transaction",
+        )
+        assert proc.poll() is None, "the restarted reader died"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        table_topic = f"{prefix}.{setup.database}.big"
+        records = _read_json(
+            setup.services,
+            [table_topic, f"{prefix}.transaction"],
+            lambda got: (
+                sum(t == table_topic for t, _ in got) >= BIG_ROWS
+                and any(p.get("status") == "END" for _, p in got)
+            ),
+        )
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        admin = AdminClient(setup.services.kafka.client_config())
+        mine = [t for t in admin.list_topics(timeout=15).topics if t.startswith(prefix)]
+        for future in admin.delete_topics(mine, operation_timeout=10).values():
+            future.result(15)
+    rows = [p for t, p in records if t == table_topic]
+    marks = [p for t, p in records if t != table_topic]
+    assert [m["status"] for m in marks] == ["BEGIN", "END"], marks
+    txn_id = marks[0]["id"]
+    assert marks[1]["id"] == txn_id and marks[1]["event_count"] == BIG_ROWS
+    assert sorted(r["after"]["id"] for r in rows) == list(range(1, BIG_ROWS + 1))
+    # Each row once, in one transaction whose order runs on across the restart.
+    assert {r["transaction"]["id"] for r in rows} == {txn_id}
+    assert sorted(r["transaction"]["total_order"] for r in rows) == list(range(1, BIG_ROWS + 1))

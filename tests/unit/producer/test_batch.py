@@ -6,8 +6,9 @@ import datetime as dt
 
 from rowbus.producer.assembler import DdlItem, RowItem, Transaction
 from rowbus.producer.batch import Batcher, FlushPolicy
+from rowbus.producer.records import NativeRecords, Topics
 from rowbus.producer.tables import TableFilter, converter_for
-from rowbus.protocol.codec import decode
+from rowbus.protocol.codec import Encoding, decode
 from rowbus.protocol.ddl import parse_ddl
 from rowbus.protocol.events import (
     BinlogPosition,
@@ -31,17 +32,12 @@ T = TableSchema(
 POS = BinlogPosition("bin.1", 100, "0-1-1")
 
 
-def batcher(policy: FlushPolicy | None = None) -> Batcher:
-    return Batcher(
-        "src",
-        HybridClock(),
-        "rowbus.{source}",
-        lambda topic: 4,
-        Partitioner,
-        lambda item: T,
-        "schemas",
-        policy=policy,
+def batcher(policy: FlushPolicy | None = None, native: bool = True) -> Batcher:
+    records = NativeRecords(
+        Topics("src", "rowbus.{source}", lambda topic: 4, Partitioner), "schemas", Encoding.PROTOBUF
     )
+    records.native = records.native and native
+    return Batcher("src", HybridClock(), records, lambda item: T, policy=policy)
 
 
 def txn(*changes: RowItem | DdlItem, commit: int = 1_700_000_000) -> Transaction:
@@ -79,7 +75,7 @@ def test_update_that_moves_the_key_becomes_delete_then_insert() -> None:
 
 def test_ddl_goes_to_every_partition_and_resolved_follows() -> None:
     b = batcher()
-    b.topic_for("db", "t")
+    b.records.topics.for_table("db", "t")
     ddl = DdlItem("ALTER TABLE t ADD x INT", "db", parse_ddl("ALTER TABLE t ADD x INT", "db"), POS)
     b.add(txn(ddl), now=0.0)
     b.add_resolved()
@@ -214,8 +210,7 @@ def test_native_and_pure_batches_hold_the_same_records() -> None:
     ]
     out = []
     for native in (True, False):
-        b = batcher()
-        b._native = native
+        b = batcher(native=native)
         b.add(txn(*changes), now=0.0)
         out.append(b.take().records)
     assert out[0] == out[1]
@@ -229,8 +224,7 @@ def test_native_and_pure_snapshot_chunks_hold_the_same_records() -> None:
     rows = [(i, f"v{i}", None) for i in range(5)] + [(2**64 - 1, "é", None)]
     out = []
     for native in (True, False):
-        b = batcher()
-        b._native = native
+        b = batcher(native=native)
         b.add_snapshot(T, rows, "snapshot:0:db.t:0", 7, POS, now=0.0)
         b.add_snapshot(k, [("x", frozenset({"a", "b"})), ("y", frozenset())], "s:1", 13, POS, 0.0)
         out.append(b.take().records)

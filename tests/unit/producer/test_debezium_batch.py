@@ -11,7 +11,9 @@ import pydantic
 import pytest
 
 from rowbus.producer.assembler import DdlItem, RowItem, Transaction
-from rowbus.producer.debezium import DebeziumBatcher
+from rowbus.producer.batch import Batcher
+from rowbus.producer.debezium import DebeziumRecords
+from rowbus.producer.records import Topics
 from rowbus.producer.settings import ReaderSettings
 from rowbus.protocol.codec import ENCODING_HEADER
 from rowbus.protocol.ddl import parse_ddl
@@ -22,6 +24,7 @@ from rowbus.protocol.events import (
     MarkerMode,
     Op,
     SnapshotBegin,
+    SnapshotEnd,
     TableSchema,
     TxnRef,
 )
@@ -33,25 +36,20 @@ U = TableSchema("db", "u", (ColumnSchema("id", "int"),), ("id",))
 POS = BinlogPosition("bin.1", 100, "0-1-1")
 
 
-def batcher(**options: Any) -> tuple[DebeziumBatcher, dict[str, int]]:
+def batcher(**options: Any) -> tuple[Batcher, dict[str, int]]:
     created: dict[str, int] = {}
 
     def partitions(topic: str) -> int:
         created[topic] = 4
         return 4
 
-    b = DebeziumBatcher(
-        "src",
-        HybridClock(),
-        "rowbus.{source}",
-        partitions,
-        Partitioner,
-        lambda item: T,
+    records = DebeziumRecords(
+        Topics("src", "rowbus.{source}", partitions, Partitioner),
         "schemas",
-        renderer=DebeziumRenderer(DebeziumOptions("dbz", **options), server_id=1),
+        DebeziumRenderer(DebeziumOptions("dbz", **options), server_id=1),
         wall=lambda: 1_800_000_000.5,
     )
-    return b, created
+    return Batcher("src", HybridClock(), records, lambda item: T), created
 
 
 def txn(*changes: RowItem | DdlItem) -> Transaction:
@@ -60,7 +58,7 @@ def txn(*changes: RowItem | DdlItem) -> Transaction:
     )
 
 
-def records(b: DebeziumBatcher) -> list[tuple[str, int | None, Any, Any]]:
+def records(b: Batcher) -> list[tuple[str, int | None, Any, Any]]:
     out = []
     for topic, partition, key, value, headers in b.take().records:
         if topic == "schemas":
@@ -175,11 +173,10 @@ def test_ddl_is_one_schema_change_record() -> None:
 
 def test_rowbus_topic_names_on_request() -> None:
     created: dict[str, int] = {}
-    b = DebeziumBatcher(
-        "src", HybridClock(), "rowbus.{source}", lambda t: created.setdefault(t, 2), Partitioner,
-        lambda item: T, "schemas", renderer=DebeziumRenderer(DebeziumOptions("dbz")),
-        debezium_topics=False,
-    )  # fmt: skip
+    topics = Topics("src", "rowbus.{source}", lambda t: created.setdefault(t, 2), Partitioner)
+    renderer = DebeziumRenderer(DebeziumOptions("dbz"))
+    dbz = DebeziumRecords(topics, "schemas", renderer, debezium_topics=False)
+    b = Batcher("src", HybridClock(), dbz, lambda item: T)
     b.add(txn(RowItem(Op.INSERT, T, None, (1, "a"), POS)), now=0.0)
     assert [t for t, *_ in records(b)] == ["rowbus.src"]
 
@@ -217,3 +214,36 @@ def test_a_whole_written_configuration_loads_and_debezium_options_need_the_encod
     with pytest.raises(pydantic.ValidationError, match=r"set reader\.encoding: debezium"):
         ReaderSettings.model_validate(changed)
     assert ReaderSettings.model_validate({**changed, "encoding": "debezium"}).debezium.schemas
+
+
+def _marker(b: Batcher, table: str, rows: int | None) -> SnapshotBegin | SnapshotEnd:
+    common: dict[str, Any] = {
+        "source": "src", "ts": b.tick(0.0), "schema": "db", "table": table, "snapshot": "s",
+        "mode": MarkerMode.REPLACE, "position": POS, "txn": TxnRef("s", 0),
+    }  # fmt: skip
+    return SnapshotBegin(**common) if rows is None else SnapshotEnd(**common, rows=rows)
+
+
+def test_snapshot_rows_are_all_debeziums_and_marked_first_and_last_as_debezium_marks_them() -> None:
+    b, _ = batcher()
+    for table, rows in ((T, [(1, "a"), (2, "b"), (3, "c")]), (U, [(1,)])):
+        b.add_marker(_marker(b, table.table, None), 0.0)
+        b.add_snapshot(table, rows, "s:1", 0, POS, 0.0)
+        b.add_marker(_marker(b, table.table, len(rows)), 0.0)
+    got = records(b)  # every value parses as Debezium's JSON (none in rowbus's protobuf)
+    assert [(t, v["op"], v["source"]["snapshot"]) for t, _, _, v in got] == [
+        ("dbz.db.t", "r", "first"),
+        ("dbz.db.t", "r", "true"),
+        ("dbz.db.t", "r", "last_in_data_collection"),
+        ("dbz.db.u", "r", "last_in_data_collection"),  # one row: last wins over first (Debezium)
+    ]
+    assert [v["after"]["id"] for _, _, _, v in got] == [1, 2, 3, 1]
+
+
+def test_a_snapshot_row_already_produced_keeps_its_mark() -> None:
+    b, _ = batcher()
+    b.add_marker(_marker(b, "t", None), 0.0)
+    b.add_snapshot(T, [(1, "a"), (2, "b")], "s:1", 0, POS, 0.0)
+    b.batch.sent = len(b.batch.records)  # the reader produced them into its Kafka transaction
+    b.add_marker(_marker(b, "t", 2), 0.0)
+    assert [v["source"]["snapshot"] for _, _, _, v in records(b)] == ["first", "true"]

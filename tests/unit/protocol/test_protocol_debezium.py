@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from rowbus.protocol.codec import ENCODING_HEADER, decode
-from rowbus.protocol.debezium import DebeziumOptions, DebeziumRenderer, column_rendering
+from rowbus.protocol.debezium import DebeziumOptions, DebeziumRenderer
+from rowbus.protocol.debezium_columns import column_rendering
 from rowbus.protocol.errors import ProtocolError
 from rowbus.protocol.events import BinlogPosition, ColumnSchema, Op, RowChange, TableSchema, TxnRef
 from rowbus.protocol.values import Value, ZeroDate
@@ -50,6 +51,9 @@ def render(col: ColumnSchema, value: Value) -> Any:
         (ColumnSchema("v", "bit", length=64), 5, "BQAAAAAAAAA="),
         (ColumnSchema("v", "date"), dt.date(1000, 1, 1), -354285),
         (ColumnSchema("v", "date"), ZeroDate("0000-00-00"), None),
+        # NOT NULL: the epoch, as Debezium writes it (its schema does not allow null)
+        (ColumnSchema("v", "date", nullable=False), ZeroDate("0000-00-00"), 0),
+        (ColumnSchema("v", "datetime", nullable=False), ZeroDate("0000-00-00 00:00:00"), 0),
         (ColumnSchema("v", "datetime", fsp=0), dt.datetime(1000, 1, 1), -30610224000000),
         (
             ColumnSchema("v", "datetime", fsp=3),
@@ -221,11 +225,34 @@ def test_decimal_bytes_read_back_exactly() -> None:
         (ColumnSchema("v", "decimal", precision=5, scale=2, default="1.25"), "fQ=="),
         (ColumnSchema("v", "varchar", default="NULL"), None),
         (ColumnSchema("v", "timestamp", default="current_timestamp()"), None),
+        # Debezium 3.6.3's own defaults for benchmarks.debezium_diff's `defaults` corpus:
+        (ColumnSchema("v", "date", default="'2020-02-29'"), 18321),
+        (ColumnSchema("v", "date", nullable=False, default="'0000-00-00'"), 0),
+        (ColumnSchema("v", "date", default="'0000-00-00'"), None),
+        (ColumnSchema("v", "datetime", fsp=0, default="'2020-01-02 03:04:05'"), 1577934245000),
+        (
+            ColumnSchema("v", "datetime", fsp=6, default="'2020-01-02 03:04:05.123456'"),
+            1577934245123456,
+        ),
+        (ColumnSchema("v", "datetime", default="current_timestamp()"), 0),
+        (
+            ColumnSchema("v", "timestamp", fsp=0, default="'2020-01-02 03:04:05'"),
+            "2020-01-02T03:04:05Z",
+        ),
+        (
+            ColumnSchema("v", "timestamp", fsp=6, nullable=False, default="current_timestamp(6)"),
+            "1970-01-01T00:00:00Z",
+        ),
+        (ColumnSchema("v", "time", default="'12:34:56'"), 45296000000),
+        (ColumnSchema("v", "time", fsp=3, default="'-01:02:03.500'"), -3723500000),
+        (ColumnSchema("v", "bit", length=3, default="b'101'"), "BQ=="),
+        (ColumnSchema("v", "int", default="(1 + 1)"), None),
+        (ColumnSchema("v", "varchar", default="concat('a','b')"), None),
     ],
     ids=lambda x: x.default if isinstance(x, ColumnSchema) else "",
 )
 def test_literal_defaults_go_into_the_field_schema(col: ColumnSchema, default: object) -> None:
-    from rowbus.protocol.debezium import default_value
+    from rowbus.protocol.debezium_columns import default_value
 
     assert default_value(col, column_rendering(col)[1]) == default
 
