@@ -151,6 +151,7 @@ def published(services: Settings) -> Iterator[tuple[ReaderSetup, str, list[dict[
         ]
         for future in admin.delete_topics(mine, operation_timeout=10).values():
             future.result(15)
+        del admin  # a failing test's traceback keeps this frame: the client must not live on
 
 
 def _consume(services: Settings, prefix: str, database: str) -> list[dict[str, Any]]:
@@ -400,6 +401,7 @@ def test_a_transaction_in_fragments_across_a_restart_has_one_begin_and_one_end(
         mine = [t for t in admin.list_topics(timeout=15).topics if t.startswith(prefix)]
         for future in admin.delete_topics(mine, operation_timeout=10).values():
             future.result(15)
+        del admin  # a failing test's traceback keeps this frame: the client must not live on
     rows = [p for t, p in records if t == table_topic]
     marks = [p for t, p in records if t != table_topic]
     assert [m["status"] for m in marks] == ["BEGIN", "END"], marks
