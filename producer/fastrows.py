@@ -37,7 +37,7 @@ from rowbus.protocol.codec import (
 )
 from rowbus.protocol.codec.fastpath import split
 from rowbus.protocol.errors import ProtocolError
-from rowbus.protocol.events import BinlogPosition, Op, RowChange, TxnRef
+from rowbus.protocol.events import BinlogPosition, Op, RowChange
 from rowbus.protocol.partition import encode_key
 from rowbus.protocol.values import INT64_MIN, UINT64_MAX, Value, ZeroDate
 
@@ -228,29 +228,6 @@ ROW_HEADER_LIST = list(ROW_HEADERS)
 changes a record's headers once built)."""
 
 
-def row_value(
-    source: str,
-    ts: int,
-    op: Op,
-    schema: str,
-    table: str,
-    schema_id: int,
-    primary_key: tuple[str, ...],
-    before: tuple[Value, ...] | None,
-    after: tuple[Value, ...] | None,
-    txn: TxnRef,
-    position: BinlogPosition,
-) -> bytes | None:
-    """The protobuf value of this RowChange, byte for byte what `rowbus.protocol.codec.encode`
-    gives (without building the record or a protobuf message); None when the native encoder is
-    not built or cannot vouch for a value (the caller then encodes the record the usual way,
-    which also raises the usual errors)."""
-    return change_value(
-        source, ts, op, schema, table, schema_id, primary_key, before, after,
-        txn.id, txn.index, txn.count, position,
-    )  # fmt: skip
-
-
 def change_value(
     source: str,
     ts: int,
@@ -266,7 +243,11 @@ def change_value(
     count: int | None,
     position: BinlogPosition,
 ) -> bytes | None:
-    """`row_value` with the transaction reference in its three parts (no `TxnRef` built)."""
+    """The protobuf value of this RowChange, byte for byte what `rowbus.protocol.codec.encode`
+    gives (without building the record, its `TxnRef` or a protobuf message: the transaction
+    reference comes in its three parts); None when the native encoder is not built or cannot
+    vouch for a value (the caller then encodes the record the usual way, which also raises the
+    usual errors)."""
     if _rows is None or position.upstream:
         # The native encoder writes no position.upstream (protocol 1.2, after a switch to
         # another server): the usual encoding does.
@@ -325,7 +306,7 @@ def read_rows(
     txn_id: str,
     position: BinlogPosition,
 ) -> Callable[[tuple[Value, ...], int], bytes | None]:
-    """`row_value` of snapshot rows (`Op.READ`, after image only) of one chunk: what is the
+    """`change_value` of snapshot rows (`Op.READ`, after image only) of one chunk: what is the
     same for every row bound once, so a row costs one native call (PROTOCOL.md §9.5)."""
     assert _rows is not None
     assert not position.upstream
@@ -343,9 +324,9 @@ def read_rows(
             found = None
         if found is not None:
             return found + _trailer(0x7D, _crc32(found))
-        return row_value(
+        return change_value(
             source, ts, Op.READ, schema, table, schema_id, primary_key, None, after,
-            TxnRef(txn_id, index), position,
+            txn_id, index, None, position,
         )  # fmt: skip
 
     return value

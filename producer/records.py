@@ -258,7 +258,7 @@ class NativeRecords(Records):
         self._schemas_topic = schemas_topic
         self._encoding = encoding
         self.native = encoding is Encoding.PROTOBUF and fastrows.AVAILABLE
-        """Rows keyed by primary key are encoded natively (`fastrows.row_value`)."""
+        """Rows keyed by primary key are encoded natively (`fastrows.change_value`)."""
         self._record = fastrows.record_builder() if self.native else None
         self._key_prefixes: dict[tuple[str, str], bytes] = {}
         self._lanes: dict[int, _Lane] = {}
@@ -380,9 +380,9 @@ class NativeRecords(Records):
         ).rule is (DispatchRule.BY_PRIMARY_KEY)
         if by_key and self.native:
             # The fast path: the value straight from the image, key and hash computed once.
-            value = fastrows.row_value(
+            value = fastrows.change_value(
                 self.source, ts, op, table.schema, table.table, table.schema_id,
-                table.primary_key, before, after, ref, item.position,
+                table.primary_key, before, after, ref.id, ref.index, ref.count, item.position,
             )  # fmt: skip
             if value is not None:
                 image = after if after is not None else before

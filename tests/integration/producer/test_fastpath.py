@@ -115,7 +115,7 @@ def _check_encoding() -> None:
             txn=TxnRef("0-1-2", n, n + 1),
             position=BinlogPosition("binlog.000001", 4 + n, "0-1-2"),
         )
-        native = fastrows.row_value(
+        native = fastrows.change_value(
             row.source,
             row.ts,
             op,
@@ -125,7 +125,9 @@ def _check_encoding() -> None:
             row.primary_key,
             before,
             after,
-            row.txn,
+            row.txn.id,
+            row.txn.index,
+            row.txn.count,
             row.position,
         )
         assert native == encode(row, Encoding.PROTOBUF)[0], row

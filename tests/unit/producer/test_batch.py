@@ -196,7 +196,7 @@ def test_a_ddl_followed_by_another_ddl_of_its_table_carries_no_schema() -> None:
 
 
 def test_native_and_pure_batches_hold_the_same_records() -> None:
-    # The batcher's native path (fastrows.row_value, int_key, partition) against its pure one:
+    # The batcher's native path (fastrows.change_value, int_key, partition) against its pure one:
     # every record identical, byte for byte, keys and partitions included.
     k = TableSchema("db", "k", (ColumnSchema("a", "varchar"), ColumnSchema("b", "int")), ("a", "b"))
     changes = [

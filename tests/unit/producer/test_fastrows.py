@@ -17,7 +17,7 @@ from tests.unit.protocol.protocol_strategies import rows
 
 
 def _native(row: RowChange) -> bytes | None:
-    return fastrows.row_value(
+    return fastrows.change_value(
         row.source,
         row.ts,
         row.op,
@@ -27,7 +27,9 @@ def _native(row: RowChange) -> bytes | None:
         row.primary_key,
         row.before,
         row.after,
-        row.txn,
+        row.txn.id,
+        row.txn.index,
+        row.txn.count,
         row.position,
     )
 
