@@ -13,13 +13,21 @@ Modules, by role:
   each partition's last read offsets checked again before reading on;
 - `planner`, `pieces`, `state_store`, `collector`: the batch plan over the merge engine, its
   stash and state in the sink, the paused garbage collector;
-- `sink`, `changes`, `causality`, `keys`, `literals`, `lenient`, `shard_writes`: the writes
-  (collapse, key conflicts, the key the sink's collation sees, SQL literals, parallel shards);
-- `iceberg_sink`, `iceberg_types`, `iceberg_catalog`, `iceberg_maintenance`, `iceberg_faults`: the
-  Iceberg sink (`apply.sink_kind: iceberg`): a step's rows into Iceberg tables (current state,
-  change log) beside the MySQL sink's checkpoints, the MySQL → Iceberg type mapping, the
-  catalog and the job's marks in snapshot summaries, compaction / expiry / orphan files, and
-  the faults the tests inject at a commit (kill -9, a racing compaction);
+- `sinks`, `ledger`, `sink_conn`: the seam every kind of sink plugs into (`sinks.SinkKind`)
+  and the step loop over it (`sinks.Sink`), the job's head, checkpoints, state and gates in
+  the state database, the sink's connections and their errors;
+- `sink`, `sink_schema`, `table_writes`, `shard_writes`: the MySQL sink (its kind of sink,
+  `sink.MySQLRows`), what the sink's information_schema says of a target, collapsed changes
+  as SQL, parallel mode's shards;
+- `changes`, `causality`, `keys`, `literals`, `lenient`: the writes (collapse, key conflicts,
+  the key the sink's collation sees, SQL literals, the ENUM error value a STRICT sink refuses);
+- `iceberg_sink`, `iceberg_schema`, `iceberg_types`: the Iceberg sink (`apply.sink_kind:
+  iceberg`, its kind of sink `iceberg_sink.IcebergRows`): a step's rows into Iceberg tables
+  (current state, change log) beside the MySQL state database's checkpoints, the tables'
+  schemas and their evolution, and the MySQL → Iceberg type mapping;
+- `iceberg_catalog`, `iceberg_maintenance`, `iceberg_faults`: the Iceberg catalog and the job's
+  marks in snapshot summaries, compaction / expiry / orphan files, and the faults the tests
+  inject at a commit (kill -9, a racing compaction);
 - `ddl`, `catalog`, `shard_ddl`: DDL barriers, schemas by id, shard-DDL coordination;
 - `snapshots`: the statements that apply snapshot markers (seen-key sets in the sink);
 - `overlap`, `recovery`: a batch's write overlapping the next read, riding out a sink outage;

@@ -13,16 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rowbus.spark_apply.exceptions import ApplyError
+from rowbus.spark_apply.iceberg_types import IcebergError
 from rowbus.spark_apply.settings import IcebergSettings
 
 JOB, BATCH, STEP, DDL = "rowbus.job", "rowbus.batch", "rowbus.step", "rowbus.ddl"
 """The snapshot summary properties naming the step a commit wrote (`DDL` "1": the step's
 DDL, after its rows)."""
-
-
-class IcebergError(ApplyError):
-    """The catalog or a table refused a write, or a change Iceberg cannot express."""
 
 
 def open_catalog(settings: IcebergSettings) -> Any:

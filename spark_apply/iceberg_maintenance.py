@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from rowbus.spark_apply.iceberg_catalog import IcebergError, marks, sink_tables
+from rowbus.spark_apply.iceberg_catalog import marks, sink_tables
+from rowbus.spark_apply.iceberg_types import IcebergError
 from rowbus.spark_apply.settings import IcebergMaintenanceSettings
 
 log = logging.getLogger(__name__)

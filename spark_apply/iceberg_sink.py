@@ -1,10 +1,12 @@
 """The Iceberg sink: each step's rows into Iceberg tables, exactly once (issue #34, first slice).
 
-Lifecycle: ``IcebergSink(...)`` does no I/O; `start()` connects the MySQL sink that keeps the
-job's checkpoints (head, state, stash: `MySQLSink`, unchanged), loads the Iceberg catalog and
-refuses, in one line, a routed column no Iceberg type holds exactly (`iceberg_types`), before
-Spark starts; `apply(batch_id, plan)` is `MySQLSink.apply` with the rows of each step written
-by `IcebergTables.write_step` instead of SQL; `close()`.
+Lifecycle: ``IcebergSink(...)`` does no I/O; `start()` connects the MySQL state database that
+keeps the job's checkpoints (head, state, stash: `ledger.Ledger`, the MySQL sink's), loads the
+Iceberg catalog and refuses, in one line, a routed column no Iceberg type holds exactly
+(`iceberg_types`), before Spark starts; `apply(batch_id, plan)` is `sinks.Sink.apply` (the
+MySQL sink's step loop) with `IcebergRows` as the kind of sink: the rows of each step written
+by `IcebergTables.write_step` instead of SQL; `close()`. The tables' schemas and their
+evolution: `iceberg_schema`.
 
 Guarantee: exactly once, per step. A step's rows go into each of its tables in one Iceberg
 commit whose snapshot summary carries ``rowbus.job``, ``rowbus.batch`` and ``rowbus.step``;
@@ -30,8 +32,8 @@ Forms, per target table (`IcebergSettings.forms`):
   and ``after_<c>`` for each column.
 
 Schema changes: every DDL of a routed table with a schema after it evolves the tables to it
-(`_evolve`: ADD COLUMN, DROP COLUMN — the change log keeps the column, NULL from then on —,
-widening int→long, float→double, decimal precision);
+(`iceberg_schema.evolve_table`: ADD COLUMN, DROP COLUMN — the change log keeps the column,
+NULL from then on —, widening int→long, float→double, decimal precision);
 what Iceberg cannot express (another type change, a new primary key, RENAME/DROP TABLE) is
 refused in one line before anything of it is applied. TRUNCATE TABLE empties the current-state
 table and appends a ``truncate`` event to the change log, each commit marked as the step's DDL
@@ -49,7 +51,6 @@ from typing import Any
 
 from rowbus.protocol.ddl import DdlKind
 from rowbus.protocol.events import (
-    ColumnSchema,
     DdlChange,
     RowChange,
     SnapshotBegin,
@@ -57,76 +58,32 @@ from rowbus.protocol.events import (
     TableSchema,
 )
 from rowbus.protocol.values import Value
-from rowbus.routing.routes import Projection, Router, Target
+from rowbus.routing.routes import Router, Target
 from rowbus.spark_apply.changes import SchemaLookup, project
 from rowbus.spark_apply.exceptions import ApplyError, BadEventError
-from rowbus.spark_apply.iceberg_catalog import BATCH, DDL, JOB, STEP, IcebergError, open_catalog
+from rowbus.spark_apply.iceberg_catalog import BATCH, DDL, JOB, STEP, open_catalog
 from rowbus.spark_apply.iceberg_faults import armed
 from rowbus.spark_apply.iceberg_maintenance import Maintenance
+from rowbus.spark_apply.iceberg_schema import META as _META
+from rowbus.spark_apply.iceberg_schema import Layout, evolve_table, layout, schema_of
 from rowbus.spark_apply.iceberg_types import (
-    Converter,
-    Kind,
+    IcebergError,
     UnstorableColumnError,
     ZeroDateError,
     column_arrays,
-    converter,
-    kind_of,
 )
+from rowbus.spark_apply.ledger import Ledger
 from rowbus.spark_apply.literals import LitImage
-from rowbus.spark_apply.planner import Envelope, Plan, Step
+from rowbus.spark_apply.planner import Envelope
 from rowbus.spark_apply.settings import IcebergSettings, SinkConnection
-from rowbus.spark_apply.sink import Head, MySQLSink, _retry_conflicts
+from rowbus.spark_apply.sink_conn import retry_conflicts
+from rowbus.spark_apply.sinks import Sink, StepWrite
+from rowbus.spark_apply.snapshots import SeenSets
 
 log = logging.getLogger(__name__)
 
-_META = (
-    ("_op", "string"),
-    ("_ts", "long"),
-    ("_source", "string"),
-    ("_binlog_file", "string"),
-    ("_binlog_offset", "long"),
-    ("_gtid", "string"),
-    ("_txn_id", "string"),
-    ("_txn_index", "int"),
-    ("_topic", "string"),
-    ("_partition", "int"),
-    ("_offset", "long"),
-)
-"""The change log's own columns, before the images."""
-_WIDENING = {("int", "long"), ("float", "double")}
 COMMIT_ATTEMPTS = 5
 """Tries of one table's commit of a step when other writers' commits beat it."""
-
-
-@dataclass(frozen=True, slots=True)
-class Layout:
-    """One upstream table schema projected onto its target: the columns kept, their kinds,
-    their converters, the key."""
-
-    target: Target
-    projection: Projection
-    columns: tuple[ColumnSchema, ...]
-    kinds: tuple[Kind, ...]
-    converters: tuple[Converter, ...]
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return self.projection.columns
-
-    @property
-    def key(self) -> tuple[str, ...]:
-        return self.projection.key_columns
-
-
-def layout(proj: Projection, table: TableSchema, null_zero_dates: bool) -> Layout:
-    """The layout of `table` as `proj` routes it, or UnstorableColumnError in one line."""
-    columns = tuple(table.columns[i] for i in proj.indexes)
-    where = table.qualified
-    kinds = tuple(kind_of(where, c) for c in columns)
-    convs = tuple(
-        converter(where, c, k, null_zero_dates) for c, k in zip(columns, kinds, strict=True)
-    )
-    return Layout(proj.target, proj, columns, kinds, convs)
 
 
 @dataclass(slots=True)
@@ -352,37 +309,14 @@ class IcebergTables:
                 table = self._catalog.load_table(ident)
             except NoSuchTableError:
                 self._catalog.create_namespace_if_not_exists(ident[0])
-                table = self._catalog.create_table(ident, schema=self._schema(lay, changelog))
+                table = self._catalog.create_table(ident, schema=schema_of(lay, changelog))
                 log.info("created Iceberg table %s.%s", *ident)
         # Kept between steps: pyiceberg refreshes a table's metadata with each commit made
         # through it, and a commit beaten by another writer drops it (`_write_table`).
-        table = self._tables[ident] = self._evolve(table, lay, changelog, ".".join(ident))
+        table = self._tables[ident] = evolve_table(
+            self._catalog, table, lay, changelog, ".".join(ident)
+        )
         return table
-
-    def _wanted(self, lay: Layout, changelog: bool) -> list[tuple[str, Kind, bool]]:
-        """(name, kind, required) of each column the table of this form should have."""
-        if changelog:
-            meta = [(n, Kind(t), False) for n, t in _META]
-            images = [
-                (f"{side}_{c.name}", k, False)
-                for side in ("before", "after")
-                for c, k in zip(lay.columns, lay.kinds, strict=True)
-            ]
-            return meta + images
-        key = set(lay.key)
-        return [(c.name, k, c.name in key) for c, k in zip(lay.columns, lay.kinds, strict=True)]
-
-    def _schema(self, lay: Layout, changelog: bool) -> Any:
-        from pyiceberg.schema import Schema
-        from pyiceberg.types import NestedField
-
-        wanted = self._wanted(lay, changelog)
-        fields = [
-            NestedField(field_id=i, name=n, field_type=k.iceberg(), required=r)
-            for i, (n, k, r) in enumerate(wanted, 1)
-        ]
-        key = [] if changelog else [i for i, (n, _, _) in enumerate(wanted, 1) if n in lay.key]
-        return Schema(*fields, identifier_field_ids=key)
 
     def evolve(self, table_schema: TableSchema) -> None:
         """A DDL's schema after it, applied to the tables of its target (those that exist)."""
@@ -399,69 +333,9 @@ class IcebergTables:
                 table = self._catalog.load_table(ident)
             except NoSuchTableError:
                 continue  # created by its first row, with the schema then
-            self._tables[ident] = self._evolve(table, lay, changelog, ".".join(ident))
-
-    def _evolve(self, table: Any, lay: Layout, changelog: bool, name: str) -> Any:
-        """Bring `table` to `lay`'s columns: add the new, drop the gone, widen what Iceberg
-        widens; anything else refused in one line before any of it is applied."""
-        from pyiceberg.types import DecimalType
-
-        current = {f.name: f for f in table.schema().fields}
-        wanted = self._wanted(lay, changelog)
-        names = {n for n, _, _ in wanted}
-        adds, widen = [], []
-        for n, kind, _ in wanted:
-            have = current.get(n)
-            if have is None:
-                adds.append((n, kind))
-                continue
-            want = kind.iceberg()
-            if have.field_type == want:
-                continue
-            old, new = str(have.field_type), str(want)
-            decimal_wider = (
-                isinstance(have.field_type, DecimalType)
-                and isinstance(want, DecimalType)
-                and want.scale == have.field_type.scale
-                and want.precision > have.field_type.precision
+            self._tables[ident] = evolve_table(
+                self._catalog, table, lay, changelog, ".".join(ident)
             )
-            if (old, new) not in _WIDENING and not decimal_wider:
-                raise IcebergError(
-                    f"{name}.{n} would change from {old} to {new}, which Iceberg cannot do in "
-                    "place: only int→long, float→double and a wider decimal precision are "
-                    "applied; recreate the Iceberg table (drop it and replay), or route the "
-                    "column out"
-                )
-            widen.append((n, want))
-        # The change log keeps a dropped column (NULL from then on): its history stays.
-        drops = [] if changelog else [n for n in current if n not in names]
-        if not changelog:
-            key_ids = [current[k].field_id for k in lay.key if k in current]
-            if sorted(key_ids) != sorted(table.schema().identifier_field_ids) or len(
-                key_ids
-            ) != len(lay.key):
-                raise IcebergError(
-                    f"{name}: the primary key would become {list(lay.key)}, which the sink "
-                    "does not change in an Iceberg table yet: recreate the Iceberg table"
-                )
-        if adds and drops:
-            raise IcebergError(
-                f"{name}: columns {drops} would go and {[n for n, _ in adds]} come in one "
-                "change, which may be a RENAME (Iceberg would lose the old rows' values): "
-                "the sink does not apply it; rename the Iceberg column by hand, or recreate "
-                "the table"
-            )
-        if not (adds or widen or drops):
-            return table
-        with table.update_schema() as update:
-            for n, kind in adds:
-                update.add_column(n, kind.iceberg())
-            for n, want in widen:
-                update.update_column(n, field_type=want)
-            for n in drops:
-                update.delete_column(n)
-        log.info("evolved %s: added %s, widened %s, dropped %s", name, adds, widen, drops)
-        return self._catalog.load_table(table.name())
 
     def truncate(self, env: Envelope, batch_id: int, step: int) -> None:
         """A TRUNCATE TABLE: the current-state table emptied, a ``truncate`` event appended to
@@ -559,6 +433,14 @@ class IcebergTables:
             return False
         return int(snapshot.summary.additional_properties.get("total-records", "0")) > 0
 
+    def maintain(self) -> None:
+        """Compaction, expiry and orphan removal (`iceberg_maintenance`) of the tables this
+        job has loaded; their cached metadata is stale afterwards, also after a failure."""
+        try:
+            Maintenance(self._catalog, self.settings.maintenance).run(list(self._tables))
+        finally:
+            self._tables.clear()
+
     def close(self) -> None:
         self._tables.clear()
         self._catalog = None
@@ -600,73 +482,50 @@ def _committed(table: Any, job: str, batch_id: int, step: int, ddl: bool = False
     return False
 
 
-class IcebergSink(MySQLSink):
-    """The MySQL sink's checkpoints and plan, the rows into Iceberg; see the module
-    docstring."""
+class IcebergRows:
+    """The Iceberg kind of sink (`sinks.SinkKind`): a step's rows into Iceberg tables
+    (`IcebergTables`), its checkpoint in the state database after their commits."""
 
     def __init__(
         self,
-        conn: SinkConnection,
-        job: str,
-        state_database: str,
+        tables: IcebergTables,
         router: Router,
-        schemas: SchemaLookup,
-        settings: IcebergSettings,
+        seen: SeenSets,
         known: Callable[[], Iterable[TableSchema]],
     ) -> None:
-        super().__init__(conn, job, state_database, router, schemas, "snapshot", 1)
-        self.tables = IcebergTables(settings, router, schemas, job)
+        self.tables = tables
+        self._router = router
+        self._seen = seen
         self._known = known
-        self._applying: tuple[int, Plan] | None = None
-        """(batch id, plan) of the batch `apply` is committing (a DDL's step is found in it)."""
+        self._ledger: Ledger | None = None
 
-    def start(self) -> IcebergSink:
-        super().start()
-        try:
-            self.tables.start()
-            self.tables.check(self._known())
-        except BaseException:
-            self.close()
-            raise
-        return self
+    def start(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+        self.tables.start()
+        self.tables.check(self._known())
 
     def close(self) -> None:
         self.tables.close()
-        super().close()
 
-    def _apply_rows(
-        self, batch_id: int, index: int, final: bool, step: Step, plan: Plan, head: Head | None
-    ) -> int:
+    def write_rows(self, step: StepWrite) -> None:
+        assert self._ledger is not None
         try:
-            written = self.tables.write_step(batch_id, index, step.rows)
+            written = self.tables.write_step(step.batch_id, step.index, step.step.rows)
         except ZeroDateError as exc:
-            raise ApplyError(f"batch {batch_id} step {index}: {exc}") from exc
-        new_head = Head(batch_id, index, "done" if step.ddl is None else "rows", final)
-        ddl = (
-            step.ddl.event.statement if step.ddl and isinstance(step.ddl.event, DdlChange) else None
+            raise ApplyError(f"batch {step.batch_id} step {step.index}: {exc}") from exc
+        conn = self._ledger.conn
+        retry_conflicts(
+            conn, lambda: step.finish(conn, written), f"batch {step.batch_id} step {step.index}"
         )
-        checkpoint = (batch_id, index, _offsets(plan), plan.bound, ddl)
-        conn = self._conns[0]
 
-        def whole() -> None:
-            self._checkpoint(conn, checkpoint, 0, written)
-            self._advance(conn, head, new_head)
-            if final:
-                self._save_state(conn, batch_id, plan)
-            self._commit(conn)
-
-        _retry_conflicts(conn, whole, f"batch {batch_id} step {index}")
-        return len(step.rows)
-
-    def _apply_marker(
-        self, marker: SnapshotBegin | SnapshotEnd, head: Head | None, new: Head
-    ) -> Head:
+    def marker(
+        self, cur: Any, marker: SnapshotBegin | SnapshotEnd, target: Target | None
+    ) -> Callable[[], None] | None:
         """A snapshot marker (PROTOCOL.md §9.7). A snapshot into an empty (or new) Iceberg
         table needs nothing: its rows are all it will hold. A snapshot of a table that holds
         rows must remove the rows it does not see at its end (the MySQL sink's seen sets),
         which the Iceberg sink does not do yet: refused in one line at its begin, rather than
         leaving rows the source deleted."""
-        target = self.seen.target(marker)
         if (
             isinstance(marker, SnapshotBegin)
             and target is not None
@@ -679,18 +538,9 @@ class IcebergSink(MySQLSink):
                 "first, or snapshot into a new one",
                 f"binlog {marker.position}",
             )
-        conn = self._conns[0]
-        head = self._advance(conn, head, new)
-        self._commit(conn)
-        log.info("job %s: %s of %s applied", self.job, type(marker).__name__, target)
-        return head
+        return None
 
-    def apply(self, batch_id: int, plan: Plan) -> int:
-        self._applying = (batch_id, plan)
-        try:
-            applied = super().apply(batch_id, plan)
-        finally:
-            self._applying = None
+    def batch_done(self, batch_id: int) -> None:
         keep = self.tables.settings.expire_after_batches
         if keep:
             # After the batch's checkpoint: only snapshots no replay can need go.
@@ -700,15 +550,11 @@ class IcebergSink(MySQLSink):
         every = self.tables.settings.maintenance.every_batches
         if every and batch_id % every == 0:  # between two batches: no commit of ours races it
             try:
-                Maintenance(self.tables._catalog, self.tables.settings.maintenance).run(
-                    list(self.tables._tables)
-                )
+                self.tables.maintain()
             except IcebergError as exc:  # other writers won every try: next time, not a stop
                 log.warning("batch %d: maintenance put off: %s", batch_id, exc)
-            self.tables._tables.clear()  # their metadata is stale now
-        return applied
 
-    def _apply_ddl(self, env: Envelope) -> None:
+    def ddl(self, env: Envelope, batch_id: int, index: int) -> None:
         ev = env.event
         assert isinstance(ev, DdlChange)
         if ev.kind is DdlKind.TRUNCATE_TABLE and ev.table is not None:
@@ -719,10 +565,7 @@ class IcebergSink(MySQLSink):
                     "that shard's rows by hand",
                     env.position,
                 )
-            assert self._applying is not None
-            batch_id, plan = self._applying
-            step = next(i for i, s in enumerate(plan.steps) if s.ddl is env)
-            self.tables.truncate(env, batch_id, step)
+            self.tables.truncate(env, batch_id, index)
             return
         if ev.kind in (DdlKind.RENAME_TABLE, DdlKind.DROP_TABLE):
             raise BadEventError(
@@ -740,7 +583,22 @@ class IcebergSink(MySQLSink):
             raise BadEventError(str(exc), env.position) from exc
 
 
-def _offsets(plan: Plan) -> str:
-    import json
+class IcebergSink(Sink):
+    """The job's bookkeeping in the MySQL state database (`ledger`), the rows into Iceberg
+    (`IcebergRows`); see the module docstring."""
 
-    return json.dumps(sorted([*k, v] for k, v in plan.state.offsets.items()))
+    def __init__(
+        self,
+        conn: SinkConnection,
+        job: str,
+        state_database: str,
+        router: Router,
+        schemas: SchemaLookup,
+        settings: IcebergSettings,
+        known: Callable[[], Iterable[TableSchema]],
+    ) -> None:
+        seen = SeenSets(router)
+        self.tables = IcebergTables(settings, router, schemas, job)
+        super().__init__(
+            Ledger(conn, job, state_database), IcebergRows(self.tables, router, seen, known), seen
+        )

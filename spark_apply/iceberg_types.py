@@ -51,6 +51,10 @@ class ZeroDateError(ApplyError):
     """A zero date met with ``iceberg.zero_dates: refuse``."""
 
 
+class IcebergError(ApplyError):
+    """The catalog or a table refused a write, or a change Iceberg cannot express."""
+
+
 @dataclass(frozen=True, slots=True)
 class Kind:
     """How one column is stored: its Iceberg type (`iceberg`), its Arrow type (`arrow`) and

@@ -47,6 +47,7 @@ from rowbus.spark_apply.settings import JobConfig, launched_by_spark_submit
 from rowbus.spark_apply.shard_ddl import ShardDdlHook
 from rowbus.spark_apply.shard_writes import ShardWrite, write_shard
 from rowbus.spark_apply.sink import MySQLSink
+from rowbus.spark_apply.sinks import Sink
 from rowbus.spark_apply.stall import StallReporter
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ class BatchApplier:
         self.topics = {data_topic(a.topic_template, s): s for s in config.sources}
         self.catalog = SchemaCatalog(config.kafka, a.schemas_topic)
         self.router = Router(a.routes, a.unrouted)
-        self.sink: MySQLSink
+        self.sink: Sink
         if a.sink_kind == "iceberg":
             from rowbus.spark_apply.iceberg_sink import IcebergSink
 
@@ -129,6 +130,13 @@ class BatchApplier:
         """Until the last batch handed over is written; raises its failure."""
         self.writer.wait()
 
+    @property
+    def mysql_sink(self) -> MySQLSink:
+        """The sink as throughput mode writes it (its settings refuse the Iceberg sink)."""
+        if not isinstance(self.sink, MySQLSink):
+            raise ApplyError(f"apply.mode {self.config.apply.mode} writes to the MySQL sink only")
+        return self.sink
+
     def sink_done(self) -> int:
         """The last batch the sink holds whole (-1: none)."""
         head = self.sink.head()
@@ -165,8 +173,14 @@ class BatchApplier:
 
             apply_owned(self, df, batch_id)
             return
-        if self.sink.remote is None and a.mode == "parallel" and a.executor_writes:
-            self.sink.remote = executor_runner(df.sparkSession.sparkContext)
+        sink = self.sink
+        if (
+            isinstance(sink, MySQLSink)
+            and sink.remote is None
+            and a.mode == "parallel"
+            and a.executor_writes
+        ):
+            sink.remote = executor_runner(df.sparkSession.sparkContext)
         # Read and decode while the batch before is still being written (`overlap`): neither
         # touches the sink or the catalog.
         # The Iceberg sink writes typed values: its rows are decoded, not rendered.

@@ -56,7 +56,7 @@ def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:  # noqa:
     from pyspark.sql import functions as sf
 
     started = time.perf_counter()
-    a, sink = applier.config.apply, applier.sink
+    a, sink = applier.config.apply, applier.mysql_sink
     previous = sink.previous_state(batch_id)
     if previous is None:
         sink.check_offsets(batch_id, _spark_ranges(df), None)
@@ -266,7 +266,7 @@ def _folds(applier: BatchApplier) -> dict[Target, dict[str, Fold]]:
         proj = applier.router.projection(table)
         if proj is None or proj.target in out:
             continue
-        found = applier.sink.target_folds(proj.target)
+        found = applier.mysql_sink.target_folds(proj.target)
         if found is not None:
             out[proj.target] = found
     return out
@@ -290,7 +290,7 @@ def _target_keys(applier: BatchApplier) -> _TargetKeys:
         proj = applier.router.projection(table)
         if proj is None:
             continue
-        keys, gen = applier.sink.target_keys(proj.target)
+        keys, gen = applier.mysql_sink.target_keys(proj.target)
         out.unique[proj.target], out.generated[proj.target] = keys, gen
         mine = {c.lower() for c in proj.key_columns}
         if any({c.lower() for c in k} != mine for k in keys):
@@ -307,7 +307,7 @@ def _write_context(
     keys: _TargetKeys,
 ) -> WriteContext:
     """The write tasks' context (the sink's keys as the keying tasks saw them)."""
-    a, sink = applier.config.apply, applier.sink
+    a, sink = applier.config.apply, applier.mysql_sink
     return WriteContext(
         sink.settings,
         sink.state_db,

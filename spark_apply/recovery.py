@@ -55,7 +55,7 @@ def wait_for_sink(
 ) -> bool:
     """Whether the sink accepts a connection before `deadline` (time.monotonic()); tried at
     growing intervals (0.5 s to 5 s)."""
-    from rowbus.spark_apply.sink import connect_sink
+    from rowbus.spark_apply.sink_conn import connect_sink
 
     pause = 0.5
     while True:

@@ -11,22 +11,47 @@ Exactly once: the marker's primary key is (job, batch, step, shard). Two attempt
 (a retry after a lost executor whose connection still lives, a speculative copy) serialize on
 that key: the second finds it committed (duplicate key) and rolls back without writing; an
 attempt that dies mid-transaction is rolled back by the server. The driver advances the job's
-head only after every shard's marker is committed (`MySQLSink._apply_rows`), and on a re-run
+head only after every shard's marker is committed (`ShardedSteps.write`), and on a re-run
 skips the shards whose marker exists. A shard that fails on an executor is run once more on
 the driver, whose transaction names the event a failing statement stumbled on.
+
+`ShardedSteps` is the driver's side of parallel mode: it runs a step's shards on the executors
+(`remote`) or on threads of its own, one connection each, then ends the step
+(`sinks.StepWrite.finish`: head and state, no checkpoint row of its own).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
+import zlib
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+import pymysql
+from pymysql.connections import Connection
+
 from rowbus.protocol.events import Resolved
+from rowbus.protocol.values import Value
+from rowbus.routing.routes import Target
 from rowbus.spark_apply.changes import TableChanges
+from rowbus.spark_apply.exceptions import TransactionConflictError
+from rowbus.spark_apply.ledger import Ledger
 from rowbus.spark_apply.planner import Envelope
 from rowbus.spark_apply.settings import SinkConnection
+from rowbus.spark_apply.sink_conn import (
+    CONFLICT_ATTEMPTS,
+    connect_sink,
+    db_errors,
+    retry_conflicts,
+)
+from rowbus.spark_apply.sinks import StepWrite
+from rowbus.spark_apply.snapshots import SeenSets
+from rowbus.spark_apply.table_writes import write_table, write_tables
+
+log = logging.getLogger(__name__)
 
 SHIPPED = Envelope("", 0, -1, Resolved(source="", ts=0))
 """Stands in for a row's envelope in a shipped shard (only the driver names positions)."""
@@ -68,7 +93,6 @@ def shipped(tc: TableChanges) -> TableChanges:
 def write_shard(w: ShardWrite) -> int:
     """Run on an executor: the shard's transaction; rows written (0 when an earlier attempt
     already committed it)."""
-    from rowbus.spark_apply.sink import write_table
 
     def body(cur: Any) -> int:
         for tc in w.tables:
@@ -92,11 +116,6 @@ def marked_transaction(
     attempt committed that marker. A deadlock or lock wait timeout (two tasks' writes on one
     table's gaps) rolls the whole transaction back, marker included, and it runs again. The
     marker's row count is `rows`, or what `body` wrote (set after it, in the transaction)."""
-    import pymysql
-
-    from rowbus.spark_apply.exceptions import TransactionConflictError
-    from rowbus.spark_apply.sink import CONFLICT_ATTEMPTS, connect_sink, db_errors
-
     batch_id, step, offsets, watermark, ddl = checkpoint
     conn = connect_sink(sink)
     try:
@@ -131,3 +150,127 @@ def marked_transaction(
         raise AssertionError("unreachable")
     finally:
         conn.close()
+
+
+class ShardedSteps:
+    """Parallel mode on the driver: a step's shards, each in a transaction of its own with its
+    marker, on the executors (`remote`) or on this process's threads; then the step's end.
+    `start` takes the connections (one per shard, the ledger's first) and `close` stops the
+    threads (the connections are the caller's)."""
+
+    def __init__(self, parallelism: int) -> None:
+        self._ledger: Ledger | None = None
+        self.parallelism = parallelism
+        self.remote: Callable[[list[ShardWrite]], object] | None = None
+        """Runs shard transactions elsewhere (the apply job: as Spark tasks on the executors);
+        None: on this process's threads."""
+        self._conns: list[Connection[Any]] = []
+        self._pool: ThreadPoolExecutor | None = None
+
+    def start(self, ledger: Ledger, conns: list[Connection[Any]]) -> None:
+        self._ledger = ledger
+        self._conns = conns
+        self._pool = ThreadPoolExecutor(self.parallelism, thread_name_prefix="sink")
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+        self._conns = []
+
+    def shard_of(self, target: Target, skeleton: tuple[Value, ...]) -> int:
+        """The shard that owns a key, by its skeleton (`keys.sink_key`, which collapse hands
+        over): keys the sink's collation calls equal are one row, written by one shard."""
+        return zlib.crc32(repr((target.schema, target.table, skeleton)).encode()) % self.parallelism
+
+    def write(
+        self,
+        step: StepWrite,
+        shards: dict[int, dict[Target, TableChanges]],
+        statement_bytes: int,
+        seen: SeenSets,
+    ) -> None:
+        """The shards not committed yet, then the step's end on the first connection."""
+        assert self._ledger is not None
+        assert self._pool is not None
+        cp = step.checkpoint
+        done = self._ledger.done_shards(cp[0], cp[1])
+        if self.remote is not None:
+            done = self._remote_shards(shards, cp, done, statement_bytes)
+        futures = [
+            self._pool.submit(
+                self._shard_tx, self._conns[s], shards.get(s, {}), cp, s, statement_bytes
+            )
+            for s in range(self.parallelism)
+            if s not in done
+        ]
+        for f in futures:
+            f.result()
+        conn = self._conns[0]
+        if seen.running:
+            # The shards' (maybe remote) writes add no seen keys: the step's keys go in with
+            # the head, so a replay (shards done are skipped) adds them again (INSERT IGNORE).
+            with db_errors("adding seen keys"), conn.cursor() as cur:
+                for tables in shards.values():
+                    for tc in tables.values():
+                        rows = ((c, v) for c, v, _ in tc.upserts.values())
+                        seen.add(cur, tc.target, rows, statement_bytes)
+        step.finish(conn, None)
+
+    def _remote_shards(
+        self,
+        shards: dict[int, dict[Target, TableChanges]],
+        checkpoint: tuple[Any, ...],
+        done: set[int],
+        statement_bytes: int,
+    ) -> set[int]:
+        """Run the shards not in `done` through `remote`; the shards committed afterwards.
+        A failure there is logged: the driver then runs what is left itself (and names the
+        event a failing statement stumbled on)."""
+        ledger = self._ledger
+        assert self.remote is not None
+        assert ledger is not None
+        writes = [
+            ShardWrite(
+                ledger.settings,
+                ledger.db,
+                ledger.job,
+                s,
+                checkpoint,
+                tuple(shipped(tc) for tc in shards.get(s, {}).values()),
+                statement_bytes,
+            )
+            for s in range(self.parallelism)
+            if s not in done
+        ]
+        if not writes:
+            return done
+        try:
+            self.remote(writes)
+        except Exception as exc:  # noqa: BLE001 - any task failure: the driver takes over
+            log.warning(
+                "batch %s step %s: shard writes on the executors failed (%s); the driver "
+                "writes the shards not committed",
+                checkpoint[0],
+                checkpoint[1],
+                str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__,
+            )
+        return ledger.done_shards(checkpoint[0], checkpoint[1])
+
+    def _shard_tx(
+        self,
+        conn: Connection[Any],
+        tables: dict[Target, TableChanges],
+        checkpoint: Any,
+        shard: int,
+        statement_bytes: int,
+    ) -> None:
+        ledger = self._ledger
+        assert ledger is not None
+
+        def whole() -> None:
+            write_tables(conn, tables, statement_bytes, None)
+            ledger.checkpoint(conn, checkpoint, shard, sum(len(t) for t in tables.values()))
+            ledger.commit(conn)
+
+        retry_conflicts(conn, whole, f"batch {checkpoint[0]} step {checkpoint[1]} shard {shard}")

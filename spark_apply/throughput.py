@@ -554,7 +554,7 @@ def _events(
 
 def _write(cur: Any, envelopes: list[Envelope], router: Router, ctx: WriteContext) -> int:
     from rowbus.spark_apply.changes import collapse
-    from rowbus.spark_apply.sink import write_table
+    from rowbus.spark_apply.table_writes import write_table
 
     shards = collapse(
         envelopes,

@@ -40,7 +40,7 @@ def _apply(args: argparse.Namespace, settings: Settings) -> int:
         # Printing needs no sink: the file may be for a cluster this host cannot reach.
         print(text)
         return 0
-    from rowbus.spark_apply.sink import precheck_sink
+    from rowbus.spark_apply.sink_conn import precheck_sink
 
     # A sink that refuses the login is one line now, not after Spark's minute of start-up.
     precheck_sink(settings.resolved_sink)

@@ -380,7 +380,7 @@ def test_spark_apply_into_iceberg_holds_every_value_and_event_exactly_once(
     assert isinstance(sink, IcebergSink)
     # A crash between a step's Iceberg commits and its checkpoint in the state database:
     # the first checkpoint of a step that wrote rows fails once, so Spark replays the batch.
-    original = sink._checkpoint
+    original = sink.ledger.checkpoint
     failed: list[int] = []
 
     def checkpoint_failing_once(conn: Any, cp: tuple[Any, ...], shard: int, rows: int) -> None:
@@ -389,7 +389,7 @@ def test_spark_apply_into_iceberg_holds_every_value_and_event_exactly_once(
             raise ApplyError("test: the driver died after its Iceberg commits")
         original(conn, cp, shard, rows)
 
-    sink._checkpoint = checkpoint_failing_once  # type: ignore[method-assign]
+    sink.ledger.checkpoint = checkpoint_failing_once  # type: ignore[method-assign]
     spark = shared_spark()
     catalog = sink.tables._catalog
 

@@ -11,6 +11,7 @@ import pytest
 from rowbus.config import Settings
 from rowbus.protocol.events import Op
 from rowbus.spark_apply.planner import Envelope, PlannerState, plan, stored_gate
+from rowbus.spark_apply.sinks import StepWrite
 from tests.conftest import connect
 from tests.integration.spark_apply.test_sink import EXPECTED, batch, make_sink, rows_of
 from tests.unit.spark_apply.events import ddl, resolved, row, table
@@ -47,16 +48,16 @@ def test_a_replay_plans_with_the_stored_gate_answers(
         first = plan(sink.previous_state(0) or PlannerState(), events, EXPECTED, waiting)
         assert first.gates == ((held, False), (f"{events[3].topic}[0]@3", True))
         # The first attempt commits its first step (rows, then the DDL), then dies.
-        real = sink._apply_rows
+        real = sink.rows.write_rows
         calls = []
 
-        def crash_on_second(*args: object) -> int:
-            calls.append(args)
+        def crash_on_second(step: StepWrite) -> None:
+            calls.append(step)
             if len(calls) == 2:
                 raise RuntimeError("killed")
-            return real(*args)  # type: ignore[arg-type]
+            real(step)
 
-        monkeypatch.setattr(sink, "_apply_rows", crash_on_second)
+        monkeypatch.setattr(sink.rows, "write_rows", crash_on_second)
         with pytest.raises(RuntimeError):
             sink.apply(0, first)
         monkeypatch.undo()

@@ -138,7 +138,7 @@ UK = TableSchema(
 
 def apart(schema: str, table: str, tasks: int, count: int) -> list[int]:
     """`count` integer keys that the key's hash alone gives to different tasks (of `tasks`),
-    in throughput mode (`ownership.owner`) and in parallel mode (`MySQLSink._shard_of`)."""
+    in throughput mode (`ownership.owner`) and in parallel mode (`shard_writes.ShardedSteps.shard_of`)."""
     import zlib
 
     from rowbus.spark_apply.ownership import owner

@@ -6,7 +6,7 @@ import pymysql
 import pytest
 
 from rowbus.spark_apply.exceptions import ApplyError, TransactionConflictError
-from rowbus.spark_apply.sink import CONFLICT_ATTEMPTS, _retry_conflicts, db_errors
+from rowbus.spark_apply.sink_conn import CONFLICT_ATTEMPTS, db_errors, retry_conflicts
 
 
 class FakeConn:
@@ -26,7 +26,7 @@ def test_a_conflict_runs_the_whole_transaction_again() -> None:
         if len(runs) < 3:
             raise TransactionConflictError("deadlock")
 
-    _retry_conflicts(conn, transaction, "batch 1")  # type: ignore[arg-type]
+    retry_conflicts(conn, transaction, "batch 1")  # type: ignore[arg-type]
     assert len(runs) == 3
     assert conn.rollbacks == 2
 
@@ -38,7 +38,7 @@ def test_retries_are_bounded_and_the_error_is_retryable() -> None:
         raise TransactionConflictError("deadlock")
 
     with pytest.raises(TransactionConflictError) as err:
-        _retry_conflicts(conn, transaction, "batch 1")  # type: ignore[arg-type]
+        retry_conflicts(conn, transaction, "batch 1")  # type: ignore[arg-type]
     assert err.value.retryable
     assert conn.rollbacks == CONFLICT_ATTEMPTS
 

@@ -1,5 +1,5 @@
 """The MySQL → Iceberg type mapping (`iceberg_types`) and the schema changes the Iceberg sink
-refuses (`iceberg_sink.IcebergTables._evolve`), on a local SQL catalog (a sqlite file)."""
+refuses (`iceberg_schema.evolve_table`), on a local SQL catalog (a sqlite file)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ import pytest
 from rowbus.protocol.events import ColumnSchema, TableSchema
 from rowbus.protocol.values import ZeroDate
 from rowbus.routing.routes import Router
-from rowbus.spark_apply.iceberg_sink import IcebergError, IcebergTables, layout
+from rowbus.spark_apply.iceberg_schema import layout
+from rowbus.spark_apply.iceberg_sink import IcebergTables
 from rowbus.spark_apply.iceberg_types import (
+    IcebergError,
     Kind,
     UnstorableColumnError,
     ZeroDateError,

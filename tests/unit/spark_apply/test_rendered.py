@@ -49,8 +49,8 @@ from rowbus.spark_apply.rendered import (
     rendered_row,
     row_event,
 )
-from rowbus.spark_apply.sink import write_table
 from rowbus.spark_apply.source import KafkaRange, _append, append_messages, arrow_schema
+from rowbus.spark_apply.table_writes import write_table
 from rowbus.testing.messages import Message
 from tests.unit.protocol.protocol_strategies import images, rows, values
 from tests.unit.spark_apply.events import ddl, resolved, row, table
