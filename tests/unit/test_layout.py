@@ -219,3 +219,59 @@ def test_every_package_declares_all(package: Path) -> None:
     assert not has_code or "__all__" in names, (
         f"{package.relative_to(ROOT)} re-exports without __all__"
     )
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(["rowbus", *parts])
+
+
+def _load_time_imports(path: Path, modules: set[str]) -> set[str]:
+    """The rowbus modules `path` imports when it is loaded: module-level imports, not those
+    under ``if TYPE_CHECKING`` nor the lazy ones inside functions; `from pkg import mod`
+    counts as importing ``pkg.mod``."""
+    found: set[str] = set()
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        for item in node.body if isinstance(node, ast.Try) else [node]:
+            if isinstance(item, ast.Import):
+                found |= {alias.name for alias in item.names}
+            elif isinstance(item, ast.ImportFrom) and item.module and item.level == 0:
+                found.add(item.module)
+                found |= {f"{item.module}.{a.name}" for a in item.names}
+    return found & modules
+
+
+def test_no_two_modules_import_each_other() -> None:
+    """No import circle among the components' modules (issue #30 found `spark_apply.sink` and
+    `shard_writes` importing each other). A package's own `__init__`, which a submodule's
+    import runs first anyway, is not counted as a dependency of its submodules."""
+    paths = {_module_name(p): p for c in COMPONENTS for p in _files(c)}
+    modules = set(paths)
+    graph = {
+        name: {
+            m
+            for m in _load_time_imports(path, modules)
+            if m != name and not name.startswith(m + ".")
+        }
+        for name, path in paths.items()
+    }
+    circles = []
+    for start in sorted(graph):
+        # Depth-first from each module, bounded by the graph's size: a path back to `start`
+        # is a circle (reported once, from its smallest module).
+        stack = [(start, (start,))]
+        seen: set[str] = set()
+        while stack:
+            node, trail = stack.pop()
+            for nxt in sorted(graph[node]):
+                if nxt == start:
+                    if start == min(trail):
+                        circles.append(" -> ".join([*trail, start]))
+                elif nxt not in seen and nxt > start:
+                    seen.add(nxt)
+                    stack.append((nxt, (*trail, nxt)))
+    assert not circles, "\n".join(circles)
