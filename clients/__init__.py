@@ -15,4 +15,6 @@ component gets the same defaults and the same classification (retryable or not):
 This package sits between `rowbus.protocol` and the components (producer, merge, routing,
 shard_ddl, consumers, spark_apply): it imports only `rowbus.protocol` and the foreign libraries,
 never a component or the shell (`tests/unit/test_layout.py`).
+
+Depends on: `protocol`.
 """

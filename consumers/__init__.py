@@ -9,6 +9,8 @@
 - `stores`: checkpoint stores (file, Kafka, SQL, ZooKeeper);
 - `settings`: the ``subscriber`` section of the configuration;
 - `exceptions`: the SDK's errors (re-exporting the engine's).
+
+Depends on: `protocol`, `clients`, `merge`, `routing`, `shard_ddl`.
 """
 
 from rowbus.consumers.subscriber import Subscriber

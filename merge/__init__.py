@@ -21,6 +21,8 @@ Used alike by the Subscriber SDK (`rowbus.consumers`) and the Spark apply job
 - `tables`: the tables a released stream leaves, in memory (the conformance kit's reference);
 - `conformance`: the reference program the conformance kit compares others with (PROTOCOL.md
   §10).
+
+Depends on: `protocol`.
 """
 
 from rowbus.merge.checkpoint import Checkpoint

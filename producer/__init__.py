@@ -58,4 +58,6 @@ The data path, one module per step (each testable without services where it can 
 
 `rowbus reader run --source NAME` runs a `Reader` (rowbus/commands/reader.py). This package
 imports `rowbus.protocol` and `rowbus.clients` only.
+
+Depends on: `protocol`, `clients`.
 """

@@ -22,6 +22,8 @@ This package imports no I/O library; PROTOCOL.md in this folder is the specifica
 - `conformance`: the conformance kit, which checks any program's decoder and merger against
   the vectors over JSON lines (PROTOCOL.md §10);
 - `regenerate`: rebuilds `_generated/` from `rowbus.proto`.
+
+Depends on: no other component.
 """
 
 from rowbus.protocol.codec import (

@@ -6,6 +6,8 @@ apply job's sink, `rowbus verify`, shard groups. Imports `rowbus.protocol`, `row
 
 - `routes`: `RouteSettings` (the configuration), `Router` (table → `Target`, `Projection`);
 - `exceptions`: `RoutingError`.
+
+Depends on: `protocol`, `clients`, `merge`.
 """
 
 from rowbus.routing.exceptions import RoutingError

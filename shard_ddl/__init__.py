@@ -11,6 +11,8 @@ See README.md in this folder for the protocol: records, lock states, failure cas
 - `coordinator`: one apply job's end of it all;
 - `records`: control records' details and lock ids;
 - `exceptions`: `ShardDdlError` and its kinds.
+
+Depends on: `protocol`, `clients`, `merge`.
 """
 
 from rowbus.shard_ddl.gate import Barrier, ShardGate

@@ -39,4 +39,6 @@ Modules, by role:
 This package imports `protocol`, `clients`, `merge`, `routing` and `shard_ddl` of ours, never
 the Subscriber SDK (`consumers`); pyspark is imported lazily where it is needed, so the planner,
 routing and sink work (and are tested) without it.
+
+Depends on: `protocol`, `clients`, `merge`, `routing`, `shard_ddl`.
 """

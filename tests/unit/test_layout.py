@@ -39,18 +39,20 @@ COMPONENTS = (
     "consumers",
     "spark_apply",
 )
-# component -> the rowbus.* subpackages it may import (besides itself)
-ENGINE = {"protocol", "clients", "merge", "routing", "shard_ddl"}
-ALLOWED = {
-    "protocol": set(),
-    "clients": {"protocol"},
-    "merge": {"protocol"},
-    "routing": {"protocol", "clients", "merge"},
-    "shard_ddl": {"protocol", "clients", "merge"},
-    "producer": {"protocol", "clients"},
-    "consumers": ENGINE,
-    "spark_apply": ENGINE,
-}
+_DEPENDS = re.compile(r"^Depends on: (.*)\.$", re.MULTILINE)
+
+
+def _depends_on(component: str) -> set[str]:
+    """The components `component` may import, as its package map's "Depends on:" line says:
+    the map is the rule, so it cannot go stale against what is enforced."""
+    doc = ast.get_docstring(ast.parse((ROOT / component / "__init__.py").read_text())) or ""
+    found = _DEPENDS.findall(doc)
+    assert len(found) == 1, f"{component}/__init__.py: one 'Depends on: ...' line, not {found}"
+    return set(re.findall(r"`(\w+)`", found[0]))
+
+
+ALLOWED = {component: _depends_on(component) for component in COMPONENTS}
+"""component -> the rowbus.* components it may import (besides itself)."""
 TOP_LEVEL = set(COMPONENTS)
 
 
@@ -79,6 +81,27 @@ def _target(module: str) -> str | None:
     if len(parts) > 1 and parts[1] in COMPONENTS:
         return parts[1]
     return "shell"
+
+
+def test_the_components_depend_on_each_other_in_layers() -> None:
+    """The maps' dependencies form layers (no circle): protocol at the bottom, then clients,
+    the engine (merge, routing, shard_ddl), then the producer and the two consumers."""
+    placed: list[str] = []
+    left = dict(ALLOWED)
+    while left:  # each round places at least one component, or there is a circle
+        ready = sorted(c for c, deps in left.items() if deps <= set(placed))
+        assert ready, f"the components' 'Depends on' lines form a circle: {left}"
+        placed += ready
+        for c in ready:
+            del left[c]
+    assert placed[0] == "protocol", placed
+    assert set(ALLOWED["spark_apply"]) | set(ALLOWED["consumers"]) <= {
+        "protocol",
+        "clients",
+        "merge",
+        "routing",
+        "shard_ddl",
+    }, "the apply job and the Subscriber SDK share the engine, never each other or the producer"
 
 
 @pytest.mark.parametrize("component", COMPONENTS)
