@@ -41,10 +41,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import operator
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rowbus.merge.checkpoint import Lane, TopicPartition
 from rowbus.merge.positions import Floor, PosKey, event_key
@@ -59,6 +60,9 @@ from rowbus.spark_apply.planner import Envelope
 from rowbus.spark_apply.release import LanePiece, Tail, key_of, okey
 from rowbus.spark_apply.rendered import HEADER_FIELDS as _HEADER_FIELDS
 from rowbus.spark_apply.settings import SinkConnection
+
+if TYPE_CHECKING:
+    from rowbus.spark_apply.changes import ImageRow, TableChanges
 
 log = logging.getLogger(__name__)
 
@@ -430,19 +434,17 @@ def write_owned(ctx: WriteContext) -> Callable[[Iterator[Any]], Iterator[Any]]:
         assert context is not None  # a task's
         task = context.partitionId()
         with collector_paused():
-            rows = sorted(
-                _events(released(unbundled(batches), ctx.mark), ctx.schemas), key=lambda r: r[0]
-            )
+            rows = sorted(_rows(released(unbundled(batches), ctx.mark)), key=_RELEASE_ORDER)
             if not rows:
                 return
-            router = Router(ctx.routes, ctx.unrouted)
+            tables = _collapsed(rows, Router(ctx.routes, ctx.unrouted), ctx)
             written = marked_transaction(
                 ctx.sink,
                 ctx.state_db,
                 ctx.job,
                 task,
                 (ctx.batch_id, 0, ctx.offsets, ctx.watermark, None),
-                lambda cur: _write(cur, [r[1] for r in rows], router, ctx),
+                lambda cur: _write(cur, tables, ctx),
             )
             # Freed before the collector's pass at the block's end, which would otherwise
             # traverse every event still held (~1.9 µs a W1 row, measured in process).
@@ -512,60 +514,95 @@ its envelopes name the record by topic, partition and offset."""
 _OPS = {op.value: op for op in Op}
 
 
-def _events(
-    batches: Iterable[Any], schemas: dict[int, TableSchema]
-) -> Iterator[tuple[tuple[Any, ...], Envelope]]:
-    """((ts, source, order key, part), envelope) of each row (`_compact`'s text): the event
-    cut to its half for a key-moving update."""
-    delete, insert = Op.DELETE, Op.INSERT
+Row = tuple[int, str, str, int, str, str, int, int]
+"""A write task's row: (ts, source, order key, part, text, topic, partition, offset), the
+first four its release order (`_RELEASE_ORDER`), `text` `_compact`'s."""
+_RELEASE_ORDER = operator.itemgetter(0, 1, 2, 3)
+"""The merger's release order restricted to a task's rows (a stable sort keeps the read order
+of equal ones, as sorting the events by it did)."""
+
+
+def _rows(batches: Iterable[Any]) -> Iterator[Row]:
+    """The `Row`s of `BUNDLE_SCHEMA` batches."""
     for batch in batches:
         names = batch.schema.names
-        topics, partitions, offsets, sources, tss, okeys, parts, rows = (
+        topics, partitions, offsets, sources, tss, okeys, parts, texts = (
             batch.column(names.index(n)).to_pylist() for n in WRITE_COLUMNS
         )
-        for i in range(batch.num_rows):
-            op_name, schema_id, nb, *literals = rows[i].split(SEP)
-            op, n = _OPS[op_name], int(nb)
-            before = LitImage(literals[:n]) if n >= 0 else None
-            after = LitImage(literals[max(n, 0) :]) if op is not delete else None
-            part = parts[i]
-            if part == OLD_KEY:
-                op, after = delete, None
-            elif part == NEW_KEY:
-                op, before = insert, None
-            sid = int(schema_id)
-            table = schemas[sid]
-            ev = construct.row_change(
-                sources[i],
-                tss[i],
-                op,
-                table.schema,
-                table.table,
-                sid,
-                table.primary_key,
-                before,
-                after,
-                _SHIPPED_TXN,
-                _SHIPPED_AT,
-            )
-            order = (tss[i], sources[i], okeys[i], part)
-            yield order, Envelope(topics[i], partitions[i], offsets[i], ev)
+        yield from zip(tss, sources, okeys, parts, texts, topics, partitions, offsets, strict=True)
 
 
-def _write(cur: Any, envelopes: list[Envelope], router: Router, ctx: WriteContext) -> int:
-    from rowbus.spark_apply.changes import collapse
-    from rowbus.spark_apply.sink import write_table
+def _collapsed(rows: list[Row], router: Router, ctx: WriteContext) -> dict[Target, TableChanges]:
+    """The task's rows collapsed per target: from their literal images without an event per
+    row (`changes.collapse_images`), or, when a table needs the events (keyless, another
+    unique key), by `changes.collapse` over them."""
+    from rowbus.spark_apply.changes import collapse, collapse_images
+    from rowbus.spark_apply.shard_writes import SHIPPED
 
-    shards = collapse(
-        envelopes,
+    unique_keys = lambda t: ctx.unique_keys.get(t, ())  # noqa: E731 - collapse's lookups
+    generated = lambda t: ctx.generated.get(t, frozenset())  # noqa: E731
+    folds = lambda t: ctx.folds.get(t, {})  # noqa: E731
+    images = [_images(r[4], r[3]) for r in rows]
+    tables = collapse_images(
+        images,
+        lambda i: _envelope(rows[i], ctx.schemas),
+        SHIPPED,
         router,
         ctx.schemas.get,
-        lambda t, k: 0,
-        lambda t: ctx.unique_keys.get(t, ()),
-        lambda t: ctx.generated.get(t, frozenset()),
-        lambda t: ctx.folds.get(t, {}),
+        unique_keys,
+        generated,
+        folds,
     )
-    tables = shards.get(0, {})
+    if tables is not None:
+        return tables
+    envelopes = [_envelope(r, ctx.schemas) for r in rows]
+    shards = collapse(
+        envelopes, router, ctx.schemas.get, lambda t, k: 0, unique_keys, generated, folds
+    )
+    return shards.get(0, {})
+
+
+_DELETE, _INSERT = Op.DELETE, Op.INSERT
+
+
+def _images(text: str, part: int) -> ImageRow:
+    """(op, schema id, before, after) of `_compact`'s text, cut to its half for a key-moving
+    update (`part`)."""
+    fields = text.split(SEP)
+    op, n = _OPS[fields[0]], int(fields[2])
+    before = fields[3 : 3 + n] if n >= 0 else None
+    after = fields[3 + max(n, 0) :] if op is not _DELETE else None
+    if part == OLD_KEY:
+        op, after = _DELETE, None
+    elif part == NEW_KEY:
+        op, before = _INSERT, None
+    return op, int(fields[1]), before, after
+
+
+def _envelope(row: Row, schemas: dict[int, TableSchema]) -> Envelope:
+    """The envelope of a `Row`: its event with the images as `LitImage`s."""
+    ts, source, _okey, part, text, topic, partition, offset = row
+    op, sid, before, after = _images(text, part)
+    table = schemas[sid]
+    ev = construct.row_change(
+        source,
+        ts,
+        op,
+        table.schema,
+        table.table,
+        sid,
+        table.primary_key,
+        None if before is None else LitImage(before),
+        None if after is None else LitImage(after),
+        _SHIPPED_TXN,
+        _SHIPPED_AT,
+    )
+    return Envelope(topic, partition, offset, ev)
+
+
+def _write(cur: Any, tables: dict[Target, TableChanges], ctx: WriteContext) -> int:
+    from rowbus.spark_apply.sink import write_table
+
     for tc in tables.values():
         write_table(cur, tc, ctx.statement_bytes)
     return sum(len(t) for t in tables.values())
