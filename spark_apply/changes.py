@@ -262,7 +262,7 @@ def collapse_images(
     write tasks name positions by the envelope only in errors). None when a row's table is
     keyless or has another unique key (conflict groups need the images collapse keeps): the
     caller collapses the events instead. Equal to `collapse` over the same rows' events
-    (`tests/unit/spark_apply/test_collapse_images.py`)."""
+    (`tests/unit/spark_apply/test_throughput_rows.py`)."""
     tables: dict[Target, TableChanges] = {}
     writable = _Writable(generated)
 

@@ -1,5 +1,6 @@
-"""Collapse without events (`changes.collapse_images`, the throughput mode's write tasks)
-against the one collapse over the same rows' events (`changes.collapse`)."""
+"""The throughput mode's rows without an event each: the write tasks' collapse of literal
+images (`changes.collapse_images`) against the one collapse over the same rows' events
+(`changes.collapse`), and the keying tasks' header reading against the event's keys."""
 
 from __future__ import annotations
 
@@ -160,3 +161,57 @@ def test_a_write_task_collapses_its_compact_rows_and_key_moving_halves() -> None
     got = throughput._collapsed(rows, Router([]), ctx)
     envs = [Envelope("t", 0, i, ev) for i, ev in enumerate(events)]
     assert _state(got) == _state(collapse(envs, Router([]), SCHEMAS.get)[0])
+
+
+def test_keying_from_the_header_equals_keying_by_the_event() -> None:
+    """`_Keyer.key` reads a row's header without building its event: order keys, owners,
+    halves of a key-moving update, duplicates dropped by the lane's last key and rows under a
+    source's floor equal what the event gives (`row_event`, `event_key`, `okey`, `_owned`)."""
+    from rowbus.merge.positions import Floor, event_key
+    from rowbus.routing.routes import Target
+    from rowbus.spark_apply.release import okey
+    from rowbus.spark_apply.rendered import row_event
+
+    events = [
+        row(1, Op.INSERT, None, ("c", "1"), tbl=ONE),
+        row(2, Op.UPDATE, ("c", "1"), ("C", "2"), tbl=ONE),  # moves its key
+        row(3, Op.UPDATE, ("C", "2"), ("C", None), tbl=ONE),
+        row(4, Op.INSERT, None, (1, "d", "x"), tbl=TWO),
+        row(5, Op.DELETE, (1, "d", "x"), None, tbl=TWO),
+        row(6, Op.INSERT, None, ("e", "1"), tbl=ONE, source="s2"),  # under s2's floor
+    ]
+    texts = [rendered_row(ev) for ev in events]
+    records = {
+        "topic": ["t"] * (len(events) + 1),
+        "partition": [0] * (len(events) + 1),
+        "offset": list(range(len(events) + 1)),
+        "kind": ["row"] * len(events) + ["row"],
+        "source": [ev.source for ev in events] + ["s1"],
+        "ts": [ev.ts for ev in events] + [1],
+        "row": [*texts, texts[0]],  # the first row again: a duplicate
+    }
+    folds = {"k": Fold.TEXT, "b": Fold.TEXT}
+    ctx = throughput.KeyContext(
+        SCHEMAS,
+        (),
+        "identity",
+        {},
+        {"s2": Floor(ts=6)},
+        {Target("db", "one"): folds, Target("db", "two"): folds},
+    )
+    keyer = throughput._Keyer(ctx)
+    out = keyer.key(records, 0)
+    expected: list[tuple[Any, ...]] = []
+    for i, (ev, text) in enumerate(zip(events[:5], texts, strict=False)):
+        assert text is not None
+        full = row_event(text, ev.source, ev.ts, {})
+        key = okey(event_key(full))
+        for target, k_owner, _t_owner, part in throughput._owned(
+            full, ("t", 0, i), ctx, Router([]), {}
+        ):
+            bucket = throughput.bucket_of(k_owner)
+            expected.append((i, key, part, throughput._compact(text), bucket, target != ""))
+    got = list(zip(out["offset"], out["okey"], out["part"], out["row"], out["bucket"], strict=True))
+    assert [(*g, True) for g in got] == expected
+    assert out["part"] == [0, 1, 2, 0, 0, 0]
+    assert keyer.pieces[("t", 0, "s1")].rows == 5
