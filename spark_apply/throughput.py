@@ -540,8 +540,9 @@ def write_owned(ctx: WriteContext) -> Callable[[Iterator[Any]], Iterator[Any]]:
                 lambda cur: _write(cur, tables, ctx),
             )
             # Freed before the collector's pass at the block's end, which would otherwise
-            # traverse every event still held (~1.9 µs a W1 row, measured in process).
+            # traverse every row and image still held (~1.9 µs a W1 row, measured in process).
             rows.clear()
+            tables.clear()
         yield pa.RecordBatch.from_pydict(
             {"task": [task], "rows": [written]}, schema=_arrow("task INT, rows BIGINT")
         )
