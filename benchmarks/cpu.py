@@ -18,15 +18,20 @@ from pathlib import Path
 
 _TICK = os.sysconf("SC_CLK_TCK")
 KINDS = ("driver Python", "JVM", "Python workers", "sink", "broker", "sink proxy")
+PLANNING = "of the Python workers, Spark's calls of the Python data source"
+"""The Python workers that are not task workers (``pyspark.daemon pyspark.worker``): those
+Spark starts to plan the streaming source's reads (``pyspark.sql.worker.*``, the streaming
+source runner), once or more per batch: a per-batch cost inside "Python workers"."""
 
 
-def _stat(pid: int) -> tuple[int, float] | None:
-    """(parent pid, CPU seconds) of `pid` with its children it has waited for, None if it is
-    gone: a Python worker the PySpark daemon forked and reaped counts in the daemon's
-    figure, not nowhere (it made "Python workers" negative across a window)."""
+def _stat(pid: int) -> tuple[int, float, float] | None:
+    """(parent pid, its own CPU seconds, those of the children it has waited for) of `pid`,
+    None if it is gone: a Python worker the PySpark daemon forked and reaped counts in the
+    daemon's figure, not nowhere (it made "Python workers" negative across a window)."""
     with contextlib.suppress(OSError, ValueError, IndexError):
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return int(fields[1]), sum(int(f) for f in fields[11:15]) / _TICK
+        own = (int(fields[11]) + int(fields[12])) / _TICK
+        return int(fields[1]), own, (int(fields[13]) + int(fields[14])) / _TICK
     return None
 
 
@@ -50,12 +55,14 @@ class CpuSample:
         me = os.getpid()
         parents: dict[int, int] = {}
         cpu: dict[int, float] = {}
+        reaped: dict[int, float] = {}
         for entry in Path("/proc").iterdir():
             if entry.name.isdigit():
                 got = _stat(int(entry.name))
                 if got is not None:
-                    parents[int(entry.name)], cpu[int(entry.name)] = got
-        out = dict.fromkeys(KINDS, 0.0)
+                    pid, (parent, own, children) = int(entry.name), got
+                    parents[pid], cpu[pid], reaped[pid] = parent, own + children, children
+        out = dict.fromkeys((*KINDS, PLANNING), 0.0)
         out["driver Python"] = cpu.get(me, 0.0)
         for pid, spent in cpu.items():
             if pid == me:
@@ -74,9 +81,16 @@ class CpuSample:
             elif ancestor == me and "zookeeper" not in cmd.lower():
                 program = cmd.split(" ")[0]
                 if "java" in program:
-                    out["JVM"] += spent
+                    # The JVM's children are the PySpark daemons: one that ended (Spark
+                    # starts some per batch to plan the Python data source's reads) is
+                    # reaped by the JVM, and its CPU is theirs, not the JVM's.
+                    out["JVM"] += spent - reaped[pid]
+                    out["Python workers"] += reaped[pid]
+                    out[PLANNING] += reaped[pid]
                 elif "python" in program:
                     out["Python workers"] += spent
+                    if "pyspark.worker" not in cmd:
+                        out[PLANNING] += spent
         return CpuSample(out)
 
     def minus(self, before: CpuSample) -> CpuSample:
@@ -92,6 +106,10 @@ def per_row(label: str, spent: CpuSample, rows: int) -> str:
         f"({spent.seconds[kind]:.2f} s)"
         for kind in KINDS
     ]
+    planning = spent.seconds.get(PLANNING, 0.0)
+    lines.append(
+        f"{label} cpu per row: {PLANNING} {planning / rows * 1e6:.1f} µs ({planning:.2f} s)"
+    )
     job = sum(spent.seconds[k] for k in ("driver Python", "JVM", "Python workers"))
     lines.append(f"{label} cpu per row: job processes together {job / rows * 1e6:.1f} µs")
     return "\n".join(lines)
