@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,8 +48,12 @@ def _cmdline(pid: int) -> str:
 class CpuSample:
     seconds: dict[str, float]
     """CPU seconds by kind, since each process started, its reaped children included (a
-    child that ended unreaped, or whose parent ended, is not counted: compare samples of
-    processes that live through the window)."""
+    child that ended unreaped, or whose parent ended, is not counted)."""
+    processes: dict[int, tuple[tuple[str, ...], float]]
+    """Per process: the kinds it counts for and its seconds. `minus` subtracts per process,
+    so one that ended inside the window adds nothing rather than minus what it had spent
+    before (Spark starts Python data source workers per batch: "Python workers" went down by
+    ~7 µs a row that way)."""
 
     @staticmethod
     def take(sink_port: int, kafka_port: int) -> CpuSample:
@@ -62,8 +67,9 @@ class CpuSample:
                 if got is not None:
                     pid, (parent, own, children) = int(entry.name), got
                     parents[pid], cpu[pid], reaped[pid] = parent, own + children, children
-        out = dict.fromkeys((*KINDS, PLANNING), 0.0)
-        out["driver Python"] = cpu.get(me, 0.0)
+        processes: dict[int, tuple[tuple[str, ...], float]] = {}
+        if me in cpu:
+            processes[me] = (("driver Python",), cpu[me])
         for pid, spent in cpu.items():
             if pid == me:
                 continue
@@ -73,28 +79,42 @@ class CpuSample:
             cmd = _cmdline(pid)
             # The services first: a benchmark that started the local stack is their parent.
             if f"--port={sink_port}" in cmd and ("mariadbd" in cmd or "mysqld" in cmd):
-                out["sink"] += spent
+                processes[pid] = (("sink",), spent)
             elif f"--kafka-port {kafka_port}" in cmd or f"port={kafka_port}" in cmd:
-                out["broker"] += spent
+                processes[pid] = (("broker",), spent)
             elif ancestor == me and "tests.faults.proxy" in cmd:
-                out["sink proxy"] += spent
+                processes[pid] = (("sink proxy",), spent)
             elif ancestor == me and "zookeeper" not in cmd.lower():
                 program = cmd.split(" ")[0]
                 if "java" in program:
                     # The JVM's children are the PySpark daemons: one that ended (Spark
                     # starts some per batch to plan the Python data source's reads) is
-                    # reaped by the JVM, and its CPU is theirs, not the JVM's.
-                    out["JVM"] += spent - reaped[pid]
-                    out["Python workers"] += reaped[pid]
-                    out[PLANNING] += reaped[pid]
+                    # reaped by the JVM, and its CPU is theirs, not the JVM's (stored
+                    # under the negative pid: a process of its own to `minus`).
+                    processes[pid] = (("JVM",), spent - reaped[pid])
+                    processes[-pid] = (("Python workers", PLANNING), reaped[pid])
                 elif "python" in program:
-                    out["Python workers"] += spent
-                    if "pyspark.worker" not in cmd:
-                        out[PLANNING] += spent
-        return CpuSample(out)
+                    planning = "pyspark.worker" not in cmd
+                    kinds = ("Python workers", PLANNING) if planning else ("Python workers",)
+                    processes[pid] = (kinds, spent)
+        return CpuSample(_by_kind(processes.values()), processes)
 
     def minus(self, before: CpuSample) -> CpuSample:
-        return CpuSample({k: v - before.seconds.get(k, 0.0) for k, v in self.seconds.items()})
+        """What each process still alive spent since `before` (one that started since counts
+        whole)."""
+        delta = {
+            pid: (kinds, spent - before.processes.get(pid, (kinds, 0.0))[1])
+            for pid, (kinds, spent) in self.processes.items()
+        }
+        return CpuSample(_by_kind(delta.values()), delta)
+
+
+def _by_kind(processes: Iterable[tuple[tuple[str, ...], float]]) -> dict[str, float]:
+    out = dict.fromkeys((*KINDS, PLANNING), 0.0)
+    for kinds, spent in processes:
+        for kind in kinds:
+            out[kind] += spent
+    return out
 
 
 def per_row(label: str, spent: CpuSample, rows: int) -> str:
