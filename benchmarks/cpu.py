@@ -13,20 +13,26 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 _TICK = os.sysconf("SC_CLK_TCK")
 KINDS = ("driver Python", "JVM", "Python workers", "sink", "broker", "sink proxy")
+PLANNING = "of the Python workers, Spark's calls of the Python data source"
+"""The Python workers that are not task workers (``pyspark.daemon pyspark.worker``): those
+Spark starts to plan the streaming source's reads (``pyspark.sql.worker.*``, the streaming
+source runner), once or more per batch: a per-batch cost inside "Python workers"."""
 
 
-def _stat(pid: int) -> tuple[int, float] | None:
-    """(parent pid, CPU seconds) of `pid` with its children it has waited for, None if it is
-    gone: a Python worker the PySpark daemon forked and reaped counts in the daemon's
-    figure, not nowhere (it made "Python workers" negative across a window)."""
+def _stat(pid: int) -> tuple[int, float, float] | None:
+    """(parent pid, its own CPU seconds, those of the children it has waited for) of `pid`,
+    None if it is gone: a Python worker the PySpark daemon forked and reaped counts in the
+    daemon's figure, not nowhere (it made "Python workers" negative across a window)."""
     with contextlib.suppress(OSError, ValueError, IndexError):
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return int(fields[1]), sum(int(f) for f in fields[11:15]) / _TICK
+        own = (int(fields[11]) + int(fields[12])) / _TICK
+        return int(fields[1]), own, (int(fields[13]) + int(fields[14])) / _TICK
     return None
 
 
@@ -42,21 +48,28 @@ def _cmdline(pid: int) -> str:
 class CpuSample:
     seconds: dict[str, float]
     """CPU seconds by kind, since each process started, its reaped children included (a
-    child that ended unreaped, or whose parent ended, is not counted: compare samples of
-    processes that live through the window)."""
+    child that ended unreaped, or whose parent ended, is not counted)."""
+    processes: dict[int, tuple[tuple[str, ...], float]]
+    """Per process: the kinds it counts for and its seconds. `minus` subtracts per process,
+    so one that ended inside the window adds nothing rather than minus what it had spent
+    before (Spark starts Python data source workers per batch: "Python workers" went down by
+    ~7 µs a row that way)."""
 
     @staticmethod
     def take(sink_port: int, kafka_port: int) -> CpuSample:
         me = os.getpid()
         parents: dict[int, int] = {}
         cpu: dict[int, float] = {}
+        reaped: dict[int, float] = {}
         for entry in Path("/proc").iterdir():
             if entry.name.isdigit():
                 got = _stat(int(entry.name))
                 if got is not None:
-                    parents[int(entry.name)], cpu[int(entry.name)] = got
-        out = dict.fromkeys(KINDS, 0.0)
-        out["driver Python"] = cpu.get(me, 0.0)
+                    pid, (parent, own, children) = int(entry.name), got
+                    parents[pid], cpu[pid], reaped[pid] = parent, own + children, children
+        processes: dict[int, tuple[tuple[str, ...], float]] = {}
+        if me in cpu:
+            processes[me] = (("driver Python",), cpu[me])
         for pid, spent in cpu.items():
             if pid == me:
                 continue
@@ -66,21 +79,42 @@ class CpuSample:
             cmd = _cmdline(pid)
             # The services first: a benchmark that started the local stack is their parent.
             if f"--port={sink_port}" in cmd and ("mariadbd" in cmd or "mysqld" in cmd):
-                out["sink"] += spent
+                processes[pid] = (("sink",), spent)
             elif f"--kafka-port {kafka_port}" in cmd or f"port={kafka_port}" in cmd:
-                out["broker"] += spent
+                processes[pid] = (("broker",), spent)
             elif ancestor == me and "tests.faults.proxy" in cmd:
-                out["sink proxy"] += spent
+                processes[pid] = (("sink proxy",), spent)
             elif ancestor == me and "zookeeper" not in cmd.lower():
                 program = cmd.split(" ")[0]
                 if "java" in program:
-                    out["JVM"] += spent
+                    # The JVM's children are the PySpark daemons: one that ended (Spark
+                    # starts some per batch to plan the Python data source's reads) is
+                    # reaped by the JVM, and its CPU is theirs, not the JVM's (stored
+                    # under the negative pid: a process of its own to `minus`).
+                    processes[pid] = (("JVM",), spent - reaped[pid])
+                    processes[-pid] = (("Python workers", PLANNING), reaped[pid])
                 elif "python" in program:
-                    out["Python workers"] += spent
-        return CpuSample(out)
+                    planning = "pyspark.worker" not in cmd
+                    kinds = ("Python workers", PLANNING) if planning else ("Python workers",)
+                    processes[pid] = (kinds, spent)
+        return CpuSample(_by_kind(processes.values()), processes)
 
     def minus(self, before: CpuSample) -> CpuSample:
-        return CpuSample({k: v - before.seconds.get(k, 0.0) for k, v in self.seconds.items()})
+        """What each process still alive spent since `before` (one that started since counts
+        whole)."""
+        delta = {
+            pid: (kinds, spent - before.processes.get(pid, (kinds, 0.0))[1])
+            for pid, (kinds, spent) in self.processes.items()
+        }
+        return CpuSample(_by_kind(delta.values()), delta)
+
+
+def _by_kind(processes: Iterable[tuple[tuple[str, ...], float]]) -> dict[str, float]:
+    out = dict.fromkeys((*KINDS, PLANNING), 0.0)
+    for kinds, spent in processes:
+        for kind in kinds:
+            out[kind] += spent
+    return out
 
 
 def per_row(label: str, spent: CpuSample, rows: int) -> str:
@@ -92,6 +126,10 @@ def per_row(label: str, spent: CpuSample, rows: int) -> str:
         f"({spent.seconds[kind]:.2f} s)"
         for kind in KINDS
     ]
+    planning = spent.seconds.get(PLANNING, 0.0)
+    lines.append(
+        f"{label} cpu per row: {PLANNING} {planning / rows * 1e6:.1f} µs ({planning:.2f} s)"
+    )
     job = sum(spent.seconds[k] for k in ("driver Python", "JVM", "Python workers"))
     lines.append(f"{label} cpu per row: job processes together {job / rows * 1e6:.1f} µs")
     return "\n".join(lines)

@@ -69,13 +69,18 @@ class Floor:
         self, event: RowChange | DdlChange | SnapshotBegin | SnapshotEnd, key: PosKey
     ) -> bool:
         """Whether `event` (whose key is `key`) is at or below this floor."""
+        return self.covers_at(key, event.ts, event.position.gtid)
+
+    def covers_at(self, key: PosKey, ts: int, gtid: str | None) -> bool:
+        """`covers` of an event by its key, ts and GTID (the apply job's keying tasks read
+        them from a row's rendered header without building its event)."""
         if self.position is not None and key <= self.position:
             return True
-        if self.ts is not None and event.ts <= self.ts:
+        if self.ts is not None and ts <= self.ts:
             return True
-        if self.gtid is not None and event.position.gtid:
+        if self.gtid is not None and gtid:
             try:
-                stream, seq = parse_gtid(event.position.gtid)
+                stream, seq = parse_gtid(gtid)
             except ValueError:
                 return False
             return stream == self.gtid[0] and seq <= self.gtid[1]

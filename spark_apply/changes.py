@@ -241,6 +241,82 @@ def collapse(  # noqa: PLR0915 - one pass per row, inlined: it runs for every ap
     )
 
 
+ImageRow = tuple[Op, int, Sequence[str] | None, Sequence[str] | None]
+"""(op, schema id, before, after) of a row change, its images as literals (`collapse_images`)."""
+
+
+def collapse_images(
+    rows: Sequence[ImageRow],
+    envelope: Callable[[int], Envelope],
+    placeholder: Envelope,
+    router: Router,
+    schemas: SchemaLookup,
+    unique_keys: Callable[[Target], Sequence[Sequence[str]]] = lambda t: (),
+    generated: Callable[[Target], frozenset[str]] = lambda t: frozenset(),
+    folds: Callable[[Target], Mapping[str, Fold]] = lambda t: {},
+) -> dict[Target, TableChanges] | None:
+    """`collapse` (one shard) of rows given without events: what the throughput mode's write
+    tasks hold (`throughput`), whose rows would otherwise each become a `RowChange` only to be
+    taken apart here again. `rows` are in release order; `envelope(i)` builds row i's envelope,
+    asked only to name a bad row in an error; every change holds `placeholder` instead (the
+    write tasks name positions by the envelope only in errors). None when a row's table is
+    keyless or has another unique key (conflict groups need the images collapse keeps): the
+    caller collapses the events instead. Equal to `collapse` over the same rows' events
+    (`tests/unit/spark_apply/test_throughput_rows.py`)."""
+    tables: dict[Target, TableChanges] = {}
+    writable = _Writable(generated)
+
+    def changes(proj: Projection) -> TableChanges:
+        tc = tables.get(proj.target)
+        if tc is None:
+            tc = tables[proj.target] = TableChanges(proj.target, proj.key_columns)
+        return tc
+
+    def other_keys(proj: Projection) -> tuple[Sequence[str], ...]:
+        mine = {c.lower() for c in proj.key_columns}
+        return tuple(k for k in unique_keys(proj.target) if {c.lower() for c in k} != mine)
+
+    shared: dict[int, tuple[Projection, TableChanges, int, tuple[str, ...]] | None] = {}
+    delete, update = Op.DELETE, Op.UPDATE
+    for i, (op, schema_id, before, after) in enumerate(rows):
+        try:
+            entry = shared[schema_id]
+        except KeyError:
+            found = _shared(envelope(i), router, schemas, writable, changes, other_keys)
+            if found is not None and (found[0].keyless or found[2]):
+                return None
+            entry = shared[schema_id] = (
+                None if found is None else (found[0], found[1], found[3], found[0].key_columns)
+            )
+        if entry is None:
+            continue
+        proj, tc, width, key_columns = entry
+        if (before is not None and len(before) != width) or (
+            after is not None and len(after) != width
+        ):
+            got = len(before if before is not None and len(before) != width else after or ())
+            raise BadEventError(
+                f"image has {got} values, schema {schema_id} of {proj.target} has {width} columns",
+                envelope(i).position,
+            )
+        if op is delete:
+            assert before is not None
+            key = proj.key(before)
+            tc.upserts.pop(key, None)
+            tc.deletes[key] = (key_columns, placeholder)
+            continue
+        assert after is not None
+        key = proj.key(after)
+        if op is update and before is not None:
+            old = proj.key(before)
+            if old != key:
+                tc.upserts.pop(old, None)
+                tc.deletes[old] = (key_columns, placeholder)
+        tc.deletes.pop(key, None)
+        tc.upserts[key] = (proj.columns, proj.values(after), placeholder)
+    return _shard(tables, {}, lambda t, k: 0, _Folds(folds)).get(0, {})
+
+
 def _shared(
     env: Envelope,
     router: Router,

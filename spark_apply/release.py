@@ -235,8 +235,18 @@ def okey(key: PosKey) -> str:
     there). ~20 characters for a usual key (84 fixed-width before 2026-11-26): every row's key
     crosses the JVM through the cache and the shuffle."""
     upstream, number, file, offset, index = key
-    head = f"{_number(upstream)}{_number(number)}{_number(len(file))}{file}"
-    return f"{head}{_number(offset)}{_number(index)}"
+    return okey_head(upstream, number, file) + okey_tail(offset, index)
+
+
+def okey_head(upstream: int, number: int, file: str) -> str:
+    """What `okey` gives every key of one binlog file of one upstream (the keying tasks make
+    it once per file)."""
+    return f"{_number(upstream)}{_number(number)}{_number(len(file))}{file}"
+
+
+def okey_tail(offset: int, index: int) -> str:
+    """The rest of `okey` after `okey_head`."""
+    return f"{_number(offset)}{_number(index)}"
 
 
 def _number(n: int) -> str:

@@ -6,8 +6,8 @@ Per micro-batch (`owned.apply_owned`, called by `job.BatchApplier` in ``mode: th
    Spark's offset ranges for the batch (from Spark's offset log, `overlap.logged_offsets`)
    and of the held rows read again from Kafka itself, with the source's reader
    (`source.read_range`, rows rendered natively), and keys them in the same Python worker,
-   so a row's text enters the JVM once, already keyed. Each row record's header is parsed
-   from the rendered text;
+   so a row's text enters the JVM once, already keyed. Each row record's header is read
+   from the rendered text, without building its event;
    the merge engine's push rules drop duplicates and rows a floor covers; each kept row gets
    its target, its owner hash (`ownership.owner`: by the target and the skeleton of its key
    under the sink's collations, `keys.sink_key`, with the folds the driver ships per target;
@@ -24,9 +24,11 @@ Per micro-batch (`owned.apply_owned`, called by `job.BatchApplier` in ``mode: th
 3. **Write** (executors, `write_owned`): the bundles repartitioned by owner bucket into the
    batch's task count (stored in the sink before any task writes: `MySQLSink.batch_tasks`);
    each task keeps the rows at or below the mark (`released`), sorts them by (ts, source,
-   order key) — the merger's release order restricted to them — collapses them with the one
-   collapse (`changes.collapse`) and writes them with its marker (job, batch, 0, task) first
-   in one transaction (`shard_writes.marked_transaction`).
+   order key) — the merger's release order restricted to them — collapses them from their
+   literal images (`changes.collapse_images`, without an event per row; a keyless table or
+   one with another unique key: their events through the one collapse, `changes.collapse`)
+   and writes them with its marker (job, batch, 0, task) first in one transaction
+   (`shard_writes.marked_transaction`).
 4. **Commit** (driver, `MySQLSink.commit_owned`): once every task succeeded, the head moves to
    the batch and the state (`release.advance`) is stored, in one transaction.
 
@@ -41,13 +43,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import operator
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rowbus.merge.checkpoint import Lane, TopicPartition
-from rowbus.merge.positions import Floor, PosKey, event_key
+from rowbus.merge.positions import Floor, PosKey
 from rowbus.protocol.codec import construct
 from rowbus.protocol.events import Op, RowChange, TableSchema
 from rowbus.routing.routes import Projection, Router, RouteSettings, Target
@@ -56,9 +59,12 @@ from rowbus.spark_apply.keys import Fold
 from rowbus.spark_apply.literals import SEP, LitImage
 from rowbus.spark_apply.ownership import owner
 from rowbus.spark_apply.planner import Envelope
-from rowbus.spark_apply.release import LanePiece, Tail, key_of, okey
+from rowbus.spark_apply.release import LanePiece, Tail, key_of, okey_head, okey_tail
 from rowbus.spark_apply.rendered import HEADER_FIELDS as _HEADER_FIELDS
 from rowbus.spark_apply.settings import SinkConnection
+
+if TYPE_CHECKING:
+    from rowbus.spark_apply.changes import ImageRow, TableChanges
 
 log = logging.getLogger(__name__)
 
@@ -163,22 +169,40 @@ class _Keyer:
         self.ranges: dict[tuple[str, int], list[int]] = {}
         self.ends: dict[tuple[str, int], int] = {}
         self.keys: dict[str, tuple[str, ...]] = {}
+        self.heads: dict[tuple[str, str], _Head] = {}
+        self.owners: dict[int, tuple[Projection, tuple[Fold, ...], str, int] | None] = {}
+        """Per schema id, `projections`' entry, once its first row was owned by its event."""
 
     def key(self, c: dict[str, list[Any]], fresh: int) -> dict[str, list[Any]]:  # noqa: PLR0915 - one pass per record
         """`BUNDLE_SCHEMA`'s columns and the owner bucket of one chunk of `source.read_range`
-        (records at or past offset `fresh` are Spark's, the others re-read)."""
+        (records at or past offset `fresh` are Spark's, the others re-read). A row's header
+        is read from its text once, without building its event (`rendered.row_event`: the
+        merger's push rules need only its order key, ts and GTID, the owner only its key's
+        literals); the first row of a schema id builds it, to find the projection."""
         from rowbus.spark_apply.rendered import row_event
 
         ctx, pieces, running, reasons = self.ctx, self.pieces, self.running, self.reasons
         out: dict[str, list[Any]] = {n: [] for n in self.names}
-        for i in range(len(c["offset"])):
-            topic, partition, offset = c["topic"][i], c["partition"][i], c["offset"][i]
+        o_topic, o_partition, o_offset, o_source, o_ts, o_okey, o_part, o_row, o_bucket = (
+            out[n] for n in self.names
+        )
+        heads, tails, floors, last_seen = self.heads, self.tails, ctx.floors, ctx.last_seen
+        ends, ranges, whole = self.ends, self.ranges, ctx.whole
+        records = (c["topic"], c["partition"], c["offset"], c["kind"], c["source"], c["ts"])
+        for topic, partition, offset, kind, source, ts, text in zip(
+            *records, c["row"], strict=True
+        ):
             tp = (topic, partition)
-            self.ends[tp] = max(self.ends.get(tp, -1), offset + 1)
+            if ends.get(tp, -1) <= offset:
+                ends[tp] = offset + 1
             if offset >= fresh:
-                span = self.ranges.setdefault(tp, [offset, offset])
-                span[0], span[1] = min(span[0], offset), max(span[1], offset)
-            kind, source, ts, text = c["kind"][i], c["source"][i], c["ts"][i], c["row"][i]
+                span = ranges.get(tp)
+                if span is None:
+                    ranges[tp] = [offset, offset]
+                elif offset < span[0]:
+                    span[0] = offset
+                elif offset > span[1]:
+                    span[1] = offset
             if kind in ("resolved", "heartbeat"):
                 p = _piece(pieces, topic, partition, source)
                 if ts > p.watermark:
@@ -187,15 +211,24 @@ class _Keyer:
             if text is None:
                 reasons.append(f"a {kind} record at {topic}[{partition}]@{offset}")
                 continue
-            ev = row_event(text, source, ts, self.keys)
+            h = text.split(SEP, _HEADER_FIELDS)
+            if len(h) <= _HEADER_FIELDS:
+                row_event(text, source, ts, self.keys)  # raises, naming what is missing
+            file, upstream = h[8], h[11]
+            head = heads.get((upstream, file))
+            if head is None:
+                head = heads[(upstream, file)] = _Head.of(int(upstream), file)
+            at, index = int(h[9]), int(h[6])
+            key = (head.upstream, head.number, file, at, index)
             lane = (topic, partition, source)
-            key = event_key(ev)
-            last = running.get(lane, ctx.last_seen.get(lane))
+            last = running.get(lane)
+            if last is None:
+                last = last_seen.get(lane)
             if last is not None and key <= last:
                 continue  # a duplicate: the merger drops it too
             running[lane] = key
-            floor = ctx.floors.get(source)
-            if floor is not None and floor.covers(ev, key):
+            floor = floors.get(source)
+            if floor is not None and floor.covers_at(key, ts, h[10][1:] or None):
                 continue
             p = _piece(pieces, topic, partition, source)
             if p.rows == 0:
@@ -204,34 +237,72 @@ class _Keyer:
                 p.ordered = False
             p.rows += 1
             p.last_key, p.last_ts = key, ts
-            k = okey(key)
-            tail = self.tails.get(lane)
+            k = head.okey(at, index)
+            tail = tails.get(lane)
             if tail is None:
-                tail = self.tails[lane] = Tail(topic, partition, source)
+                tail = tails[lane] = Tail(topic, partition, source)
             tail.add(ts, offset, k)
-            try:
-                owned = _owned(ev, (topic, partition, offset), ctx, self.router, self.projections)
-            except BadEventError as exc:
-                reasons.append(str(exc))
-                owned = [("", 0, 0, WHOLE)]
-            except _NotInSinkError as exc:
-                where = f"{topic}[{partition}]@{offset}"
-                reasons.append(f"a target the sink does not know at {where} ({exc})")
-                owned = [("", 0, 0, WHOLE)]
-            row = _compact(text)
-            for target, k_owner, t_owner, part in owned:
-                out["topic"].append(topic)
-                out["partition"].append(partition)
-                out["offset"].append(offset)
-                out["source"].append(source)
-                out["ts"].append(ts)
-                out["okey"].append(k)
-                out["part"].append(part)
-                out["row"].append(row)
-                out["bucket"].append(
-                    bucket_of(t_owner if target in ctx.whole else k_owner) if target else -1
+            row = _compact_fields(h)
+            for target, k_owner, t_owner, part in self._owned(h, text, source, ts, offset, tp):
+                o_topic.append(topic)
+                o_partition.append(partition)
+                o_offset.append(offset)
+                o_source.append(source)
+                o_ts.append(ts)
+                o_okey.append(k)
+                o_part.append(part)
+                o_row.append(row)
+                o_bucket.append(
+                    bucket_of(t_owner if target in whole else k_owner) if target else -1
                 )
         return out
+
+    def _owned(
+        self, h: list[str], text: str, source: str, ts: int, offset: int, tp: TopicPartition
+    ) -> list[tuple[str, int, int, int]]:
+        """`_owned` of a row from its header fields `h` (`text` split at its first
+        `HEADER_FIELDS` separators) and its images' literals."""
+        sid = int(h[3])
+        if sid not in self.owners:
+            from rowbus.spark_apply.rendered import row_event
+
+            at = (*tp, offset)
+            try:
+                owned = _owned(
+                    row_event(text, source, ts, self.keys),
+                    at,
+                    self.ctx,
+                    self.router,
+                    self.projections,
+                )
+            except BadEventError as exc:
+                self.reasons.append(str(exc))
+                return [("", 0, 0, WHOLE)]
+            except _NotInSinkError as exc:
+                self.reasons.append(f"a target the sink does not know at {_where(at)} ({exc})")
+                return [("", 0, 0, WHOLE)]
+            self.owners[sid] = self.projections[sid]
+            return owned
+        entry = self.owners[sid]
+        if entry is None:
+            return [("", 0, 0, WHOLE)]
+        proj, folds, target, whole = entry
+        if proj.keyless:
+            return [(target, whole, whole, WHOLE)]
+        op, n = h[0], int(h[12])
+        literals = h[14].split(SEP)
+        key = cast("Callable[[list[str]], tuple[str, ...]]", proj.key)  # literals in, literals out
+        if op == _DELETE_NAME:
+            return [(target, owner(target, key(literals[:n]), folds), whole, WHOLE)]
+        new = key(literals[max(n, 0) :])
+        if op == _UPDATE_NAME and n >= 0:
+            old = key(literals[:n])
+            if old != new:
+                return [
+                    (target, owner(target, old, folds), whole, OLD_KEY),
+                    (target, owner(target, new, folds), whole, NEW_KEY),
+                ]
+        return [(target, owner(target, new, folds), whole, WHOLE)]
 
     def summary_row(self) -> dict[str, list[Any]]:
         """The task's last output row: its summary (`Summary.of` reads it) and nulls."""
@@ -245,6 +316,32 @@ class _Keyer:
             "ends": [[t, p, e] for (t, p), e in self.ends.items()],
         }
         return {"bucket": [None], "rows": [None], "summary": [json.dumps(summary)]}
+
+
+_DELETE_NAME, _UPDATE_NAME = Op.DELETE.value, Op.UPDATE.value
+
+
+@dataclass(frozen=True, slots=True)
+class _Head:
+    """What the order keys of one binlog file of one upstream share (`release.okey`'s head)."""
+
+    upstream: int
+    number: int
+    """The file's number (`BinlogPosition.file_number`)."""
+    text: str
+
+    @staticmethod
+    def of(upstream: int, file: str) -> _Head:
+        number = construct.binlog_position(file, 0, None, upstream).file_number
+        return _Head(upstream, number, okey_head(upstream, number, file))
+
+    def okey(self, offset: int, index: int) -> str:
+        """`release.okey` of (upstream, number, file, offset, index)."""
+        return self.text + okey_tail(offset, index)
+
+
+def _where(at: tuple[str, int, int]) -> str:
+    return "{}[{}]@{}".format(*at)
 
 
 def bucket_of(owner_hash: int) -> int:
@@ -430,23 +527,22 @@ def write_owned(ctx: WriteContext) -> Callable[[Iterator[Any]], Iterator[Any]]:
         assert context is not None  # a task's
         task = context.partitionId()
         with collector_paused():
-            rows = sorted(
-                _events(released(unbundled(batches), ctx.mark), ctx.schemas), key=lambda r: r[0]
-            )
+            rows = sorted(_rows(released(unbundled(batches), ctx.mark)), key=_RELEASE_ORDER)
             if not rows:
                 return
-            router = Router(ctx.routes, ctx.unrouted)
+            tables = _collapsed(rows, Router(ctx.routes, ctx.unrouted), ctx)
             written = marked_transaction(
                 ctx.sink,
                 ctx.state_db,
                 ctx.job,
                 task,
                 (ctx.batch_id, 0, ctx.offsets, ctx.watermark, None),
-                lambda cur: _write(cur, [r[1] for r in rows], router, ctx),
+                lambda cur: _write(cur, tables, ctx),
             )
             # Freed before the collector's pass at the block's end, which would otherwise
-            # traverse every event still held (~1.9 µs a W1 row, measured in process).
+            # traverse every row and image still held (~1.9 µs a W1 row, measured in process).
             rows.clear()
+            tables.clear()
         yield pa.RecordBatch.from_pydict(
             {"task": [task], "rows": [written]}, schema=_arrow("task INT, rows BIGINT")
         )
@@ -502,7 +598,12 @@ def _compact(text: str) -> str:
     binlog position, names, key columns: a third of a W1 row's text, which would cross the
     JVM through the cache and the shuffle and be parsed again for nothing)."""
     h = text.split(SEP, _HEADER_FIELDS)
-    return f"{h[0]}{SEP}{h[3]}{SEP}{h[12]}{SEP}{h[14]}" if len(h) > _HEADER_FIELDS else ""
+    return _compact_fields(h) if len(h) > _HEADER_FIELDS else ""
+
+
+def _compact_fields(h: list[str]) -> str:
+    """`_compact` of a text split at its first `HEADER_FIELDS` separators."""
+    return f"{h[0]}{SEP}{h[3]}{SEP}{h[12]}{SEP}{h[14]}"
 
 
 _SHIPPED_TXN = construct.txn_ref("", 0, None)
@@ -512,60 +613,95 @@ its envelopes name the record by topic, partition and offset."""
 _OPS = {op.value: op for op in Op}
 
 
-def _events(
-    batches: Iterable[Any], schemas: dict[int, TableSchema]
-) -> Iterator[tuple[tuple[Any, ...], Envelope]]:
-    """((ts, source, order key, part), envelope) of each row (`_compact`'s text): the event
-    cut to its half for a key-moving update."""
-    delete, insert = Op.DELETE, Op.INSERT
+Row = tuple[int, str, str, int, str, str, int, int]
+"""A write task's row: (ts, source, order key, part, text, topic, partition, offset), the
+first four its release order (`_RELEASE_ORDER`), `text` `_compact`'s."""
+_RELEASE_ORDER = operator.itemgetter(0, 1, 2, 3)
+"""The merger's release order restricted to a task's rows (a stable sort keeps the read order
+of equal ones, as sorting the events by it did)."""
+
+
+def _rows(batches: Iterable[Any]) -> Iterator[Row]:
+    """The `Row`s of `BUNDLE_SCHEMA` batches."""
     for batch in batches:
         names = batch.schema.names
-        topics, partitions, offsets, sources, tss, okeys, parts, rows = (
+        topics, partitions, offsets, sources, tss, okeys, parts, texts = (
             batch.column(names.index(n)).to_pylist() for n in WRITE_COLUMNS
         )
-        for i in range(batch.num_rows):
-            op_name, schema_id, nb, *literals = rows[i].split(SEP)
-            op, n = _OPS[op_name], int(nb)
-            before = LitImage(literals[:n]) if n >= 0 else None
-            after = LitImage(literals[max(n, 0) :]) if op is not delete else None
-            part = parts[i]
-            if part == OLD_KEY:
-                op, after = delete, None
-            elif part == NEW_KEY:
-                op, before = insert, None
-            sid = int(schema_id)
-            table = schemas[sid]
-            ev = construct.row_change(
-                sources[i],
-                tss[i],
-                op,
-                table.schema,
-                table.table,
-                sid,
-                table.primary_key,
-                before,
-                after,
-                _SHIPPED_TXN,
-                _SHIPPED_AT,
-            )
-            order = (tss[i], sources[i], okeys[i], part)
-            yield order, Envelope(topics[i], partitions[i], offsets[i], ev)
+        yield from zip(tss, sources, okeys, parts, texts, topics, partitions, offsets, strict=True)
 
 
-def _write(cur: Any, envelopes: list[Envelope], router: Router, ctx: WriteContext) -> int:
-    from rowbus.spark_apply.changes import collapse
-    from rowbus.spark_apply.table_writes import write_table
+def _collapsed(rows: list[Row], router: Router, ctx: WriteContext) -> dict[Target, TableChanges]:
+    """The task's rows collapsed per target: from their literal images without an event per
+    row (`changes.collapse_images`), or, when a table needs the events (keyless, another
+    unique key), by `changes.collapse` over them."""
+    from rowbus.spark_apply.changes import collapse, collapse_images
+    from rowbus.spark_apply.shard_writes import SHIPPED
 
-    shards = collapse(
-        envelopes,
+    unique_keys = lambda t: ctx.unique_keys.get(t, ())  # noqa: E731 - collapse's lookups
+    generated = lambda t: ctx.generated.get(t, frozenset())  # noqa: E731
+    folds = lambda t: ctx.folds.get(t, {})  # noqa: E731
+    images = [_images(r[4], r[3]) for r in rows]
+    tables = collapse_images(
+        images,
+        lambda i: _envelope(rows[i], ctx.schemas),
+        SHIPPED,
         router,
         ctx.schemas.get,
-        lambda t, k: 0,
-        lambda t: ctx.unique_keys.get(t, ()),
-        lambda t: ctx.generated.get(t, frozenset()),
-        lambda t: ctx.folds.get(t, {}),
+        unique_keys,
+        generated,
+        folds,
     )
-    tables = shards.get(0, {})
+    if tables is not None:
+        return tables
+    envelopes = [_envelope(r, ctx.schemas) for r in rows]
+    shards = collapse(
+        envelopes, router, ctx.schemas.get, lambda t, k: 0, unique_keys, generated, folds
+    )
+    return shards.get(0, {})
+
+
+_DELETE, _INSERT = Op.DELETE, Op.INSERT
+
+
+def _images(text: str, part: int) -> ImageRow:
+    """(op, schema id, before, after) of `_compact`'s text, cut to its half for a key-moving
+    update (`part`)."""
+    fields = text.split(SEP)
+    op, n = _OPS[fields[0]], int(fields[2])
+    before = fields[3 : 3 + n] if n >= 0 else None
+    after = fields[3 + max(n, 0) :] if op is not _DELETE else None
+    if part == OLD_KEY:
+        op, after = _DELETE, None
+    elif part == NEW_KEY:
+        op, before = _INSERT, None
+    return op, int(fields[1]), before, after
+
+
+def _envelope(row: Row, schemas: dict[int, TableSchema]) -> Envelope:
+    """The envelope of a `Row`: its event with the images as `LitImage`s."""
+    ts, source, _okey, part, text, topic, partition, offset = row
+    op, sid, before, after = _images(text, part)
+    table = schemas[sid]
+    ev = construct.row_change(
+        source,
+        ts,
+        op,
+        table.schema,
+        table.table,
+        sid,
+        table.primary_key,
+        None if before is None else LitImage(before),
+        None if after is None else LitImage(after),
+        _SHIPPED_TXN,
+        _SHIPPED_AT,
+    )
+    return Envelope(topic, partition, offset, ev)
+
+
+def _write(cur: Any, tables: dict[Target, TableChanges], ctx: WriteContext) -> int:
+    from rowbus.spark_apply.table_writes import write_table
+
     for tc in tables.values():
         write_table(cur, tc, ctx.statement_bytes)
     return sum(len(t) for t in tables.values())

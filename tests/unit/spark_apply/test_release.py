@@ -272,7 +272,8 @@ def test_a_write_task_s_compact_row_gives_the_event_s_op_and_images() -> None:
         WRITE_COLUMNS,
         _Bundler,
         _compact,
-        _events,
+        _envelope,
+        _rows,
         released,
         unbundled,
     )
@@ -309,12 +310,12 @@ def test_a_write_task_s_compact_row_gives_the_event_s_op_and_images() -> None:
     # The write task's rows come out as they went in, only those at or below the mark.
     mark = cases[-1][0].ts
     assert [b.num_rows for b in unbundled([bundles])] == [2, 4]
-    got = list(_events(released(unbundled([bundles]), mark), {tbl.schema_id: tbl}))
-    got.sort(key=lambda r: r[0])
-    for (order, env), (ev, part, op), text in zip(got, cases, texts, strict=True):
+    got = sorted(_rows(released(unbundled([bundles]), mark)), key=lambda r: r[:4])
+    for got_row, (ev, part, op), text in zip(got, cases, texts, strict=True):
         assert text is not None
         full = row_event(text, ev.source, ev.ts, {})
-        out = env.event
+        order = got_row[:4]
+        out = _envelope(got_row, {tbl.schema_id: tbl}).event
         assert isinstance(out, RowChange)
         assert order == (ev.ts, ev.source, okey(event_key(ev)), part)
         assert (out.op, out.schema, out.table, out.schema_id) == (
