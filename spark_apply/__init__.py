@@ -19,7 +19,7 @@ Modules, by role:
 - `sink`, `sink_schema`, `table_writes`, `shard_writes`: the MySQL sink (its kind of sink,
   `sink.MySQLRows`), what the sink's information_schema says of a target, collapsed changes
   as SQL, parallel mode's shards;
-- `changes`, `causality`, `keys`, `literals`, `lenient`: the writes (collapse, key conflicts,
+- `changes`, `causality`, `keys`, `literals`, `enum_error`: the writes (collapse, key conflicts,
   the key the sink's collation sees, SQL literals, the ENUM error value a STRICT sink refuses);
 - `iceberg_sink`, `iceberg_schema`, `iceberg_types`: the Iceberg sink (`apply.sink_kind:
   iceberg`, its kind of sink `iceberg_sink.IcebergRows`): a step's rows into Iceberg tables
