@@ -24,7 +24,7 @@ Per batch:
    spanning the waiting table and others is split (`rowbus.merge.hold`; the plan lists
    the splits, the state keeps what is left of each, `PlannerState.split`).
 3. What the merger still holds is the new stash. With a spill store (`spill`, the sink's
-   `pieces.PieceSpill`) it holds at most `memory_limit` events in memory while planning, and
+   `sink_spill.PieceSpill`) it holds at most `memory_limit` events in memory while planning, and
    spills everything it still holds at the end: the state then names chunks of stored pieces
    (`SpilledTxn`, a compact index per transaction), not events, and a released transaction
    is read back lazily (`Rows`) while it is applied. See spark_apply/README.md, "Stash".
