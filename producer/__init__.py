@@ -34,7 +34,7 @@ The data path, one module per step (each testable without services where it can 
     fragments.py   huge transactions published in fragments (PROTOCOL.md §9.1)
     publisher.py   the transactional confluent-kafka producer
     checkpoints.py the last ReaderCheckpoint of a source, from the compacted checkpoints topic
-    positions.py   the reader's configured start position
+    start.py       the reader's configured start position
     server.py      SQL against the source: start-up checks, binlog files and GTIDs
     catalog.py     the source's live tables from information_schema (schemas, definitions)
     locator.py     a start position (GTID, time, file) located in the source's binlog
