@@ -103,7 +103,7 @@ def reader_child(
     began = time.monotonic()
 
     def report() -> None:
-        m = reader.metrics.snapshot()
+        m = reader.metrics.readings()
         out.put(
             {
                 "component": f"reader {name}",

@@ -353,7 +353,7 @@ def run_reader(
     if profiler:
         profiler.disable()
     cpu = time.process_time() - cpu
-    m = reader.metrics.snapshot()
+    m = reader.metrics.readings()
     result: dict[str, Any] = {
         "rows": m["rows"],
         "seconds": marks.get("done", time.perf_counter()) - marks.get("first", began),

@@ -1,8 +1,8 @@
 """The seam around prometheus-client: every long-running process exports its counters here.
 
 Components keep plain counters (`ReaderMetrics`, the merger's stats, `ApplyMetrics`) and know
-nothing of Prometheus; a process registers a `snapshot` function per component and calls
-`serve(port)`. At each scrape the snapshot is turned into metric families:
+nothing of Prometheus; a process registers a `read` function per component (its counters'
+readings) and calls `serve(port)`. At each scrape the readings become metric families:
 
 - a number named ``*_total`` becomes a counter, any other number a gauge;
 - a `LatencyHistogram` becomes a histogram (seconds);
@@ -26,7 +26,8 @@ log = logging.getLogger(__name__)
 # Kafka and sink commits take milliseconds to seconds; the buckets span that.
 BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
-Snapshot = Mapping[str, "float | int | LatencyHistogram | Mapping[str, float | int]"]
+Readings = Mapping[str, "float | int | LatencyHistogram | Mapping[str, float | int]"]
+"""A component's counters as read at one moment (what a scrape exports)."""
 
 
 @dataclass
@@ -70,13 +71,13 @@ class LatencyHistogram:
 @dataclass
 class _Source:
     prefix: str
-    snapshots: Callable[[], Iterable[tuple[Mapping[str, str], Snapshot]]]
+    read: Callable[[], Iterable[tuple[Mapping[str, str], Readings]]]
     """Each component's own labels and counters, read at a scrape."""
     labels: Mapping[str, str]
 
 
 class Exporter:
-    """The metrics of one process: register snapshots, then `serve`."""
+    """The metrics of one process: register each component's `read`, then `serve`."""
 
     def __init__(self) -> None:
         self._sources: list[_Source] = []
@@ -86,32 +87,32 @@ class Exporter:
     def register(
         self,
         prefix: str,
-        snapshot: Callable[[], Snapshot],
+        read: Callable[[], Readings],
         *,
         labels: Mapping[str, str] | None = None,
         static: Mapping[str, str] | None = None,
     ) -> None:
-        """Export `snapshot()` under ``rowbus_<prefix>_<key>``; `labels` names the label of a
+        """Export `read()` under ``rowbus_<prefix>_<key>``; `labels` names the label of a
         keyed mapping (key → label name), `static` labels every series."""
         fixed = dict(static or {})
-        self._sources.append(_Source(prefix, lambda: [(fixed, snapshot())], dict(labels or {})))
+        self._sources.append(_Source(prefix, lambda: [(fixed, read())], dict(labels or {})))
 
     def register_each(
         self,
         prefix: str,
-        snapshots: Callable[[], Mapping[str, Snapshot]],
+        read: Callable[[], Mapping[str, Readings]],
         *,
         label: str,
         labels: Mapping[str, str] | None = None,
         static: Mapping[str, str] | None = None,
     ) -> None:
         """Like `register`, for components that come and go (a reader node's tasks):
-        `snapshots()` maps each one's name to its counters, and its series carry the name as
+        `read()` maps each one's name to its counters, and its series carry the name as
         `label` besides `static`, in the same families as one component's."""
         fixed = dict(static or {})
 
-        def each() -> list[tuple[Mapping[str, str], Snapshot]]:
-            return [({**fixed, label: name}, snap) for name, snap in snapshots().items()]
+        def each() -> list[tuple[Mapping[str, str], Readings]]:
+            return [({**fixed, label: name}, got) for name, got in read().items()]
 
         self._sources.append(_Source(prefix, each, dict(labels or {})))
 
@@ -153,14 +154,14 @@ class _Collector:
         families: dict[str, Any] = {}
         for src in self._sources:
             try:
-                parts = list(src.snapshots())
+                parts = list(src.read())
             except Exception as exc:  # noqa: BLE001 - a component mid-start must not break scrapes
                 log.debug("metrics of %s unavailable: %s", src.prefix, exc)
                 continue
-            for static, snap in parts:
+            for static, readings in parts:
                 names = list(static)
                 values = list(static.values())
-                for key, value in snap.items():
+                for key, value in readings.items():
                     name = f"rowbus_{src.prefix}_{key}"
                     # One family per name: components of one kind (a node's tasks) share it.
                     fam = families.get(name)

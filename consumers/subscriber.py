@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from rowbus.clients.kafka import KafkaReader, read_to_end, records_of
-from rowbus.clients.prometheus import Snapshot
+from rowbus.clients.prometheus import Readings
 from rowbus.consumers.exceptions import SubscriberError
 from rowbus.consumers.stores.base import CheckpointStore, Guarantee, MemoryCheckpointStore
 from rowbus.merge.checkpoint import Lane, TopicPartition
@@ -142,7 +142,7 @@ class Subscriber:
         self._last_report = 0.0
         self.events_read = 0
 
-    def prometheus(self) -> Snapshot:
+    def prometheus(self) -> Readings:
         """What a subscriber's process exports (`rowbus.clients.prometheus`)."""
         merger = self._merger
         if merger is None:

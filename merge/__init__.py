@@ -14,7 +14,7 @@ Used alike by the Subscriber SDK (`rowbus.consumers`) and the Spark apply job
 - `trail`: the checkpoint after each released transaction (resume mid-batch);
 - `transaction`: a restored transaction and its events (in memory or spilled);
 - `spill`: the spill folder for stashed events beyond the memory limit;
-- `state`: the merger's whole state as one record to replay from (`MergerSnapshot`, which the
+- `state`: the merger's whole state as one record to replay from (`MergerState`, which the
   Spark planner's `PlannerState` extends) and its stash entries (`Envelope`);
 - `start`: a requested start position (timestamp, GTID, binlog position) as offsets and floors;
 - `exceptions`: `SubscriberError`, the root of every subscriber-side error;

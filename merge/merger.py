@@ -26,7 +26,7 @@ With a DDL gate (`release(ddl_ready=…)`, shard DDL) a refused DDL holds only i
 A lane that never reports a watermark (a silent source) stalls the merge: `blocked_by()` says
 which lanes hold it back and for how long they have been silent; nothing is ever skipped.
 
-State is a plain value (`snapshot()` → `MergerSnapshot`, `Merger.from_snapshot`) so a batch
+State is a plain value (`state()` → `MergerState`, `Merger.from_state`) so a batch
 planner can replay from it deterministically.
 
 The merger applies the rules and releases; it keeps its state in two parts: `Lanes`
@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import TypeAlias, TypeVar, overload
@@ -49,7 +50,7 @@ from rowbus.merge.lanes import Blocker, Lanes
 from rowbus.merge.positions import Floor, event_key
 from rowbus.merge.spill import DataEvent, Spill
 from rowbus.merge.stash import MergerStats, Pending, Stash, ddl_txn_id, marker_txn_id
-from rowbus.merge.state import MergerSnapshot, Table
+from rowbus.merge.state import MergerState, Table
 from rowbus.merge.trail import CheckpointTrail, Step
 from rowbus.merge.transaction import KafkaPosition, Transaction, TransactionEvents
 from rowbus.protocol.events import (
@@ -74,7 +75,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-S = TypeVar("S", bound=MergerSnapshot)
+S = TypeVar("S", bound=MergerState)
 
 DdlGate: TypeAlias = Callable[[DdlChange, KafkaPosition], bool]
 """Whether a released DDL (read at that position) may go now; see `Merger.release`."""
@@ -157,7 +158,7 @@ class Merger:
 
     def spill_all(self) -> None:
         """Move every buffered event to the spill store (a planner does so before it takes
-        the snapshot it stores: the snapshot then names chunks, not events)."""
+        the state it stores: the state then names chunks, not events)."""
         self._stash.spill_all()
 
     # -- releasing -------------------------------------------------------------------------
@@ -189,9 +190,9 @@ class Merger:
         released now as a transaction of their own (same id and ts, in its place in the
         order), its events on the held tables stay stashed and follow the DDL.
         A source's floor moves past held events when a later transaction (or part) of that
-        source goes, so a caller that gates DDLs resumes from `snapshot()` (which keeps the held
+        source goes, so a caller that gates DDLs resumes from `state()` (which keeps the held
         events and what is left of each split transaction), not from a `Checkpoint` (the Spark
-        planner stores the snapshot with each batch).
+        planner stores the state with each batch).
         """
         stash = self._stash
         ready = stash.due(self._lanes.watermark)
@@ -354,19 +355,19 @@ class Merger:
     # -- state -----------------------------------------------------------------------------
 
     @overload
-    def snapshot(self, *, keep_spilled: bool = False) -> MergerSnapshot: ...
+    def state(self, *, keep_spilled: bool = False) -> MergerState: ...
 
     @overload
-    def snapshot(self, *, keep_spilled: bool = False, into: type[S]) -> S: ...
+    def state(self, *, keep_spilled: bool = False, into: type[S]) -> S: ...
 
-    def snapshot(
-        self, *, keep_spilled: bool = False, into: type[MergerSnapshot] = MergerSnapshot
-    ) -> MergerSnapshot:
+    def state(
+        self, *, keep_spilled: bool = False, into: type[MergerState] = MergerState
+    ) -> MergerState:
         """The whole state as a plain value; spilled events are read back into it, unless
         `keep_spilled`: then a transaction with spilled events is named by its index
-        (`SpilledTxn`, chunks of the spill store, which must outlive the snapshot) and only
+        (`SpilledTxn`, chunks of the spill store, which must outlive the state) and only
         its events still in memory are in the stash. `into`: the record to fill, a
-        `MergerSnapshot` or a subclass that adds fields of its own (with defaults; the Spark
+        `MergerState` or a subclass that adds fields of its own (with defaults; the Spark
         planner's `PlannerState`)."""
         lanes = self._lanes
         stash, spilled = self._stash.entries(keep_spilled)
@@ -384,39 +385,70 @@ class Merger:
         )
 
     @classmethod
-    def from_snapshot(
+    def from_state(
         cls,
-        snapshot: MergerSnapshot,
+        state: MergerState,
         *,
         memory_limit: int | None = None,
         spill: Spill | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> Merger:
-        """A merger in exactly the state `snapshot` was taken in."""
+        """A merger in exactly the state `state` was taken in."""
         merger = cls(
-            snapshot.expected,
-            floors=snapshot.floors,
-            start_offsets=snapshot.offsets,
+            state.expected,
+            floors=state.floors,
+            start_offsets=state.offsets,
             memory_limit=memory_limit,
             spill=spill,
             clock=clock,
         )
         lanes, stash = merger._lanes, merger._stash
-        lanes.watermarks.update(snapshot.watermarks)
-        lanes.raised_at.update(snapshot.raised_at)
-        merger._ts = snapshot.ts
-        if snapshot.spilled and spill is None:
-            raise ValueError("a snapshot naming spilled chunks needs their spill store")
-        for txn in snapshot.spilled:
+        lanes.watermarks.update(state.watermarks)
+        lanes.raised_at.update(state.raised_at)
+        merger._ts = state.ts
+        if state.spilled and spill is None:
+            raise ValueError("a state naming spilled chunks needs their spill store")
+        for txn in state.spilled:
             stash.restore(txn)
-        for env in snapshot.stash:
+        for env in state.stash:
             event = env.event
             if not isinstance(event, DataEvent):
                 raise TypeError(f"{env.position}: a {type(event).__name__} cannot be stashed")
             stash.add((env.topic, env.partition), env.offset, event, event_key(event))
-        stash.restore_split(snapshot.split)
-        lanes.last.update(snapshot.last_seen)
+        stash.restore_split(state.split)
+        lanes.last.update(state.last_seen)
         return merger
+
+    # Deprecated names (docs/subscriber.md, "Renamed"): "snapshot" is the database snapshot
+    # (PROTOCOL.md §9.5); the merger's own record is its state. Kept for code written before.
+
+    @overload
+    def snapshot(self, *, keep_spilled: bool = False) -> MergerState: ...
+
+    @overload
+    def snapshot(self, *, keep_spilled: bool = False, into: type[S]) -> S: ...
+
+    def snapshot(
+        self, *, keep_spilled: bool = False, into: type[MergerState] = MergerState
+    ) -> MergerState:
+        """Deprecated: `state()`."""
+        warnings.warn("Merger.snapshot() is Merger.state()", DeprecationWarning, stacklevel=2)
+        return self.state(keep_spilled=keep_spilled, into=into)
+
+    @classmethod
+    def from_snapshot(
+        cls,
+        snapshot: MergerState,
+        *,
+        memory_limit: int | None = None,
+        spill: Spill | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> Merger:
+        """Deprecated: `from_state()`."""
+        warnings.warn(
+            "Merger.from_snapshot() is Merger.from_state()", DeprecationWarning, stacklevel=2
+        )
+        return cls.from_state(snapshot, memory_limit=memory_limit, spill=spill, clock=clock)
 
     def close(self) -> None:
         """Delete the spill folder, if this merger made one."""

@@ -45,8 +45,8 @@ class Chunk:
 
 class Spill(Protocol):
     """Where a merger moves buffered events: `SpillStore` (local files) or another store with
-    the same contract (the Spark planner keeps them in the sink, `rowbus.spark_apply.pieces`).
-    Chunks are plain values, so a merger's snapshot can name them."""
+    the same contract (the Spark planner keeps them in the sink, `rowbus.spark_apply.sink_spill`).
+    Chunks are plain values, so a merger's state can name them."""
 
     def write(self, items: Iterable[tuple[int, DataEvent]]) -> Chunk: ...
 

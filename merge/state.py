@@ -1,11 +1,11 @@
 """The merger's whole state as a plain value, and its JSON form.
 
-A batch planner stores the snapshot taken after each batch (keyed by batch id) and rebuilds the
-merger from it with `Merger.from_snapshot`, so replaying a batch gives the same output. Events
+A batch planner stores the state taken after each batch (keyed by batch id) and rebuilds the
+merger from it with `Merger.from_state`, so replaying a batch gives the same output. Events
 in the stash are encoded with the protocol's JSON codec, so the form is open.
 
-`MergerSnapshot` is the one record of that state: the Spark planner's `PlannerState` is a
-`MergerSnapshot` with the planner's own fields added (no second copy of the fields, no
+`MergerState` is the one record of that state: the Spark planner's `PlannerState` is a
+`MergerState` with the planner's own fields added (no second copy of the fields, no
 converter between two records); its stash entries are `Envelope`s, an event with its Kafka
 coordinates.
 """
@@ -27,7 +27,7 @@ from rowbus.protocol.events import Event
 Table = tuple[str, str, str | None]
 """(source, schema, table) an event touches."""
 
-S = TypeVar("S", bound="MergerSnapshot")
+S = TypeVar("S", bound="MergerState")
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +119,7 @@ def _chunk(c: Chunk) -> tuple[int, int, int, int]:
 
 
 @dataclass(slots=True)
-class MergerSnapshot:
+class MergerState:
     """Stash + watermarks + last positions (+ floors and offsets), enough to rebuild a merger."""
 
     expected: tuple[Lane, ...] = ()
@@ -135,7 +135,7 @@ class MergerSnapshot:
     stash: list[Envelope] = field(default_factory=list)
     """The held data events, in the merger's order."""
     spilled: tuple[SpilledTxn, ...] = ()
-    """Transactions whose events are in the spill store (`Merger.snapshot(keep_spilled=True)`);
+    """Transactions whose events are in the spill store (`Merger.state(keep_spilled=True)`);
     events of theirs still in memory are in `stash`, after the spilled ones."""
     split: dict[tuple[str, str], int] = field(default_factory=dict)
     """(source, transaction id) → events left of a transaction split by a shard-DDL hold
@@ -170,7 +170,7 @@ class MergerSnapshot:
     @classmethod
     def from_json(cls: type[S], text: str | bytes) -> S:
         """Inverse of `to_json` (a `PlannerState` reads its merger part with it);
-        SubscriberError if `text` is not a snapshot."""
+        SubscriberError if `text` is not a merger's state."""
         try:
             data: dict[str, Any] = json.loads(text)
             marks = data["watermarks"]
@@ -196,4 +196,4 @@ class MergerSnapshot:
                 split={(str(src), str(txn)): int(n) for src, txn, n in data.get("split", ())},
             )
         except (ValueError, KeyError, TypeError, ProtocolError) as exc:
-            raise SubscriberError(f"not a merger snapshot: {exc}") from exc
+            raise SubscriberError(f"not a merger's state: {exc}") from exc

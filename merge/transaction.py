@@ -106,7 +106,7 @@ class TransactionEvents:
         return any(r.chunks for r in self._runs)
 
     def runs(self) -> tuple[Run, ...]:
-        """The per-partition runs (for snapshots)."""
+        """The per-partition runs (for the merger's state)."""
         return self._runs
 
 

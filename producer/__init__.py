@@ -26,7 +26,7 @@ The data path, one module per step (each testable without services where it can 
                    definition)
     online_ddl.py  gh-ost / pt-osc: their tables unpublished, each cut-over RENAME published as
                    the ALTER they made (DM's online-DDL mode; ``reader.online_ddl``)
-    control.py     transaction-control statements of a binlog, classified (pure)
+    txn_control.py transaction-control statements of a binlog, classified (pure)
     assembler.py   events → whole transactions with resume positions (pure)
     batch.py       transactions → records of one Kafka transaction, flush policy (pure)
     records.py     the batcher's events → records: the encoding's seam, rowbus's own (pure)
@@ -34,7 +34,7 @@ The data path, one module per step (each testable without services where it can 
     fragments.py   huge transactions published in fragments (PROTOCOL.md §9.1)
     publisher.py   the transactional confluent-kafka producer
     checkpoints.py the last ReaderCheckpoint of a source, from the compacted checkpoints topic
-    positions.py   the reader's configured start position
+    start.py       the reader's configured start position
     server.py      SQL against the source: start-up checks, binlog files and GTIDs
     catalog.py     the source's live tables from information_schema (schemas, definitions)
     locator.py     a start position (GTID, time, file) located in the source's binlog

@@ -21,9 +21,9 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from rowbus.producer.control import Control, ControlStatement, classify
 from rowbus.producer.exceptions import CorruptBinlogError, ServerMisconfiguredError
 from rowbus.producer.tracker import DdlSchema
+from rowbus.producer.txn_control import TxnControl, TxnControlStatement, classify
 from rowbus.protocol.ddl import (
     DdlKind,
     DdlParseError,
@@ -491,33 +491,33 @@ class TransactionAssembler:
         self._start(q.end - q.size)
         return self._close(q.end, q.timestamp)
 
-    def _control(self, q: Query, control: ControlStatement) -> Transaction | None:
+    def _control(self, q: Query, control: TxnControlStatement) -> Transaction | None:
         txn = self._open
         match control.kind:
-            case Control.BEGIN | Control.XA_START:
+            case TxnControl.BEGIN | TxnControl.XA_START:
                 if txn is None:
                     self._start(q.end - q.size)
                 return None
-            case Control.COMMIT | Control.ROLLBACK:
+            case TxnControl.COMMIT | TxnControl.ROLLBACK:
                 # A ROLLBACK ending a group: what it holds are writes to non-transactional
                 # tables, which stay (the server dropped the transactional ones already).
                 return self._close(q.end, q.timestamp)
-            case Control.XA_COMMIT_ONE_PHASE:
+            case TxnControl.XA_COMMIT_ONE_PHASE:
                 if txn is not None and txn.xid in (None, control.name):
                     return self._close(q.end, q.timestamp)
                 return self._xa_finish(q, control.name, commit=True)
-            case Control.XA_COMMIT | Control.XA_ROLLBACK:
-                return self._xa_finish(q, control.name, commit=control.kind is Control.XA_COMMIT)
-            case Control.XA_END | Control.XA_PREPARE:
+            case TxnControl.XA_COMMIT | TxnControl.XA_ROLLBACK:
+                return self._xa_finish(q, control.name, commit=control.kind is TxnControl.XA_COMMIT)
+            case TxnControl.XA_END | TxnControl.XA_PREPARE:
                 if txn is not None:
                     txn.xid = control.name
                 return None
-            case Control.SAVEPOINT:
+            case TxnControl.SAVEPOINT:
                 if txn is not None:
                     txn.savepoints = [s for s in txn.savepoints if s[0] != control.name]
                     txn.savepoints.append((control.name, len(txn.changes)))
                 return None
-            case Control.ROLLBACK_TO | Control.RELEASE:
+            case TxnControl.ROLLBACK_TO | TxnControl.RELEASE:
                 if txn is None:
                     return None
                 names = [s[0] for s in txn.savepoints]
@@ -531,7 +531,7 @@ class TransactionAssembler:
                     )
                     return None
                 at = names.index(control.name)
-                if control.kind is Control.ROLLBACK_TO:
+                if control.kind is TxnControl.ROLLBACK_TO:
                     # As a replica does: the changes after the savepoint are undone.
                     del txn.changes[txn.savepoints[at][1] :]
                     del txn.savepoints[at + 1 :]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from rowbus.producer.assembler import TransactionAssembler
 from rowbus.producer.binlog import TRANSACTION_EVENTS, BinlogStream
 from rowbus.producer.exceptions import BadStartPositionError, ServerMisconfiguredError
-from rowbus.producer.positions import GtidState, StartPosition, is_mariadb_gtid
+from rowbus.producer.start import GtidState, StartPosition, is_mariadb_gtid
 from rowbus.producer.tables import TableFilter
 from rowbus.protocol.events import BinlogPosition
 from rowbus.protocol.positions import parse_gtid_set

@@ -6,7 +6,7 @@ import resource
 from collections import Counter
 from dataclasses import dataclass, field
 
-from rowbus.clients.prometheus import LatencyHistogram, Snapshot
+from rowbus.clients.prometheus import LatencyHistogram, Readings
 
 
 @dataclass
@@ -46,7 +46,8 @@ class ReaderMetrics:
         if len(self.commit_latency_ms) > 1000:
             del self.commit_latency_ms[:500]
 
-    def snapshot(self) -> dict[str, float]:
+    def readings(self) -> dict[str, float]:
+        """The counters as read now (the reader's exit log, benchmarks)."""
         lat = sorted(self.commit_latency_ms)
         return {
             "events": self.events,
@@ -64,7 +65,7 @@ class ReaderMetrics:
             "xa_prepared_oldest_s": self.xa_prepared_oldest_s,
         }
 
-    def prometheus(self) -> Snapshot:
+    def prometheus(self) -> Readings:
         """What the reader's process exports (`rowbus.clients.prometheus`)."""
         return {
             "events_total": self.events,

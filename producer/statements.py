@@ -20,11 +20,11 @@ import pymysql
 from pymysql.charset import charset_by_id
 
 from rowbus.producer.assembler import Query
-from rowbus.producer.control import classify
 from rowbus.producer.online_ddl import OnlineDdl, is_tool_table
 from rowbus.producer.streamtables import position_at
 from rowbus.producer.tables import TableFilter
 from rowbus.producer.tracker import DdlSchema, SchemaTracker
+from rowbus.producer.txn_control import classify
 from rowbus.protocol.ddl import DdlParseError, parse_ddl
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,6 @@ from rowbus.producer.exceptions import (
 )
 from rowbus.producer.history import BinlogResetError, check_history
 from rowbus.producer.online_ddl import OnlineDdl, binlog_history
-from rowbus.producer.positions import GtidState, parse_start
 from rowbus.producer.publisher import KafkaPublisher
 from rowbus.producer.records import NativeRecords, Records, Topics
 from rowbus.producer.server import SourceServer
@@ -37,6 +36,7 @@ from rowbus.producer.settings import ReaderSettings, Services, snapshot_mode
 from rowbus.producer.snapshot.incremental import Incremental
 from rowbus.producer.snapshot.initial import Prepared, prepare
 from rowbus.producer.snapshot.state import SnapshotState
+from rowbus.producer.start import GtidState, parse_start
 from rowbus.producer.tables import TableFilter
 from rowbus.producer.tracker import PositionKey, SchemaTracker
 from rowbus.protocol.codec import Encoding

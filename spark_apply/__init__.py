@@ -11,7 +11,7 @@ Modules, by role:
 - `job`: the query and its foreachBatch;
 - `source`, `rendered`, `boundaries`: Kafka read on the executors, records rendered there,
   each partition's last read offsets checked again before reading on;
-- `planner`, `pieces`, `state_store`, `collector`: the batch plan over the merge engine, its
+- `planner`, `sink_spill`, `state_store`, `collector`: the batch plan over the merge engine, its
   stash and state in the sink, the paused garbage collector;
 - `sinks`, `ledger`, `sink_conn`: the seam every kind of sink plugs into (`sinks.SinkKind`)
   and the step loop over it (`sinks.Sink`), the job's head, checkpoints, state and gates in
@@ -19,7 +19,7 @@ Modules, by role:
 - `sink`, `sink_schema`, `table_writes`, `shard_writes`: the MySQL sink (its kind of sink,
   `sink.MySQLRows`), what the sink's information_schema says of a target, collapsed changes
   as SQL, parallel mode's shards;
-- `changes`, `causality`, `keys`, `literals`, `lenient`: the writes (collapse, key conflicts,
+- `changes`, `causality`, `keys`, `literals`, `enum_error`: the writes (collapse, key conflicts,
   the key the sink's collation sees, SQL literals, the ENUM error value a STRICT sink refuses);
 - `iceberg_sink`, `iceberg_schema`, `iceberg_types`: the Iceberg sink (`apply.sink_kind:
   iceberg`, its kind of sink `iceberg_sink.IcebergRows`): a step's rows into Iceberg tables

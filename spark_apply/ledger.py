@@ -9,7 +9,7 @@
   and the watermark; its primary key makes a second application of the same part fail.
 - ``apply_state_header``, ``apply_stash`` and ``apply_stash_pieces``: the planner state
   (watermarks + the stash's index) after each complete batch and the held events themselves,
-  in pieces of bounded size (`rowbus.spark_apply.state_store`, `rowbus.spark_apply.pieces`);
+  in pieces of bounded size (`rowbus.spark_apply.state_store`, `rowbus.spark_apply.sink_spill`);
   ``apply_state`` (one value per batch) is only read, for a sink written by an older version.
 - ``apply_gate``: the DDL gate answers a batch was planned with, stored before any part of it
   commits, so a replay of a partly applied batch plans the same steps (`stored_gates`).
@@ -36,11 +36,11 @@ from pymysql.connections import Connection
 
 from rowbus.clients.mysql import quote
 from rowbus.spark_apply.exceptions import ApplyError, CheckpointConflictError
-from rowbus.spark_apply.pieces import PieceSpill
 from rowbus.spark_apply.planner import Plan, PlannerState
 from rowbus.spark_apply.rendered import Wire
 from rowbus.spark_apply.settings import SinkConnection
 from rowbus.spark_apply.sink_conn import connect_sink, db_errors
+from rowbus.spark_apply.sink_spill import PieceSpill
 from rowbus.spark_apply.snapshots import SeenSets
 from rowbus.spark_apply.state_store import StateStore, piece_size
 

@@ -6,7 +6,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from rowbus.clients.prometheus import LatencyHistogram, Snapshot
+from rowbus.clients.prometheus import LatencyHistogram, Readings
 from rowbus.protocol.hlc import physical_ms
 
 
@@ -34,7 +34,7 @@ class ApplyMetrics:
     fallbacks: Counter[str] = field(default_factory=Counter)
     """Throughput mode: batches the merger planned on the driver, by reason."""
 
-    def prometheus(self) -> Snapshot:
+    def prometheus(self) -> Readings:
         lag = max(0, int(time.time() * 1000) - physical_ms(self.watermark_ts))
         return {
             "batches_total": self.batches,

@@ -5,8 +5,8 @@ function of the stored state and the batch's records, so a replayed batch (same 
 same records) computes exactly the same plan. The state it returns is what the sink stores with
 the batch's checkpoint.
 
-There is one merge engine: a batch rebuilds the `Merger` from the stored snapshot
-(`Merger.from_snapshot`), pushes the batch's records in Kafka order, and releases what the
+There is one merge engine: a batch rebuilds the `Merger` from the stored state
+(`Merger.from_state`), pushes the batch's records in Kafka order, and releases what the
 merger releases — the same transactions, in the same order, as a `Subscriber` reading the same
 records: de-duplication by the protocol's order key, `txn.count` completeness (so a fragmented
 transaction, PROTOCOL.md §9.1, is released whole or not at all), every source seen on a topic
@@ -24,7 +24,7 @@ Per batch:
    spanning the waiting table and others is split (`rowbus.merge.hold`; the plan lists
    the splits, the state keeps what is left of each, `PlannerState.split`).
 3. What the merger still holds is the new stash. With a spill store (`spill`, the sink's
-   `pieces.PieceSpill`) it holds at most `memory_limit` events in memory while planning, and
+   `sink_spill.PieceSpill`) it holds at most `memory_limit` events in memory while planning, and
    spills everything it still holds at the end: the state then names chunks of stored pieces
    (`SpilledTxn`, a compact index per transaction), not events, and a released transaction
    is read back lazily (`Rows`) while it is applied. See spark_apply/README.md, "Stash".
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field, replace
 from rowbus.merge.checkpoint import Lane, TopicPartition
 from rowbus.merge.merger import Merger, Split
 from rowbus.merge.spill import Spill
-from rowbus.merge.state import Envelope, MergerSnapshot
+from rowbus.merge.state import Envelope, MergerState
 from rowbus.merge.transaction import KafkaPosition, TransactionEvents
 from rowbus.protocol.codec import decode, encode
 from rowbus.protocol.events import DdlChange, Event, RowChange, SnapshotBegin, SnapshotEnd
@@ -109,10 +109,10 @@ class Step:
 
 
 @dataclass(slots=True)
-class PlannerState(MergerSnapshot):
+class PlannerState(MergerState):
     """What one batch leaves to the next: the merger's state (lanes, watermarks, the last
     order key per lane, floors, the next Kafka offset per partition, the stash of envelopes in
-    the merger's order) — it *is* a `MergerSnapshot`, the merger rebuilds from it as it is —
+    the merger's order) — it *is* a `MergerState`, the merger rebuilds from it as it is —
     and the planner's own fields below."""
 
     released_through: int = -1
@@ -150,7 +150,7 @@ class PlannerState(MergerSnapshot):
         return replace(self, stash=[])
 
     def to_bytes(self) -> bytes:
-        """A stable binary form: a JSON header (the merger snapshot without its stash), then
+        """A stable binary form: a JSON header (the merger's state without its stash), then
         the stash events (protobuf), framed."""
         blobs = [encode(e.event)[0] for e in self.stash]
         header = {
@@ -247,12 +247,12 @@ def plan(
 
     `spill`: where held events go (chunks `previous` names must be readable there); the
     merger keeps at most `memory_limit` events in memory and the new state holds none."""
-    snapshot = previous
-    if not snapshot.expected:
-        snapshot = replace(snapshot, expected=tuple(sorted(set(expected))))
+    start = previous
+    if not start.expected:
+        start = replace(start, expected=tuple(sorted(set(expected))))
     # A constant clock: nothing of the plan may depend on when it is computed.
-    merger = Merger.from_snapshot(
-        snapshot,
+    merger = Merger.from_state(
+        start,
         clock=lambda: 0.0,
         spill=spill,
         memory_limit=memory_limit if spill is not None else None,
@@ -286,7 +286,7 @@ def plan(
         merger.spill_all()
     held = merger.oldest_held()
     blockers = tuple(str(b) for b in merger.blocked_by(timed=False)) if held else ()
-    state = merger.snapshot(keep_spilled=spill is not None, into=PlannerState)
+    state = merger.state(keep_spilled=spill is not None, into=PlannerState)
     bound = max(merger.watermark, previous.released_through)
     state.released_through = bound
     dropped = merger.stats.duplicates + merger.stats.behind_floor

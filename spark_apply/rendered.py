@@ -8,7 +8,7 @@ builds from those columns a `RowChange` whose images are `literals.LitImage`s (`
 never decoding a value: the planner orders it like any row, collapse keys it by its literals
 and the statements join them. Such an event must never be encoded (its images are not
 values): the spill writes the record's own protobuf bytes for it instead (`Wire`,
-`pieces.PieceSpill`), which decode to the very event the record holds.
+`sink_spill.PieceSpill`), which decode to the very event the record holds.
 """
 
 from __future__ import annotations

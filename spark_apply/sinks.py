@@ -29,10 +29,10 @@ from rowbus.protocol.events import DdlChange, SnapshotBegin, SnapshotEnd
 from rowbus.routing.routes import Target
 from rowbus.spark_apply.exceptions import CheckpointConflictError
 from rowbus.spark_apply.ledger import Checkpoint, Head, Ledger, offsets_json
-from rowbus.spark_apply.pieces import PieceSpill
 from rowbus.spark_apply.planner import Envelope, Plan, PlannerState, Step
 from rowbus.spark_apply.rendered import Wire
 from rowbus.spark_apply.sink_conn import db_errors
+from rowbus.spark_apply.sink_spill import PieceSpill
 from rowbus.spark_apply.snapshots import SeenSets
 
 log = logging.getLogger(__name__)

@@ -4,10 +4,10 @@ Today's layout (written since the stash moved out of the driver, see spark_apply
 
 - ``apply_state_header`` (one row per batch): `header` is the marker ``RBS3``, `base` the
   oldest piece segment the state refers to, `stash_events` the events it holds;
-- ``apply_stash`` (job, batch id, seq): the state's bytes (`PlannerState.to_bytes`: the merger
-  snapshot with the stash's *index*, `SpilledTxn`s naming chunks) cut into pieces;
+- ``apply_stash`` (job, batch id, seq): the state's bytes (`PlannerState.to_bytes`: the merger's
+  state with the stash's *index*, `SpilledTxn`s naming chunks) cut into pieces;
 - ``apply_stash_pieces`` (job, segment, byte start): the events themselves, the byte stream a
-  batch's `pieces.PieceSpill` spilled (segment = that batch's id), cut into pieces. Written
+  batch's `sink_spill.PieceSpill` spilled (segment = that batch's id), cut into pieces. Written
   once, by the batch that spilled them, and only if its state refers to them; deleted in the
   transaction of the first batch after which neither of the two kept states refers to them
   (a segment older than every kept state's `base`).
@@ -41,8 +41,8 @@ from typing import Any
 
 from rowbus.protocol.codec import decode, encode
 from rowbus.protocol.events import DdlChange, RowChange, SnapshotBegin, SnapshotEnd
-from rowbus.spark_apply.pieces import Fetch, PieceSpill
 from rowbus.spark_apply.planner import Envelope, PlannerState
+from rowbus.spark_apply.sink_spill import Fetch, PieceSpill
 
 PIECE_BYTES = 1 << 20
 """The largest piece written, unless the server's max_allowed_packet asks for less."""

@@ -18,7 +18,7 @@ from pymysql.connections import Connection
 from rowbus.clients import mysql
 from rowbus.protocol.values import Value
 from rowbus.routing.routes import Target
-from rowbus.spark_apply import lenient
+from rowbus.spark_apply import enum_error
 from rowbus.spark_apply.changes import (
     STATEMENT_BYTES,
     TableChanges,
@@ -95,7 +95,7 @@ def write_table(cur: Any, tc: TableChanges, max_bytes: int = STATEMENT_BYTES) ->
     for _key, (cols, values, _env) in tc.upserts.items():
         groups.setdefault(cols, []).append(values)
     for cols, rows in groups.items():
-        lenient.upsert(cur, tc.target, cols, tc.key_columns, rows, max_bytes)
+        enum_error.upsert(cur, tc.target, cols, tc.key_columns, rows, max_bytes)
     for sql in keyless_statements(tc.target, tc.ordered, rendered=True):
         if cur.execute(sql) == 0:
             # The sink does not hold the row the source changed: it drifted (or was edited).

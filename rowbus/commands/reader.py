@@ -137,7 +137,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
     with serving_metrics(port, register, f"reader {reader.reader_id}"):
         reader.run(stop)
-    log.warning("reader %s stopped: %s", reader.reader_id, reader.metrics.snapshot())
+    log.warning("reader %s stopped: %s", reader.reader_id, reader.metrics.readings())
     return 0
 
 

@@ -195,7 +195,7 @@ def test_spark_apply_writes_every_value_as_the_source_has_it(
     from rowbus.routing.routes import RouteSettings
 
     # Every case, the ENUM error value included (a STRICT sink writes it in a statement of its
-    # own under a lenient sql_mode: rowbus.spark_apply.lenient).
+    # own under a lenient sql_mode: rowbus.spark_apply.enum_error).
     cases = list(CASES)
     routes = [RouteSettings(match=f"{setup.database}.{c.table}") for c in cases]
     config = job_config(

@@ -10,10 +10,10 @@ import pytest
 
 from rowbus.clients.settings import SourceConnection
 from rowbus.producer.exceptions import FencedError, PositionPurgedError, ServerMisconfiguredError
-from rowbus.producer.positions import parse_start
 from rowbus.producer.publisher import KafkaPublisher
 from rowbus.producer.reader import derived_server_id
 from rowbus.producer.server import SourceServer
+from rowbus.producer.start import parse_start
 from rowbus.protocol.events import BinlogPosition
 from rowbus.waiting import wait_for
 from tests.conftest import connect

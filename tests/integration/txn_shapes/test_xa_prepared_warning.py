@@ -52,7 +52,7 @@ def test_a_long_prepared_xa_is_warned_about_and_exported(
         with reader_thread(setup, heartbeat_interval_s=0.3, xa_prepared_warn_s=1.0) as reader:
             m = reader.metrics
             # the reader has its start position (a heartbeat is published only after it)
-            wait_for(lambda: m.heartbeats > 0, 60, lambda: f"a first heartbeat: {m.snapshot()}")
+            wait_for(lambda: m.heartbeats > 0, 60, lambda: f"a first heartbeat: {m.readings()}")
             with connect(server, db) as conn, conn.cursor() as cur:
                 cur.execute(f"XA START '{xid}'")
                 cur.execute("INSERT INTO a VALUES (1)")
@@ -61,7 +61,7 @@ def test_a_long_prepared_xa_is_warned_about_and_exported(
             wait_for(
                 lambda: any(hex_xid in k for k in m.xa_prepared_age_s),
                 timeout=60,
-                what=lambda: f"the prepared XA transaction in the metrics: {m.snapshot()}",
+                what=lambda: f"the prepared XA transaction in the metrics: {m.readings()}",
             )
             assert m.xa_prepared == 1
             [age] = m.xa_prepared_age_s.values()
@@ -74,7 +74,7 @@ def test_a_long_prepared_xa_is_warned_about_and_exported(
             wait_for(
                 lambda: m.xa_prepared == 0,
                 timeout=60,
-                what=lambda: f"the metrics to clear: {m.snapshot()}",
+                what=lambda: f"the metrics to clear: {m.readings()}",
             )
             assert m.xa_prepared_age_s == {}
             # still one warning: it is named once, not at every check

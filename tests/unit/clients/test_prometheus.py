@@ -7,7 +7,7 @@ import urllib.request
 from rowbus.clients.prometheus import Exporter, LatencyHistogram
 
 
-def test_a_snapshot_becomes_metric_families() -> None:
+def test_readings_become_metric_families() -> None:
     hist = LatencyHistogram()
     for seconds in (0.003, 0.02, 0.02, 4.0):
         hist.observe(seconds)
@@ -52,7 +52,7 @@ def test_served_over_http_on_loopback() -> None:
         exporter.close()
 
 
-def test_a_failing_snapshot_does_not_break_the_scrape() -> None:
+def test_a_failing_read_does_not_break_the_scrape() -> None:
     def broken() -> dict[str, int]:
         raise RuntimeError("not started")
 

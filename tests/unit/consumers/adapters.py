@@ -15,7 +15,7 @@ from typing import Protocol
 from rowbus.merge.checkpoint import Lane
 from rowbus.merge.merger import Merger, ddl_txn_id, marker_txn_id
 from rowbus.merge.spill import DataEvent
-from rowbus.merge.state import MergerSnapshot
+from rowbus.merge.state import MergerState
 from rowbus.protocol.events import DdlChange, Event, SnapshotBegin, SnapshotEnd
 from rowbus.spark_apply.planner import Envelope, PlannerState, plan
 
@@ -47,9 +47,9 @@ class SubscriberAdapter:
         ]
 
     def restarted(self) -> SubscriberAdapter:
-        snapshot = MergerSnapshot.from_json(self.merger.snapshot().to_json())
+        state = MergerState.from_json(self.merger.state().to_json())
         again = SubscriberAdapter([])
-        again.merger = Merger.from_snapshot(snapshot)
+        again.merger = Merger.from_state(state)
         return again
 
     def close(self) -> None:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from rowbus.merge.checkpoint import Checkpoint
 from rowbus.merge.merger import Merger
-from rowbus.merge.state import MergerSnapshot
+from rowbus.merge.state import MergerState
 from rowbus.merge.transaction import KafkaPosition, Transaction
 from rowbus.protocol.events import (
     BinlogPosition,
@@ -86,7 +86,7 @@ def test_output_equals_sorted_reference(
 @SETTINGS
 @pytest.mark.parametrize("adapter", sorted(ADAPTERS))
 @given(scenario=scenarios(), data=st.data())
-def test_resume_from_snapshot_loses_and_repeats_nothing(
+def test_resume_from_state_loses_and_repeats_nothing(
     adapter: str, scenario: Scenario, data: st.DataObject
 ) -> None:
     first = ADAPTERS[adapter](scenario.lanes, memory_limit=data.draw(st.sampled_from([None, 2])))
@@ -102,14 +102,14 @@ def test_resume_from_snapshot_loses_and_repeats_nothing(
 
 @SETTINGS
 @given(scenario=scenarios(), data=st.data())
-def test_snapshot_offsets_are_where_a_rebuilt_merger_reads_on(
+def test_state_offsets_are_where_a_rebuilt_merger_reads_on(
     scenario: Scenario, data: st.DataObject
 ) -> None:
     first = Merger(scenario.lanes, memory_limit=data.draw(st.sampled_from([None, 2])))
     cursors = dict.fromkeys(scenario.partitions, 0)
     feed(data, first, scenario, cursors, [], stop_after=data.draw(st.integers(0, 40)))
-    snapshot = MergerSnapshot.from_json(first.snapshot().to_json())
-    assert dict(snapshot.offsets) == {tp: c for tp, c in cursors.items() if c}
+    state = MergerState.from_json(first.state().to_json())
+    assert dict(state.offsets) == {tp: c for tp, c in cursors.items() if c}
     first.close()
 
 

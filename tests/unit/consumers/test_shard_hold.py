@@ -9,12 +9,14 @@ split: its part on M goes now (same id, ts, order), its part on A follows A's DD
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from rowbus.merge.hold import hold
 from rowbus.merge.merger import Merger
 from rowbus.merge.spill import SpillStore
-from rowbus.merge.state import MergerSnapshot
+from rowbus.merge.state import MergerState
 from rowbus.merge.transaction import KafkaPosition, Transaction
 from rowbus.protocol.events import BinlogPosition, DdlChange, Event, Resolved
 from rowbus.testing import events
@@ -160,7 +162,7 @@ def test_a_split_keeps_the_resume_offset_at_its_held_part_only() -> None:
 
 @pytest.mark.parametrize("keep_spilled", [False, True], ids=["stash", "spilled"])
 def test_a_split_remainder_survives_a_restart_once(keep_spilled: bool) -> None:
-    """Release with a split, snapshot, rebuild (the records re-read as a restarted reader
+    """Release with a split, take the state, rebuild (the records re-read as a restarted reader
     would), open the gate: every row exactly once, the held part after its DDL."""
     spill = SpillStore()
     merger = Merger(LANES, memory_limit=1 if keep_spilled else None, spill=spill)
@@ -169,10 +171,10 @@ def test_a_split_remainder_survives_a_restart_once(keep_spilled: bool) -> None:
     before = drain(merger, Gate())
     if keep_spilled:
         merger.spill_all()
-    snap = merger.snapshot(keep_spilled=keep_spilled)
+    state = merger.state(keep_spilled=keep_spilled)
     if not keep_spilled:
-        snap = MergerSnapshot.from_json(snap.to_json())
-    rebuilt = Merger.from_snapshot(snap, spill=spill)
+        state = MergerState.from_json(state.to_json())
+    rebuilt = Merger.from_state(state, spill=spill)
     # everything read before comes again (a partition re-read from its resume offset):
     # nothing of it may come out a second time
     replay = {0: 0, 1: 0}
@@ -202,3 +204,47 @@ def test_the_hold_rule() -> None:
     assert (hold({"m"}, held).held, hold({"m"}, held).split) == (False, False)
     split = hold({"a", "m"}, held)
     assert (split.go, split.stay, split.split, split.held) == ({"m"}, {"a"}, True, True)
+
+
+STORED = Path(__file__).with_name("merger_state_stored.jsonl")
+"""The state this scenario leaves (stash, then spilled), as the code wrote it before the merger's
+record was renamed from `MergerSnapshot` to `MergerState`: one JSON document a line."""
+
+
+def _held_state_merger(keep_spilled: bool, spill: SpillStore) -> Merger:
+    merger = Merger(LANES, memory_limit=1 if keep_spilled else None, spill=spill)
+    push_all(merger, records(), {})
+    drain(merger, Gate())
+    if keep_spilled:
+        merger.spill_all()
+    return merger
+
+
+@pytest.mark.parametrize("keep_spilled", [False, True], ids=["stash", "spilled"])
+def test_the_stored_state_is_byte_identical_across_the_rename(keep_spilled: bool) -> None:
+    """A planner's stored state outlives the code that wrote it: the renamed record writes the
+    very document the old one did, and reads the old one back to the same bytes."""
+    stored = STORED.read_text().splitlines()[keep_spilled]
+    spill = SpillStore()
+    merger = _held_state_merger(keep_spilled, spill)
+    assert merger.state(keep_spilled=keep_spilled).to_json() == stored
+    assert MergerState.from_json(stored).to_json() == stored
+    rebuilt = Merger.from_state(MergerState.from_json(stored), spill=spill)
+    assert rebuilt.state(keep_spilled=keep_spilled).to_json() == stored
+    merger.close()
+    rebuilt.close()
+    spill.close()
+
+
+def test_the_old_state_names_still_work_and_say_they_are_deprecated() -> None:
+    spill = SpillStore()
+    merger = _held_state_merger(True, spill)
+    with pytest.warns(DeprecationWarning, match=r"Merger\.state\(\)"):
+        old = merger.snapshot(keep_spilled=True)
+    assert old.to_json() == merger.state(keep_spilled=True).to_json()
+    with pytest.warns(DeprecationWarning, match=r"Merger\.from_state\(\)"):
+        rebuilt = Merger.from_snapshot(old, spill=spill)
+    assert rebuilt.state(keep_spilled=True).to_json() == old.to_json()
+    merger.close()
+    rebuilt.close()
+    spill.close()

@@ -13,7 +13,7 @@ from rowbus.producer.assembler import (
     XaPrepare,
     Xid,
 )
-from rowbus.producer.control import Control, classify
+from rowbus.producer.txn_control import TxnControl, classify
 from rowbus.protocol.events import ColumnSchema, Op, TableSchema
 
 T = TableSchema("db", "t", (ColumnSchema("id", "int"),), ("id",))
@@ -34,18 +34,18 @@ def begin(a: TransactionAssembler, gtid: str, end: int) -> None:
 def test_classify_control_statements() -> None:
     assert classify("SAVEPOINT `sp1`") is not None
     sp = classify("SAVEPOINT `Sp1`")
-    assert sp is not None and (sp.kind, sp.name) == (Control.SAVEPOINT, "sp1")
+    assert sp is not None and (sp.kind, sp.name) == (TxnControl.SAVEPOINT, "sp1")
     back = classify("ROLLBACK TO `sp1`")
-    assert back is not None and (back.kind, back.name) == (Control.ROLLBACK_TO, "sp1")
+    assert back is not None and (back.kind, back.name) == (TxnControl.ROLLBACK_TO, "sp1")
     back = classify("rollback work to savepoint sp1")
-    assert back is not None and (back.kind, back.name) == (Control.ROLLBACK_TO, "sp1")
+    assert back is not None and (back.kind, back.name) == (TxnControl.ROLLBACK_TO, "sp1")
     rel = classify("RELEASE SAVEPOINT sp1")
-    assert rel is not None and rel.kind is Control.RELEASE
+    assert rel is not None and rel.kind is TxnControl.RELEASE
     assert classify("ROLLBACK") == classify(" rollback ")
     xa = classify("XA COMMIT X'7831',X'',1")
-    assert xa is not None and (xa.kind, xa.name) == (Control.XA_COMMIT, "X'7831',X'',1")
+    assert xa is not None and (xa.kind, xa.name) == (TxnControl.XA_COMMIT, "X'7831',X'',1")
     one = classify("XA COMMIT 'x' ONE PHASE")
-    assert one is not None and one.kind is Control.XA_COMMIT_ONE_PHASE
+    assert one is not None and one.kind is TxnControl.XA_COMMIT_ONE_PHASE
     assert classify("CREATE TABLE savepoint_log (id INT)") is None
 
 

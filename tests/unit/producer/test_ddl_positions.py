@@ -6,7 +6,7 @@ import pytest
 
 from rowbus.producer.exceptions import BadStartPositionError
 from rowbus.producer.locator import _gtid_targets
-from rowbus.producer.positions import GtidState, parse_start
+from rowbus.producer.start import GtidState, parse_start
 from rowbus.protocol.ddl import parse_ddl
 
 

@@ -7,7 +7,7 @@ import pytest
 from rowbus.consumers.exceptions import StartPositionError
 from rowbus.merge.start import StartFrom
 from rowbus.producer.exceptions import BadStartPositionError
-from rowbus.producer.positions import parse_start as reader_start
+from rowbus.producer.start import parse_start as reader_start
 from rowbus.protocol.positions import parse_gtid, parse_gtid_set, parse_start
 
 

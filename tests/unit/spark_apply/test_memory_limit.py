@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from rowbus.protocol.events import Op, Resolved
 from rowbus.spark_apply.job import STASH_MEMORY_EVENTS, _memory_limit
-from rowbus.spark_apply.pieces import PieceSpill
 from rowbus.spark_apply.planner import Envelope, PlannerState, plan
+from rowbus.spark_apply.sink_spill import PieceSpill
 from tests.unit.spark_apply.events import row, table
 
 LANES = [(f"top{s}", p, f"s{s}") for s in range(2) for p in range(3)]

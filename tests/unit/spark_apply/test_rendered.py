@@ -37,7 +37,6 @@ from rowbus.spark_apply.literals import (
     row_literal,
     row_of_literals,
 )
-from rowbus.spark_apply.pieces import PieceSpill
 from rowbus.spark_apply.planner import Envelope
 from rowbus.spark_apply.rendered import (
     ROW_COLUMN,
@@ -49,6 +48,7 @@ from rowbus.spark_apply.rendered import (
     rendered_row,
     row_event,
 )
+from rowbus.spark_apply.sink_spill import PieceSpill
 from rowbus.spark_apply.source import KafkaRange, _append, append_messages, arrow_schema
 from rowbus.spark_apply.table_writes import write_table
 from rowbus.testing.messages import Message

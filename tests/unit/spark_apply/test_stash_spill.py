@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from rowbus.protocol import golden
 from rowbus.protocol.events import Op
-from rowbus.spark_apply.pieces import PieceSpill
 from rowbus.spark_apply.planner import Envelope, Plan, PlannerState, plan
+from rowbus.spark_apply.sink_spill import PieceSpill
 from rowbus.spark_apply.state_store import frames, unframe
 from tests.unit.spark_apply.events import ddl, resolved, row, table
 

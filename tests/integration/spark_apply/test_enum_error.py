@@ -10,7 +10,7 @@ import pytest
 
 from rowbus.config import Settings
 from rowbus.routing.routes import Target
-from rowbus.spark_apply.lenient import upsert
+from rowbus.spark_apply.enum_error import upsert
 from rowbus.spark_apply.literals import as_literals
 from tests.conftest import connect
 

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 
 
-class Control(enum.Enum):
+class TxnControl(enum.Enum):
     BEGIN = "BEGIN"
     COMMIT = "COMMIT"
     ROLLBACK = "ROLLBACK"
@@ -33,23 +33,23 @@ class Control(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class ControlStatement:
-    kind: Control
+class TxnControlStatement:
+    kind: TxnControl
     name: str = ""
     """The savepoint name (lower case: names are case-insensitive) or the XA xid as written."""
 
 
 _NAME = r"(`(?:[^`]|``)+`|[^\s;]+)"
-_PATTERNS: list[tuple[re.Pattern[str], Control]] = [
-    (re.compile(r"\s*(?:BEGIN|START\s+TRANSACTION)\b", re.I), Control.BEGIN),
-    (re.compile(r"\s*COMMIT\b", re.I), Control.COMMIT),
+_PATTERNS: list[tuple[re.Pattern[str], TxnControl]] = [
+    (re.compile(r"\s*(?:BEGIN|START\s+TRANSACTION)\b", re.I), TxnControl.BEGIN),
+    (re.compile(r"\s*COMMIT\b", re.I), TxnControl.COMMIT),
     (
         re.compile(r"\s*ROLLBACK\s+(?:WORK\s+)?TO\s+(?:SAVEPOINT\s+)?" + _NAME, re.I),
-        Control.ROLLBACK_TO,
+        TxnControl.ROLLBACK_TO,
     ),
-    (re.compile(r"\s*ROLLBACK\b", re.I), Control.ROLLBACK),
-    (re.compile(r"\s*SAVEPOINT\s+" + _NAME, re.I), Control.SAVEPOINT),
-    (re.compile(r"\s*RELEASE\s+SAVEPOINT\s+" + _NAME, re.I), Control.RELEASE),
+    (re.compile(r"\s*ROLLBACK\b", re.I), TxnControl.ROLLBACK),
+    (re.compile(r"\s*SAVEPOINT\s+" + _NAME, re.I), TxnControl.SAVEPOINT),
+    (re.compile(r"\s*RELEASE\s+SAVEPOINT\s+" + _NAME, re.I), TxnControl.RELEASE),
 ]
 _XA = re.compile(
     r"\s*XA\s+(START|BEGIN|END|PREPARE|COMMIT|ROLLBACK)\s+(.*?)"
@@ -57,12 +57,12 @@ _XA = re.compile(
     re.I | re.S,
 )
 _XA_KIND = {
-    "START": Control.XA_START,
-    "BEGIN": Control.XA_START,
-    "END": Control.XA_END,
-    "PREPARE": Control.XA_PREPARE,
-    "COMMIT": Control.XA_COMMIT,
-    "ROLLBACK": Control.XA_ROLLBACK,
+    "START": TxnControl.XA_START,
+    "BEGIN": TxnControl.XA_START,
+    "END": TxnControl.XA_END,
+    "PREPARE": TxnControl.XA_PREPARE,
+    "COMMIT": TxnControl.XA_COMMIT,
+    "ROLLBACK": TxnControl.XA_ROLLBACK,
 }
 
 
@@ -77,7 +77,7 @@ def xid_key(text: str) -> str:
     return re.sub(r"\s+", "", text)
 
 
-def classify(statement: str) -> ControlStatement | None:
+def classify(statement: str) -> TxnControlStatement | None:
     """The transaction-control statement `statement` is, or None (DDL or anything else)."""
     head = statement[:32].lstrip().upper()
     if head.startswith("XA"):
@@ -86,14 +86,14 @@ def classify(statement: str) -> ControlStatement | None:
             return None
         kind = _XA_KIND[m.group(1).upper()]
         suffix = (m.group(3) or "").upper()
-        if kind is Control.XA_COMMIT and "ONE" in suffix:
-            kind = Control.XA_COMMIT_ONE_PHASE
-        return ControlStatement(kind, xid_key(m.group(2)))
+        if kind is TxnControl.XA_COMMIT and "ONE" in suffix:
+            kind = TxnControl.XA_COMMIT_ONE_PHASE
+        return TxnControlStatement(kind, xid_key(m.group(2)))
     if not head.startswith(("BEGIN", "START", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")):
         return None
     for pattern, kind in _PATTERNS:
         m = pattern.match(statement)
         if m is not None:
             name = _savepoint(m.group(1)) if m.groups() else ""
-            return ControlStatement(kind, name)
+            return TxnControlStatement(kind, name)
     return None
