@@ -300,7 +300,7 @@ def bench_path(bench: Bench, rows: int, profile: bool) -> None:
     import pstats
 
     from rowbus.routing.routes import Router, RouteSettings
-    from rowbus.spark_apply.collector import collector_paused
+    from rowbus.spark_apply.gc_pause import collector_paused
     from rowbus.spark_apply.job import envelopes_of
     from rowbus.spark_apply.planner import PlannerState, plan
     from rowbus.spark_apply.sink import MySQLSink

@@ -11,7 +11,7 @@ Modules, by role:
 - `job`: the query and its foreachBatch;
 - `source`, `rendered`, `boundaries`: Kafka read on the executors, records rendered there,
   each partition's last read offsets checked again before reading on;
-- `planner`, `sink_spill`, `state_store`, `collector`: the batch plan over the merge engine, its
+- `planner`, `sink_spill`, `state_store`, `gc_pause`: the batch plan over the merge engine, its
   stash and state in the sink, the paused garbage collector;
 - `sinks`, `ledger`, `sink_conn`: the seam every kind of sink plugs into (`sinks.SinkKind`)
   and the step loop over it (`sinks.Sink`), the job's head, checkpoints, state and gates in

@@ -31,13 +31,13 @@ from rowbus.protocol.topics import data_topic
 from rowbus.routing.routes import Router
 from rowbus.spark_apply.boundaries import BOUNDARIES_FILE
 from rowbus.spark_apply.catalog import SchemaCatalog
-from rowbus.spark_apply.collector import collector_paused
 from rowbus.spark_apply.exceptions import (
     ApplyError,
     CheckpointConflictError,
     MissingTopicError,
     SinkUnavailableError,
 )
+from rowbus.spark_apply.gc_pause import collector_paused
 from rowbus.spark_apply.metrics import ApplyMetrics
 from rowbus.spark_apply.overlap import BatchWriter, has_batches, rewind, seed
 from rowbus.spark_apply.planner import Envelope, PairKey, Plan, plan, stored_gate

@@ -38,8 +38,8 @@ from pyspark.sql.streaming.datasource import (
 from rowbus.protocol.codec import decode, kind_name
 from rowbus.protocol.events import RowChange
 from rowbus.spark_apply.boundaries import Boundaries
-from rowbus.spark_apply.collector import collector_paused
 from rowbus.spark_apply.exceptions import MissingTopicError
+from rowbus.spark_apply.gc_pause import collector_paused
 from rowbus.spark_apply.rendered import (
     ROW_COLUMN,
     append_natively,

@@ -129,7 +129,7 @@ def read_and_key(
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
-        from rowbus.spark_apply.collector import collector_paused
+        from rowbus.spark_apply.gc_pause import collector_paused
         from rowbus.spark_apply.source import KafkaRange, read_range
 
         keyer = _Keyer(ctx)
@@ -520,7 +520,7 @@ def write_owned(ctx: WriteContext) -> Callable[[Iterator[Any]], Iterator[Any]]:
         import pyarrow as pa
         from pyspark import TaskContext
 
-        from rowbus.spark_apply.collector import collector_paused
+        from rowbus.spark_apply.gc_pause import collector_paused
         from rowbus.spark_apply.shard_writes import marked_transaction
 
         context = TaskContext.get()

@@ -206,7 +206,7 @@ def test_close_waits_and_logs_a_failure_nobody_waited_for(
 def test_the_collector_stays_paused_while_a_write_overlaps_the_next_read() -> None:
     import gc
 
-    from rowbus.spark_apply.collector import collector_paused
+    from rowbus.spark_apply.gc_pause import collector_paused
 
     assert gc.isenabled()
     read_may_end, write_may_end = threading.Event(), threading.Event()
