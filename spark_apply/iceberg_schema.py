@@ -3,8 +3,10 @@ evolution after a DDL (moved out of `iceberg_sink.IcebergTables`, which writes t
 
 `layout` projects an upstream table schema onto its target with each column's Iceberg kind
 and converter (`iceberg_types`); `schema_of` is the schema a new table of a form gets;
-`evolve_table` brings an existing table to a layout: ADD COLUMN, DROP COLUMN (the change log
-keeps the column), widening int→long, float→double, decimal precision, and anything else
+`evolve_table` brings an existing table to a layout in one schema commit: RENAME COLUMN (the
+statement's renames), ADD COLUMN (a constant DEFAULT as Iceberg's initial default:
+`initial_default`), DROP COLUMN (the change log keeps the column), widening int→long,
+float→double, decimal precision, a new primary key (identifier fields), and anything else
 refused in one line (`iceberg_types.IcebergError`) before any of it is applied.
 """
 

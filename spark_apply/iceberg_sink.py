@@ -32,13 +32,17 @@ Forms, per target table (`IcebergSettings.forms`):
   and ``after_<c>`` for each column.
 
 Schema changes: every DDL of a routed table with a schema after it evolves the tables to it
-(`iceberg_schema.evolve_table`: ADD COLUMN, DROP COLUMN — the change log keeps the column,
-NULL from then on —, widening int→long, float→double, decimal precision);
-what Iceberg cannot express (another type change, a new primary key, RENAME/DROP TABLE) is
-refused in one line before anything of it is applied. TRUNCATE TABLE empties the current-state
-table and appends a ``truncate`` event to the change log, each commit marked as the step's DDL
-part (``rowbus.ddl``), so a replay skips it. The evolution compares the
-wanted schema with the table's, so a replayed DDL finds nothing to do.
+in one schema commit (`iceberg_schema.evolve_table`: ADD COLUMN with a constant DEFAULT as
+initial default, DROP COLUMN — the change log keeps the column, NULL from then on —, RENAME /
+CHANGE COLUMN from the statement's column renames, widening int→long, float→double, decimal
+precision, a new primary key as the identifier fields); RENAME TABLE renames both forms' tables
+in the catalog, DROP TABLE and DROP DATABASE drop the current-state tables (the change log
+keeps its history); what Iceberg cannot express (another type change, an expression DEFAULT
+added to rows, a rename out of the routes) is refused in one line before anything of it is
+applied. TRUNCATE TABLE empties the current-state table and appends a ``truncate`` event to
+the change log, each commit marked as the step's DDL part (``rowbus.ddl``), so a replay skips
+it. The evolution compares the wanted schema with the table's, a rename finds the new name
+there, a drop finds no table: a replayed DDL finds nothing to do.
 """
 
 from __future__ import annotations
