@@ -104,22 +104,29 @@ def initial_default(name: str, column: ColumnSchema, kind: Kind) -> Any:
     DEFAULT when a constant (Iceberg's initial default), None without one; an expression
     (``current_timestamp()``) refused in one line — old rows would read NULL, not the value
     the source gave them."""
+    from pyiceberg.expressions.literals import literal
+
     text = column.default
     if text is None or text.upper() == "NULL":
         return None
-    if text.startswith("'") and text.endswith("'") and len(text) >= 2:
-        value: Any = text[1:-1].replace("''", "'").replace("\\\\", "\\")
-    else:
-        try:
-            value = int(text) if kind.name in ("int", "long") else Decimal(text)
-        except (ValueError, ArithmeticError):
-            raise IcebergError(
-                f"{name}.{column.name} is added with DEFAULT {text}, an expression Iceberg "
-                "cannot give the rows written before it: add the column without that DEFAULT "
-                "upstream, or route the table out of the Iceberg job"
-            ) from None
-        if kind.name in ("float", "double"):
-            value = float(value)
+    try:
+        if text.startswith("'") and text.endswith("'") and len(text) >= 2:
+            value: Any = text[1:-1].replace("''", "'").replace("\\\\", "\\")
+        elif kind.name in ("int", "long"):
+            value = int(text)
+        elif kind.name in ("float", "double"):
+            value = float(text)
+        else:
+            value = Decimal(text)
+        # what pyiceberg's add_column does with it, here: a refusal before any change
+        literal(value).to(kind.iceberg())
+    except (ValueError, TypeError, ArithmeticError):
+        raise IcebergError(
+            f"{name}.{column.name} is added with DEFAULT {text}, which Iceberg cannot give "
+            "the rows written before it as an initial default (an expression, or a value "
+            "of another type): add the column without that DEFAULT upstream, or route the "
+            "table out of the Iceberg job"
+        ) from None
     return value
 
 
@@ -192,28 +199,13 @@ def evolve_table(
     if adds and drops:
         raise IcebergError(
             f"{name}: columns {drops} would go and {[n for n, _, _ in adds]} come in one "
-            "change that names no rename (Iceberg would lose the old rows' values): the "
-            "sink does not apply it; rename the column with RENAME COLUMN or CHANGE "
-            "upstream, or recreate the Iceberg table"
+            "change that names no column rename, which may be a RENAME (Iceberg would lose "
+            "the old rows' values): the sink does not apply it; rename the column with "
+            "RENAME COLUMN or CHANGE upstream, or recreate the Iceberg table"
         )
     if not (renamed or adds or widen or drops or new_key):
         return table
-    # A new key's columns become required (MySQL's key columns are NOT NULL, so every
-    # row has them): an incompatible change by Iceberg's rules, allowed only then.
-    with table.update_schema(allow_incompatible_changes=bool(new_key)) as update:
-        for old_name, new_name in renamed.items():
-            update.rename_column(old_name, new_name)
-        for n, kind, default in adds:
-            update.add_column(n, kind.iceberg(), default_value=default)
-        for n, want in widen:
-            update.update_column(n, field_type=want)
-        for n in drops:
-            update.delete_column(n)
-        if new_key:
-            for k in new_key:
-                if not current[k].required:
-                    update.update_column(current[k].name, required=True)
-            update.set_identifier_fields(*new_key)
+    _commit(table, name, renamed, adds, widen, drops, [current[k] for k in new_key])
     log.info(
         "evolved %s: renamed %s, added %s, widened %s, dropped %s, key %s",
         name,
@@ -224,3 +216,42 @@ def evolve_table(
         new_key or "unchanged",
     )
     return catalog.load_table(table.name())
+
+
+def _commit(
+    table: Any,
+    name: str,
+    renamed: Mapping[str, str],
+    adds: list[tuple[str, Kind, Any]],
+    widen: list[tuple[str, Any]],
+    drops: list[str],
+    new_key: list[Any],
+) -> None:
+    """One schema commit of `evolve_table`'s changes (`new_key`: the new key's fields as the
+    table has them before the renames), or none of it: pyiceberg's own refusal in one line."""
+    # A new key's columns become required (MySQL's key columns are NOT NULL, so every
+    # row has them): an incompatible change by Iceberg's rules, allowed only then.
+    try:
+        # Nothing is committed when a call below raises (pyiceberg commits on a clean exit).
+        with table.update_schema(allow_incompatible_changes=bool(new_key)) as update:
+            for old_name, new_name in renamed.items():
+                update.rename_column(old_name, new_name)
+            for n, kind, default in adds:
+                update.add_column(n, kind.iceberg(), default_value=default)
+            for n, want in widen:
+                update.update_column(n, field_type=want)
+            for n in drops:
+                update.delete_column(n)
+            if new_key:
+                for f in new_key:
+                    if not f.required:
+                        update.update_column(f.name, required=True)
+                update.set_identifier_fields(*(renamed.get(f.name, f.name) for f in new_key))
+    except ValueError as exc:  # pyiceberg's own refusal of the change (pydantic's included)
+        errors = getattr(exc, "errors", None)  # a pydantic ValidationError: its messages only
+        reason = "; ".join(e["msg"] for e in errors()) if callable(errors) else str(exc)
+        reason = " ".join(reason.split())
+        raise IcebergError(
+            f"{name}: Iceberg refused the schema change ({reason}); nothing of it was "
+            "applied: recreate the Iceberg table, or route the table out of the Iceberg job"
+        ) from None

@@ -221,3 +221,15 @@ def test_a_rename_out_of_the_routes_is_refused_in_one_line(sink: Sink) -> None:
     assert "RENAME of db.t to db.elsewhere" in str(refused.value)
     assert "\n" not in str(refused.value)
     assert sink.scan() == [{"id": 1, "a": 10}]
+
+
+def test_a_primary_key_iceberg_cannot_take_is_refused_in_one_line(sink: Sink) -> None:
+    """Iceberg's own refusal (no identifier field of a floating type), raised inside the
+    schema update: one line, nothing of the update committed."""
+    f = ColumnSchema("f", "double", nullable=False)
+    sink.create(_table(f), [{"id": 1, "f": 0.5}])
+    after = TableSchema("db", "t", (ID, f), ("f",))
+    message = _refused(sink, "ALTER TABLE t … PRIMARY KEY (f)", DdlKind.ALTER_TABLE, after)
+    assert "db.t: Iceberg refused the schema change (" in message
+    assert "must not be float or double" in message
+    assert sink.catalog.load_table(("db", "t")).schema().identifier_field_names() == {"id"}
