@@ -3,15 +3,19 @@ evolution after a DDL (moved out of `iceberg_sink.IcebergTables`, which writes t
 
 `layout` projects an upstream table schema onto its target with each column's Iceberg kind
 and converter (`iceberg_types`); `schema_of` is the schema a new table of a form gets;
-`evolve_table` brings an existing table to a layout: ADD COLUMN, DROP COLUMN (the change log
-keeps the column), widening int→long, float→double, decimal precision, and anything else
+`evolve_table` brings an existing table to a layout in one schema commit: RENAME COLUMN (the
+statement's renames), ADD COLUMN (a constant DEFAULT as Iceberg's initial default:
+`initial_default`), DROP COLUMN (the change log keeps the column), widening int→long,
+float→double, decimal precision, a new primary key (identifier fields), and anything else
 refused in one line (`iceberg_types.IcebergError`) before any of it is applied.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from rowbus.protocol.events import ColumnSchema, TableSchema
@@ -95,19 +99,70 @@ def schema_of(lay: Layout, changelog: bool) -> Any:
     return Schema(*fields, identifier_field_ids=key)
 
 
-def evolve_table(catalog: Any, table: Any, lay: Layout, changelog: bool, name: str) -> Any:
-    """Bring `table` to `lay`'s columns: add the new, drop the gone, widen what Iceberg
-    widens; anything else refused in one line before any of it is applied."""
+def initial_default(name: str, column: ColumnSchema, kind: Kind) -> Any:
+    """The value an added column of the current state reads in rows written before it: its
+    DEFAULT when a constant (Iceberg's initial default), None without one; an expression
+    (``current_timestamp()``) refused in one line — old rows would read NULL, not the value
+    the source gave them."""
+    from pyiceberg.expressions.literals import literal
+
+    text = column.default
+    if text is None or text.upper() == "NULL":
+        return None
+    try:
+        if text.startswith("'") and text.endswith("'") and len(text) >= 2:
+            value: Any = text[1:-1].replace("''", "'").replace("\\\\", "\\")
+        elif kind.name in ("int", "long"):
+            value = int(text)
+        elif kind.name in ("float", "double"):
+            value = float(text)
+        else:
+            value = Decimal(text)
+        # what pyiceberg's add_column does with it, here: a refusal before any change
+        literal(value).to(kind.iceberg())
+    except (ValueError, TypeError, ArithmeticError):
+        raise IcebergError(
+            f"{name}.{column.name} is added with DEFAULT {text}, which Iceberg cannot give "
+            "the rows written before it as an initial default (an expression, or a value "
+            "of another type): add the column without that DEFAULT upstream, or route the "
+            "table out of the Iceberg job"
+        ) from None
+    return value
+
+
+def evolve_table(
+    catalog: Any,
+    table: Any,
+    lay: Layout,
+    changelog: bool,
+    name: str,
+    renames: Mapping[str, str] | None = None,
+) -> Any:
+    """Bring `table` to `lay`'s columns in one schema commit: rename what `renames` (old →
+    new, from the statement) names, add the new (the current state with their constant
+    DEFAULT as initial default), drop the gone, widen what Iceberg widens, move the identifier
+    fields to a new primary key; anything else refused in one line before any of it is
+    applied."""
     from pyiceberg.types import DecimalType
 
-    current = {f.name: f for f in table.schema().fields}
+    schema = table.schema()
+    fields = {f.name: f for f in schema.fields}
+    # Each rename as the table's columns spell it (the change log: both images).
+    renamed: dict[str, str] = {}
+    for old, new in (renames or {}).items():
+        for prefix in ("before_", "after_") if changelog else ("",):
+            if prefix + old in fields and prefix + new not in fields:
+                renamed[prefix + old] = prefix + new
+    current = {renamed.get(n, n): f for n, f in fields.items()}
     wanted = wanted_columns(lay, changelog)
     names = {n for n, _, _ in wanted}
+    by_name = {c.name: (c, k) for c, k in zip(lay.columns, lay.kinds, strict=True)}
     adds, widen = [], []
     for n, kind, _ in wanted:
         have = current.get(n)
         if have is None:
-            adds.append((n, kind))
+            default = None if changelog else initial_default(name, *by_name[n])
+            adds.append((n, kind, default))
             continue
         want = kind.iceberg()
         if have.field_type == want:
@@ -122,37 +177,81 @@ def evolve_table(catalog: Any, table: Any, lay: Layout, changelog: bool, name: s
         if (old, new) not in WIDENING and not decimal_wider:
             raise IcebergError(
                 f"{name}.{n} would change from {old} to {new}, which Iceberg cannot do in "
-                "place: only int→long, float→double and a wider decimal precision are "
-                "applied; recreate the Iceberg table (drop it and replay), or route the "
-                "column out"
+                "place: only int→long, float→double and a wider decimal precision (same "
+                "scale) are applied; recreate the Iceberg table (drop it and replay), or "
+                "route the table out of the Iceberg job"
             )
-        widen.append((n, want))
+        widen.append((have.name, want))
     # The change log keeps a dropped column (NULL from then on): its history stays.
-    drops = [] if changelog else [n for n in current if n not in names]
+    drops = [] if changelog else [current[n].name for n in current if n not in names]
+    new_key: list[str] = []
     if not changelog:
-        key_ids = [current[k].field_id for k in lay.key if k in current]
-        if sorted(key_ids) != sorted(table.schema().identifier_field_ids) or len(key_ids) != len(
-            lay.key
-        ):
-            raise IcebergError(
-                f"{name}: the primary key would become {list(lay.key)}, which the sink "
-                "does not change in an Iceberg table yet: recreate the Iceberg table"
-            )
+        key_ids = sorted(current[k].field_id for k in lay.key if k in current)
+        if key_ids != sorted(schema.identifier_field_ids) or len(key_ids) != len(lay.key):
+            if len(key_ids) != len(lay.key):
+                raise IcebergError(
+                    f"{name}: the primary key would become {list(lay.key)}, with a column "
+                    "added in the same change, which Iceberg's identifier fields cannot "
+                    "take: add the column first, then change the key upstream, or recreate "
+                    "the Iceberg table"
+                )
+            new_key = list(lay.key)
     if adds and drops:
         raise IcebergError(
-            f"{name}: columns {drops} would go and {[n for n, _ in adds]} come in one "
-            "change, which may be a RENAME (Iceberg would lose the old rows' values): "
-            "the sink does not apply it; rename the Iceberg column by hand, or recreate "
-            "the table"
+            f"{name}: columns {drops} would go and {[n for n, _, _ in adds]} come in one "
+            "change that names no column rename, which may be a RENAME (Iceberg would lose "
+            "the old rows' values): the sink does not apply it; rename the column with "
+            "RENAME COLUMN or CHANGE upstream, or recreate the Iceberg table"
         )
-    if not (adds or widen or drops):
+    if not (renamed or adds or widen or drops or new_key):
         return table
-    with table.update_schema() as update:
-        for n, kind in adds:
-            update.add_column(n, kind.iceberg())
-        for n, want in widen:
-            update.update_column(n, field_type=want)
-        for n in drops:
-            update.delete_column(n)
-    log.info("evolved %s: added %s, widened %s, dropped %s", name, adds, widen, drops)
+    _commit(table, name, renamed, adds, widen, drops, [current[k] for k in new_key])
+    log.info(
+        "evolved %s: renamed %s, added %s, widened %s, dropped %s, key %s",
+        name,
+        renamed,
+        [n for n, _, _ in adds],
+        widen,
+        drops,
+        new_key or "unchanged",
+    )
     return catalog.load_table(table.name())
+
+
+def _commit(
+    table: Any,
+    name: str,
+    renamed: Mapping[str, str],
+    adds: list[tuple[str, Kind, Any]],
+    widen: list[tuple[str, Any]],
+    drops: list[str],
+    new_key: list[Any],
+) -> None:
+    """One schema commit of `evolve_table`'s changes (`new_key`: the new key's fields as the
+    table has them before the renames), or none of it: pyiceberg's own refusal in one line."""
+    # A new key's columns become required (MySQL's key columns are NOT NULL, so every
+    # row has them): an incompatible change by Iceberg's rules, allowed only then.
+    try:
+        # Nothing is committed when a call below raises (pyiceberg commits on a clean exit).
+        with table.update_schema(allow_incompatible_changes=bool(new_key)) as update:
+            for old_name, new_name in renamed.items():
+                update.rename_column(old_name, new_name)
+            for n, kind, default in adds:
+                update.add_column(n, kind.iceberg(), default_value=default)
+            for n, want in widen:
+                update.update_column(n, field_type=want)
+            for n in drops:
+                update.delete_column(n)
+            if new_key:
+                for f in new_key:
+                    if not f.required:
+                        update.update_column(f.name, required=True)
+                update.set_identifier_fields(*(renamed.get(f.name, f.name) for f in new_key))
+    except ValueError as exc:  # pyiceberg's own refusal of the change (pydantic's included)
+        errors = getattr(exc, "errors", None)  # a pydantic ValidationError: its messages only
+        reason = "; ".join(e["msg"] for e in errors()) if callable(errors) else str(exc)
+        reason = " ".join(reason.split())
+        raise IcebergError(
+            f"{name}: Iceberg refused the schema change ({reason}); nothing of it was "
+            "applied: recreate the Iceberg table, or route the table out of the Iceberg job"
+        ) from None

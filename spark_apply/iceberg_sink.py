@@ -32,24 +32,29 @@ Forms, per target table (`IcebergSettings.forms`):
   and ``after_<c>`` for each column.
 
 Schema changes: every DDL of a routed table with a schema after it evolves the tables to it
-(`iceberg_schema.evolve_table`: ADD COLUMN, DROP COLUMN — the change log keeps the column,
-NULL from then on —, widening int→long, float→double, decimal precision);
-what Iceberg cannot express (another type change, a new primary key, RENAME/DROP TABLE) is
-refused in one line before anything of it is applied. TRUNCATE TABLE empties the current-state
-table and appends a ``truncate`` event to the change log, each commit marked as the step's DDL
-part (``rowbus.ddl``), so a replay skips it. The evolution compares the
-wanted schema with the table's, so a replayed DDL finds nothing to do.
+in one schema commit (`iceberg_schema.evolve_table`: ADD COLUMN with a constant DEFAULT as
+initial default, DROP COLUMN — the change log keeps the column, NULL from then on —, RENAME /
+CHANGE COLUMN from the statement's column renames, widening int→long, float→double, decimal
+precision, a new primary key as the identifier fields); RENAME TABLE renames both forms' tables
+in the catalog, DROP TABLE and DROP DATABASE drop the current-state tables (the change log
+keeps its history); what Iceberg cannot express (another type change, an expression DEFAULT
+added to rows, a rename out of the routes) is refused in one line before anything of it is
+applied. TRUNCATE TABLE empties the current-state table and appends a ``truncate`` event to
+the change log, each commit marked as the step's DDL part (``rowbus.ddl``), so a replay skips
+it. The evolution compares the wanted schema with the table's, a rename finds the new name
+there, a drop finds no table: a replayed DDL finds nothing to do.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rowbus.protocol.ddl import DdlKind
+from rowbus.protocol.ddl import DdlKind, TableName, parse_ddl
 from rowbus.protocol.events import (
     DdlChange,
     RowChange,
@@ -318,8 +323,9 @@ class IcebergTables:
         )
         return table
 
-    def evolve(self, table_schema: TableSchema) -> None:
-        """A DDL's schema after it, applied to the tables of its target (those that exist)."""
+    def evolve(self, table_schema: TableSchema, renames: Mapping[str, str] | None = None) -> None:
+        """A DDL's schema after it (and its column renames, old → new), applied to the
+        tables of its target (those that exist)."""
         from pyiceberg.exceptions import NoSuchTableError
 
         proj = self._router.projection(table_schema)
@@ -334,8 +340,44 @@ class IcebergTables:
             except NoSuchTableError:
                 continue  # created by its first row, with the schema then
             self._tables[ident] = evolve_table(
-                self._catalog, table, lay, changelog, ".".join(ident)
+                self._catalog, table, lay, changelog, ".".join(ident), renames
             )
+
+    def rename(self, old: Target, new: Target) -> None:
+        """RENAME TABLE: each form's table of `old` renamed to `new`'s name; a replay finds
+        it done (`old` gone, `new` there) and does nothing."""
+        from pyiceberg.exceptions import NoSuchTableError
+
+        for changelog in self._forms():
+            src, dst = self._identifier(old, changelog), self._identifier(new, changelog)
+            self._tables.pop(src, None)
+            self._tables.pop(dst, None)
+            if self._catalog.table_exists(dst):
+                if self._catalog.table_exists(src):
+                    raise IcebergError(
+                        f"RENAME of {'.'.join(src)} to {'.'.join(dst)}: both Iceberg tables "
+                        "exist: drop or rename the second one, then restart the job"
+                    )
+                continue
+            try:
+                self._catalog.create_namespace_if_not_exists(dst[0])
+                self._catalog.rename_table(src, dst)
+            except NoSuchTableError:
+                continue  # nothing written to it yet
+
+    def drop(self, target: Target) -> None:
+        """DROP TABLE: the current-state table dropped (a re-CREATE starts an empty one);
+        the change log kept, its history being what it is for, and evolved by the next
+        CREATE's schema like any DDL."""
+        from pyiceberg.exceptions import NoSuchTableError
+
+        if "current" not in self.settings.forms:
+            return
+        ident = self._identifier(target, changelog=False)
+        self._tables.pop(ident, None)
+        # Not there: never written, or dropped by the run this one replays.
+        with contextlib.suppress(NoSuchTableError):
+            self._catalog.drop_table(ident)
 
     def truncate(self, env: Envelope, batch_id: int, step: int) -> None:
         """A TRUNCATE TABLE: the current-state table emptied, a ``truncate`` event appended to
@@ -567,20 +609,55 @@ class IcebergRows:
                 )
             self.tables.truncate(env, batch_id, index)
             return
-        if ev.kind in (DdlKind.RENAME_TABLE, DdlKind.DROP_TABLE):
-            raise BadEventError(
-                f"{ev.kind.value} of {ev.schema}.{ev.table} is not applied to Iceberg tables "
-                "yet (issue #34): the job stops before it; route the table out of the job "
-                "(apply.routes) to go on without it",
-                env.position,
-            )
-        if ev.table_schema is None:
-            return
+        parsed = parse_ddl(ev.statement, ev.schema)
         try:
+            if ev.kind is DdlKind.RENAME_TABLE or parsed.renames:
+                self._rename(ev, parsed.renames)
+            if ev.kind is DdlKind.DROP_TABLE:
+                for name in parsed.tables:
+                    self._drop(ev, name.schema, name.table)
+            if ev.kind is DdlKind.DROP_DATABASE and parsed.database is not None:
+                for known in self._known():
+                    if known.schema == parsed.database:
+                        self._drop(ev, known.schema, known.table)
+            if ev.table_schema is None:
+                return
             self.tables.check([ev.table_schema])
-            self.tables.evolve(ev.table_schema)
+            self.tables.evolve(ev.table_schema, dict(parsed.column_renames))
         except ApplyError as exc:
             raise BadEventError(str(exc), env.position) from exc
+
+    def _rename(self, ev: DdlChange, renames: Iterable[tuple[TableName, TableName]]) -> None:
+        """Each (old, new) of a RENAME: the Iceberg tables renamed when both names route to
+        their own table; a rename into or out of the job's routes, or of a shard, refused."""
+        for old, new in renames:
+            src = self._router.target(old.schema, old.table, ev.source)
+            dst = self._router.target(new.schema, new.table, ev.source)
+            if src is None and dst is None:
+                continue
+            if src is None or dst is None or self._sharded(ev, old) or self._sharded(ev, new):
+                raise IcebergError(
+                    f"RENAME of {old} to {new} moves a table into, out of or between "
+                    "shards of the job's Iceberg routes, which the sink does not apply: "
+                    "route both names alike (apply.routes), or route the table out"
+                )
+            if src != dst:
+                self.tables.rename(src, dst)
+
+    def _drop(self, ev: DdlChange, schema: str, table: str) -> None:
+        target = self._router.target(schema, table, ev.source)
+        if target is None:
+            return
+        if self._sharded(ev, TableName(schema, table)):
+            raise IcebergError(
+                f"DROP of {schema}.{table}, a shard of a merged Iceberg table, is not "
+                "applied (it would drop every shard's rows): stop the job and delete that "
+                "shard's rows by hand"
+            )
+        self.tables.drop(target)
+
+    def _sharded(self, ev: DdlChange, name: TableName) -> bool:
+        return self._router.sharded(name.schema, name.table, ev.source)
 
 
 class IcebergSink(Sink):

@@ -300,9 +300,9 @@ def _iceberg_config(config: Any, warehouse: Path, **iceberg: Any) -> Any:
     return config.model_copy(update={"apply": apply})
 
 
-def _duckdb_rows(metadata_location: str) -> list[tuple[Any, ...]]:
-    """A table read by a second Iceberg implementation, DuckDB's (its iceberg and avro
-    extensions from their wheels, nothing downloaded), from its metadata file."""
+def _duckdb_rows(metadata_location: str, columns: str = "id, v") -> list[tuple[Any, ...]]:
+    """A table's `columns` read by a second Iceberg implementation, DuckDB's (its iceberg and
+    avro extensions from their wheels, nothing downloaded), from its metadata file."""
     import duckdb
     import duckdb_extension_avro  # type: ignore[import-untyped]
     import duckdb_extension_iceberg  # type: ignore[import-untyped]
@@ -323,7 +323,7 @@ def _duckdb_rows(metadata_location: str) -> list[tuple[Any, ...]]:
             folder = Path(package.__file__).parent
             con.execute(f"LOAD '{next(folder.glob(f'extensions/*/{name}.duckdb_extension'))}'")
         return con.execute(
-            f"SELECT id, v FROM iceberg_scan('{metadata_location}') ORDER BY id"
+            f"SELECT {columns} FROM iceberg_scan('{metadata_location}') ORDER BY id"
         ).fetchall()
     finally:
         con.close()

@@ -24,7 +24,10 @@ TABLES = {
         "CREATE TABLE u (id INT PRIMARY KEY, u1 INT NULL, u2 INT NULL, v INT NULL, "
         "UNIQUE KEY uk1 (u1), UNIQUE KEY uk2 (u2, v)) ENGINE=InnoDB"
     ),
+    "p": "CREATE TABLE p (id INT PRIMARY KEY, v INT NOT NULL) ENGINE=InnoDB",
 }
+BIG = 2_000
+"""Rows of the big transaction (`p`): one transaction, several statements over every row."""
 OTHER_TABLES = {"b": "CREATE TABLE b (id INT PRIMARY KEY, v VARCHAR(40)) ENGINE=InnoDB"}
 # created by a shape (CREATE TABLE … SELECT), compared too
 CREATED = ("c",)
@@ -120,6 +123,26 @@ def write_shapes(server: MySQLSettings, db: str, other: str, filtered: str) -> N
         conn.commit()
         run("UPDATE u SET u1 = NULL, u2 = 9 WHERE id = 1")
         run("INSERT INTO u VALUES (3, 2, 1, 1)")
+        conn.commit()
+        # primary keys moved, swapped through a free key, deleted and re-inserted, and a key
+        # inserted, updated and deleted: each in one transaction
+        run("INSERT INTO p VALUES (1, 1), (2, 2), (3, 3), (4, 4)")
+        conn.commit()
+        run("UPDATE p SET id = 10 WHERE id = 1")
+        run("UPDATE p SET id = 1 WHERE id = 2")
+        run("UPDATE p SET id = 2 WHERE id = 10")
+        run("UPDATE p SET id = id + 100 WHERE id = 4")
+        conn.commit()
+        run("DELETE FROM p WHERE id = 3")
+        run("INSERT INTO p VALUES (3, 33)")
+        run("INSERT INTO p VALUES (5, 5)")
+        run("UPDATE p SET v = 55 WHERE id = 5")
+        run("DELETE FROM p WHERE id = 5")
+        conn.commit()
+        # a big transaction: many rows inserted, updated and half of them deleted
+        run(f"INSERT INTO p SELECT 1000 + seq, seq FROM seq_1_to_{BIG}")
+        run("UPDATE p SET v = v * 2 WHERE id > 1000")
+        run("DELETE FROM p WHERE id > 1000 AND id % 2 = 0")
         conn.commit()
     _xa_shapes(server, db)
     with connect(server, db) as conn, conn.cursor() as cur:

@@ -1,7 +1,9 @@
 """Every transaction shape on a real source → reader → Kafka → `Subscriber`, `rowbus tail` and
 the Spark apply job → sink. Each consumer must deliver the marker written after every shape (no
 stall), the Subscriber's changes replayed onto empty tables must equal the source row for row,
-and the sink's tables must equal the source's (keyless and unique-key tables included)."""
+and the sink's tables must equal the source's (keyless and unique-key tables included). Then the
+same stream goes into Iceberg (issue #34; the keyed tables, both forms, the same Spark): the
+current state equal to the source, each change log the events the Subscriber delivered."""
 
 from __future__ import annotations
 
@@ -53,6 +55,100 @@ def replay(got: list[Transaction]) -> dict[tuple[str, str], Counter[tuple[Any, .
     return {k: +v for k, v in tables.items()}
 
 
+ICEBERG_KEYLESS = ("k", "c")
+"""Tables without a primary key: the Iceberg current-state form refuses them (issue #34)."""
+
+
+def into_iceberg(
+    services: Settings,
+    spark: Any,
+    mysql_config: Any,
+    job: str,
+    got: list[Transaction],
+    server: Any,
+    db: str,
+    other: str,
+    tmp_path: Path,
+) -> None:
+    """Every keyed table of the shapes applied into Iceberg (both forms) by one run, read back
+    through the catalog: the current state equal to the source row for row, each change log
+    holding exactly the row events the Subscriber delivered (each once, none rolled back)."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    from rowbus.routing.routes import RouteSettings
+    from rowbus.spark_apply.iceberg_sink import IcebergSink
+    from tests.integration.fidelity.test_values import _iceberg_config
+
+    tables = [(s, t) for s, t in compared_tables(db, other) if t not in ICEBERG_KEYLESS]
+    routes = [RouteSettings(match=f"{s}.{t}") for s, t in tables]
+    base = mysql_config.model_copy(
+        update={
+            "apply": mysql_config.apply.model_copy(
+                update={
+                    "job": job,
+                    "state_database": f"state_{job}",
+                    "routes": tuple(routes),
+                    "unrouted": "skip",
+                    "checkpoint_location": tmp_path / "cp_ice",
+                }
+            )
+        }
+    )
+    config = _iceberg_config(base, tmp_path / "ice", forms=("current", "changelog"))
+    applier = BatchApplier(config).start()
+    sink = applier.sink
+    assert isinstance(sink, IcebergSink)
+    catalog = sink.tables._catalog
+
+    def scan(schema: str, table: str) -> list[dict[str, Any]]:
+        try:
+            return catalog.load_table((schema, table)).scan().to_arrow().to_pylist()  # type: ignore[no-any-return]
+        except NoSuchTableError:
+            return []
+
+    def current(schema: str, table: str) -> Counter[tuple[Any, ...]]:
+        return Counter(tuple(r.values()) for r in scan(schema, table))
+
+    want = {(s, t): table_rows(server, s, t) for s, t in tables}
+    try:
+        query = start_query(spark, config, applier)
+        try:
+            wait_for(
+                lambda: (
+                    query.exception() is not None
+                    or all(current(s, t) == rows for (s, t), rows in want.items())
+                ),
+                timeout=180,
+                interval=1.0,
+                what="Iceberg to equal the source",
+            )
+            assert query.exception() is None, query.exception()
+        finally:
+            query.stop()
+    finally:
+        applier.close()
+    for (s, t), rows in want.items():
+        assert current(s, t) == rows, (s, t)
+        delivered = Counter(
+            (e.op.value, tuple(e.before or ()), tuple(e.after or ()))
+            for txn in got
+            for e in txn.events
+            if isinstance(e, RowChange) and (e.schema, e.table) == (s, t)
+        )
+        logged: Counter[tuple[Any, ...]] = Counter()
+        for r in scan(s, f"{t}_changelog"):
+            before = tuple(v for k, v in r.items() if k.startswith("before_"))
+            after = tuple(v for k, v in r.items() if k.startswith("after_"))
+            logged[
+                (
+                    r["_op"],
+                    () if r["_op"] == "insert" else before,
+                    () if r["_op"] == "delete" else after,
+                )
+            ] += 1
+        assert delivered and logged == delivered, (s, t)
+
+
 def has_marker(txn: Transaction) -> bool:
     return any(isinstance(e, RowChange) and e.after and MARKER in e.after for e in txn.events)
 
@@ -81,6 +177,7 @@ def test_every_shape_reaches_every_consumer_and_equals_the_source(
         extra={"include_schemas": [db, other]},
     )
     job = unique("job")
+    ice_job = unique("ice")
     config = job_config(services, job, [topic], schemas, [], tmp_path / "cp", unrouted="identity")
     tail_config = tmp_path / "rowbus.yaml"
     tail_config.write_text(
@@ -167,13 +264,15 @@ def test_every_shape_reaches_every_consumer_and_equals_the_source(
                 assert query.exception() is None, query.exception()
             finally:
                 query.stop()
+            # the same stream into Iceberg (issue #34), the same Spark
+            into_iceberg(services, spark, config, ice_job, got, server, db, other, tmp_path)
     finally:
         if tail is not None:
             tail.terminate()
             tail.wait(30)
         applier.close()
         with connect(services.resolved_sink) as conn, conn.cursor() as cur:
-            for name in (db, other, f"state_{job}"):
+            for name in (db, other, f"state_{job}", f"state_{ice_job}"):
                 cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
     # the XA transaction prepared before others committed comes out at its commit
     ids = [

@@ -105,10 +105,11 @@ def test_schema_changes_iceberg_cannot_express_are_refused_before_any_is_applied
         (_schema(ColumnSchema("a", "varchar"), ColumnSchema("b", "varchar")), "from int to string"),
         (_schema(ColumnSchema("a", "int"), ColumnSchema("c", "varchar")), "may be a RENAME"),
         (
-            _schema(
-                ColumnSchema("a", "int", nullable=False),
+            _schema(  # (a key on existing columns is applied: test_iceberg_schema.py)
+                ColumnSchema("a", "int"),
                 ColumnSchema("b", "varchar"),
-                key=("id", "a"),
+                ColumnSchema("c", "int", nullable=False),
+                key=("id", "c"),
             ),
             "primary key would become",
         ),
