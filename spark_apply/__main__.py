@@ -45,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
         # A failing batch comes back to `run` and ends in one line below; py4j would log its
         # whole Python trace first.
         logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
+        # The same trace, logged by the applier itself (`job.trace_log`).
+        logging.getLogger("rowbus.spark_apply.job.trace").setLevel(logging.CRITICAL)
     config = JobConfig.model_validate(json.loads(args.config.read_text()))
     _prepare_jvm(config, args.verbose)
     from rowbus.spark_apply.job import run

@@ -12,9 +12,14 @@ RowbusError
     ├── SinkUnavailableError   the sink cannot be reached (retryable)
     └── TransactionConflictError the sink rolled a transaction back: deadlock or lock wait
                                timeout (retryable; the sink retries it itself first)
+
+BatchFailure (an Exception, not a RowbusError) is how a failed batch reaches Spark: its
+cause's name and message on one bounded line of its own.
 """
 
 from __future__ import annotations
+
+import re
 
 from rowbus.protocol.errors import RowbusError
 
@@ -74,3 +79,49 @@ class TransactionConflictError(ApplyError):
     whole transaction may run again."""
 
     retryable = True
+
+
+class BatchFailure(Exception):  # noqa: N818 - a carrier of another failure, named by it
+    """A foreachBatch failure as Spark is handed it: ``Name: message`` of `cause` on one line
+    of its own (after a line break, so the last line of the trace py4j passes to Spark starts
+    with the cause's name, as `recovery.retryable` and the job's command parse it), at most
+    `LIMIT` characters. Spark runs a regex that recurses per character over this text when the
+    query is stopped mid-batch: a whole trace overflowed its thread's stack."""
+
+    LIMIT = 1000
+
+    def __init__(self, cause: BaseException) -> None:
+        line = _failure_line(cause)
+        if len(line) > self.LIMIT:
+            line = line[: self.LIMIT - 1] + "…"
+        super().__init__(f"\n{line}")
+        self.line = line
+
+
+_OURS = (
+    "BadEventError",
+    "CheckpointConflictError",
+    "MissingTopicError",
+    "LogChangedError",
+    "SinkUnavailableError",
+    "TransactionConflictError",
+    "ApplyError",
+    "ProtocolError",
+)
+_NAMED_LINE = re.compile(r"^(?:[\w.]+\.)?([A-Za-z_]\w*(?:Error|Exception)): (.*)$")
+
+
+def _failure_line(cause: BaseException) -> str:
+    """The line that says what failed. A failure of Spark's own call (py4j's error, a read on
+    the executors) carries the Python and Java traces in its text: the last line naming one of
+    ours decides, else the last ``Name: message`` line of a Python trace; else the cause."""
+    text = str(cause)
+    if "\n" in text:
+        named = [m for ln in text.splitlines() if (m := _NAMED_LINE.match(ln.strip()))]
+        for group in (
+            [m for m in named if m.group(1) in _OURS],
+            named if "Traceback (most recent call last)" in text else [],
+        ):
+            if group:
+                return f"{group[-1].group(1)}: {group[-1].group(2).strip()}"
+    return f"{type(cause).__name__}: {' '.join(text.split())}"

@@ -33,6 +33,7 @@ from rowbus.spark_apply.boundaries import BOUNDARIES_FILE
 from rowbus.spark_apply.catalog import SchemaCatalog
 from rowbus.spark_apply.exceptions import (
     ApplyError,
+    BatchFailure,
     CheckpointConflictError,
     MissingTopicError,
     SinkUnavailableError,
@@ -51,6 +52,9 @@ from rowbus.spark_apply.sinks import Sink
 from rowbus.spark_apply.stall import StallReporter
 
 log = logging.getLogger(__name__)
+trace_log = logging.getLogger(f"{__name__}.trace")
+"""A failed batch's whole Python trace (`BatchApplier.__call__`); the job's command silences
+it unless asked for traces (-v)."""
 
 STASH_MEMORY_EVENTS = 20_000
 """Held events the planner keeps in the driver's memory while it plans a batch, at least
@@ -161,9 +165,14 @@ class BatchApplier:
         try:
             with collector_paused():
                 self._apply_batch(df, batch_id)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - handed on to Spark as BatchFailure
             self.metrics.errors[type(exc).__name__] += 1
-            raise
+            # Spark gets the failure as text (py4j's Python traceback inside its own
+            # exception) and, when the query is being stopped, runs a regex over it that
+            # recurses per character: a long message ended its stream thread with a
+            # StackOverflowError. So Spark gets one short line; the trace is logged here once.
+            trace_log.error("batch %d failed", batch_id, exc_info=exc)
+            raise BatchFailure(exc) from None
 
     def _apply_batch(self, df: Any, batch_id: int) -> None:
         started = time.perf_counter()

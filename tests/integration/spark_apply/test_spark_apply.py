@@ -181,3 +181,77 @@ def test_a_local_session_binds_loopback(spark: Any) -> None:
     assert conf.get("spark.driver.bindAddress") == "127.0.0.1"
     assert conf.get("spark.driver.host") == "127.0.0.1"
     assert os.environ["SPARK_LOCAL_IP"] == "127.0.0.1"
+
+
+class _FailsWhileStopped(BatchApplier):
+    """A batch that fails as the lag benchmark's did (issue #33): while the query is being
+    stopped, with a long message quoting a failed call into Spark (py4j's error naming the
+    call is what Spark's interruption check looks for before its per-character regex)."""
+
+    def __init__(self, config: JobConfig) -> None:
+        super().__init__(config)
+        self.query: Any = None
+        self.entered = threading.Event()
+
+    def _apply_batch(self, df: Any, batch_id: int) -> None:
+        self.entered.set()
+        wait_for(
+            lambda: self.query is not None and not self.query.isActive,
+            timeout=30,
+            what="the query's stop",
+        )
+        from rowbus.spark_apply.exceptions import BadEventError
+
+        # A message that quotes a failed call into Spark, as py4j words it, Java trace and all.
+        raise BadEventError(
+            _PY4J_CALL_FAILED + "\tat org.example.Frame.call(Frame.java:1)\n" * 5000,
+            f"{batch_id}@0",
+        )
+
+
+_PY4J_CALL_FAILED = (
+    "py4j.protocol.Py4JJavaError: An error occurred while calling o81.collectToPython.\n"
+    ": org.apache.spark.SparkException: Job 7 cancelled part of cancelled job tags\n"
+)
+
+
+def test_a_batch_failing_with_a_long_message_as_the_query_stops_ends_it_cleanly(
+    services: Settings,
+    spark: Any,
+    make_topic: Callable[..., str],
+    unique: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    """Spark is handed one short line, not the failure's whole trace: its stream thread ends
+    without a StackOverflowError (Spark's uncaught-exception report on the JVM's stderr,
+    captured here), and the line still names the failure."""
+    from rowbus.clients import kafka
+    from rowbus.spark_apply.exceptions import BadEventError, BatchFailure
+
+    topic = make_topic("stopfail", partitions=1)
+    producer = kafka.producer(services.kafka.client_config())
+    producer.produce(topic, b"any", partition=0)
+    assert producer.flush(15) == 0
+    kafka.close_producer(producer)
+    job = unique("stopfail")
+    config = job_config(services, job, [topic], topic, [], tmp_path / "ckpt")
+    applier = _FailsWhileStopped(config).start()
+    jvm = spark.sparkContext._jvm
+    err = tmp_path / "jvm-stderr.txt"
+    before = jvm.java.lang.System.err
+    jvm.java.lang.System.setErr(jvm.java.io.PrintStream(str(err)))
+    try:
+        query = start_query(spark, config, applier)
+        applier.query = query
+        assert applier.entered.wait(60)
+        query.stop()
+    finally:
+        jvm.java.lang.System.err.flush()
+        jvm.java.lang.System.setErr(before)
+        applier.close()
+    said = err.read_text()
+    assert "StackOverflowError" not in said, said[:3000]
+    assert applier.metrics.errors["BadEventError"] == 1
+    # What Spark got, as the job's command and `recovery.retryable` read it.
+    line = str(BatchFailure(BadEventError(_PY4J_CALL_FAILED * 100, "0@0"))).strip()
+    assert line.startswith("BadEventError: 0@0: py4j") and len(line) == BatchFailure.LIMIT
