@@ -11,6 +11,7 @@ with one line; ``-v`` adds the trace and keeps Spark's own (verbose) log profile
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
 import json
 import logging
@@ -19,6 +20,9 @@ import re
 import shlex
 import signal
 import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
@@ -49,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("rowbus.spark_apply.job.trace").setLevel(logging.CRITICAL)
     config = JobConfig.model_validate(json.loads(args.config.read_text()))
     _prepare_jvm(config, args.verbose)
-    from rowbus.spark_apply.job import run
+    from rowbus.spark_apply.job import run, spark_started
 
     stopped: list[int] = []
 
@@ -59,10 +63,25 @@ def main(argv: list[str] | None = None) -> int:
         if stopped:
             return
         stopped.append(signum)
+        if not spark_started.is_set():
+            _bound_start_up_stop(signum)
         raise JobStopped(signum)
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    try:
+        return _run(run, config, stopped, args.verbose)
+    finally:
+        if stopped:
+            # A JVM still starting when the stop came is ours alone to end: it answers
+            # nothing until it is up, and then only notices its driver gone.
+            _end_children(START_UP_STOP_S)
+
+
+def _run(
+    run: Callable[[JobConfig], None], config: JobConfig, stopped: list[int], verbose: bool
+) -> int:
+    """`run` with its failures turned into the exit status and one line."""
     try:
         run(config)
     except JobStopped as exc:
@@ -87,13 +106,66 @@ def main(argv: list[str] | None = None) -> int:
         if cause is not None:
             logging.getLogger("rowbus.spark_apply").error("apply stopped: %s", cause)
             return 2
-        if args.verbose:
+        if verbose:
             logging.getLogger("rowbus.spark_apply").exception("apply failed")
         logging.getLogger("rowbus.spark_apply").error(
-            "apply failed: %s%s", one_line(exc), "" if args.verbose else " (-v for the trace)"
+            "apply failed: %s%s", one_line(exc), "" if verbose else " (-v for the trace)"
         )
         return 1
     return 0
+
+
+START_UP_STOP_S = 5.0
+"""How long a stop that comes while Spark starts may take before the driver kills its JVM and
+exits: there is no query to finish yet, and Spark ignores the stop until it is up (under load,
+a minute and more), so a job whose parent died with it stayed running that long (issue #33)."""
+
+
+def _bound_start_up_stop(signum: int) -> None:
+    """Arm a watchdog: if the driver has not exited `START_UP_STOP_S` after a stop that came
+    during Spark's start-up (blocked in a call the JVM answers only once up), its children are
+    killed and it exits with the signal's status."""
+
+    def expire() -> None:
+        logging.getLogger("rowbus.spark_apply").warning(
+            "apply stopped by signal %d while Spark was starting: its JVM is killed", signum
+        )
+        _end_children(0.0)
+        os._exit(128 + signum)
+
+    timer = threading.Timer(START_UP_STOP_S, expire)
+    timer.daemon = True
+    timer.start()
+
+
+def _children() -> list[int]:
+    """This process's live children (its JVM and the launcher's processes)."""
+    me = os.getpid()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if int(fields[1]) == me and fields[0] not in {"Z", "X"}:
+                    found.append(int(entry.name))
+    return found
+
+
+def _end_children(grace_s: float) -> None:
+    """TERM this process's children, KILL those left after `grace_s` (bounded: one pass each,
+    then at most `grace_s` of polling)."""
+    children = _children()
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    left = children
+    while left and time.monotonic() < deadline:
+        threading.Event().wait(0.05)
+        left = [pid for pid in left if pid in _children()]
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _prepare_jvm(config: JobConfig, verbose: bool) -> None:

@@ -19,6 +19,7 @@ import logging
 import os
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -602,6 +603,11 @@ def _applier_before_spark(config: JobConfig) -> BatchApplier | None:
         return None
 
 
+spark_started = threading.Event()
+"""Set once `run` has its Spark session: a stop before it has no query to finish, only a JVM
+that is starting (`__main__` bounds that stop)."""
+
+
 def run(config: JobConfig) -> None:
     """Run the job until it fails or (with ``available_now``) until it has caught up. A sink
     that goes away is waited for up to ``apply.sink_retry_s`` each time, then the query
@@ -614,6 +620,7 @@ def run(config: JobConfig) -> None:
         if ready is not None:
             ready.close()
         raise
+    spark_started.set()
     applier: BatchApplier | None = None
     # What is alive now (interpreter, pyspark, py4j, the clients) lives as long as the job:
     # the collector's full passes need not traverse it again (`collector_paused`).
