@@ -312,7 +312,11 @@ _CHAR_BYTES = {"utf8mb4": 4, "utf8mb3": 3, "utf8": 3, "ucs2": 2, "utf16": 4, "ut
 def column_doc(column: ColumnSchema) -> str:
     """The doc of a field that holds `column`: its MySQL definition (what a later ALTER is
     compared with)."""
-    spec = {k: v for k, v in column.to_dict().items() if k not in ("name", "nullable", "default")}
+    spec = {
+        k: v
+        for k, v in column.to_dict().items()
+        if k not in ("name", "nullable", "default") and v is not None and v != [] and v is not False
+    }  # what is left out reads back as ColumnSchema's default
     return DOC + json.dumps(spec, sort_keys=True, separators=(",", ":"))
 
 
