@@ -8,11 +8,25 @@ statement's renames), ADD COLUMN (a constant DEFAULT as Iceberg's initial defaul
 `initial_default`), DROP COLUMN (the change log keeps the column), widening int→long,
 float→double, decimal precision, a new primary key (identifier fields), and anything else
 refused in one line (`iceberg_types.IcebergError`) before any of it is applied.
+
+Narrowing ALTERs: each field that holds a column keeps the column's MySQL definition in its
+doc (`column_doc`, written when the field is created or changed, and on a table written
+before that at its next evolution), so it survives a restart. `refuse_narrowing` compares a
+DDL's schema after it with those definitions and refuses, in one line, a column whose values
+may not fit any more (`narrows`: a shorter length, a smaller integer range, fewer digits,
+fewer ENUM members, a smaller character set). The sink asks for it only for an ALTER the
+source ran without a STRICT sql_mode (`strict_session`): there the server cuts the values it
+holds without row events, which Iceberg (string stays string) would never see; under STRICT
+the server aborts an ALTER that meets a value that does not fit (MariaDB makes the copy's
+truncation warnings errors for every engine), so an ALTER in the binlog changed no row —
+except ``ALTER IGNORE``, treated as lenient, as is a DDL whose mode is unknown.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -86,13 +100,20 @@ def wanted_columns(lay: Layout, changelog: bool) -> list[tuple[str, Kind, bool]]
     return [(c.name, k, c.name in key) for c, k in zip(lay.columns, lay.kinds, strict=True)]
 
 
+def wanted_docs(lay: Layout, changelog: bool) -> dict[str, str]:
+    """The doc of each field of the table of this form that holds a column (`column_doc`)."""
+    sides = ("before_", "after_") if changelog else ("",)
+    return {side + c.name: column_doc(c) for side in sides for c in lay.columns}
+
+
 def schema_of(lay: Layout, changelog: bool) -> Any:
     from pyiceberg.schema import Schema
     from pyiceberg.types import NestedField
 
     wanted = wanted_columns(lay, changelog)
+    docs = wanted_docs(lay, changelog)
     fields = [
-        NestedField(field_id=i, name=n, field_type=k.iceberg(), required=r)
+        NestedField(field_id=i, name=n, field_type=k.iceberg(), required=r, doc=docs.get(n))
         for i, (n, k, r) in enumerate(wanted, 1)
     ]
     key = [] if changelog else [i for i, (n, _, _) in enumerate(wanted, 1) if n in lay.key]
@@ -155,17 +176,22 @@ def evolve_table(
                 renamed[prefix + old] = prefix + new
     current = {renamed.get(n, n): f for n, f in fields.items()}
     wanted = wanted_columns(lay, changelog)
+    docs = wanted_docs(lay, changelog)
     names = {n for n, _, _ in wanted}
     by_name = {c.name: (c, k) for c, k in zip(lay.columns, lay.kinds, strict=True)}
-    adds, widen = [], []
+    adds: list[tuple[str, Kind, Any, str | None]] = []
+    widen: list[tuple[str, Any, str | None]] = []
+    redoc: list[tuple[str, Any, str | None]] = []
     for n, kind, _ in wanted:
         have = current.get(n)
         if have is None:
             default = None if changelog else initial_default(name, *by_name[n])
-            adds.append((n, kind, default))
+            adds.append((n, kind, default, docs.get(n)))
             continue
         want = kind.iceberg()
         if have.field_type == want:
+            if n in docs and have.doc != docs[n]:  # VARCHAR(3) → VARCHAR(10), or no doc yet
+                redoc.append((have.name, None, docs[n]))
             continue
         old, new = str(have.field_type), str(want)
         decimal_wider = (
@@ -181,7 +207,7 @@ def evolve_table(
                 "scale) are applied; recreate the Iceberg table (drop it and replay), or "
                 "route the table out of the Iceberg job"
             )
-        widen.append((have.name, want))
+        widen.append((have.name, want, docs.get(n)))
     # The change log keeps a dropped column (NULL from then on): its history stays.
     drops = [] if changelog else [current[n].name for n in current if n not in names]
     new_key: list[str] = []
@@ -198,20 +224,20 @@ def evolve_table(
             new_key = list(lay.key)
     if adds and drops:
         raise IcebergError(
-            f"{name}: columns {drops} would go and {[n for n, _, _ in adds]} come in one "
+            f"{name}: columns {drops} would go and {[a[0] for a in adds]} come in one "
             "change that names no column rename, which may be a RENAME (Iceberg would lose "
             "the old rows' values): the sink does not apply it; rename the column with "
             "RENAME COLUMN or CHANGE upstream, or recreate the Iceberg table"
         )
-    if not (renamed or adds or widen or drops or new_key):
+    if not (renamed or adds or widen or drops or new_key or redoc):
         return table
-    _commit(table, name, renamed, adds, widen, drops, [current[k] for k in new_key])
+    _commit(table, name, renamed, adds, widen + redoc, drops, [current[k] for k in new_key])
     log.info(
         "evolved %s: renamed %s, added %s, widened %s, dropped %s, key %s",
         name,
         renamed,
-        [n for n, _, _ in adds],
-        widen,
+        [a[0] for a in adds],
+        [w[0] for w in widen],
         drops,
         new_key or "unchanged",
     )
@@ -222,8 +248,8 @@ def _commit(
     table: Any,
     name: str,
     renamed: Mapping[str, str],
-    adds: list[tuple[str, Kind, Any]],
-    widen: list[tuple[str, Any]],
+    adds: list[tuple[str, Kind, Any, str | None]],
+    widen: list[tuple[str, Any, str | None]],
     drops: list[str],
     new_key: list[Any],
 ) -> None:
@@ -236,10 +262,10 @@ def _commit(
         with table.update_schema(allow_incompatible_changes=bool(new_key)) as update:
             for old_name, new_name in renamed.items():
                 update.rename_column(old_name, new_name)
-            for n, kind, default in adds:
-                update.add_column(n, kind.iceberg(), default_value=default)
-            for n, want in widen:
-                update.update_column(n, field_type=want)
+            for n, kind, default, doc in adds:
+                update.add_column(n, kind.iceberg(), doc=doc, default_value=default)
+            for n, want, doc in widen:  # `want` None: the doc only
+                update.update_column(n, field_type=want, doc=doc)
             for n in drops:
                 update.delete_column(n)
             if new_key:
@@ -255,3 +281,169 @@ def _commit(
             f"{name}: Iceberg refused the schema change ({reason}); nothing of it was "
             "applied: recreate the Iceberg table, or route the table out of the Iceberg job"
         ) from None
+
+
+# -- narrowing ALTERs -----------------------------------------------------------------------
+#
+# A lenient session's ALTER … MODIFY that narrows a column converts the rows the source holds
+# (truncates, clips) without row events; Iceberg's type stays (string is string), so the
+# current state would keep the old values. Each field's doc keeps the column's MySQL
+# definition (`DOC`), written when the field is created or changed, so the comparison works
+# after a restart; a field without one (a table written before) is compared by its Iceberg
+# type, which tells the old definition of a DECIMAL only.
+
+DOC = "mysql "
+"""The head of a field's doc: the column's MySQL definition as JSON follows it."""
+_INT_BITS = {"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "bigint": 64}
+_TEXT_BYTES = {
+    "tinytext": 255,
+    "tinyblob": 255,
+    "text": 65535,
+    "blob": 65535,
+    "mediumtext": 2**24 - 1,
+    "mediumblob": 2**24 - 1,
+    "longtext": 2**32 - 1,
+    "longblob": 2**32 - 1,
+    "json": 2**32 - 1,
+}
+_CHAR_BYTES = {"utf8mb4": 4, "utf8mb3": 3, "utf8": 3, "ucs2": 2, "utf16": 4, "utf32": 4}
+
+
+def column_doc(column: ColumnSchema) -> str:
+    """The doc of a field that holds `column`: its MySQL definition (what a later ALTER is
+    compared with)."""
+    spec = {
+        k: v
+        for k, v in column.to_dict().items()
+        if k not in ("name", "nullable", "default") and v is not None and v != [] and v is not False
+    }  # what is left out reads back as ColumnSchema's default
+    return DOC + json.dumps(spec, sort_keys=True, separators=(",", ":"))
+
+
+def doc_column(name: str, doc: str | None) -> ColumnSchema | None:
+    """The MySQL definition a field's doc keeps, None without one (or one not ours)."""
+    if not doc or not doc.startswith(DOC):
+        return None
+    try:
+        spec = json.loads(doc[len(DOC) :])
+        return ColumnSchema(name, **{**spec, "elements": tuple(spec.get("elements") or ())})
+    except (ValueError, TypeError):
+        return None
+
+
+def type_text(c: ColumnSchema) -> str:
+    """`c`'s type as MySQL spells it, for a message: ``varchar(10)``, ``int unsigned``."""
+    name = c.type.lower()
+    if name == "decimal":
+        text = f"decimal({c.precision or 10},{c.scale or 0})"
+    elif name in ("enum", "set"):
+        text = name + "(" + ",".join("'" + e.replace("'", "''") + "'" for e in c.elements) + ")"
+    elif c.length is not None and name not in _TEXT_BYTES:
+        text = f"{name}({c.length})"
+    else:
+        text = name
+    return text + (" unsigned" if c.unsigned else "")
+
+
+def _int_range(c: ColumnSchema) -> tuple[int, int] | None:
+    name = c.type.lower()
+    if name == "bit":
+        return 0, 2 ** (c.length or 1) - 1
+    if name == "decimal":
+        top = 10 ** ((c.precision or 10) - (c.scale or 0)) - 1
+        return -top, top
+    bits = _INT_BITS.get(name)
+    if bits is None:
+        return None
+    return (0, 2**bits - 1) if c.unsigned else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+
+
+def _limits(c: ColumnSchema) -> tuple[int, int, bool] | None:
+    """The most characters and bytes a value of a string or binary column holds, and whether
+    its own limit counts characters (CHAR, VARCHAR) or bytes; None for other types."""
+    name = c.type.lower()
+    if name in _TEXT_BYTES:
+        return _TEXT_BYTES[name], _TEXT_BYTES[name], False
+    if name in ("char", "varchar"):
+        width = _CHAR_BYTES.get((c.charset or "").lower(), 1)
+        return (c.length or 1), (c.length or 1) * width, True
+    if name in ("binary", "varbinary"):
+        return (c.length or 1), (c.length or 1), False
+    return None
+
+
+def narrows(old: ColumnSchema, new: ColumnSchema) -> bool:
+    """Whether a value `old` holds may not fit `new` (the server would cut it): a shorter
+    length, a smaller integer range (signed ↔ unsigned included), fewer integer digits or
+    decimals, fewer ENUM/SET members, a character set with fewer characters. A change
+    between kinds Iceberg cannot hold in one type is refused by `evolve_table` anyway; one
+    this does not know (dates, FLOAT ↔ DOUBLE) is not a narrowing here."""
+    o, n = old.type.lower(), new.type.lower()
+    if n in ("enum", "set"):
+        return not (o == n and set(old.elements) <= set(new.elements))
+    if o in ("enum", "set"):  # to a string: each member's text must fit
+        limits = _limits(new)
+        longest = (
+            len(",".join(old.elements)) if o == "set" else max(map(len, old.elements), default=0)
+        )
+        if limits is None:
+            return True
+        width = _CHAR_BYTES.get((old.charset or "").lower(), 1)
+        max_chars, max_bytes, counts_chars = limits
+        return longest > max_chars if counts_chars else longest * width > max_bytes
+    before, after = _int_range(old), _int_range(new)
+    if before is not None and after is not None:
+        if (new.scale or 0) < (old.scale or 0):
+            return True
+        return after[0] > before[0] or after[1] < before[1]
+    was, now = _limits(old), _limits(new)
+    if was is None or now is None:
+        return False
+    sets = (old.charset or "").lower(), (new.charset or "").lower()
+    if all(sets) and _CHAR_BYTES.get(sets[1], 1) < _CHAR_BYTES.get(sets[0], 1):
+        return True  # a character the old set holds may not exist in the new one
+    chars, size, _ = was
+    max_chars, max_bytes, counts_chars = now
+    return chars > max_chars if counts_chars else size > max_bytes
+
+
+def strict_session(sql_mode: str | None, statement: str) -> bool:
+    """Whether the source ran `statement` in a STRICT session: the server then aborts an ALTER
+    whose copy meets a value that does not fit (MariaDB turns a STRICT_TRANS_TABLES or
+    STRICT_ALL_TABLES warning into an error for the copy of any engine's table), so a
+    narrowing it applied changed no row. Not with ``ALTER IGNORE`` (it cuts the values
+    anyway), nor when the mode is unknown (an older writer's DDL)."""
+    if sql_mode is None or _IGNORE.match(statement):
+        return False
+    modes = {m.strip().upper() for m in sql_mode.split(",")}
+    return bool(modes & {"STRICT_TRANS_TABLES", "STRICT_ALL_TABLES"})
+
+
+_IGNORE = re.compile(r"\s*ALTER\s+(?:ONLINE\s+)?IGNORE\s", re.IGNORECASE)
+
+
+def refuse_narrowing(table: Any, lay: Layout, name: str, renames: Mapping[str, str]) -> None:
+    """Refuse in one line a change of the current-state `table` to `lay` that narrows one of
+    its columns (compared with the MySQL definition its field's doc keeps; without a doc, a
+    DECIMAL's by its Iceberg type, nothing else is known)."""
+    from pyiceberg.types import DecimalType
+
+    back = {new: old for old, new in renames.items()}
+    fields = {f.name: f for f in table.schema().fields}
+    for column in lay.columns:
+        field = fields.get(back.get(column.name, column.name))
+        if field is None:
+            continue
+        old = doc_column(column.name, field.doc)
+        if old is None and isinstance(field.field_type, DecimalType):
+            t = field.field_type
+            old = ColumnSchema(column.name, "decimal", precision=t.precision, scale=t.scale)
+        if old is None or not narrows(old, column):
+            continue
+        raise IcebergError(
+            f"{name}.{column.name} would narrow from {type_text(old)} to {type_text(column)} "
+            "in a session without a STRICT sql_mode, where the source cuts the values it "
+            "holds without row events (the Iceberg table would keep the old ones): nothing "
+            "of it was applied; run the ALTER in a STRICT session (SET SESSION sql_mode = "
+            "'STRICT_ALL_TABLES') upstream, or drop the Iceberg table and snapshot it again"
+        )

@@ -39,10 +39,13 @@ precision, a new primary key as the identifier fields); RENAME TABLE renames bot
 in the catalog, DROP TABLE and DROP DATABASE drop the current-state tables (the change log
 keeps its history); what Iceberg cannot express (another type change, an expression DEFAULT
 added to rows, a rename out of the routes) is refused in one line before anything of it is
-applied. TRUNCATE TABLE empties the current-state table and appends a ``truncate`` event to
-the change log, each commit marked as the step's DDL part (``rowbus.ddl``), so a replay skips
-it. The evolution compares the wanted schema with the table's, a rename finds the new name
-there, a drop finds no table: a replayed DDL finds nothing to do.
+applied, and so is an ALTER that narrows a column (VARCHAR(10)→VARCHAR(3)) in a source session
+without a STRICT sql_mode, which cut the source's rows without row events
+(`iceberg_schema.refuse_narrowing`; docs/semantics.md). TRUNCATE TABLE empties the
+current-state table and appends a ``truncate`` event to the change log, each commit marked
+as the step's DDL part (``rowbus.ddl``), so a replay skips it. The evolution compares the
+wanted schema with the table's, a rename finds the new name there, a drop finds no table: a
+replayed DDL finds nothing to do.
 """
 
 from __future__ import annotations
@@ -70,7 +73,14 @@ from rowbus.spark_apply.iceberg_catalog import BATCH, DDL, JOB, STEP, open_catal
 from rowbus.spark_apply.iceberg_faults import armed
 from rowbus.spark_apply.iceberg_maintenance import Maintenance
 from rowbus.spark_apply.iceberg_schema import META as _META
-from rowbus.spark_apply.iceberg_schema import Layout, evolve_table, layout, schema_of
+from rowbus.spark_apply.iceberg_schema import (
+    Layout,
+    evolve_table,
+    layout,
+    refuse_narrowing,
+    schema_of,
+    strict_session,
+)
 from rowbus.spark_apply.iceberg_types import (
     IcebergError,
     UnstorableColumnError,
@@ -323,15 +333,31 @@ class IcebergTables:
         )
         return table
 
-    def evolve(self, table_schema: TableSchema, renames: Mapping[str, str] | None = None) -> None:
+    def evolve(
+        self,
+        table_schema: TableSchema,
+        renames: Mapping[str, str] | None = None,
+        lenient: bool = False,
+    ) -> None:
         """A DDL's schema after it (and its column renames, old → new), applied to the
-        tables of its target (those that exist)."""
+        tables of its target (those that exist). `lenient`: an ALTER the source ran without
+        a STRICT sql_mode, which cuts the values a narrowed column holds without row events:
+        a narrowing is refused (`iceberg_schema.refuse_narrowing`) before anything of it is
+        applied (the change log alone is not refused: it holds what the source wrote)."""
         from pyiceberg.exceptions import NoSuchTableError
 
         proj = self._router.projection(table_schema)
         if proj is None:
             return
         lay = layout(proj, table_schema, self._null_zero_dates)
+        if lenient and False in self._forms():
+            ident = self._identifier(lay.target, False)
+            try:
+                current = self._catalog.load_table(ident)
+            except NoSuchTableError:
+                pass  # no rows held: nothing to diverge
+            else:
+                refuse_narrowing(current, lay, ".".join(ident), renames or {})
         for changelog in self._forms():
             ident = self._identifier(lay.target, changelog)
             self._tables.pop(ident, None)
@@ -623,7 +649,11 @@ class IcebergRows:
             if ev.table_schema is None:
                 return
             self.tables.check([ev.table_schema])
-            self.tables.evolve(ev.table_schema, dict(parsed.column_renames))
+            # Only an ALTER converts the rows a table holds (a CREATE makes a new table).
+            lenient = ev.kind is DdlKind.ALTER_TABLE and not strict_session(
+                ev.sql_mode, ev.statement
+            )
+            self.tables.evolve(ev.table_schema, dict(parsed.column_renames), lenient)
         except ApplyError as exc:
             raise BadEventError(str(exc), env.position) from exc
 

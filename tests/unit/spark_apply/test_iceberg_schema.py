@@ -50,15 +50,22 @@ class Sink:
         self.known: list[TableSchema] = []
         self.rows = IcebergRows(self.tables, self.router, SeenSets(self.router), lambda: self.known)
 
-    def create(self, schema: TableSchema, rows: list[dict[str, Any]]) -> None:
-        """Both forms' tables of `schema`, the current state holding `rows`."""
+    def create(self, schema: TableSchema, rows: list[dict[str, Any]], docs: bool = True) -> None:
+        """Both forms' tables of `schema`, the current state holding `rows`; without `docs`:
+        fields with no MySQL definition, as a table written before they were kept."""
         proj = self.router.projection(schema)
         assert proj is not None
         lay = layout(proj, schema, False)
         self.catalog.create_namespace_if_not_exists("db")
         for changelog in (False, True):
             name = schema.table + ("_changelog" if changelog else "")
-            table = self.catalog.create_table(("db", name), schema=schema_of(lay, changelog))
+            iceberg = schema_of(lay, changelog)
+            if not docs:
+                from pyiceberg.schema import Schema
+
+                fields = [f.model_copy(update={"doc": None}) for f in iceberg.fields]
+                iceberg = Schema(*fields, identifier_field_ids=iceberg.identifier_field_ids)
+            table = self.catalog.create_table(("db", name), schema=iceberg)
             if not changelog:
                 import pyarrow as pa
 
@@ -74,7 +81,13 @@ class Sink:
         schema = self.catalog.load_table(("db", name)).schema()
         return [(f.name, str(f.field_type), f.required) for f in schema.fields]
 
-    def ddl(self, statement: str, kind: DdlKind, after: TableSchema | None) -> None:
+    def ddl(
+        self,
+        statement: str,
+        kind: DdlKind,
+        after: TableSchema | None,
+        sql_mode: str | None = "STRICT_TRANS_TABLES",
+    ) -> None:
         ev = DdlChange(
             source="s",
             ts=1,
@@ -84,6 +97,7 @@ class Sink:
             table_schema=after,
             position=BinlogPosition("bin.000001", 4),
             kind=kind,
+            sql_mode=sql_mode,
         )
         self.rows.ddl(Envelope("topic", 0, 7, ev), 1, 0)
 
@@ -159,11 +173,17 @@ def test_drop_database_drops_the_current_state_of_its_tables(sink: Sink) -> None
     assert sink.catalog.table_exists(("db", "t_changelog"))
 
 
-def _refused(sink: Sink, statement: str, kind: DdlKind, after: TableSchema | None) -> str:
+def _refused(
+    sink: Sink,
+    statement: str,
+    kind: DdlKind,
+    after: TableSchema | None,
+    sql_mode: str | None = "STRICT_TRANS_TABLES",
+) -> str:
     """`statement` refused in one line, both tables as they were."""
     before = {n: sink.catalog.load_table(("db", n)).metadata for n in ("t", "t_changelog")}
     with pytest.raises(ApplyError) as refused:
-        sink.ddl(statement, kind, after)
+        sink.ddl(statement, kind, after, sql_mode)
     message = str(refused.value)
     assert "\n" not in message
     for n, metadata in before.items():
@@ -233,3 +253,121 @@ def test_a_primary_key_iceberg_cannot_take_is_refused_in_one_line(sink: Sink) ->
     assert "db.t: Iceberg refused the schema change (" in message
     assert "must not be float or double" in message
     assert sink.catalog.load_table(("db", "t")).schema().identifier_field_names() == {"id"}
+
+
+# -- a narrowing ALTER in a lenient session (the source cuts its rows without row events) --
+
+LENIENT = "NO_ENGINE_SUBSTITUTION"
+V10 = ColumnSchema("v", "varchar", length=10, charset="utf8mb4")
+V3 = ColumnSchema("v", "varchar", length=3, charset="utf8mb4")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "value", "says"),
+    [
+        (V10, V3, "abcdefgh", "db.t.v would narrow from varchar(10) to varchar(3)"),
+        (A, ColumnSchema("a", "tinyint", unsigned=True), 300, "from int to tinyint unsigned"),
+        (
+            ColumnSchema("a", "smallint", unsigned=True),
+            ColumnSchema("a", "smallint"),
+            60000,
+            "from smallint unsigned to smallint",
+        ),
+        (
+            ColumnSchema("a", "decimal", precision=10, scale=2),
+            ColumnSchema("a", "decimal", precision=5, scale=2),
+            Decimal("12345.67"),
+            "from decimal(10,2) to decimal(5,2)",
+        ),
+        (
+            ColumnSchema("a", "text", charset="utf8mb4"),
+            ColumnSchema("a", "tinytext", charset="utf8mb4"),
+            "x" * 300,
+            "from text to tinytext",
+        ),
+    ],
+    ids=["varchar", "int-range", "unsigned-to-signed", "decimal", "text"],
+)
+def test_a_narrowing_in_a_lenient_session_is_refused_in_one_line(
+    sink: Sink, old: ColumnSchema, new: ColumnSchema, value: Any, says: str
+) -> None:
+    sink.create(_table(old), [{"id": 1, old.name: value}])
+    message = _refused(sink, "ALTER TABLE t MODIFY …", DdlKind.ALTER_TABLE, _table(new), LENIENT)
+    assert says in message
+    assert "run the ALTER in a STRICT session" in message
+    assert "drop the Iceberg table and snapshot it again" in message
+    assert sink.scan() == [{"id": 1, old.name: value}]
+
+
+def test_a_widening_in_a_lenient_session_is_applied_and_its_definition_kept(
+    sink: Sink,
+) -> None:
+    columns = (
+        A,
+        V3,
+        ColumnSchema("p", "decimal", precision=5, scale=2),
+        ColumnSchema("f", "float"),
+        ColumnSchema("u", "tinyint", unsigned=True),
+    )
+    row = {"id": 1, "a": 5, "v": "abc", "p": Decimal("1.25"), "f": 0.5, "u": 200}
+    sink.create(_table(*columns), [row])
+    wider = (
+        ColumnSchema("a", "bigint"),
+        V10,
+        ColumnSchema("p", "decimal", precision=10, scale=2),
+        ColumnSchema("f", "double"),
+        ColumnSchema("u", "smallint"),
+    )
+    sink.ddl("ALTER TABLE t MODIFY …", DdlKind.ALTER_TABLE, _table(*wider), LENIENT)
+    assert sink.scan() == [row]
+    assert [t for _, t, _ in sink.fields()] == [
+        "int",
+        "long",
+        "string",
+        "decimal(10, 2)",
+        "double",
+        "int",
+    ]
+    # The new definition is what the next ALTER is compared with: back to VARCHAR(3) narrows.
+    message = _refused(
+        sink,
+        "ALTER TABLE t MODIFY v …",
+        DdlKind.ALTER_TABLE,
+        _table(*wider[:1], V3, *wider[2:]),
+        LENIENT,
+    )
+    assert "db.t.v would narrow from varchar(10) to varchar(3)" in message
+
+
+def test_a_narrowing_in_a_strict_session_is_applied_but_not_with_alter_ignore(
+    sink: Sink,
+) -> None:
+    """STRICT: the source refused the ALTER if a value did not fit, so none was cut."""
+    sink.create(_table(V10), [{"id": 1, "v": "abc"}])
+    ignore = _refused(sink, "alter ignore table t modify v …", DdlKind.ALTER_TABLE, _table(V3))
+    assert "db.t.v would narrow from varchar(10) to varchar(3)" in ignore
+    unknown = _refused(sink, "ALTER TABLE t MODIFY v …", DdlKind.ALTER_TABLE, _table(V3), None)
+    assert "db.t.v would narrow" in unknown
+    sink.ddl("ALTER TABLE t MODIFY v …", DdlKind.ALTER_TABLE, _table(V3), "STRICT_ALL_TABLES")
+    assert sink.scan() == [{"id": 1, "v": "abc"}]
+
+
+def test_the_definition_survives_a_reopen_and_a_table_without_one_gets_it(
+    sink: Sink, tmp_path: Path
+) -> None:
+    # A table written before the definitions were kept: only a DECIMAL's is known.
+    p10 = ColumnSchema("p", "decimal", precision=10, scale=2)
+    p5 = ColumnSchema("p", "decimal", precision=5, scale=2)
+    sink.create(_table(V10, p10), [{"id": 1, "v": "abcdefgh", "p": Decimal("1.25")}], docs=False)
+    message = _refused(
+        sink, "ALTER TABLE t MODIFY p …", DdlKind.ALTER_TABLE, _table(V10, p5), LENIENT
+    )
+    assert "db.t.p would narrow from decimal(10,2) to decimal(5,2)" in message
+    # A change it lets through writes each column's definition into its field.
+    sink.ddl("ALTER TABLE t MODIFY v …", DdlKind.ALTER_TABLE, _table(V10, p10), LENIENT)
+    reopened = Sink(tmp_path)  # a restarted job: a new catalog connection, nothing cached
+    reopened.known = sink.known
+    message = _refused(
+        reopened, "ALTER TABLE t MODIFY v …", DdlKind.ALTER_TABLE, _table(V3, p10), LENIENT
+    )
+    assert "db.t.v would narrow from varchar(10) to varchar(3)" in message
