@@ -247,7 +247,7 @@ class IcebergTables:
         positions = [lay.names.index(k) for k in lay.key]
         key_convs = [lay.converters[p] for p in positions]
         converted = [tuple(c(v) for c, v in zip(key_convs, k, strict=True)) for k in keys]
-        data = self._arrow(table, lay.names, column_arrays(lay.kinds, lay.converters, images))
+        data = _arrow(table, lay.names, column_arrays(lay.kinds, lay.converters, images))
         with table.transaction() as tx:
             if table.current_snapshot() is not None:
                 with warnings.catch_warnings():
@@ -293,23 +293,8 @@ class IcebergTables:
         arrays += column_arrays(lay.kinds, lay.converters, after)
         names = [n for n, _ in _META] + [f"before_{c}" for c in lay.names]
         names += [f"after_{c}" for c in lay.names]
-        table.append(self._arrow(table, tuple(names), arrays), snapshot_properties=marker)
+        table.append(_arrow(table, tuple(names), arrays), snapshot_properties=marker)
         return len(part.events)
-
-    @staticmethod
-    def _arrow(table: Any, names: Sequence[str], arrays: list[Any]) -> Any:
-        """The arrays as an Arrow table in the Iceberg table's schema (its order, its
-        nullability, its field ids)."""
-        import pyarrow as pa
-
-        wanted = table.schema().as_arrow()
-        data = pa.Table.from_arrays(arrays, names=list(names))
-        # A column the table keeps but the rows lack (the change log's dropped ones) is NULL.
-        columns = [
-            data.column(f.name) if f.name in names else pa.nulls(data.num_rows, f.type)
-            for f in wanted
-        ]
-        return pa.Table.from_arrays(columns, names=[f.name for f in wanted]).cast(wanted)
 
     # -- tables and their schemas ------------------------------------------------------------
 
@@ -451,9 +436,7 @@ class IcebergTables:
             arrays = [
                 pa.array([v], type=_meta_arrow(t)) for v, (_, t) in zip(values, _META, strict=True)
             ]
-            table.append(
-                self._arrow(table, [n for n, _ in _META], arrays), snapshot_properties=marker
-            )
+            table.append(_arrow(table, [n for n, _ in _META], arrays), snapshot_properties=marker)
 
     def expire(self, batch_id: int, keep: int) -> int:
         """Expire, in every table this sink holds loaded, the snapshots older than the first
@@ -512,6 +495,20 @@ class IcebergTables:
     def close(self) -> None:
         self._tables.clear()
         self._catalog = None
+
+
+def _arrow(table: Any, names: Sequence[str], arrays: list[Any]) -> Any:
+    """The arrays as an Arrow table in the Iceberg table's schema (its order, its nullability,
+    its field ids)."""
+    import pyarrow as pa
+
+    wanted = table.schema().as_arrow()
+    data = pa.Table.from_arrays(arrays, names=list(names))
+    # A column the table keeps but the rows lack (the change log's dropped ones) is NULL.
+    columns = [
+        data.column(f.name) if f.name in names else pa.nulls(data.num_rows, f.type) for f in wanted
+    ]
+    return pa.Table.from_arrays(columns, names=[f.name for f in wanted]).cast(wanted)
 
 
 def _meta_arrow(name: str) -> Any:

@@ -298,3 +298,21 @@ def test_no_two_modules_import_each_other() -> None:
                     seen.add(nxt)
                     stack.append((nxt, (*trail, nxt)))
     assert not circles, "\n".join(circles)
+
+
+LONGEST_CLASS = 400
+"""Lines a class of the components or the shell may take (issue #30): a longer one has more
+than one job; split it along them."""
+
+
+def test_no_class_is_longer_than_the_bound() -> None:
+    long = [
+        f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {size} lines"
+        for folder in (*COMPONENTS, "rowbus")
+        for path in _files(folder)
+        if not path.is_symlink()
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.ClassDef)
+        and (size := (node.end_lineno or node.lineno) - node.lineno + 1) > LONGEST_CLASS
+    ]
+    assert not long, "\n".join(long)
