@@ -72,30 +72,40 @@ _SCALARS = {
 
 
 def _container(kind: int, data: bytes, start: int) -> str:
+    keys, slots = _layout(kind, data, start)
+    values = [_inline(k, data, at) if inline else _value(k, data, at) for k, at, inline in slots]
+    if keys is None:
+        return "[" + ", ".join(values) + "]"
+    return "{" + ", ".join(f"{_quote(k)}: {v}" for k, v in zip(keys, values, strict=True)) + "}"
+
+
+def _layout(
+    kind: int, data: bytes, start: int
+) -> tuple[list[str] | None, list[tuple[int, int, bool]]]:
+    """An object's keys (None for an array) and each member's (type, where its value starts,
+    inlined in its slot) — the header both printing (`_container`) and `tree` read."""
     large = kind in (_LARGE_OBJECT, _LARGE_ARRAY)
     word = "<I" if large else "<H"
     w = 4 if large else 2
     count = struct.unpack_from(word, data, start)[0]
     at = start + 2 * w
-    keys: list[str] = []
+    keys: list[str] | None = None
     if kind in (_SMALL_OBJECT, _LARGE_OBJECT):
+        keys = []
         for _ in range(count):
             offset = struct.unpack_from(word, data, at)[0]
             length = struct.unpack_from("<H", data, at + w)[0]
             keys.append(data[start + offset : start + offset + length].decode("utf-8"))
             at += w + 2
-    values: list[str] = []
+    slots: list[tuple[int, int, bool]] = []
     for _ in range(count):
         vkind = data[at]
         if _inlined(vkind, large):
-            values.append(_inline(vkind, data, at + 1))
+            slots.append((vkind, at + 1, True))
         else:
-            offset = struct.unpack_from(word, data, at + 1)[0]
-            values.append(_value(vkind, data, start + offset))
+            slots.append((vkind, start + struct.unpack_from(word, data, at + 1)[0], False))
         at += 1 + w
-    if kind in (_SMALL_ARRAY, _LARGE_ARRAY):
-        return "[" + ", ".join(values) + "]"
-    return "{" + ", ".join(f"{_quote(k)}: {v}" for k, v in zip(keys, values, strict=True)) + "}"
+    return keys, slots
 
 
 def _inlined(kind: int, large: bool) -> bool:
@@ -231,35 +241,20 @@ def _node(kind: int, data: bytes, at: int, along: frozenset[tuple[object, ...]] 
         along is not None and not any(along)
     ):
         return Leaf(_value(kind, data, at))
-    is_array = kind in (_SMALL_ARRAY, _LARGE_ARRAY)
-    large = kind in (_LARGE_OBJECT, _LARGE_ARRAY)
-    word = "<I" if large else "<H"
-    w = 4 if large else 2
-    count = struct.unpack_from(word, data, at)[0]
-    p = at + 2 * w
-    keys: list[str] = []
-    if not is_array:
-        for _ in range(count):
-            offset = struct.unpack_from(word, data, p)[0]
-            length = struct.unpack_from("<H", data, p + w)[0]
-            keys.append(data[at + offset : at + offset + length].decode("utf-8"))
-            p += w + 2
+    keys, slots = _layout(kind, data, at)
     cells = None
-    if along is not None and is_array:
+    if along is not None and keys is None:
         cells = frozenset(path[1:] for path in along if path and not isinstance(path[0], str))
     values: list[Node] = []
-    for n in range(count):
-        vkind = data[p]
-        if _inlined(vkind, large):
-            values.append(Leaf(_inline(vkind, data, p + 1)))
-        else:
-            offset = struct.unpack_from(word, data, p + 1)[0]
-            below = cells
-            if along is not None and not is_array:
-                below = frozenset(path[1:] for path in along if path and path[0] == keys[n])
-            values.append(_node(vkind, data, at + offset, below))
-        p += 1 + w
-    if is_array:
+    for n, (vkind, start, inline) in enumerate(slots):
+        if inline:
+            values.append(Leaf(_inline(vkind, data, start)))
+            continue
+        below = cells
+        if along is not None and keys is not None:
+            below = frozenset(path[1:] for path in along if path and path[0] == keys[n])
+        values.append(_node(vkind, data, start, below))
+    if keys is None:
         return values
     return dict(zip(keys, values, strict=True))
 

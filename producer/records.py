@@ -156,7 +156,7 @@ class Records(ABC):
         ts: int,
         txn_id: str,
         index: int,
-        count: int,
+        count: int | None,
     ) -> bool:
         """`row` without a `TxnRef` built, for the common row of a transaction with no DDL
         waiting; False when it does not apply (the batcher then calls `row`)."""
@@ -322,7 +322,7 @@ class NativeRecords(Records):
         ts: int,
         txn_id: str,
         index: int,
-        count: int,
+        count: int | None,
     ) -> bool:
         """The value from the image, key and partition computed once, nothing built per
         value, for a row whose schema is published and which is keyed by primary key."""
@@ -334,7 +334,7 @@ class NativeRecords(Records):
             return False
         position = item.position
         number = 1 if op is INSERT else 2 if op is UPDATE else 3 if op is DELETE else 0
-        if lane.at >= 0 and number and not position.upstream:
+        if lane.at >= 0 and number and count is not None and not position.upstream:
             assert self._record is not None
             try:
                 record = self._record(
@@ -374,27 +374,12 @@ class NativeRecords(Records):
     ) -> None:
         table = item.table
         self.schema(batch, table, ts)
-        topic, partitioner = self.topics.for_table(table.schema, table.table)
-        by_key = bool(table.primary_key) and partitioner.dispatch_for(
-            table.schema, table.table
-        ).rule is (DispatchRule.BY_PRIMARY_KEY)
-        if by_key and self.native:
-            # The fast path: the value straight from the image, key and hash computed once.
-            value = fastrows.change_value(
-                self.source, ts, op, table.schema, table.table, table.schema_id,
-                table.primary_key, before, after, ref.id, ref.index, ref.count, item.position,
-            )  # fmt: skip
-            if value is not None:
-                image = after if after is not None else before
-                assert image is not None
-                key = fastrows.int_key(
-                    self._key_prefix(table), image, table.pk_indexes
-                ) or encode_key(table.schema, table.table, [image[i] for i in table.pk_indexes])
-                partition = fastrows.partition(key, partitioner.num_partitions)
-                batch.records.append((topic, partition, key, value, list(fastrows.ROW_HEADERS)))
-                batch.stats.bytes += len(value)
-                batch.stats.rows += 1
-                return
+        # With its schema published a row keyed by primary key takes the native path; what
+        # it leaves (another encoding, a key or value it cannot write) is built here.
+        if self.fast_row(batch, item, op, before, after, ts, ref.id, ref.index, ref.count):
+            return
+        lane = self._lane(table)
+        topic, partitioner, by_key = lane.topic, lane.partitioner, lane.by_key
         row = row_change(self.source, item, op, before, after, ts, ref)
         if by_key:
             # The common case, with the key encoded once (partition_row encodes it twice).

@@ -454,28 +454,13 @@ def snapshot_marker(
 ) -> SnapshotBegin | SnapshotEnd:
     """The one constructor of both markers: the begin with `rows` None, else the end after
     `rows` read rows (the reader and every codec build them here)."""
+    fields: dict[str, Any] = {
+        "source": source, "ts": ts, "schema": schema, "table": table, "snapshot": snapshot,
+        "mode": mode, "position": position, "txn": txn,
+    }  # fmt: skip
     if rows is None:
-        return SnapshotBegin(
-            source=source,
-            ts=ts,
-            schema=schema,
-            table=table,
-            snapshot=snapshot,
-            mode=mode,
-            position=position,
-            txn=txn,
-        )
-    return SnapshotEnd(
-        source=source,
-        ts=ts,
-        schema=schema,
-        table=table,
-        snapshot=snapshot,
-        mode=mode,
-        position=position,
-        txn=txn,
-        rows=rows,
-    )
+        return SnapshotBegin(**fields)
+    return SnapshotEnd(**fields, rows=rows)
 
 
 SnapshotMarker: TypeAlias = SnapshotBegin | SnapshotEnd
