@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
         # The same trace, logged by the applier itself (`job.trace_log`).
         logging.getLogger("rowbus.spark_apply.job.trace").setLevel(logging.CRITICAL)
+        logging.getLogger().addFilter(_py4j_module_log)
     config = JobConfig.model_validate(json.loads(args.config.read_text()))
     _prepare_jvm(config, args.verbose)
     from rowbus.spark_apply.job import run, spark_started
@@ -76,6 +77,13 @@ def main(argv: list[str] | None = None) -> int:
             # A JVM still starting when the stop came is ours alone to end: it answers
             # nothing until it is up, and then only notices its driver gone.
             _end_children(START_UP_STOP_S)
+
+
+def _py4j_module_log(record: logging.LogRecord) -> bool:
+    """False for what py4j logs with the module-level `logging.exception` (on the root
+    logger): a call whose connection broke, as a whole trace, before the caller gets the same
+    error, which `_run` says in one line (a stop during Spark's start-up printed 20 lines)."""
+    return not (record.name == "root" and f"{os.sep}py4j{os.sep}" in record.pathname)
 
 
 def _run(
