@@ -1,6 +1,7 @@
 """Bad input a new user meets gets one clear line naming what to change, found before expensive
 start-up where it can be (issue #33): a wrong password on the sink or on a source, a corrupt
-record in a data topic, a topic no source is known on. Each runs the command as a user does
+record in a data topic, a topic no source is known on, a sink user that may not write a
+target table. Each runs the command as a user does
 and compares its whole stderr with the line."""
 
 from __future__ import annotations
@@ -286,3 +287,55 @@ def test_a_row_whose_schema_is_not_in_the_schemas_topic_is_one_line(
         f"{row.schema_id} of db.t: the schemas topic does not hold it; apply.schemas_topic "
         "must name the topic the readers of its source write (reader.schemas_topic)",
     )
+
+
+@pytest.mark.parametrize("mode", ["snapshot", "throughput"])
+def test_a_sink_user_that_may_not_write_the_target_is_one_line(
+    services: Settings,
+    tmp_path: Path,
+    make_topic: Callable[..., str],
+    unique: Callable[[str], str],
+    mode: str,
+) -> None:
+    """The sink's user may keep the job's state but not write a target table (INSERT not
+    granted, or revoked under a running job): the write of the first batch — on the driver, or
+    on the executors in throughput mode — stops the job with one line naming what was denied
+    and what to grant (exit 2), the batch not committed."""
+    sink = services.resolved_sink
+    topic, schemas = make_topic("denied", partitions=1), make_topic("schemas", partitions=1)
+    publish_schema(services, schemas)
+    producer = kafka.producer(services.kafka.client_config())
+    rows = txn_events(topic, 0, 0, rows=2)
+    for event in [*rows, Resolved(source=topic, ts=rows[0].ts)]:
+        value, headers = encode(event)
+        producer.produce(topic, value, partition=0, headers=headers)
+    assert producer.flush(15) == 0
+    user, password, job = unique("writer"), unique("pw"), unique("denied")
+    with connect(sink) as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY '{password}'")
+        cur.execute(f"GRANT ALL PRIVILEGES ON `{job}_state`.* TO '{user}'@'%'")
+        cur.execute(f"GRANT SELECT ON *.* TO '{user}'@'%'")
+    try:
+        config = _topic_job(services, tmp_path, topic, job, schemas_topic=schemas, mode=mode)
+        data = yaml.safe_load(config.read_text())
+        data["sink"].update(user=user, password=password)
+        config.write_text(yaml.safe_dump(data))
+        out = _rowbus(config, "apply", "--available-now", timeout=300)
+        assert out.returncode == 2, out.stderr
+        assert "Traceback" not in out.stderr and "\tat " not in out.stderr, out.stderr
+        # Besides the JVM's notice, only INFO lines of the job's progress before the line.
+        *before, line = [ln for ln in _lines(out.stderr) if " INFO " not in ln]
+        assert before == [JVM_NOTICE], out.stderr
+        name = "ApplyError: " if mode == "throughput" else ""  # as the executor raised it
+        assert line.endswith(
+            f" ERROR rowbus.spark_apply: apply stopped: {name}writing rows: access denied "
+            f"(INSERT, UPDATE command denied to user '{user}'@'localhost' for table `db`.`t`); "
+            "grant it to the sink's user (the job creates apply.state_database and its tables, "
+            "and writes the target tables)"
+        ), out.stderr
+        with connect(sink) as conn, conn.cursor() as cur:
+            cur.execute(f"SELECT COUNT(*) FROM `{job}_state`.apply_checkpoint")
+            assert cur.fetchone() == (0,), "a batch committed without its rows"
+    finally:
+        with connect(sink) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
