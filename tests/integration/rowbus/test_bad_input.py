@@ -1,8 +1,8 @@
 """Bad input a new user meets gets one clear line naming what to change, found before expensive
 start-up where it can be (issue #33): a wrong password on the sink or on a source, a corrupt
 record in a data topic, a topic no source is known on, a sink user that may not write a
-target table. Each runs the command as a user does
-and compares its whole stderr with the line."""
+target table. Each runs the command as a user does and compares its whole stderr with the
+line."""
 
 from __future__ import annotations
 
