@@ -27,7 +27,9 @@ driver as `ZeroDateError` (the same line the driver-written path gives).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import pickle
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -41,8 +43,10 @@ PREFIX = "rowbus-"
 
 @dataclass(frozen=True, slots=True)
 class FileWork:
-    """One task's share of one table's step: `build(metadata, *args)` gives its rows as an
-    Arrow table in the table's schema; `name` (job, batch, step) starts its files' names."""
+    """One task's share of one table's step: `build(metadata, *args, rows)` gives its `rows`
+    as an Arrow table in the table's schema; `name` (job, batch, step) starts its files'
+    names. The rows travel pickled on their own (plain `pickle`: ~10x cheaper a row than
+    cloudpickle, which only the build function and its arguments need)."""
 
     metadata: str
     """The table's metadata as JSON, as the driver loaded it before the step's commit."""
@@ -50,6 +54,7 @@ class FileWork:
     name: str
     build: Callable[..., Any]
     args: tuple[Any, ...]
+    rows: Sequence[Any] = ()
 
     def write(self, task: int, attempt: int) -> list[Any]:
         """Write the rows as data files; their `DataFile`s."""
@@ -58,7 +63,7 @@ class FileWork:
         from pyiceberg.table.metadata import TableMetadataUtil
 
         meta = TableMetadataUtil.parse_raw(self.metadata)
-        data = self.build(meta, *self.args)
+        data = self.build(meta, *self.args, self.rows)
         if data.num_rows == 0:
             return []
         schema = pyarrow_to_schema(
@@ -105,15 +110,16 @@ def slices(rows: Sequence[Any], parts: int) -> list[Sequence[Any]]:
     return [s for s in out if len(s)]
 
 
-def _run(blobs: Iterable[tuple[int, bytes]]) -> Iterator[tuple[int, list[Any] | str]]:
+def _run(blobs: Iterable[tuple[int, bytes, bytes]]) -> Iterator[tuple[int, list[Any] | str]]:
     """The task: each work's files, or a zero date's one-line refusal."""
     from pyspark import TaskContext
     from pyspark.cloudpickle import loads
 
     ctx = TaskContext.get()
     task, attempt = (ctx.partitionId(), ctx.attemptNumber()) if ctx is not None else (0, 0)
-    for index, blob in blobs:
-        work: FileWork = loads(blob)
+    for index, spec, rows in blobs:
+        # The blobs are the driver's own, handed over by Spark, never outside input.
+        work = dataclasses.replace(loads(spec), rows=pickle.loads(rows))  # noqa: S301
         try:
             yield index, work.write(task, attempt)
         except ZeroDateError as exc:
@@ -125,7 +131,7 @@ class ExecutorFiles:
 
     def parallelism(self) -> int:
         """How many tasks a table's rows are cut into: the session's default parallelism."""
-        return int(self._spark().sparkContext.defaultParallelism)
+        return int(self._context().defaultParallelism)
 
     def write(self, works: Sequence[FileWork]) -> list[list[Any]]:
         """Each work's `DataFile`s, in the order of `works`."""
@@ -133,8 +139,11 @@ class ExecutorFiles:
             return []
         from pyspark.cloudpickle import dumps
 
-        blobs = [(i, dumps(w)) for i, w in enumerate(works)]  # type: ignore[no-untyped-call]
-        rdd = self._spark().sparkContext.parallelize(blobs, len(blobs))
+        blobs = [
+            (i, dumps(dataclasses.replace(w, rows=())), pickle.dumps(w.rows, protocol=5))  # type: ignore[no-untyped-call]
+            for i, w in enumerate(works)
+        ]
+        rdd = self._context().parallelize(blobs, len(blobs))
         results = rdd.mapPartitions(_run).collect()
         out: list[list[Any]] = [[] for _ in works]
         for index, files in results:
@@ -144,13 +153,15 @@ class ExecutorFiles:
         return out
 
     @staticmethod
-    def _spark() -> Any:
-        from pyspark.sql import SparkSession
+    def _context() -> Any:
+        """The job's SparkContext: the process's active one (the driver's foreachBatch runs on
+        a py4j callback thread, where Spark's active session is not always set)."""
+        from pyspark import SparkContext
 
-        spark = SparkSession.getActiveSession()
-        if spark is None:
+        context = SparkContext._active_spark_context
+        if context is None:
             raise IcebergError(
-                "apply.iceberg.writers: executors needs the job's Spark session, and none is "
+                "apply.iceberg.writers: executors needs the job's Spark context, and none is "
                 "active: set apply.iceberg.writers: driver outside the apply job"
             )
-        return spark
+        return context

@@ -526,7 +526,7 @@ def _file_works(
         rows = [img for img in part.last.values() if img is not None]
     meta, io = table.metadata.model_dump_json(), dict(table.io.properties)
     return [
-        FileWork(meta, io, name, build, (lay.kinds, lay.converters, lay.names, piece))
+        FileWork(meta, io, name, build, (lay.kinds, lay.converters, lay.names), piece)
         for piece in slices(rows, parts)
     ]
 
