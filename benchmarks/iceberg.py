@@ -343,7 +343,7 @@ def sink_phases(
 
 def _spark_session() -> Any:
     """A local[2] session on loopback, as the job's (`job.local_bind`), its Python workers
-    started by one warm-up job (their start is not a step's cost)."""
+    started, and their imports done, by one warm-up job (not a step's cost)."""
     import os
     import sys
 
@@ -360,7 +360,9 @@ def _spark_session() -> Any:
     }.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.parallelize(range(2), 2).map(lambda x: x).collect()
+    # Each worker imports what a write task needs once: not a step's cost either.
+    warm = spark.sparkContext.parallelize(range(2), 2)
+    warm.map(lambda x: bool(__import__("rowbus.spark_apply.iceberg_sink")) and x).collect()
     return spark
 
 
