@@ -1,5 +1,5 @@
 """The Iceberg spike (issue #34): ``python -m benchmarks.iceberg [--rows N] [--changes N]
-[--sink HOST:PORT]``.
+[--sink HOST:PORT] [--writers driver,executors] [--sink-only]``.
 
 Measures, on this machine and in one run, what writing W1-shaped rows costs through pyiceberg
 (a SQL catalog in a sqlite file, a local warehouse folder) against a bare pyarrow Parquet write
@@ -19,6 +19,10 @@ of the same rows:
 Then the sink's own path for each table form (`sink_phases`: W1 inserts, a W2-like mix) and
 maintenance's cost on what they left (compaction, expiry, orphan files); with ``--sink``, the
 same events through the MySQL sink in the same run (`mysql_phases`, with the sink server's CPU).
+``--writers`` runs the sink's phases once per writer (``apply.iceberg.writers``): ``executors``
+starts a local[2] Spark session in this process (one warm-up job first) and reports each
+phase's CPU by process, the driver's Python, the JVM and the Python workers (`benchmarks.cpu`).
+``--sink-only`` leaves out the spike's bare pyiceberg phases (the Parquet baseline stays).
 
 Rates are rows per wall-clock second and CPU microseconds per row (this process's CPU: pyarrow
 writes on its own threads, which count too). Each current-state phase runs on the table the
@@ -132,7 +136,14 @@ def _catalog(folder: Path) -> Any:
     )
 
 
-def run(rows: int, changes: int, seed: int = 1, sink: Any = None) -> list[Figure]:
+def run(
+    rows: int,
+    changes: int,
+    seed: int = 1,
+    sink: Any = None,
+    writers: tuple[str, ...] = ("driver",),
+    sink_only: bool = False,
+) -> list[Figure]:
     """Every phase once, in one folder (deleted after); returns the figures in order."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -150,6 +161,12 @@ def run(rows: int, changes: int, seed: int = 1, sink: Any = None) -> list[Figure
         figures.append(
             _timed("parquet (pyarrow, bare)", rows, lambda: pq.write_table(data, folder / "b.pq"))
         )
+        if sink_only:
+            for writer in writers:
+                figures += sink_phases(folder, rows, changes, max(1, changes), seed, writer)
+            if sink is not None:
+                figures += mysql_phases(sink, rows, changes, step_rows=max(1, changes), seed=seed)
+            return figures
         once = catalog.create_table("bench.once", schema=data.schema)
         figures.append(_timed("append, 1 commit", rows, lambda: once.append(data)))
         table = catalog.create_table("bench.w1", schema=data.schema)
@@ -199,7 +216,8 @@ def run(rows: int, changes: int, seed: int = 1, sink: Any = None) -> list[Figure
         figures.append(
             _timed(f"overwrite by key, {changes // tenth} commits", changes, small_overwrites)
         )
-        figures += sink_phases(folder, rows, changes, step_rows=max(1, changes), seed=seed)
+        for writer in writers:
+            figures += sink_phases(folder, rows, changes, max(1, changes), seed, writer)
         if sink is not None:
             figures += mysql_phases(sink, rows, changes, step_rows=max(1, changes), seed=seed)
         final = table.scan().to_arrow()
@@ -260,11 +278,14 @@ def sink_events(rows: int, changes: int, seed: int) -> tuple[Any, list[Any], lis
     return table, inserts, mix
 
 
-def sink_phases(folder: Path, rows: int, changes: int, step_rows: int, seed: int) -> list[Figure]:
+def sink_phases(
+    folder: Path, rows: int, changes: int, step_rows: int, seed: int, writer: str = "driver"
+) -> list[Figure]:
     """The sink's own write path (`IcebergTables.write_step`: fold per key, Arrow, one commit
     per table and step) for each table form: `sink_events`' W1 inserts in steps of
     `step_rows`, then its W2-like mix; then maintenance (`iceberg_maintenance`: compaction of
-    the current state, expiry down to the last batch, orphan files) on what they left."""
+    the current state, expiry down to the last batch, orphan files) on what they left. With
+    `writer` ``executors`` the data files are written by Spark tasks (`_spark_session`)."""
     from rowbus.routing.routes import Router
     from rowbus.spark_apply.iceberg_maintenance import Maintenance
     from rowbus.spark_apply.iceberg_sink import IcebergTables
@@ -274,32 +295,27 @@ def sink_phases(folder: Path, rows: int, changes: int, step_rows: int, seed: int
     schemas = {table.schema_id: table}
     figures = []
     forms: tuple[Literal["current", "changelog"], ...] = ("current", "changelog")
+    spark = _spark_session() if writer == "executors" else None
     for form in forms:
         settings = IcebergSettings(
             catalog={
                 "type": "sql",
-                "uri": f"sqlite:///{folder}/{form}.db",
-                "warehouse": str(folder / form),
+                "uri": f"sqlite:///{folder}/{writer}-{form}.db",
+                "warehouse": str(folder / f"{writer}-{form}"),
             },
             namespace="bench",
             forms=(form,),
+            writers=writer,
         )
         tables = IcebergTables(settings, Router((), "identity"), schemas.get, "bench").start()
-
-        figures.append(
-            _timed(
-                f"sink, {form}: W1 inserts, {step_rows:,}-row steps",
-                rows,
-                partial(_write, tables, inserts, 0, step_rows),
+        for phase, events, first in (("W1 inserts", inserts, 0), ("W2-like mix", mix, 10**6)):
+            figures.append(
+                _by_process(
+                    f"sink, {form}, {writer} writes: {phase}, {step_rows:,}-row steps",
+                    len(events),
+                    partial(_write, tables, events, first, step_rows),
+                )
             )
-        )
-        figures.append(
-            _timed(
-                f"sink, {form}: W2-like mix, {step_rows:,}-row steps",
-                changes,
-                partial(_write, tables, mix, 10**6, step_rows),
-            )
-        )
         options = IcebergMaintenanceSettings(compact_min_files=2, keep_batches=1, orphan_age_s=0)
         done: list[Any] = []
         figure = _timed(
@@ -320,7 +336,50 @@ def sink_phases(folder: Path, rows: int, changes: int, step_rows: int, seed: int
             held = tables._catalog.load_table(("bench", table.table)).scan().to_arrow()
             assert held.num_rows == _final_rows(rows, mix), held.num_rows
         tables.close()
+    if spark is not None:
+        spark.stop()
     return figures
+
+
+def _spark_session() -> Any:
+    """A local[2] session on loopback, as the job's (`job.local_bind`), its Python workers
+    started, and their imports done, by one warm-up job (not a step's cost)."""
+    import os
+    import sys
+
+    from pyspark.sql import SparkSession
+
+    from rowbus.spark_apply.job import local_bind
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.master("local[2]").appName("rowbus-bench-iceberg")
+    for key, value in {
+        **local_bind("local[2]"),
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+    }.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    # Each worker imports what a write task needs once: not a step's cost either.
+    warm = spark.sparkContext.parallelize(range(2), 2)
+    warm.map(lambda x: bool(__import__("rowbus.spark_apply.iceberg_sink")) and x).collect()
+    return spark
+
+
+def _by_process(phase: str, rows: int, work: Callable[[], object]) -> Figure:
+    """`_timed`, the phase named with its CPU per row by process (driver Python, JVM, Python
+    workers: `benchmarks.cpu`)."""
+    from benchmarks.cpu import CpuSample
+
+    before = CpuSample.take(0, 0)
+    figure = _timed(phase, rows, work)
+    spent = CpuSample.take(0, 0).minus(before).seconds
+    split = " + ".join(
+        f"{kind} {spent[kind] / rows * 1e6:.1f}"
+        for kind in ("driver Python", "JVM", "Python workers")
+    )
+    total = sum(spent[k] for k in ("driver Python", "JVM", "Python workers")) / rows * 1e6
+    return dataclasses.replace(figure, phase=f"{phase} ({split} = {total:.1f} µs/row)")
 
 
 def _final_rows(rows: int, mix: list[Any]) -> int:
@@ -418,7 +477,21 @@ def main() -> None:
         help="also write the same rows through the MySQL sink into this server (user and "
         "password from ROWBUS_BENCH_SINK_USER / _PASSWORD, default rowbus/rowbus)",
     )
+    parser.add_argument(
+        "--writers",
+        default="driver",
+        help="comma-separated apply.iceberg.writers to run the sink's phases with: driver, "
+        "executors (a local[2] Spark session in this process)",
+    )
+    parser.add_argument(
+        "--sink-only",
+        action="store_true",
+        help="only the Parquet baseline and the sinks' phases, not the spike's pyiceberg ones",
+    )
     args = parser.parse_args()
+    writers = tuple(w.strip() for w in args.writers.split(",") if w.strip())
+    if not writers or any(w not in ("driver", "executors") for w in writers):
+        parser.error(f"--writers {args.writers!r}: expected driver, executors or both")
     sink = None
     if args.sink:
         import os
@@ -433,7 +506,7 @@ def main() -> None:
             password=os.environ.get("ROWBUS_BENCH_SINK_PASSWORD", "rowbus"),
         )
     started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    figures = run(args.rows, args.changes, sink=sink)
+    figures = run(args.rows, args.changes, sink=sink, writers=writers, sink_only=args.sink_only)
     print(f"Iceberg spike, {args.rows:,} W1 rows, {args.changes:,} changed ({started})")
     print("| phase | rows | wall s | rows/s | CPU µs/row |")
     print("| --- | --- | --- | --- | --- |")

@@ -28,6 +28,8 @@ Modules, by role:
 - `iceberg_catalog`, `iceberg_maintenance`, `iceberg_faults`: the Iceberg catalog and the job's
   marks in snapshot summaries, compaction / expiry / orphan files, and the faults the tests
   inject at a commit (kill -9, a racing compaction);
+- `iceberg_files`: a step's Iceberg data files written by executor tasks, their metadata
+  handed to the driver's commit (``apply.iceberg.writers: executors``);
 - `ddl`, `catalog`, `shard_ddl`: DDL barriers, schemas by id, shard-DDL coordination;
 - `snapshots`: the statements that apply snapshot markers (seen-key sets in the sink);
 - `overlap`, `recovery`: a batch's write overlapping the next read, riding out a sink outage;

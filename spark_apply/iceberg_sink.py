@@ -17,8 +17,9 @@ are written. The current-state form is idempotent besides (delete the step's key
 their last images), the change log is not: its summary is what keeps an event from being
 appended twice.
 
-Writes happen on the driver (pyarrow table → pyiceberg): the executors do not write data
-files yet (spark_apply README "The Iceberg sink").
+Data files are written on the driver (pyarrow table → pyiceberg) or, with ``apply.iceberg.writers:
+executors``, by executor tasks (`iceberg_files`), one Spark job per step; either way the driver
+commits each table's files of the step in one commit (spark_apply README "The Iceberg sink").
 
 Forms, per target table (`IcebergSettings.forms`):
 
@@ -71,6 +72,7 @@ from rowbus.spark_apply.changes import SchemaLookup, project
 from rowbus.spark_apply.exceptions import ApplyError, BadEventError
 from rowbus.spark_apply.iceberg_catalog import BATCH, DDL, JOB, STEP, open_catalog
 from rowbus.spark_apply.iceberg_faults import armed
+from rowbus.spark_apply.iceberg_files import ExecutorFiles, FileWork, slices
 from rowbus.spark_apply.iceberg_maintenance import Maintenance
 from rowbus.spark_apply.iceberg_schema import META as _META
 from rowbus.spark_apply.iceberg_schema import (
@@ -82,7 +84,9 @@ from rowbus.spark_apply.iceberg_schema import (
     strict_session,
 )
 from rowbus.spark_apply.iceberg_types import (
+    Converter,
     IcebergError,
+    Kind,
     UnstorableColumnError,
     ZeroDateError,
     column_arrays,
@@ -160,23 +164,48 @@ class IcebergTables:
 
     def write_step(self, batch_id: int, step: int, rows: Iterable[Envelope]) -> int:
         """Write a step's row events: one commit per table; a table whose snapshots already
-        carry this (job, batch, step) is skipped. Returns the rows written."""
-        per_target = self._fold(rows)
-        marker = {JOB: self._job, BATCH: str(batch_id), STEP: str(step)}
+        carry this (job, batch, step) is skipped. Returns the rows written. ``writers:
+        executors``: the data files written first, by one Spark job, then committed here."""
+        todo = [(part, form) for part in self._fold(rows).values() for form in self._forms()]
+        executors = self.settings.writers == "executors"
+        files = self._executor_files(todo, batch_id, step) if executors else {}
         written = 0
-        for part in per_target.values():
-            for changelog in self._forms():
-                written += self._write_table(part, changelog, batch_id, step, marker)
+        for part, changelog in todo:
+            ident = self._identifier(part.layout.target, changelog)
+            written += self._write_table(part, changelog, batch_id, step, files.get(ident))
         return written
 
+    def _executor_files(
+        self, todo: Sequence[tuple[_TableStep, bool]], batch_id: int, step: int
+    ) -> dict[tuple[str, str], list[Any]]:
+        """The data files of each table the step writes (not already holding the step, with
+        rows to append), written by executor tasks in one Spark job (`_file_works`)."""
+        writer, name = ExecutorFiles(), f"{self._job}-b{batch_id}-s{step}"
+        parts = writer.parallelism()
+        works: list[FileWork] = []
+        owners: list[tuple[str, str]] = []
+        for part, changelog in todo:
+            table = self._table(part.layout, changelog)
+            if not _committed(table, self._job, batch_id, step):  # else `_write_table` skips
+                pieces = _file_works(table, part, changelog, name, parts)
+                works += pieces
+                owners += [self._identifier(part.layout.target, changelog)] * len(pieces)
+        files: dict[tuple[str, str], list[Any]] = {}
+        for ident, written in zip(owners, writer.write(works), strict=True):
+            files.setdefault(ident, []).extend(written)
+        return files
+
     def _write_table(
-        self, part: _TableStep, changelog: bool, batch_id: int, step: int, marker: dict[str, str]
+        self, part: _TableStep, changelog: bool, batch_id: int, step: int, files: list[Any] | None
     ) -> int:
         """One table's commit of a step, skipped when a snapshot holds it; a commit another
-        writer's commit beat (a compaction) is tried again on the table as it is then."""
+        writer's commit beat (a compaction) is tried again on the table as it is then (with
+        the same `files`, when executors wrote them: they hold the step's rows, not the
+        table's)."""
         from pyiceberg.exceptions import CommitFailedException, ValidationException
 
         ident = self._identifier(part.layout.target, changelog)
+        marker = {JOB: self._job, BATCH: str(batch_id), STEP: str(step)}
         for attempt in range(1, COMMIT_ATTEMPTS + 1):
             table = self._table(part.layout, changelog)
             if _committed(table, self._job, batch_id, step):
@@ -184,8 +213,8 @@ class IcebergTables:
                 return 0
             try:
                 if changelog:
-                    return self._append_events(table, part, marker)
-                return self._overwrite_keys(table, part, marker)
+                    return self._append_events(table, part, marker, files)
+                return self._overwrite_keys(table, part, marker, files)
             except (CommitFailedException, ValidationException) as exc:
                 # pyiceberg retried the commit itself, or found files added under the keys
                 # it deletes (a rewrite of them): begin again on the table as it is now.
@@ -238,62 +267,47 @@ class IcebergTables:
                 part.last[p.key(ev.after)] = p.values(ev.after)
         return parts
 
-    def _overwrite_keys(self, table: Any, part: _TableStep, marker: dict[str, str]) -> int:
-        """Current state: delete every row of a touched key, append the keys' last images,
-        in one commit."""
+    def _overwrite_keys(
+        self, table: Any, part: _TableStep, marker: dict[str, str], files: list[Any] | None
+    ) -> int:
+        """Current state: delete every row of a touched key, append the keys' last images
+        (or the executors' `files` of them), in one commit."""
         lay = part.layout
-        images = [img for img in part.last.values() if img is not None]
         keys = list(part.last)
         positions = [lay.names.index(k) for k in lay.key]
         key_convs = [lay.converters[p] for p in positions]
         converted = [tuple(c(v) for c, v in zip(key_convs, k, strict=True)) for k in keys]
-        data = _arrow(table, lay.names, column_arrays(lay.kinds, lay.converters, images))
+        data = None
+        if files is None:
+            images = [img for img in part.last.values() if img is not None]
+            data = _images_arrow(table, lay.kinds, lay.converters, lay.names, images)
         with table.transaction() as tx:
             if table.current_snapshot() is not None:
                 with warnings.catch_warnings():
                     # "did not match any records": keys the step inserts for the first time
                     warnings.filterwarnings("ignore", "Delete operation did not match")
                     tx.delete(_key_filter(lay.key, converted), snapshot_properties=marker)
-            tx.append(data, snapshot_properties=marker)
+            if data is not None:
+                tx.append(data, snapshot_properties=marker)
+            else:
+                _append_files(tx, files or [], marker)
         return len(keys)
 
-    def _append_events(self, table: Any, part: _TableStep, marker: dict[str, str]) -> int:
-        """Change log: every event of the step, in order, appended in one commit."""
-        import pyarrow as pa
-
+    def _append_events(
+        self, table: Any, part: _TableStep, marker: dict[str, str], files: list[Any] | None
+    ) -> int:
+        """Change log: every event of the step, in order, appended in one commit (or the
+        executors' `files` of them)."""
+        if files is not None:
+            with table.transaction() as tx:
+                _append_files(tx, files, marker)
+            return len(part.events)
         lay = part.layout
-        meta: dict[str, list[Any]] = {name: [] for name, _ in _META}
-        before: list[tuple[Value, ...]] = []
-        after: list[tuple[Value, ...]] = []
-        empty = (None,) * len(lay.names)
-        for env, ev in part.events:
-            for name, value in zip(
-                (n for n, _ in _META),
-                (
-                    ev.op.value,
-                    ev.ts,
-                    ev.source,
-                    ev.position.file,
-                    ev.position.offset,
-                    ev.position.gtid,
-                    ev.txn.id,
-                    ev.txn.index,
-                    env.topic,
-                    env.partition,
-                    env.offset,
-                ),
-                strict=True,
-            ):
-                meta[name].append(value)
-            p = lay.projection
-            before.append(p.values(ev.before) if ev.before is not None else empty)
-            after.append(p.values(ev.after) if ev.after is not None else empty)
-        arrays = [pa.array(meta[n], type=_meta_arrow(t)) for n, t in _META]
-        arrays += column_arrays(lay.kinds, lay.converters, before)
-        arrays += column_arrays(lay.kinds, lay.converters, after)
-        names = [n for n, _ in _META] + [f"before_{c}" for c in lay.names]
-        names += [f"after_{c}" for c in lay.names]
-        table.append(_arrow(table, tuple(names), arrays), snapshot_properties=marker)
+        rows = _event_rows(part)
+        table.append(
+            _events_arrow(table, lay.kinds, lay.converters, lay.names, rows),
+            snapshot_properties=marker,
+        )
         return len(part.events)
 
     # -- tables and their schemas ------------------------------------------------------------
@@ -495,6 +509,95 @@ class IcebergTables:
     def close(self) -> None:
         self._tables.clear()
         self._catalog = None
+
+
+def _file_works(
+    table: Any, part: _TableStep, changelog: bool, name: str, parts: int
+) -> list[FileWork]:
+    """A table's rows of the step cut into at most `parts` contiguous slices, one task's work
+    each: the change log's events in step order, or the current state's last images (one per
+    key after `IcebergTables._fold`, so no key is in two tasks). None when it has no rows."""
+    lay = part.layout
+    if changelog:
+        build: Callable[..., Any] = _events_arrow
+        rows: Sequence[Any] = _event_rows(part)
+    else:
+        build = _images_arrow
+        rows = [img for img in part.last.values() if img is not None]
+    meta, io = table.metadata.model_dump_json(), dict(table.io.properties)
+    return [
+        FileWork(meta, io, name, build, (lay.kinds, lay.converters, lay.names), piece)
+        for piece in slices(rows, parts)
+    ]
+
+
+def _event_rows(part: _TableStep) -> list[tuple[tuple[Any, ...], Sequence[Value], Sequence[Value]]]:
+    """The change log's rows of a step's events, in order: (the `_META` values, the before
+    image, the after image), projected, not yet converted."""
+    lay = part.layout
+    p = lay.projection
+    empty = (None,) * len(lay.names)
+    return [
+        (
+            (
+                ev.op.value,
+                ev.ts,
+                ev.source,
+                ev.position.file,
+                ev.position.offset,
+                ev.position.gtid,
+                ev.txn.id,
+                ev.txn.index,
+                env.topic,
+                env.partition,
+                env.offset,
+            ),
+            p.values(ev.before) if ev.before is not None else empty,
+            p.values(ev.after) if ev.after is not None else empty,
+        )
+        for env, ev in part.events
+    ]
+
+
+def _events_arrow(
+    table: Any,
+    kinds: Sequence[Kind],
+    converters: Sequence[Converter],
+    names: Sequence[str],
+    rows: Sequence[tuple[tuple[Any, ...], Sequence[Value], Sequence[Value]]],
+) -> Any:
+    """The change log's `rows` (`_event_rows`) as Arrow in `table`'s schema (a table or its
+    metadata); runs on the driver or in an executor task."""
+    import pyarrow as pa
+
+    meta = list(zip(*(r[0] for r in rows), strict=True)) if rows else [() for _ in _META]
+    arrays = [
+        pa.array(list(col), type=_meta_arrow(t)) for col, (_, t) in zip(meta, _META, strict=True)
+    ]
+    arrays += column_arrays(kinds, converters, [r[1] for r in rows])
+    arrays += column_arrays(kinds, converters, [r[2] for r in rows])
+    columns = [n for n, _ in _META] + [f"before_{c}" for c in names]
+    columns += [f"after_{c}" for c in names]
+    return _arrow(table, tuple(columns), arrays)
+
+
+def _images_arrow(
+    table: Any,
+    kinds: Sequence[Kind],
+    converters: Sequence[Converter],
+    names: Sequence[str],
+    images: Sequence[Sequence[Value]],
+) -> Any:
+    """The current state's last `images` as Arrow in `table`'s schema (a table or its
+    metadata); runs on the driver or in an executor task."""
+    return _arrow(table, names, column_arrays(kinds, converters, images))
+
+
+def _append_files(tx: Any, files: Sequence[Any], marker: dict[str, str]) -> None:
+    """Append data files the executors wrote, in `tx`, as one fast append carrying `marker`."""
+    with tx.update_snapshot(snapshot_properties=marker).fast_append() as append:
+        for data_file in files:
+            append.append_data_file(data_file)
 
 
 def _arrow(table: Any, names: Sequence[str], arrays: list[Any]) -> Any:

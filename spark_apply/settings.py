@@ -95,6 +95,12 @@ class IcebergSettings(StrictModel):
     expired snapshots stay in the warehouse until `maintenance` removes them as orphans."""
     maintenance: IcebergMaintenanceSettings = Field(default_factory=IcebergMaintenanceSettings)
     """Compaction, snapshot expiry and orphan-file removal."""
+    writers: Literal["driver", "executors"] = "driver"
+    """Who writes a step's data files: ``driver`` (pyarrow → pyiceberg in the driver) or
+    ``executors`` (one Spark job per step: each task converts its share of a table's rows and
+    writes it as Parquet data files in the table's location, the driver commits them; spark_apply
+    README "Data files written by the executors"). The commits, their marks and the replay are
+    the same either way."""
     zero_dates: Literal["refuse", "null"] = "refuse"
     """A MySQL zero date (``0000-00-00``, ``2024-00-15``), which no Iceberg date holds:
     ``refuse`` stops the job at the row (one line naming table, column and position); ``null``

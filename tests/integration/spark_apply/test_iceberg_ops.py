@@ -1,7 +1,10 @@
 """The Iceberg sink's operations on real services (broker, MariaDB state database, Spark, a
 sqlite SQL catalog and a local warehouse): the driver killed with SIGKILL between writing a
 commit's files and committing them, then right after a commit; a compaction racing a commit;
-maintenance afterwards. One W2 stream (updates, inserts, deletes) into both table forms."""
+maintenance afterwards. One W2 stream (updates, inserts, deletes) into both table forms, the
+data files written by the executors (``apply.iceberg.writers: executors``: two tasks a table
+and step, local[2]); the commit the kills fall around is the driver's, the same for both
+writers."""
 
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from rowbus.config import Settings
 from rowbus.routing.routes import RouteSettings
 from rowbus.spark_apply.iceberg_catalog import last_commits, marks, open_catalog, sink_tables
 from rowbus.spark_apply.iceberg_faults import ENV
+from rowbus.spark_apply.iceberg_files import PREFIX
 from rowbus.spark_apply.iceberg_maintenance import MAINTENANCE, orphans
 from rowbus.spark_apply.settings import IcebergMaintenanceSettings, IcebergSettings, JobConfig
 from rowbus.status import iceberg_status
@@ -129,6 +133,7 @@ def test_kill_9_around_the_iceberg_commit_and_a_racing_compaction_end_equal_once
             "warehouse": str(tmp_path / "warehouse"),
         },
         forms=("current", "changelog"),
+        writers="executors",
     )
     config = base.model_copy(
         update={"apply": base.apply.model_copy(update={"sink_kind": "iceberg", "iceberg": iceberg})}
@@ -141,6 +146,8 @@ def test_kill_9_around_the_iceberg_commit_and_a_racing_compaction_end_equal_once
         assert "SIGKILL before" in text
         stray = _stray(catalog)
         assert any(stray.values()), "the killed commit left no file behind"
+        # Among them, data files the executor tasks wrote for the commit that never came.
+        assert any(p.name.startswith(PREFIX) for files in stray.values() for p in files), stray
         # 2. The restart replays the batch; killed right after its 3rd commit, before the
         # state database records the step.
         text = _run_killed(config, "kill-after-commit:3", tmp_path, "after")
@@ -179,6 +186,17 @@ def test_kill_9_around_the_iceberg_commit_and_a_racing_compaction_end_equal_once
             log_rows = catalog.load_table((upstream, f"{name}_changelog")).scan().to_arrow()
             events += [(r["_binlog_file"], r["_binlog_offset"]) for r in log_rows.to_pylist()]
         assert len(events) == 2 * TXNS and len(set(events)) == 2 * TXNS
+        # The change logs' files (never compacted) were written by executor tasks, two of them
+        # writing files of one table in one step at least once.
+        writers: dict[tuple[str, str], set[str]] = {}
+        for name in model.rows:
+            log_table = catalog.load_table((upstream, f"{name}_changelog"))
+            for task in log_table.scan().plan_files():
+                file = Path(task.file.file_path).name
+                assert file.startswith(f"{PREFIX}{job}-b"), file
+                batch_step, _, rest = file.removeprefix(f"{PREFIX}{job}-").partition("-t")
+                writers.setdefault((name, batch_step), set()).add(rest.split("-")[0])
+        assert max(len(tasks) for tasks in writers.values()) >= 2, writers
         # No (batch, step) committed twice to a table: each commit of a step appends once (a
         # current state's commit is a delete, maybe an overwrite of the files it rewrites, and
         # the append of the last images, in one transaction).
