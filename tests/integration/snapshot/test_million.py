@@ -280,9 +280,6 @@ def test_million_rows_with_w2_and_kill_9_mid_snapshot_resume_and_end_equal(
     applied = time.monotonic()
     states = _states(index, setup.source)
     final = states[-1]
-    # What each killed reader had committed: the last state of its run (a run counts a restart).
-    killed = [[s for s in states if s.restarts == k][-1] for k in range(KILLS)]
-    print("killed at", [(s.seq, sum(t.chunks for t in s.tables.values())) for s in killed])
     print(
         f"fill {filled - began:.1f}s; snapshot of {final.seq} rows with {KILLS} kills "
         f"{snapshotted - filled:.1f}s; streamed to the end {streamed - snapshotted:.1f}s; "
@@ -290,6 +287,9 @@ def test_million_rows_with_w2_and_kill_9_mid_snapshot_resume_and_end_equal(
         f"{applier.subscribers} subscriber(s)"
     )
     assert final.restarts == KILLS
+    # What each killed reader had committed: the last state of its run (a run counts a restart).
+    killed = [[s for s in states if s.restarts == k][-1] for k in range(KILLS)]
+    print("killed at", [(s.seq, sum(t.chunks for t in s.tables.values())) for s in killed])
     # Resumed from the last chunk, never from zero: every table's committed rows, chunks and
     # last key only grow from one checkpoint to the next, across both kills...
     for prev, nxt in itertools.pairwise(states):
