@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rowbus.consumers.subscriber import Subscriber
 from rowbus.merge.transaction import Transaction
+from rowbus.producer.faults import ENV as FAULT
 from rowbus.protocol.events import Heartbeat, ReaderCheckpoint, Resolved, RowChange
 from rowbus.protocol.topics import checkpoint_key, fragment_key
 from rowbus.waiting import wait_for
@@ -29,16 +30,25 @@ FRAGMENT_ROWS = 5_000
 READER_RSS_MB = 200
 """The reader's peak RSS bound for this test: it holds one fragment, not the transaction (a
 whole 200k-row transaction of 200-byte rows alone takes well over 200 MB in the reader)."""
+KILL_ROWS = 40_000
+KILL_IN_FRAGMENT = 3
+"""The kill test's transaction: 8 fragments; the reader kills itself with the third delivered
+and not committed (`rowbus.producer.faults`), two committed before it. (Killed from here once a
+fragment record showed up, the kill landed as late as the test lagged the reader, so the
+transaction had to be 200k rows, 40 fragments, to still be open.)"""
 
 
-def _start(setup: ReaderSetup, tmp_path: Path, name: str) -> subprocess.Popen[bytes]:
+def _start(
+    setup: ReaderSetup, tmp_path: Path, name: str, fault: str | None = None
+) -> subprocess.Popen[bytes]:
     config = setup.write_config(
         tmp_path / "rowbus.yaml",
         election=False,
         flush_interval_s=0.05,
         fragment_rows=FRAGMENT_ROWS,
     )
-    return start_reader_process(config, setup.source, name, tmp_path / "reader.log")
+    env = {FAULT: fault} if fault is not None else None
+    return start_reader_process(config, setup.source, name, tmp_path / "reader.log", env)
 
 
 def _checkpointed(setup: ReaderSetup, end: tuple[str, int]) -> bool:
@@ -58,7 +68,7 @@ def _first_checkpoint(setup: ReaderSetup, proc: subprocess.Popen[bytes]) -> None
     assert proc.poll() is None, "the reader died"
 
 
-def _check_big_transaction(setup: ReaderSetup) -> str:
+def _check_big_transaction(setup: ReaderSetup, rows_in: int = ROWS) -> str:
     """The data topic holds the big transaction exactly once, whole, with no watermark passing
     it before its last event; returns its id."""
     records = read_all(setup.services, setup.data_topic)
@@ -66,17 +76,17 @@ def _check_big_transaction(setup: ReaderSetup) -> str:
     txns = {r.txn.id for r in rows}
     assert len(txns) == 1, f"expected one transaction, got {len(txns)}"
     indexes = sorted(r.txn.index for r in rows)
-    assert indexes == list(range(ROWS)), (
+    assert indexes == list(range(rows_in)), (
         f"{len(indexes)} events, {len(set(indexes))} distinct indexes: lost or repeated events"
     )
-    assert sorted(r.image[0] for r in rows) == list(range(1, ROWS + 1))
+    assert sorted(r.image[0] for r in rows) == list(range(1, rows_in + 1))
     assert len({r.ts for r in rows}) == 1, "the fragments of one transaction carry several ts"
     ts = rows[0].ts
     counts = {r.txn.count for r in rows}
     assert None in counts, "the transaction was not published in fragments"
-    assert counts == {None, ROWS}, counts
+    assert counts == {None, rows_in}, counts
     assert max(r.txn.index for r in rows if r.txn.count is None) < min(
-        r.txn.index for r in rows if r.txn.count == ROWS
+        r.txn.index for r in rows if r.txn.count == rows_in
     ), "only the last fragment carries the count"
     # No watermark passes the transaction before its last event in a partition.
     last: dict[int, int] = {}
@@ -89,7 +99,7 @@ def _check_big_transaction(setup: ReaderSetup) -> str:
     return rows[0].txn.id
 
 
-def _subscribe(setup: ReaderSetup, group: str) -> list[Transaction]:
+def _subscribe(setup: ReaderSetup, group: str, rows: int = ROWS) -> list[Transaction]:
     got: list[Transaction] = []
     ids: list[int] = []
     with Subscriber(
@@ -107,9 +117,9 @@ def _subscribe(setup: ReaderSetup, group: str) -> list[Transaction]:
             got.append(txn)
             ids.extend(e.image[0] for e in txn.events if isinstance(e, RowChange))  # type: ignore[misc]
 
-        sub.run(handle, idle_timeout=60, should_stop=lambda: len(ids) >= ROWS)
+        sub.run(handle, idle_timeout=60, should_stop=lambda: len(ids) >= rows)
     assert len(got) == 1, got
-    assert sorted(ids) == list(range(1, ROWS + 1))
+    assert sorted(ids) == list(range(1, rows + 1))
     return got
 
 
@@ -148,20 +158,20 @@ def test_kill_9_between_fragments_loses_and_repeats_nothing(
 ) -> None:
     setup = reader_setup
     create_big_table(setup.server, setup.database)
-    proc = _start(setup, tmp_path, "r0")
+    proc = _start(setup, tmp_path, "r0", f"kill-in-fragments:{KILL_IN_FRAGMENT}")
     fragment = fragment_key(setup.source)
     try:
         _first_checkpoint(setup, proc)
-        insert_big_transaction(setup.server, setup.database, ROWS)
+        insert_big_transaction(setup.server, setup.database, KILL_ROWS)
         end = binlog_end(setup.server)
-
-        def mid_fragments() -> bool:
-            stored = checkpoints_by_key(setup.services, setup.checkpoints_topic)
-            return any(k == fragment for k, _ in stored) and not _checkpointed(setup, end)
-
-        wait_for(mid_fragments, timeout=300, what="a fragment record before the commit")
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
+        try:
+            code = proc.wait(300)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"the reader did not kill itself in fragment {KILL_IN_FRAGMENT} in 300 s"
+            ) from None
+        assert code == -signal.SIGKILL, f"the reader ended with {code}, not its kill -9"
+        assert not _checkpointed(setup, end), "the transaction was committed before the kill"
         before = [
             r
             for k, r in checkpoints_by_key(setup.services, setup.checkpoints_topic)
@@ -181,8 +191,8 @@ def test_kill_9_between_fragments_loses_and_repeats_nothing(
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
-    _check_big_transaction(setup)
-    _subscribe(setup, f"{setup.source}-sub")
+    _check_big_transaction(setup, KILL_ROWS)
+    _subscribe(setup, f"{setup.source}-sub", KILL_ROWS)
     log = (tmp_path / "reader.log").read_text(errors="replace")
     assert "was publishing transaction" in log, "the restart did not resume the fragments"
     assert isinstance(before[-1], ReaderCheckpoint)
