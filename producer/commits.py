@@ -228,7 +228,7 @@ class CommitPipeline:
             offsets = ending.offsets
             offsets.update(publisher.flush())
             if self._fault is not None:
-                self._fault(ending.checkpoint, ending.fragment)
+                self._fault(ending.checkpoint)
             checkpoint = replace(
                 ending.checkpoint,
                 offsets=tuple((t, p, o) for (t, p), o in sorted(offsets.items())),

@@ -1,19 +1,13 @@
-"""Faults injected at a Kafka transaction's commit, for the tests of kill -9 mid-snapshot and
-between the fragments of a huge transaction.
+"""A fault injected at a snapshot chunk's commit, for the tests of kill -9 mid-snapshot.
 
 Unset (always, outside tests), `armed` returns None and the commit pipeline calls nothing. With
-``ROWBUS_READER_FAULT=<action>:<n>`` in the environment, the reader process SIGKILLs itself in a
-Kafka transaction after its records were delivered to the broker, before its checkpoint is
-produced and the transaction committed:
-
-- ``kill-in-snapshot:<rows>``: in the first transaction of an initial (or reset) snapshot whose
-  checkpoint would take the snapshot's row counter (`SnapshotState.seq`) to `<rows>` or past it;
-- ``kill-in-fragments:<n>``: in the `n`-th transaction of this process that carries a fragment
-  of a huge upstream transaction still open (PROTOCOL.md §9.1), `n - 1` fragments committed.
-
-The chunk or fragment is published and not committed, as a kill -9 at a random moment mostly
-finds it, and the checkpoint still says where the last committed one ended; the next reader's
-fencing aborts the open transaction.
+``ROWBUS_READER_FAULT=kill-in-snapshot:<rows>`` in the environment, the reader process SIGKILLs
+itself in the first Kafka transaction of an initial (or reset) snapshot whose checkpoint would
+take the snapshot's row counter (`SnapshotState.seq`) to `<rows>` or past it: after the
+transaction's records were delivered to the broker, before its checkpoint is produced and the
+transaction committed. The chunk is published and not committed, as a kill -9 at a random moment
+of a snapshot mostly finds it, and the checkpoint still says where the last committed chunk
+ended; the next reader's fencing aborts the open transaction.
 
 A test that kills a reader from outside at a row count it reads back from the checkpoints lands
 its kill as late as the test lags the reader (tens of thousands of rows on a loaded machine,
@@ -31,17 +25,16 @@ from collections.abc import Callable
 
 from rowbus.producer.exceptions import ReaderError
 from rowbus.producer.snapshot.state import SnapshotState
-from rowbus.protocol.events import BinlogPosition, ReaderCheckpoint
+from rowbus.protocol.events import ReaderCheckpoint
 
 log = logging.getLogger(__name__)
 
 ENV = "ROWBUS_READER_FAULT"
-ACTIONS = ("kill-in-snapshot", "kill-in-fragments")
+ACTIONS = ("kill-in-snapshot",)
 
-Fault = Callable[[ReaderCheckpoint, BinlogPosition | None], None]
-"""Called with a transaction's checkpoint (offsets not yet set) and, when it carries a fragment
-of an open upstream transaction, where its fragments end; once its records are delivered and
-before the checkpoint is produced and the transaction committed."""
+Fault = Callable[[ReaderCheckpoint], None]
+"""Called with a transaction's checkpoint (offsets not yet set) once its records are delivered
+and before the checkpoint is produced and the transaction committed."""
 
 
 def armed() -> Fault | None:
@@ -52,38 +45,26 @@ def armed() -> Fault | None:
     action, _, count = spec.partition(":")
     if action not in ACTIONS or not count.isdigit() or int(count) < 1:
         raise ReaderError(
-            f"{ENV}={spec!r}: expected <action>:<n> with action one of "
-            f"{', '.join(ACTIONS)} and n >= 1; unset it outside tests"
+            f"{ENV}={spec!r}: expected <action>:<rows> with action one of "
+            f"{', '.join(ACTIONS)} and rows >= 1; unset it outside tests"
         )
     at = int(count)
-    seen = [0]
 
-    def kill_in_snapshot(checkpoint: ReaderCheckpoint, _fragment: BinlogPosition | None) -> None:
+    def kill_in_snapshot(checkpoint: ReaderCheckpoint) -> None:
         if checkpoint.snapshot is None:
             return
         state = SnapshotState.from_json(checkpoint.snapshot)
         if state.done or state.seq < at:
             return
-        _kill(spec, checkpoint, f"snapshot rows up to {state.seq}")
+        log.warning(
+            "%s=%s: SIGKILL of reader %s with snapshot rows up to %d delivered in an open "
+            "transaction, not committed (resume position binlog %s)",
+            ENV,
+            spec,
+            checkpoint.reader_id,
+            state.seq,
+            checkpoint.position,
+        )
+        os.kill(os.getpid(), signal.SIGKILL)
 
-    def kill_in_fragments(checkpoint: ReaderCheckpoint, fragment: BinlogPosition | None) -> None:
-        if fragment is None:
-            return
-        seen[0] += 1
-        if seen[0] == at:
-            _kill(spec, checkpoint, f"fragment {at} ending at binlog {fragment}")
-
-    return kill_in_snapshot if action == "kill-in-snapshot" else kill_in_fragments
-
-
-def _kill(spec: str, checkpoint: ReaderCheckpoint, what: str) -> None:
-    log.warning(
-        "%s=%s: SIGKILL of reader %s with %s delivered in an open transaction, not committed "
-        "(resume position binlog %s)",
-        ENV,
-        spec,
-        checkpoint.reader_id,
-        what,
-        checkpoint.position,
-    )
-    os.kill(os.getpid(), signal.SIGKILL)
+    return kill_in_snapshot
