@@ -228,7 +228,7 @@ class CommitPipeline:
             offsets = ending.offsets
             offsets.update(publisher.flush())
             if self._fault is not None:
-                self._fault(ending.checkpoint)
+                self._fault(ending.checkpoint, False)
             checkpoint = replace(
                 ending.checkpoint,
                 offsets=tuple((t, p, o) for (t, p), o in sorted(offsets.items())),
@@ -247,6 +247,8 @@ class CommitPipeline:
                     f"{self.reader_id} lost leadership of {self.source} before commit"
                 )
             publisher.commit()
+            if self._fault is not None:
+                self._fault(ending.checkpoint, True)
         except FencedError:
             raise
         except ReaderError:

@@ -1,4 +1,4 @@
-"""The reader's kill point mid-snapshot (`rowbus.producer.faults`): when it fires, when not."""
+"""The reader's kill points mid-snapshot (`rowbus.producer.faults`): when they fire, when not."""
 
 from __future__ import annotations
 
@@ -55,23 +55,43 @@ def test_it_lets_every_transaction_below_the_row_count_and_after_the_snapshot_th
     monkeypatch.setenv(ENV, "kill-in-snapshot:100")
     fault = armed()
     assert fault is not None
-    fault(_checkpoint(None))  # streaming, no snapshot
-    fault(_checkpoint(99))  # below the count
-    fault(_checkpoint(5_000, done=True))  # the snapshot is over: its last commit, streaming
+    fault(_checkpoint(None), False)  # streaming, no snapshot
+    fault(_checkpoint(99), False)  # below the count
+    fault(_checkpoint(5_000, done=True), False)  # the snapshot is over: its last commit
+    fault(_checkpoint(100), True)  # past the count, but committed: not its moment
 
 
-def test_it_kills_the_process_at_the_row_count_with_a_line_first() -> None:
+@pytest.mark.parametrize(
+    ("spec", "calls", "line"),
+    [
+        (
+            "kill-in-snapshot:100",
+            "fault(_checkpoint(99), False); fault(_checkpoint(100), True); "
+            "fault(_checkpoint(100), False)",
+            "up to 100 delivered in an open transaction, not committed",
+        ),
+        (
+            "kill-after-snapshot:100",
+            "fault(_checkpoint(99), True); fault(_checkpoint(100), False); "
+            "fault(_checkpoint(100), True)",
+            "up to 100 committed",
+        ),
+    ],
+)
+def test_it_kills_the_process_at_the_row_count_with_a_line_first(
+    spec: str, calls: str, line: str
+) -> None:
     code = (
         "import logging; logging.basicConfig();"
         "from tests.unit.producer.test_faults import _checkpoint;"
         "from rowbus.producer.faults import armed;"
-        "fault = armed(); fault(_checkpoint(99)); fault(_checkpoint(100));"
+        f"fault = armed(); {calls};"
         "print('survived')"
     )
     done = subprocess.run(
         [sys.executable, "-c", code],
         check=False,
-        env={ENV: "kill-in-snapshot:100", "PATH": ""},
+        env={ENV: spec, "PATH": ""},
         cwd=Path(__file__).parents[3],  # the checkout: the test's own module is importable
         capture_output=True,
         text=True,
@@ -79,4 +99,4 @@ def test_it_kills_the_process_at_the_row_count_with_a_line_first() -> None:
     )
     assert done.returncode == -signal.SIGKILL, done
     assert "survived" not in done.stdout
-    assert "SIGKILL of reader reader-a with snapshot rows up to 100" in done.stderr
+    assert f"SIGKILL of reader reader-a with snapshot rows {line}" in done.stderr
