@@ -12,9 +12,10 @@ records released nothing for minutes: noida-db answers a fetch with a partition'
 the merge waited for the last partition while the Subscriber read and spilled the others
 (measured here; the merge over partitions is tested with smaller backlogs elsewhere).
 
-The reader kills itself (``ROWBUS_READER_FAULT=kill-in-snapshot:<rows>``, `rowbus.producer.faults`)
-in the chunk transaction that takes its snapshot past the test's random row count, with the
-chunk delivered to the broker and not committed. A kill sent from here at a row count read back
+The reader kills itself (``ROWBUS_READER_FAULT``, `rowbus.producer.faults`) at the test's random
+row counts: the first time in the chunk transaction that takes its snapshot past its count, with
+the chunk delivered to the broker and not committed; the second time right after committing
+that chunk, between two chunks (no transaction open). A kill sent from here at a row count read back
 from the checkpoints landed 26-117k rows late on a loaded machine, so the snapshot had to be 1M
 rows (59-246 s) to be sure to still run; at 200k a quiet machine finished before the second kill.
 What is checked (resume from the last committed chunk across two kills, no row twice, the sink
@@ -54,6 +55,9 @@ TABLES = 8
 ROWS_PER_TABLE = int(os.environ.get("ROWBUS_TEST_SNAPSHOT_ROWS", "200000")) // TABLES
 CHUNK_ROWS = max(1, ROWS_PER_TABLE // 10)
 KILLS = 2
+KINDS = ["kill-in-snapshot", "kill-after-snapshot"]
+"""How each reader kills itself (`rowbus.producer.faults`): in a chunk's open transaction, and
+after a chunk's commit."""
 STALL_S = 15.0
 """No record read and nothing released for this long, while behind the partition's end: the
 Subscriber is stalled (a clean-clone run spent 4 minutes in 30 s waits); it is replaced."""
@@ -230,7 +234,7 @@ def test_million_rows_with_w2_and_kill_9_mid_snapshot_resume_and_end_equal(
     try:
         writer.start()
         for n in range(KILLS + 1):
-            fault = {FAULT: f"kill-in-snapshot:{points[n]}"} if n < KILLS else {}
+            fault = {FAULT: f"{KINDS[n]}:{points[n]}"} if n < KILLS else {}
             procs.append(start_reader_process(config, setup.source, f"reader-{n}", log, fault))
             if n == 0:
                 index.until(
@@ -299,10 +303,15 @@ def test_million_rows_with_w2_and_kill_9_mid_snapshot_resume_and_end_equal(
             assert (now.rows, now.chunks) >= (t.rows, t.chunks), (name, t, now)
             if t.last_key is not None and now.last_key is not None:
                 assert now.last_key >= t.last_key, name
-    # ... each kill came after some committed chunks, mid-snapshot, before its transaction
-    # took the snapshot past its row count ...
-    for state, point in zip(killed, points, strict=True):
-        assert 0 < state.seq < point and not state.done, (state.seq, point)
+    # ... each kill came mid-snapshot after some committed chunks: the first before its
+    # transaction took the snapshot past its row count, the second right after (that chunk's
+    # rows, and a table's CREATEs and markers) ...
+    first, second = killed
+    assert 0 < first.seq < points[0] and not first.done, (first.seq, points)
+    assert points[1] <= second.seq < points[1] + CHUNK_ROWS + 4 and not second.done, (
+        second.seq,
+        points,
+    )
     # ... and no snapshot row reached the sink twice (one starting over would repeat them).
     apply = applier.apply
     assert not apply.read_twice, f"snapshot rows delivered twice: {apply.read_twice[:5]}"
