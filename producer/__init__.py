@@ -51,6 +51,8 @@ The data path, one module per step (each testable without services where it can 
     tail.py        the tail loop: the binlog from the term's position into batches
     commits.py     the commit pipeline: each batch one Kafka transaction with its checkpoint,
                    ended on a thread of its own while the next batch is read
+    faults.py      a kill -9 the reader fires itself in or after a snapshot chunk's
+                   transaction (tests only, ``ROWBUS_READER_FAULT``)
     reader.py      the election loop composing them; `Reader.run(stop)`
     snapshot/      initial and incremental snapshots (chunked, resumable, `_resultset.c`)
     cluster/       reader cluster nodes: ZooKeeper membership, an elected coordinator, replication

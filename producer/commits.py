@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 from rowbus.clients import kafka
 from rowbus.clients.election import Election
+from rowbus.producer import faults
 from rowbus.producer.exceptions import FencedError, LeadershipLostError, ReaderError
 from rowbus.producer.metrics import ReaderMetrics
 from rowbus.producer.publisher import KafkaPublisher
@@ -97,6 +98,8 @@ class CommitPipeline:
         self.committed: BinlogPosition | None = None
         self._admin: object | None = None
         self.stable = StableWatch(self._stalls, settings.stall_check_s)
+        self._fault = faults.armed()
+        """None but in the tests of kill -9 mid-snapshot (`rowbus.producer.faults`)."""
 
     def close(self) -> None:
         """Drop the stall check's admin client (the term's commit thread is joined)."""
@@ -224,6 +227,8 @@ class CommitPipeline:
         try:
             offsets = ending.offsets
             offsets.update(publisher.flush())
+            if self._fault is not None:
+                self._fault(ending.checkpoint, False)
             checkpoint = replace(
                 ending.checkpoint,
                 offsets=tuple((t, p, o) for (t, p), o in sorted(offsets.items())),
@@ -242,6 +247,8 @@ class CommitPipeline:
                     f"{self.reader_id} lost leadership of {self.source} before commit"
                 )
             publisher.commit()
+            if self._fault is not None:
+                self._fault(ending.checkpoint, True)
         except FencedError:
             raise
         except ReaderError:

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,9 +162,11 @@ def reader_thread(
 
 
 def start_reader_process(
-    config: Path, source: str, reader_id: str, log: Path
+    config: Path, source: str, reader_id: str, log: Path, env: Mapping[str, str] | None = None
 ) -> subprocess.Popen[bytes]:
-    env = dict(os.environ)
+    """`rowbus reader run` as a process of its own, its output appended to `log`; `env`: more
+    environment (e.g. ``ROWBUS_READER_FAULT``, `rowbus.producer.faults`)."""
+    environ = {**os.environ, **(env or {})}
     proclogs.keep(log, f"reader {reader_id}")
     with log.open("ab") as out:
         return subprocess.Popen(
@@ -185,7 +187,7 @@ def start_reader_process(
                 reader_id,
             ],
             cwd=ROOT,
-            env=env,
+            env=environ,
             stdout=out,
             stderr=subprocess.STDOUT,
         )

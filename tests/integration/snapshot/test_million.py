@@ -1,6 +1,7 @@
-"""The issue's Done-when on the real stack: a source with 1M pre-existing rows over 8 tables,
-W2 writing all along, the reader killed with kill -9 at two random points of its snapshot; the
-sink, fed by a Subscriber applying in bulk meanwhile, ends equal to the source (`rowbus
+"""The issue's Done-when on the real stack: a source with pre-existing rows over 8 tables (200k
+in the suite, in chunks of a tenth of a table; the issue's 1M with ROWBUS_TEST_SNAPSHOT_ROWS=
+1000000), W2 writing all along, the reader killed with kill -9 at two random points of its
+snapshot; the sink, fed by a Subscriber applying in bulk meanwhile, ends equal to the source (`rowbus
 verify`). Each resumed reader goes on from its last committed chunk: the snapshot progress in
 the checkpoints never moves back, and no snapshot row reaches the sink twice (a reader starting
 over would publish the rows before the kill again).
@@ -10,11 +11,22 @@ records released nothing for minutes: noida-db answers a fetch with a partition'
 (it ignores fetch sizes) and librdkafka hands the records over partition after partition, so
 the merge waited for the last partition while the Subscriber read and spilled the others
 (measured here; the merge over partitions is tested with smaller backlogs elsewhere).
+
+The reader kills itself (``ROWBUS_READER_FAULT``, `rowbus.producer.faults`) at the test's random
+row counts: the first time in the chunk transaction that takes its snapshot past its count, with
+the chunk delivered to the broker and not committed; the second time right after committing
+that chunk, between two chunks (no transaction open). A kill sent from here at a row count read back
+from the checkpoints landed 26-117k rows late on a loaded machine, so the snapshot had to be 1M
+rows (59-246 s) to be sure to still run; at 200k a quiet machine finished before the second kill.
+What is checked (resume from the last committed chunk across two kills, no row twice, the sink
+equal) depends on the chunks before, between and after the kills, not on the rows in a chunk:
+200k rows in chunks of 2,500 keep 80 chunks, and each kill lands at its row count.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import random
 import signal
 import subprocess
@@ -29,6 +41,7 @@ import pytest
 from rowbus.config import Settings
 from rowbus.consumers.stores.base import MemoryCheckpointStore
 from rowbus.consumers.subscriber import Subscriber
+from rowbus.producer.faults import ENV as FAULT
 from rowbus.producer.snapshot.state import SnapshotState
 from rowbus.protocol.events import ReaderCheckpoint, Record
 from rowbus.routing.routes import RouteSettings
@@ -39,8 +52,12 @@ from tests.integration.snapshot.helpers import BulkApply, Writer, fill, sink_tab
 from tests.integration.snapshot.test_initial import _setup
 
 TABLES = 8
-ROWS_PER_TABLE = 125_000
+ROWS_PER_TABLE = int(os.environ.get("ROWBUS_TEST_SNAPSHOT_ROWS", "200000")) // TABLES
+CHUNK_ROWS = max(1, ROWS_PER_TABLE // 10)
 KILLS = 2
+KINDS = ["kill-in-snapshot", "kill-after-snapshot"]
+"""How each reader kills itself (`rowbus.producer.faults`): in a chunk's open transaction, and
+after a chunk's commit."""
 STALL_S = 15.0
 """No record read and nothing released for this long, while behind the partition's end: the
 Subscriber is stalled (a clean-clone run spent 4 minutes in 30 s waits); it is replaced."""
@@ -149,14 +166,6 @@ class Applier(threading.Thread):
         assert self.equal.is_set(), f"the sink never equalled the source: {self.last}"
 
 
-def _passed(source: str, rows: int) -> Callable[[list[Record]], bool]:
-    def check(records: list[Record]) -> bool:
-        state = snapshot_state(records, source)
-        return state is not None and state.seq >= rows
-
-    return check
-
-
 def _gtids(text: str) -> dict[str, int]:
     """A GTID position (``1-1-42,2-3-7``) as the last sequence number per domain."""
     found: dict[str, int] = {}
@@ -188,7 +197,7 @@ def _states(index: TopicReader, source: str) -> list[SnapshotState]:
     return found
 
 
-@pytest.mark.timeout(900)  # ~6 min on a 2-core machine at load 16; the suite's 600 s is tight
+@pytest.mark.timeout(900)  # 1M rows: ~6 min on a 2-core machine at load 16
 def test_million_rows_with_w2_and_kill_9_mid_snapshot_resume_and_end_equal(
     services: Settings,
     make_topic: Callable[..., str],
@@ -206,13 +215,15 @@ def test_million_rows_with_w2_and_kill_9_mid_snapshot_resume_and_end_equal(
     total = TABLES * ROWS_PER_TABLE
     seed = random.randrange(10**6)
     rng = random.Random(seed)
-    # Kill points: one in each of the first two thirds of the snapshot's rows.
+    # Kill points: one in each of the first two thirds of the snapshot's rows; the reader fires
+    # each at its own row counter (module docstring).
     points = [int(total * rng.uniform(0.08 + k / 3, 0.3 + k / 3)) for k in range(KILLS)]
     print(f"seed {seed}: kill -9 at {points} of {total} rows")
     config = setup.write_config(
         tmp_path / "rowbus.yaml",
         snapshot="initial",
         snapshot_parallelism=2,
+        snapshot_chunk_rows=CHUNK_ROWS,
         heartbeat_interval_s=0.5,
     )
     log = tmp_path / "reader.log"
@@ -220,11 +231,11 @@ def test_million_rows_with_w2_and_kill_9_mid_snapshot_resume_and_end_equal(
     index = TopicReader(services, setup.checkpoints_topic)
     applier = Applier(services, setup, sink_db)
     procs: list[subprocess.Popen[bytes]] = []
-    killed: list[SnapshotState] = []
     try:
         writer.start()
         for n in range(KILLS + 1):
-            procs.append(start_reader_process(config, setup.source, f"reader-{n}", log))
+            fault = {FAULT: f"{KINDS[n]}:{points[n]}"} if n < KILLS else {}
+            procs.append(start_reader_process(config, setup.source, f"reader-{n}", log, fault))
             if n == 0:
                 index.until(
                     lambda rs: snapshot_state(rs, setup.source) is not None,
@@ -234,17 +245,13 @@ def test_million_rows_with_w2_and_kill_9_mid_snapshot_resume_and_end_equal(
                 applier.start()
             if n == KILLS:
                 break
-            index.until(
-                _passed(setup.source, points[n]),
-                timeout=240,
-                what=f"the snapshot to pass {points[n]} rows",
-            )
-            procs[-1].send_signal(signal.SIGKILL)
-            procs[-1].wait(30)
-            state = snapshot_state([r for *_, r in index.records], setup.source)
-            assert state is not None and not state.done, "the snapshot ended before the kill"
-            killed.append(state)
-            print(f"kill -9 at {state.seq} rows, {sum(t.chunks for t in state.tables.values())}")
+            try:
+                code = procs[-1].wait(240)
+            except subprocess.TimeoutExpired:
+                raise AssertionError(
+                    f"reader-{n} did not kill itself at {points[n]} snapshot rows in 240 s"
+                ) from None
+            assert code == -signal.SIGKILL, f"reader-{n} ended with {code}, not its kill -9"
         index.until(
             lambda rs: (s := snapshot_state(rs, setup.source)) is not None and s.done,
             timeout=300,
@@ -284,6 +291,9 @@ def test_million_rows_with_w2_and_kill_9_mid_snapshot_resume_and_end_equal(
         f"{applier.subscribers} subscriber(s)"
     )
     assert final.restarts == KILLS
+    # What each killed reader had committed: the last state of its run (a run counts a restart).
+    killed = [[s for s in states if s.restarts == k][-1] for k in range(KILLS)]
+    print("killed at", [(s.seq, sum(t.chunks for t in s.tables.values())) for s in killed])
     # Resumed from the last chunk, never from zero: every table's committed rows, chunks and
     # last key only grow from one checkpoint to the next, across both kills...
     for prev, nxt in itertools.pairwise(states):
@@ -293,8 +303,15 @@ def test_million_rows_with_w2_and_kill_9_mid_snapshot_resume_and_end_equal(
             assert (now.rows, now.chunks) >= (t.rows, t.chunks), (name, t, now)
             if t.last_key is not None and now.last_key is not None:
                 assert now.last_key >= t.last_key, name
-    # ... each kill came after some committed chunks ...
-    assert all(state.seq > 0 for state in killed)
+    # ... each kill came mid-snapshot after some committed chunks: the first before its
+    # transaction took the snapshot past its row count, the second right after (that chunk's
+    # rows, and a table's CREATEs and markers) ...
+    first, second = killed
+    assert 0 < first.seq < points[0] and not first.done, (first.seq, points)
+    assert points[1] <= second.seq < points[1] + CHUNK_ROWS + 4 and not second.done, (
+        second.seq,
+        points,
+    )
     # ... and no snapshot row reached the sink twice (one starting over would repeat them).
     apply = applier.apply
     assert not apply.read_twice, f"snapshot rows delivered twice: {apply.read_twice[:5]}"

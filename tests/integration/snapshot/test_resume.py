@@ -5,6 +5,7 @@ while W2 keeps writing; the sink ends equal to the source (rowbus verify)."""
 from __future__ import annotations
 
 import signal
+import subprocess
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -12,17 +13,22 @@ from pathlib import Path
 from confluent_kafka import TopicPartition
 
 from rowbus.config import Settings
+from rowbus.producer.faults import ENV as FAULT
 from rowbus.waiting import wait_for
 from tests.integration.producer.helpers import TopicReader, start_reader_process
 from tests.integration.snapshot.helpers import Writer, fill, sink_tables, snapshot_state
 from tests.integration.snapshot.test_initial import _drain_until_equal, _setup
 
 ROWS_PER_TABLE = 1_250
-CHUNK_ROWS = 20
-"""Small chunks, so the snapshot takes seconds: with 100-row chunks the reader finished all
-20,000 rows between the checkpoint the test saw and its kill. 10,000 rows: the kill lands
-after 1,500, with over 400 chunks to go (the W2 writer runs while the snapshot does, so fewer rows
-are also fewer changes to stream and apply)."""
+CHUNK_ROWS = 250
+"""10,000 rows in 40 chunks. The first reader kills itself right after committing the chunk that
+takes its snapshot past `KILL_AT` rows (`rowbus.producer.faults`): about 6 chunks committed and
+over 30 to go. (Killed from here at a row count read back from the checkpoints, the kill landed
+late by as much as the test lagged the reader, so the snapshot needed 500 chunks of 20 rows to
+still be running.) Between two chunks, so no transaction is left open: a kill with a chunk
+delivered and not committed is test_million's, and a Subscriber reading past its abort marker
+stalls on noida-db (docs/operations.md) for the 30 s `_drain_until_equal` gives it."""
+KILL_AT = 1_500
 
 
 def _read_to_end(index: TopicReader) -> bool:
@@ -68,20 +74,24 @@ def test_kill_9_mid_snapshot_resumes_from_the_last_chunk_without_loss_or_duplica
     index = TopicReader(services, setup.checkpoints_topic)
     procs = []
     try:
-        first = start_reader_process(config, setup.source, "reader-a", log)
+        fault = {FAULT: f"kill-after-snapshot:{KILL_AT}"}
+        first = start_reader_process(config, setup.source, "reader-a", log, fault)
         procs.append(first)
-        index.until(
-            lambda rs: (s := snapshot_state(rs, setup.source)) is not None and s.seq >= 1_500,
-            timeout=120,
-            what="the first reader to commit some snapshot chunks",
-        )
-        first.send_signal(signal.SIGKILL)
-        first.wait(30)
+        try:
+            code = first.wait(120)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"reader-a did not kill itself at {KILL_AT} rows in 120 s"
+            ) from None
+        assert code == -signal.SIGKILL, f"reader-a ended with {code}, not its kill -9"
         # What it committed before it died, read to the end (the view above may lag).
         wait_for(lambda: _read_to_end(index), timeout=60, what="the checkpoints read to their end")
         killed = snapshot_state([r for *_, r in index.records], setup.source)
         assert killed is not None
-        assert not killed.done, "the snapshot finished before the kill; make it bigger"
+        assert not killed.done, "the snapshot finished before the kill"
+        # killed right after the chunk that passed KILL_AT (its rows, and a table's CREATEs and
+        # markers, at most 4)
+        assert KILL_AT <= killed.seq < KILL_AT + CHUNK_ROWS + 4, f"killed at {killed.seq} rows"
         second = start_reader_process(config, setup.source, "reader-b", log)
         procs.append(second)
         index.until(
