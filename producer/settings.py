@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from rowbus.clients.settings import StrictModel
+from rowbus.clients.settings import StrictModel, ZooKeeperAuth
 from rowbus.producer.cluster.settings import ClusterSettings
 from rowbus.protocol.topics import CHECKPOINTS_TOPIC, DEFAULT_DATA_TOPIC_TEMPLATE, SCHEMAS_TOPIC
 
@@ -170,6 +170,7 @@ class Services:
     zookeeper_hosts: str | None
     zookeeper_root: str = "/rowbus"
     zookeeper_session_timeout_s: float = 6.0
+    zookeeper_auth: ZooKeeperAuth | None = None
 
 
 def snapshot_mode(settings: ReaderSettings) -> str:

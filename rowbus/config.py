@@ -19,7 +19,12 @@ import yaml
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from rowbus.clients.settings import MySQLConnection, SourceConnection, StrictModel
+from rowbus.clients.settings import (
+    MySQLConnection,
+    SourceConnection,
+    StrictModel,
+    ZooKeeperAuth,
+)
 from rowbus.config_errors import describe_validation_error
 from rowbus.consumers.settings import SubscriberSettings
 from rowbus.exceptions import ConfigError
@@ -83,6 +88,9 @@ class ZooKeeperSettings(StrictModel):
     """The znode under which rowbus keeps its elections and memberships."""
     session_timeout_s: float = Field(6.0, gt=0)
     """ZooKeeper session timeout: a leader that stops answering loses its lease after it."""
+    auth: ZooKeeperAuth | None = None
+    """Digest credentials: every client authenticates with them and every node rowbus creates
+    admits only them (unset: nodes open to any client)."""
 
 
 class Settings(BaseSettings):

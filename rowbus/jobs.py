@@ -56,6 +56,7 @@ def job_config(settings: Settings, available_now: bool = False) -> JobConfig:
         source_names=tuple(s.name for s in settings.sources),
         zookeeper_hosts=settings.zookeeper.hosts,
         zookeeper_root=settings.zookeeper.root,
+        zookeeper_auth=settings.zookeeper.auth,
     )
 
 

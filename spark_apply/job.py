@@ -570,7 +570,11 @@ def shard_ddl_hook(config: JobConfig) -> ShardDdlHook | None:
     election = None
     if config.zookeeper_hosts:
         election = ZkElection(
-            config.zookeeper_hosts, actor, root=config.zookeeper_root, name=settings.election
+            config.zookeeper_hosts,
+            actor,
+            root=config.zookeeper_root,
+            name=settings.election,
+            auth=config.zookeeper_auth,
         ).start()
     return ShardDdlHook(
         config,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rowbus.clients.settings import ZooKeeperAuth
 from rowbus.consumers.stores.base import CheckpointStore
 from rowbus.merge.checkpoint import Checkpoint
 from rowbus.merge.exceptions import CheckpointError
@@ -19,7 +20,13 @@ class ZooKeeperStore(CheckpointStore):
     """
 
     def __init__(
-        self, path: str, *, hosts: str | None = None, client: Any = None, timeout: float = 10.0
+        self,
+        path: str,
+        *,
+        hosts: str | None = None,
+        client: Any = None,
+        timeout: float = 10.0,
+        auth: ZooKeeperAuth | None = None,
     ) -> None:
         super().__init__()
         if (hosts is None) == (client is None):
@@ -29,6 +36,7 @@ class ZooKeeperStore(CheckpointStore):
         self._client = client
         self._own = client is None
         self._timeout = timeout
+        self._auth = auth
 
     def open(self) -> None:
         if self._client is not None:
@@ -38,7 +46,7 @@ class ZooKeeperStore(CheckpointStore):
 
         try:
             self._client = zookeeper.start_client(
-                self._hosts or "", self._timeout, start_timeout=self._timeout
+                self._hosts or "", self._timeout, start_timeout=self._timeout, auth=self._auth
             )
         except ZooKeeperClientError as exc:
             raise CheckpointError(str(exc)) from exc
