@@ -181,8 +181,8 @@ class JobConfig(StrictModel):
     """Everything the job reads: the apply section, Kafka client settings, the sink."""
 
     apply: ApplySettings = ApplySettings()
-    kafka: dict[str, str | int | float | bool] = Field(default_factory=dict)
-    """librdkafka settings, rendered (``bootstrap.servers`` at least)."""
+    kafka: dict[str, str | int | float | bool] = Field(default_factory=dict, repr=False)
+    """librdkafka settings, rendered (``bootstrap.servers`` at least; not in repr: secrets)."""
     sink: SinkConnection = SinkConnection()
     source_names: tuple[str, ...] = ()
     """All configured sources, used when `apply.sources` is empty."""
