@@ -70,7 +70,7 @@ class ZooKeeperStore(CheckpointStore):
         except NoNodeError:
             return None
         except KazooException as exc:
-            raise CheckpointError(f"cannot read storage point {self.path}: {exc!r}") from exc
+            raise CheckpointError(_why(f"cannot read storage point {self.path}", exc)) from exc
         return Checkpoint.from_json(data)
 
     def _save(self, checkpoint: Checkpoint) -> None:
@@ -84,4 +84,13 @@ class ZooKeeperStore(CheckpointStore):
             except NoNodeError:
                 zk.create(self.path, data, makepath=True)
         except KazooException as exc:
-            raise CheckpointError(f"cannot write storage point {self.path}: {exc!r}") from exc
+            raise CheckpointError(_why(f"cannot write storage point {self.path}", exc)) from exc
+
+
+def _why(what: str, exc: Exception) -> str:
+    """One line: `what` failed, and why (a refusal for want of credentials names the setting)."""
+    from kazoo.exceptions import NoAuthError
+
+    from rowbus.clients.zookeeper import NO_AUTH
+
+    return f"{what}: {NO_AUTH}" if isinstance(exc, NoAuthError) else f"{what}: {exc!r}"

@@ -1,10 +1,11 @@
 """``zookeeper.auth`` on the test stack's real ZooKeeper: the reader election's nodes admit only
 the configured digest credentials; a client without them (or with others) can neither read nor
-change them, and a reader without them stops with one line naming the setting; the election
-still hands over between two readers that have them."""
+change them, and a reader (or a subscriber's checkpoint store) without them stops with one line
+naming the setting; the election still hands over between two readers that have them."""
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +20,10 @@ from rowbus.clients.errors import ZooKeeperClientError
 from rowbus.clients.settings import ZooKeeperAuth
 from rowbus.clients.zookeeper import start_client, stop_client, zk_errors
 from rowbus.config import Settings
+from rowbus.consumers.stores import ZooKeeperStore
+from rowbus.merge.checkpoint import Checkpoint
+from rowbus.merge.exceptions import CheckpointError
+from rowbus.merge.positions import Floor
 from rowbus.producer.exceptions import ReaderError
 from rowbus.producer.leader import ZooKeeperLeadership, leader_path
 
@@ -156,3 +161,29 @@ def test_the_election_hands_over_between_readers_with_the_credentials(
             waiting.join(10)
         second.close()
         first.close()
+
+
+def test_a_checkpoint_store_keeps_its_points_to_the_credentials(
+    services: Settings, root: str, auth: ZooKeeperAuth
+) -> None:
+    hosts = services.zookeeper.hosts or ""
+    path = f"{root}/subscribers/g/points/shard-0"
+    point = Checkpoint(offsets={("t", 0): 7}, floors={"s": Floor(ts=9)}, ts=9)
+    owner = ZooKeeperStore(path, hosts=hosts, auth=auth)
+    owner.open()
+    try:
+        owner.save(point)
+        assert owner.load() == point
+    finally:
+        owner.close()
+    stranger = ZooKeeperStore(path, hosts=hosts)
+    stranger.open()
+    try:
+        with pytest.raises(CheckpointError) as caught:
+            stranger.load()
+        assert str(caught.value).startswith(f"cannot read storage point {path}: ZooKeeper refused")
+        assert "set zookeeper.auth" in str(caught.value) and "\n" not in str(caught.value)
+        with pytest.raises(CheckpointError, match=re.escape("set zookeeper.auth")):
+            stranger.save(point)
+    finally:
+        stranger.close()
