@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -115,6 +116,31 @@ def failure_error(err: Any, what: str) -> KafkaClientError:
     """The `KafkaClientError` for a KafkaError a message or callback carries."""
     f = classify(err, what)
     return KafkaClientError(f.text, f.name, retryable=f.retryable, fenced=f.fenced)
+
+
+# -- secrets -----------------------------------------------------------------------------------
+
+SECRET_KEY = re.compile(r"password|secret|jaas|token|ssl\.key\.pem|ssl_key", re.IGNORECASE)
+"""librdkafka keys whose values are secrets (``sasl.password``, ``ssl.key.password``,
+``ssl.keystore.password``, ``sasl.oauthbearer.client.secret``, ``sasl.jaas.config``,
+``ssl.key.pem``): never shown; a few harmless ones that match are masked too."""
+MASK = "**********"
+
+
+def is_secret(key: str) -> bool:
+    """Whether the librdkafka setting `key` holds a secret."""
+    return SECRET_KEY.search(key) is not None
+
+
+def redacted(config: Mapping[str, Any]) -> dict[str, Any]:
+    """`config` fit to show: every secret value masked."""
+    return {k: MASK if is_secret(k) else v for k, v in config.items()}
+
+
+def split_secrets(config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`config` as (its settings without secrets, its secrets)."""
+    public = {k: v for k, v in config.items() if not is_secret(k)}
+    return public, {k: v for k, v in config.items() if is_secret(k)}
 
 
 # -- factories ---------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""The strict settings base every component's settings derive from, and the one MySQL
-connection type (sources, the sink, the state database all use it).
+"""The strict settings base every component's settings derive from, the one MySQL
+connection type (sources, the sink, the state database all use it) and ZooKeeper's digest
+credentials (`ZooKeeperAuth`, rendered by `rowbus.clients.zookeeper.start_client`).
 
 A connection's TLS (`TlsSettings`) and where its password comes from (inline, a file, an
 environment variable) are declared here and rendered into pymysql's options only by
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
@@ -77,6 +78,51 @@ class TlsSettings(StrictModel):
         return self.ca is not None and self.verify_hostname is not False
 
 
+class _PasswordFields(Protocol):
+    @property
+    def password(self) -> SecretStr | None: ...
+    @property
+    def password_file(self) -> Path | None: ...
+    @property
+    def password_env(self) -> str | None: ...
+
+
+def read_password(fields: _PasswordFields, whose: str) -> str:
+    """The password `fields` point at, read now: the variable `password_env` names, else the
+    file `password_file` (its trailing newline dropped), else `password` inline. `whose` says in
+    the error whose password it is; the value itself is never part of a message."""
+    if fields.password_env is not None:
+        value = os.environ.get(fields.password_env)
+        if value is None:
+            raise SecretUnavailableError(
+                f"password_env names {fields.password_env}, which is not set in the "
+                f"environment of this process ({whose})"
+            )
+        return value
+    if fields.password_file is not None:
+        try:
+            text = fields.password_file.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SecretUnavailableError(
+                f"password_file {fields.password_file}: cannot read it ({exc.strerror}); "
+                f"it holds {whose}"
+            ) from exc
+        return text.rstrip("\r\n")
+    if fields.password is None:
+        raise SecretUnavailableError(f"no password, password_file or password_env is set ({whose})")
+    return fields.password.get_secret_value()
+
+
+def _only_one_password(fields: BaseModel) -> None:
+    given = [
+        name
+        for name in ("password", "password_file", "password_env")
+        if name in fields.model_fields_set and getattr(fields, name) is not None
+    ]
+    if len(given) > 1:
+        raise ValueError(f"set only one of {', '.join(given)} (each is a password)")
+
+
 class MySQLConnection(StrictModel):
     """Where a MySQL/MariaDB server answers, and as whom.
 
@@ -101,13 +147,7 @@ class MySQLConnection(StrictModel):
 
     @model_validator(mode="after")
     def _one_password(self) -> MySQLConnection:
-        given = [
-            name
-            for name in ("password", "password_file", "password_env")
-            if name in self.model_fields_set and getattr(self, name) is not None
-        ]
-        if len(given) > 1:
-            raise ValueError(f"set only one of {', '.join(given)} (each is a password)")
+        _only_one_password(self)
         return self
 
     @property
@@ -127,24 +167,7 @@ class MySQLConnection(StrictModel):
 
     def secret(self) -> str:
         """The password, read now from where the settings say it is."""
-        if self.password_env is not None:
-            value = os.environ.get(self.password_env)
-            if value is None:
-                raise SecretUnavailableError(
-                    f"password_env names {self.password_env}, which is not set in the "
-                    f"environment of this process (the password of {self.user}@{self.address})"
-                )
-            return value
-        if self.password_file is not None:
-            try:
-                text = self.password_file.read_text(encoding="utf-8")
-            except OSError as exc:
-                raise SecretUnavailableError(
-                    f"password_file {self.password_file}: cannot read it ({exc.strerror}); "
-                    f"it holds the password of {self.user}@{self.address}"
-                ) from exc
-            return text.rstrip("\r\n")
-        return self.password.get_secret_value()
+        return read_password(self, f"the password of {self.user}@{self.address}")
 
 
 class ServerAddress(StrictModel):
@@ -180,3 +203,45 @@ class SourceConnection(MySQLConnection):
                 for r in self.replicas
             ),
         ]
+
+
+class ZooKeeperAuth(StrictModel):
+    """Digest credentials for ZooKeeper (``zookeeper.auth``).
+
+    When set, every client rowbus opens authenticates with them, and every node it creates
+    carries an ACL that admits only them (ZooKeeper's ``digest`` scheme, all permissions): a
+    client without them can neither read nor change rowbus's elections, memberships and
+    checkpoints. Nodes that existed before keep the ACL they were created with. The password is
+    one of `password`, `password_file` or `password_env`, read when a session starts and never
+    printed.
+    """
+
+    user: str = Field(pattern=r"^[^:]+$")
+    """The digest user name (no ``:``)."""
+    password: SecretStr | None = None
+    """Its password (never printed; prefer `password_file` or `password_env`)."""
+    password_file: Path | None = None
+    """A file holding the password (a trailing newline is not part of it)."""
+    password_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """The name of an environment variable holding the password."""
+
+    @model_validator(mode="after")
+    def _one_password(self) -> ZooKeeperAuth:
+        _only_one_password(self)
+        if self.password is None and self.password_file is None and self.password_env is None:
+            raise ValueError("zookeeper.auth needs one of password, password_file, password_env")
+        return self
+
+    def secret(self) -> str:
+        """The password, read now from where the settings say it is."""
+        return read_password(self, f"the ZooKeeper password of {self.user} (zookeeper.auth)")
+
+    def plain(self) -> dict[str, Any]:
+        """These settings as JSON data for a child process's configuration file (see
+        `MySQLConnection.plain`)."""
+        data = self.model_dump(mode="json")
+        if self.password is not None:
+            data["password"] = self.password.get_secret_value()
+        else:
+            del data["password"]
+        return data

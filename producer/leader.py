@@ -15,13 +15,14 @@ import threading
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException, LockTimeout
+from kazoo.exceptions import KazooException, LockTimeout, NoAuthError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.lock import Lock
 
 from rowbus.clients import zookeeper
 from rowbus.clients.errors import ZooKeeperClientError
-from rowbus.producer.exceptions import SourceUnavailableError
+from rowbus.clients.settings import ZooKeeperAuth
+from rowbus.producer.exceptions import ReaderError, SourceUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +46,16 @@ class ZooKeeperLeadership:
     """A source's reader election (an `Election`): contenders queue on kazoo's lock recipe at
     `path`, the first leads."""
 
-    def __init__(self, hosts: str, path: str, identifier: str, session_timeout_s: float) -> None:
+    def __init__(
+        self,
+        hosts: str,
+        path: str,
+        identifier: str,
+        session_timeout_s: float,
+        auth: ZooKeeperAuth | None = None,
+    ) -> None:
         self._hosts = hosts
+        self._auth = auth
         self._path = path
         self._identifier = identifier
         self._timeout = session_timeout_s
@@ -62,6 +71,7 @@ class ZooKeeperLeadership:
                 self._timeout,
                 start_timeout=max(15.0, self._timeout * 2),
                 listener=self._on_state,
+                auth=self._auth,
             )
         except ZooKeeperClientError as exc:
             raise SourceUnavailableError(f"ZooKeeper {self._hosts} unreachable: {exc}") from exc
@@ -91,6 +101,10 @@ class ZooKeeperLeadership:
                     return True
             except (KazooTimeoutError, LockTimeout):
                 pass
+            except NoAuthError as exc:
+                # Retrying cannot help: the election's nodes belong to other credentials.
+                self._lock = None
+                raise ReaderError(f"election {self._path}: {zookeeper.NO_AUTH}") from exc
             except KazooException as exc:
                 log.warning("election on %s: %s; retrying", self._path, exc)
                 stop.wait(0.5)

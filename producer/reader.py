@@ -109,6 +109,7 @@ class Reader:
                     path,
                     self.reader_id,
                     services.zookeeper_session_timeout_s,
+                    services.zookeeper_auth,
                 )
             else:
                 leadership = Unopposed()

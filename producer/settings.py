@@ -7,12 +7,12 @@ hands over for one source (producer/ does not import the shell's configuration t
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import Field, model_validator
 
-from rowbus.clients.settings import StrictModel
+from rowbus.clients.settings import StrictModel, ZooKeeperAuth
 from rowbus.producer.cluster.settings import ClusterSettings
 from rowbus.protocol.topics import CHECKPOINTS_TOPIC, DEFAULT_DATA_TOPIC_TEMPLATE, SCHEMAS_TOPIC
 
@@ -147,8 +147,8 @@ class ReaderSettings(StrictModel):
     has not within this many seconds (a broker, ZooKeeper or source that no longer answers holds
     it), it exits anyway with status 1 and one line saying so. Nothing is lost: the open Kafka
     transaction never commits, and the next leader resumes from the last checkpoint."""
-    kafka: dict[str, str | int | float | bool] = Field(default_factory=dict)
-    """Extra librdkafka settings for the reader's producer."""
+    kafka: dict[str, str | int | float | bool] = Field(default_factory=dict, repr=False)
+    """Extra librdkafka settings for the reader's producer (not in repr: secrets)."""
 
     @model_validator(mode="after")
     def _debezium_needs_its_encoding(self) -> ReaderSettings:
@@ -166,10 +166,11 @@ class ReaderSettings(StrictModel):
 class Services:
     """The Kafka and ZooKeeper the reader talks to (rendered by the application shell)."""
 
-    kafka: dict[str, str | int | float | bool]
+    kafka: dict[str, str | int | float | bool] = field(repr=False)  # secrets (sasl.password)
     zookeeper_hosts: str | None
     zookeeper_root: str = "/rowbus"
     zookeeper_session_timeout_s: float = 6.0
+    zookeeper_auth: ZooKeeperAuth | None = None
 
 
 def snapshot_mode(settings: ReaderSettings) -> str:

@@ -12,14 +12,21 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from rowbus.clients.settings import MySQLConnection, SourceConnection, StrictModel
+from rowbus.clients.settings import (
+    MySQLConnection,
+    SourceConnection,
+    StrictModel,
+    ZooKeeperAuth,
+    read_password,
+)
 from rowbus.config_errors import describe_validation_error
 from rowbus.consumers.settings import SubscriberSettings
 from rowbus.exceptions import ConfigError
@@ -65,15 +72,38 @@ SourceSettings = SourceConnection
 class KafkaSettings(StrictModel):
     bootstrap_servers: str | None = None
     """``host:port[,host:port]``; unset means the embedded broker."""
-    client: dict[str, str | int | float | bool] = Field(default_factory=dict)
-    """Extra librdkafka settings (dotted keys, e.g. ``security.protocol``) added to every client."""
+    # Not in repr: it may hold secrets (a repr ends up in tracebacks and logs).
+    client: dict[str, str | int | float | bool] = Field(default_factory=dict, repr=False)
+    """Extra librdkafka settings (dotted keys, e.g. ``security.protocol``, ``sasl.username``,
+    ``ssl.ca.location``) added to every client; secret ones (``sasl.password`` …) are masked
+    wherever rowbus shows settings."""
+    client_from_file: dict[str, Path] = Field(default_factory=dict)
+    """librdkafka settings read from files when a client is configured (e.g.
+    ``sasl.password: /run/secrets/kafka``; a trailing newline is not part of the value)."""
+    client_from_env: dict[str, str] = Field(default_factory=dict)
+    """librdkafka settings read from the environment variables named (e.g.
+    ``sasl.password: KAFKA_PASSWORD``)."""
 
     def client_config(
         self, **overrides: str | int | float | bool
     ) -> dict[str, str | int | float | bool]:
         """The librdkafka dict, rendered at the last moment before a client is built."""
         assert self.bootstrap_servers is not None, "settings were not resolved"
-        return {"bootstrap.servers": self.bootstrap_servers, **self.client, **overrides}
+        read: dict[str, str | int | float | bool] = {}
+        for key, path in self.client_from_file.items():
+            read[key] = read_password(_Secret(password_file=path), f"kafka.client_from_file.{key}")
+        for key, name in self.client_from_env.items():
+            read[key] = read_password(_Secret(password_env=name), f"kafka.client_from_env.{key}")
+        return {"bootstrap.servers": self.bootstrap_servers, **self.client, **read, **overrides}
+
+
+@dataclass(frozen=True)
+class _Secret:
+    """One value's source, for `read_password`."""
+
+    password: SecretStr | None = None
+    password_file: Path | None = None
+    password_env: str | None = None
 
 
 class ZooKeeperSettings(StrictModel):
@@ -83,6 +113,9 @@ class ZooKeeperSettings(StrictModel):
     """The znode under which rowbus keeps its elections and memberships."""
     session_timeout_s: float = Field(6.0, gt=0)
     """ZooKeeper session timeout: a leader that stops answering loses its lease after it."""
+    auth: ZooKeeperAuth | None = None
+    """Digest credentials: every client authenticates with them and every node rowbus creates
+    admits only them (unset: nodes open to any client)."""
 
 
 class Settings(BaseSettings):

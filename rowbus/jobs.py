@@ -26,6 +26,10 @@ log = logging.getLogger(__name__)
 _CREATE = re.compile(r"^CREATE TABLE `(?:[^`]|``)+`", re.I)
 
 
+_SECURITY = ("security", "sasl", "ssl")
+"""The first words of librdkafka's TLS and SASL settings."""
+
+
 def job_config(settings: Settings, available_now: bool = False) -> JobConfig:
     """The job's configuration, checked against the sources and the sink first: what can be
     found wrong here is refused in one line before Spark spends a minute starting."""
@@ -38,6 +42,13 @@ def job_config(settings: Settings, available_now: bool = False) -> JobConfig:
         raise ConfigError(
             f"apply.sources names {', '.join(map(repr, unknown))}, which is not a configured "
             f"source; configured: {', '.join(known)}"
+        )
+    security = sorted(k for k in settings.kafka.client if k.split(".")[0] in _SECURITY)
+    if apply.kafka_format == "spark" and security:
+        raise ConfigError(
+            f"apply.kafka_format is spark, whose Kafka connector gets only bootstrap.servers, "
+            f"but kafka.client sets {', '.join(security)}: set apply.kafka_format: python (the "
+            "default), which hands every Kafka setting to its readers"
         )
     if available_now:
         apply = apply.model_copy(update={"available_now": True})
@@ -56,6 +67,7 @@ def job_config(settings: Settings, available_now: bool = False) -> JobConfig:
         source_names=tuple(s.name for s in settings.sources),
         zookeeper_hosts=settings.zookeeper.hosts,
         zookeeper_root=settings.zookeeper.root,
+        zookeeper_auth=settings.zookeeper.auth,
     )
 
 

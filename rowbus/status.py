@@ -61,7 +61,9 @@ def reader_status(settings: Settings) -> list[ReaderStatus]:
 
     assert settings.zookeeper.hosts is not None
     admin = kafka.admin(settings.kafka.client_config())
-    client = zookeeper.start_client(settings.zookeeper.hosts, 5.0, start_timeout=10.0)
+    client = zookeeper.start_client(
+        settings.zookeeper.hosts, 5.0, start_timeout=10.0, auth=settings.zookeeper.auth
+    )
     try:
         result = []
         for source in settings.sources:
@@ -111,7 +113,9 @@ def cluster_status(settings: Settings) -> dict[str, object] | None:
     replication-set state, pending moves; None when no node ever registered under the root."""
     from rowbus.producer.cluster import admin, zk
 
-    with admin.session(settings.zookeeper.hosts or "", settings.zookeeper.root, 5.0) as (c, p):
+    with admin.session(
+        settings.zookeeper.hosts or "", settings.zookeeper.root, 5.0, settings.zookeeper.auth
+    ) as (c, p):
         view = admin.view(c, p)
         if not view.nodes and not view.sets:
             return None

@@ -20,6 +20,7 @@ from typing import Any
 from rowbus.clients import zookeeper
 from rowbus.clients.election import Election, Unopposed
 from rowbus.clients.errors import ZooKeeperClientError
+from rowbus.clients.settings import ZooKeeperAuth
 from rowbus.shard_ddl.exceptions import ElectionError
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,9 @@ class ZkElection:
         root: str = "/rowbus",
         name: str = "default",
         session_timeout_s: float = 6.0,
+        auth: ZooKeeperAuth | None = None,
     ) -> None:
+        self._auth = auth
         self.path = f"{root.rstrip('/')}/shard_ddl/{name}/coordinator"
         self.identifier = identifier
         self._hosts = hosts
@@ -51,7 +54,9 @@ class ZkElection:
     def start(self) -> ZkElection:
 
         try:
-            self._zk = zookeeper.start_client(self._hosts, self._timeout, listener=self._on_state)
+            self._zk = zookeeper.start_client(
+                self._hosts, self._timeout, listener=self._on_state, auth=self._auth
+            )
         except ZooKeeperClientError as exc:
             raise ElectionError(str(exc)) from exc
         return self

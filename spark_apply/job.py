@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
-import json
 import logging
 import os
 import socket
@@ -490,13 +489,13 @@ def start_query(spark: Any, config: JobConfig, applier: BatchApplier) -> Any:
             reader = reader.option("maxOffsetsPerTrigger", a.max_offsets_per_trigger)
         df = _from_spark_kafka(reader.load())
     else:
-        from rowbus.spark_apply.source import RowbusKafkaSource
+        from rowbus.spark_apply.source import RowbusKafkaSource, kafka_options
 
         spark.dataSource.register(RowbusKafkaSource)
         reader = (
             spark.readStream.format("rowbus_kafka")
             .option("topics", topics)
-            .option("kafka", json.dumps(config.kafka))
+            .options(**kafka_options(config.kafka))
             # As many read tasks as the cluster runs at once: each has a fixed cost
             # (`source.group_ranges`).
             .option("tasks", str(spark.sparkContext.defaultParallelism))
@@ -570,7 +569,11 @@ def shard_ddl_hook(config: JobConfig) -> ShardDdlHook | None:
     election = None
     if config.zookeeper_hosts:
         election = ZkElection(
-            config.zookeeper_hosts, actor, root=config.zookeeper_root, name=settings.election
+            config.zookeeper_hosts,
+            actor,
+            root=config.zookeeper_root,
+            name=settings.election,
+            auth=config.zookeeper_auth,
         ).start()
     return ShardDdlHook(
         config,

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from rowbus.clients.settings import MySQLConnection, StrictModel
+from rowbus.clients.settings import MySQLConnection, StrictModel, ZooKeeperAuth
 from rowbus.protocol.topics import CONTROL_TOPIC, DEFAULT_DATA_TOPIC_TEMPLATE, SCHEMAS_TOPIC
 from rowbus.routing.routes import RouteSettings
 
@@ -187,13 +187,14 @@ class JobConfig(StrictModel):
     """Everything the job reads: the apply section, Kafka client settings, the sink."""
 
     apply: ApplySettings = ApplySettings()
-    kafka: dict[str, str | int | float | bool] = Field(default_factory=dict)
-    """librdkafka settings, rendered (``bootstrap.servers`` at least)."""
+    kafka: dict[str, str | int | float | bool] = Field(default_factory=dict, repr=False)
+    """librdkafka settings, rendered (``bootstrap.servers`` at least; not in repr: secrets)."""
     sink: SinkConnection = SinkConnection()
     source_names: tuple[str, ...] = ()
     """All configured sources, used when `apply.sources` is empty."""
     zookeeper_hosts: str | None = None
     zookeeper_root: str = "/rowbus"
+    zookeeper_auth: ZooKeeperAuth | None = None
 
     @property
     def shard_tables(self) -> list[tuple[str, str, str]]:
@@ -215,6 +216,8 @@ class JobConfig(StrictModel):
         and every executor then read it themselves when they connect)."""
         data = self.model_dump(mode="json")
         data["sink"] = self.sink.plain()
+        if self.zookeeper_auth is not None:
+            data["zookeeper_auth"] = self.zookeeper_auth.plain()
         return json.dumps(data, indent=2, sort_keys=True)
 
 

@@ -11,7 +11,10 @@ row's header and SQL literals as one text (`rendered.rendered_row`), which the d
 and writes without decoding a value.
 
 Options (keys are case-insensitive): ``topics`` (comma-separated), ``kafka`` (JSON of librdkafka
-settings), ``startingOffsets`` (``earliest`` or JSON ``{"topic": {"0": 12}}``),
+settings without secrets) and ``kafka.secret.<key>`` (each secret setting on its own: the word
+``secret`` in the option's name makes Spark's ``spark.redaction.regex`` mask its value wherever
+Spark shows options — `kafka_options`), ``startingOffsets`` (``earliest`` or JSON
+``{"topic": {"0": 12}}``),
 ``maxOffsetsPerTrigger``, ``tasks`` (at most this many Spark tasks per batch, each reading
 several ranges one after the other: `group_ranges`), ``boundaries`` (a local file keeping the
 records below each partition's position across restarts: `boundaries`).
@@ -125,6 +128,30 @@ def group_ranges(ranges: list[KafkaRange], tasks: int | None) -> list[KafkaRange
     return groups
 
 
+_HIDDEN = "kafka.secret."
+
+
+def kafka_options(config: dict[str, Any]) -> dict[str, str]:
+    """The source's options carrying librdkafka settings `config`: the secrets
+    (`rowbus.clients.kafka.is_secret`) each under ``kafka.secret.<key>``, where Spark's
+    redaction hides them, the rest as JSON under ``kafka``."""
+    from rowbus.clients.kafka import split_secrets
+
+    public, secrets = split_secrets(config)
+    return {"kafka": json.dumps(public)} | {
+        f"{_HIDDEN}{key}": str(value) for key, value in secrets.items()
+    }
+
+
+def kafka_settings(options: dict[str, str]) -> dict[str, Any]:
+    """librdkafka settings back from `kafka_options`' options (keys lower-cased by Spark)."""
+    config: dict[str, Any] = json.loads(options.get("kafka", "{}"))
+    for key, value in options.items():
+        if key.startswith(_HIDDEN):
+            config[key[len(_HIDDEN) :]] = value
+    return config
+
+
 class RowbusKafkaSource(DataSource):  # type: ignore[misc,unused-ignore]
     """``spark.readStream.format("rowbus_kafka")``."""
 
@@ -163,7 +190,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
     def __init__(self, options: dict[str, str]) -> None:
         opts = {k.lower(): v for k, v in options.items()}
         self.topics = [t.strip() for t in opts["topics"].split(",") if t.strip()]
-        self.kafka: dict[str, Any] = json.loads(opts.get("kafka", "{}"))
+        self.kafka = kafka_settings(opts)
         self.starting = opts.get("startingoffsets", "earliest")
         limit = opts.get("maxoffsetspertrigger")
         self.max_per_trigger = int(limit) if limit else None

@@ -22,6 +22,7 @@ from typing import Any
 
 from rowbus.clients import zookeeper
 from rowbus.clients.errors import ZooKeeperClientError
+from rowbus.clients.settings import ZooKeeperAuth
 from rowbus.consumers.exceptions import ShardingError
 from rowbus.consumers.stores.zookeeper import ZooKeeperStore
 
@@ -51,12 +52,14 @@ class Membership:
         *,
         root: str = "/rowbus",
         session_timeout_s: float = 6.0,
+        auth: ZooKeeperAuth | None = None,
     ) -> None:
         self.base = f"{root.rstrip('/')}/subscribers/{group}"
         self.member = member
         self.shards = shards
         self._hosts = hosts
         self._timeout = session_timeout_s
+        self._auth = auth
         self._zk: Any = None
         self.changed = threading.Event()
 
@@ -64,7 +67,7 @@ class Membership:
         from kazoo.exceptions import NodeExistsError
 
         try:
-            self._zk = zookeeper.start_client(self._hosts, self._timeout)
+            self._zk = zookeeper.start_client(self._hosts, self._timeout, auth=self._auth)
         except ZooKeeperClientError as exc:
             raise ShardingError(str(exc)) from exc
         with _zk_errors(f"cannot join {self.base}"):

@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Self
 
+from rowbus.clients.settings import ZooKeeperAuth
 from rowbus.consumers.exceptions import CheckpointError, ShardingError
 from rowbus.consumers.sharded.assignment import ShardKey, already_handled, combine, rebalance
 from rowbus.consumers.sharded.membership import Membership
@@ -134,6 +135,7 @@ class ShardedSubscriber:
         member: str | None = None,
         zookeeper_root: str = "/rowbus",
         session_timeout_s: float = 6.0,
+        zookeeper_auth: ZooKeeperAuth | None = None,
         **subscriber_options: Any,
     ) -> None:
         self._kafka_config = dict(kafka_config)
@@ -148,6 +150,7 @@ class ShardedSubscriber:
             shards,
             root=zookeeper_root,
             session_timeout_s=session_timeout_s,
+            auth=zookeeper_auth,
         )
         self._options = subscriber_options
         self._workers: dict[int, _Worker] = {}

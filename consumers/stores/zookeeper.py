@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rowbus.clients.settings import ZooKeeperAuth
 from rowbus.consumers.stores.base import CheckpointStore
 from rowbus.merge.checkpoint import Checkpoint
 from rowbus.merge.exceptions import CheckpointError
@@ -19,7 +20,13 @@ class ZooKeeperStore(CheckpointStore):
     """
 
     def __init__(
-        self, path: str, *, hosts: str | None = None, client: Any = None, timeout: float = 10.0
+        self,
+        path: str,
+        *,
+        hosts: str | None = None,
+        client: Any = None,
+        timeout: float = 10.0,
+        auth: ZooKeeperAuth | None = None,
     ) -> None:
         super().__init__()
         if (hosts is None) == (client is None):
@@ -29,6 +36,7 @@ class ZooKeeperStore(CheckpointStore):
         self._client = client
         self._own = client is None
         self._timeout = timeout
+        self._auth = auth
 
     def open(self) -> None:
         if self._client is not None:
@@ -38,7 +46,7 @@ class ZooKeeperStore(CheckpointStore):
 
         try:
             self._client = zookeeper.start_client(
-                self._hosts or "", self._timeout, start_timeout=self._timeout
+                self._hosts or "", self._timeout, start_timeout=self._timeout, auth=self._auth
             )
         except ZooKeeperClientError as exc:
             raise CheckpointError(str(exc)) from exc
@@ -62,7 +70,7 @@ class ZooKeeperStore(CheckpointStore):
         except NoNodeError:
             return None
         except KazooException as exc:
-            raise CheckpointError(f"cannot read storage point {self.path}: {exc!r}") from exc
+            raise CheckpointError(_why(f"cannot read storage point {self.path}", exc)) from exc
         return Checkpoint.from_json(data)
 
     def _save(self, checkpoint: Checkpoint) -> None:
@@ -76,4 +84,13 @@ class ZooKeeperStore(CheckpointStore):
             except NoNodeError:
                 zk.create(self.path, data, makepath=True)
         except KazooException as exc:
-            raise CheckpointError(f"cannot write storage point {self.path}: {exc!r}") from exc
+            raise CheckpointError(_why(f"cannot write storage point {self.path}", exc)) from exc
+
+
+def _why(what: str, exc: Exception) -> str:
+    """One line: `what` failed, and why (a refusal for want of credentials names the setting)."""
+    from kazoo.exceptions import NoAuthError
+
+    from rowbus.clients.zookeeper import NO_AUTH
+
+    return f"{what}: {NO_AUTH}" if isinstance(exc, NoAuthError) else f"{what}: {exc!r}"

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from rowbus.clients import zookeeper
+from rowbus.clients.settings import ZooKeeperAuth
 from rowbus.producer.cluster import zk
 from rowbus.producer.cluster.state import ClusterView, Paths, ReplicationSet, SetState
 from rowbus.producer.exceptions import ReaderError
@@ -20,8 +21,10 @@ class ClusterTimeoutError(ReaderError):
 
 
 @contextmanager
-def session(hosts: str, root: str, timeout_s: float = 10.0) -> Iterator[tuple[Any, Paths]]:
-    client = zookeeper.start_client(hosts, timeout_s)
+def session(
+    hosts: str, root: str, timeout_s: float = 10.0, auth: ZooKeeperAuth | None = None
+) -> Iterator[tuple[Any, Paths]]:
+    client = zookeeper.start_client(hosts, timeout_s, auth=auth)
     try:
         yield client, Paths(root)
     finally:

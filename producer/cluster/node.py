@@ -133,6 +133,7 @@ class ClusterNode:
                 self.services.zookeeper_hosts or "",
                 self.cluster.session_timeout_s,
                 listener=self._on_state,
+                auth=self.services.zookeeper_auth,
             )
         except ZooKeeperClientError as exc:
             raise SourceUnavailableError(f"ZooKeeper unreachable: {exc}") from exc

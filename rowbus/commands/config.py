@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 import yaml
 
+from rowbus.clients import kafka
 from rowbus.config import Settings, leaves, origins
 from rowbus.reference import reference
 
@@ -35,12 +37,21 @@ def _reference(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def shown(settings: Settings) -> dict[str, Any]:
+    """The settings as `config show` prints them: passwords (`SecretStr`) and the secrets among
+    the librdkafka settings (``kafka.client``, ``reader.kafka``: ``sasl.password`` …) masked."""
+    data = settings.model_dump(mode="json")
+    data["kafka"]["client"] = kafka.redacted(data["kafka"]["client"])
+    data["reader"]["kafka"] = kafka.redacted(data["reader"]["kafka"])
+    return data
+
+
 def _show(args: argparse.Namespace, settings: Settings) -> int:
     if args.yaml:
-        print(yaml.safe_dump(settings.model_dump(mode="json"), sort_keys=False), end="")
+        print(yaml.safe_dump(shown(settings), sort_keys=False), end="")
         return 0
     where = origins(settings, args.config)
-    values = leaves(settings.model_dump(mode="json"))
+    values = leaves(shown(settings))
     width = max(len(f"{k}: {json.dumps(v)}") for k, v in values.items())
     for key, value in values.items():
         line = f"{key}: {json.dumps(value)}"

@@ -14,6 +14,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from rowbus.clients.prometheus import Exporter
+from rowbus.clients.settings import ZooKeeperAuth
 from rowbus.commands.common import add_metrics_port, metrics_port, serving_metrics
 from rowbus.config import Settings
 
@@ -111,7 +112,14 @@ def _services(settings: Settings) -> Services:
         zookeeper_hosts=settings.zookeeper.hosts,
         zookeeper_root=settings.zookeeper.root,
         zookeeper_session_timeout_s=settings.zookeeper.session_timeout_s,
+        zookeeper_auth=settings.zookeeper.auth,
     )
+
+
+def _zookeeper(settings: Settings) -> tuple[str, str, float, ZooKeeperAuth | None]:
+    """`admin.session`'s arguments: hosts, root, timeout, credentials."""
+    zk = settings.zookeeper
+    return zk.hosts or "", zk.root, 10.0, zk.auth
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
@@ -170,7 +178,7 @@ def _node(args: argparse.Namespace, settings: Settings) -> int:
 def _nodes(args: argparse.Namespace, settings: Settings) -> int:
     from rowbus.producer.cluster import admin
 
-    with admin.session(settings.zookeeper.hosts or "", settings.zookeeper.root) as (c, paths):
+    with admin.session(*_zookeeper(settings)) as (c, paths):
         v = admin.view(c, paths)
     sets = admin.rows(v)
     if args.json:
@@ -195,7 +203,7 @@ def _move(args: argparse.Namespace, settings: Settings) -> int:
     from rowbus.producer.cluster import admin
 
     started = time.monotonic()
-    with admin.session(settings.zookeeper.hosts or "", settings.zookeeper.root) as (c, paths):
+    with admin.session(*_zookeeper(settings)) as (c, paths):
         admin.move(c, paths, args.source, args.node, args.timeout)
     print(f"{args.source} publishes on {args.node} ({time.monotonic() - started:.2f} s)")
     return 0
@@ -205,7 +213,7 @@ def _drain(args: argparse.Namespace, settings: Settings) -> int:
     from rowbus.producer.cluster import admin
 
     started = time.monotonic()
-    with admin.session(settings.zookeeper.hosts or "", settings.zookeeper.root) as (c, paths):
+    with admin.session(*_zookeeper(settings)) as (c, paths):
         admin.drain(c, paths, args.node, args.timeout)
     print(f"{args.node} drained ({time.monotonic() - started:.2f} s)")
     return 0

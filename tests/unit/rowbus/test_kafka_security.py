@@ -1,0 +1,132 @@
+"""Kafka's TLS and SASL settings: handed to every client (reader, Subscriber, the apply job and
+what it hands Spark), read from a file or a variable when asked, and never shown — `config
+show`, the apply job's Spark options (where Spark's own redaction must catch them)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from rowbus.cli import main
+from rowbus.clients.errors import SecretUnavailableError
+from rowbus.clients.kafka import is_secret, redacted
+from rowbus.commands.reader import _services
+from rowbus.config import load_settings
+from rowbus.exceptions import ConfigError
+from rowbus.jobs import job_config
+from rowbus.spark_apply.source import kafka_options, kafka_settings
+
+SPARK_REDACTION = re.compile(r"(?i)secret|password|token|access[.]?key")
+"""Spark 4's default ``spark.redaction.regex`` (core's `package.scala`, SECRET_REDACTION_PATTERN),
+which Spark applies to option and configuration names before it shows their values."""
+
+SECURE = (
+    "kafka:\n"
+    "  client:\n"
+    "    security.protocol: SASL_SSL\n"
+    "    sasl.mechanism: PLAIN\n"
+    "    sasl.username: rowbus\n"
+    "    sasl.password: hunter2\n"
+    "    ssl.ca.location: /etc/rowbus/kafka-ca.pem\n"
+    "reader:\n"
+    "  kafka: {ssl.key.password: k3y-pass}\n"
+)
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "rowbus.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_secret_settings_are_recognised() -> None:
+    for key in ("sasl.password", "ssl.key.password", "ssl.keystore.password", "ssl.key.pem",
+                "sasl.oauthbearer.client.secret", "sasl.jaas.config"):  # fmt: skip
+        assert is_secret(key), key
+    for key in ("security.protocol", "sasl.username", "sasl.mechanism", "ssl.ca.location",
+                "ssl.certificate.location", "bootstrap.servers"):  # fmt: skip
+        assert not is_secret(key), key
+    assert redacted({"sasl.password": "x", "sasl.username": "u"}) == {
+        "sasl.password": "**********",
+        "sasl.username": "u",
+    }
+
+
+def test_config_show_masks_kafka_secrets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(tmp_path, SECURE)
+    for extra in ([], ["--yaml"]):
+        assert main(["-c", str(path), "config", "show", *extra]) == 0
+        out = capsys.readouterr().out
+        assert "hunter2" not in out and "k3y-pass" not in out
+        assert "SASL_SSL" in out and "/etc/rowbus/kafka-ca.pem" in out
+    assert "hunter2" not in repr(load_settings(path))
+
+
+def test_every_client_gets_the_security_settings(tmp_path: Path) -> None:
+    settings = load_settings(_write(tmp_path, SECURE))
+    expected = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "rowbus",
+        "sasl.password": "hunter2",
+        "ssl.ca.location": "/etc/rowbus/kafka-ca.pem",
+    }
+    # The reader, and (through the same rendering) `rowbus tail`'s Subscriber, `snapshot`,
+    # `ddl-locks`, `status`, `doctor`.
+    assert expected.items() <= _services(settings).kafka.items()
+    assert expected.items() <= settings.kafka.client_config().items()
+    job = job_config(settings)
+    assert expected.items() <= job.kafka.items()
+    assert "hunter2" not in repr(job)
+
+
+def test_the_job_hands_spark_its_kafka_secrets_only_under_names_spark_redacts() -> None:
+    config = {
+        "bootstrap.servers": "broker:9093",
+        "security.protocol": "SASL_SSL",
+        "sasl.username": "rowbus",
+        "sasl.password": "hunter2",
+        "ssl.key.password": "k3y-pass",
+        "ssl.key.pem": "-----BEGIN PRIVATE KEY-----pem-body",
+    }
+    options = kafka_options(config)
+    for name, value in options.items():
+        if any(secret in value for secret in ("hunter2", "k3y-pass", "pem-body")):
+            assert SPARK_REDACTION.search(name), f"option {name} shows a secret"
+    assert "hunter2" not in options["kafka"] and "pem-body" not in options["kafka"]
+    assert "rowbus" in options["kafka"]
+    # Spark hands the source its options with lower-cased names.
+    assert kafka_settings({k.lower(): v for k, v in options.items()}) == config
+
+
+def test_secrets_from_a_file_or_a_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = tmp_path / "kafka-password"
+    secret.write_text("from-file\n")
+    path = _write(
+        tmp_path,
+        "kafka:\n"
+        f"  client_from_file: {{sasl.password: {secret}}}\n"
+        "  client_from_env: {ssl.key.password: RB_KAFKA_KEY}\n",
+    )
+    monkeypatch.setenv("RB_KAFKA_KEY", "from-env")
+    settings = load_settings(path)
+    config = settings.kafka.client_config()
+    assert config["sasl.password"] == "from-file"
+    assert config["ssl.key.password"] == "from-env"
+    monkeypatch.delenv("RB_KAFKA_KEY")
+    with pytest.raises(
+        SecretUnavailableError, match=re.escape("kafka.client_from_env.ssl.key.password")
+    ):
+        settings.kafka.client_config()
+
+
+def test_spark_s_own_kafka_format_with_security_settings_is_one_line(tmp_path: Path) -> None:
+    settings = load_settings(_write(tmp_path, SECURE + "apply: {kafka_format: spark}\n"))
+    with pytest.raises(ConfigError, match=re.escape("set apply.kafka_format: python")) as caught:
+        job_config(settings)
+    assert "\n" not in str(caught.value) and "hunter2" not in str(caught.value)
+    assert "kafka.client sets sasl.mechanism, sasl.password" in str(caught.value)
