@@ -28,7 +28,9 @@ N rows appended in ten commits to a table partitioned by ``year(t)`` and ``bucke
 partition transforms on write (bucket, year/month/day/hour, truncate: without it such a
 write is refused) and for its DataFusion table provider; nothing of the sink's unpartitioned
 tables' writes, reads, deletes or maintenance goes through it, which the "off" pass shows by
-running them all with the module unimportable.
+running them all with the module unimportable. ``manifests read`` compares pyiceberg's own
+manifest reader with pyiceberg-core's Rust one (which pyiceberg does not call) on what
+maintenance's orphan search reads.
 
 Rates are rows per wall-clock second and CPU microseconds per row (this process's CPU: pyarrow
 writes on its own threads, which count too). Each current-state phase runs on the table the
@@ -41,6 +43,7 @@ import argparse
 import contextlib
 import dataclasses
 import datetime as dt
+import importlib
 import importlib.util
 import random
 import shutil
@@ -267,6 +270,7 @@ def run(rows: int, changes: int, seed: int = 1, sink: Any = None) -> list[Figure
         figures.append(
             _timed(f"overwrite by key, {changes // tenth} commits", changes, small_overwrites)
         )
+        figures += manifest_phases(table)
         figures += sink_phases(folder, rows, changes, step_rows=max(1, changes), seed=seed)
         if sink is not None:
             figures += mysql_phases(sink, rows, changes, step_rows=max(1, changes), seed=seed)
@@ -277,6 +281,71 @@ def run(rows: int, changes: int, seed: int = 1, sink: Any = None) -> list[Figure
         return figures
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def manifest_phases(table: Any, repeat: int = 20) -> list[Figure]:
+    """Every manifest of `table`'s snapshots read for its data files' paths, `repeat` times
+    (what maintenance's orphan search does, `iceberg_maintenance.referenced`): by pyiceberg's
+    own reader, then by pyiceberg-core's Rust reader (``pyiceberg_core.manifest``, which
+    pyiceberg 0.12 does not call). Rows: manifest entries read; both must find the same
+    files."""
+    io = table.io
+    snapshots = table.metadata.snapshots
+
+    def by_pyiceberg(found: set[str]) -> int:
+        entries = 0
+        seen: set[str] = set()
+        for snap in snapshots:
+            for manifest in snap.manifests(io):
+                if manifest.manifest_path in seen:
+                    continue
+                seen.add(manifest.manifest_path)
+                for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
+                    found.add(entry.data_file.file_path)
+                    entries += 1
+        return entries
+
+    def by_core(found: set[str]) -> int:
+        core = importlib.import_module(CORE + ".manifest")  # optional: not typed, maybe absent
+        read_manifest_entries, read_manifest_list = (
+            core.read_manifest_entries,
+            core.read_manifest_list,
+        )
+        entries = 0
+        seen: set[str] = set()
+        for snap in snapshots:
+            listed = read_manifest_list(io.new_input(snap.manifest_list).open().read())
+            for manifest in listed.entries():
+                if manifest.manifest_path in seen:
+                    continue
+                seen.add(manifest.manifest_path)
+                read = read_manifest_entries(io.new_input(manifest.manifest_path).open().read())
+                for entry in read.entries():
+                    found.add(entry.data_file.file_path)
+                    entries += 1
+        return entries
+
+    mine: set[str] = set()
+    count = by_pyiceberg(mine)
+    figures = [
+        _timed(
+            f"manifests read by pyiceberg (entries, {repeat} times)",
+            count * repeat,
+            lambda: [by_pyiceberg(set()) for _ in range(repeat)],
+        )
+    ]
+    phase = f"manifests read by pyiceberg-core, Rust (entries, {repeat} times)"
+    try:
+        importlib.import_module(CORE + ".manifest")
+    except ImportError:
+        return [*figures, Figure(phase, count * repeat, 0.0, 0.0, refused="not importable")]
+    theirs: set[str] = set()
+    assert by_core(theirs) == count
+    assert theirs == mine
+    return [
+        *figures,
+        _timed(phase, count * repeat, lambda: [by_core(set()) for _ in range(repeat)]),
+    ]
 
 
 def sink_events(rows: int, changes: int, seed: int) -> tuple[Any, list[Any], list[Any]]:
