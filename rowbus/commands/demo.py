@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cmd.add_argument(
         "--no-iceberg",
         action="store_true",
-        help="skip the Iceberg part (a second, available-now apply job writing the first "
+        help="skip the Iceberg part (a second, available-now apply job writing two of the first "
         "source's W2 tables into Iceberg, verified and queried)",
     )
     cmd.set_defaults(func=_demo)
