@@ -7,10 +7,11 @@ on from the catalog afresh and commits at most once per try. It runs beside a ru
 
 - `compact`: a table with at least ``compact_min_files`` data files gets them rewritten into
   one (or as many as the target file size makes) in one commit that names the files it
-  replaces, summary ``rowbus.maintenance: compact``. A change log's rows are rewritten each
-  exactly once, in commit order (`iceberg_schema.ORDER`; its order columns are values like
-  the others and are kept as they are), so a reader of the compacted file reads the history
-  as it was appended. A job's commit in between makes
+  replaces, summary ``rowbus.maintenance: compact``. A change log, which grows without end,
+  has only its small files rewritten (`small_files`: under half the target file size, about
+  one target's worth per commit), each row exactly once, in commit order
+  (`iceberg_schema.ORDER`; the order columns are values like the others and are kept as they
+  are). A job's commit in between makes
   the compaction's commit fail (its base is stale, or a file it replaces is gone): it begins
   again on the table as it is then, up to `ATTEMPTS` times. A job's commit that a compaction
   beat fails the same way and is tried again by the sink (`iceberg_sink`): nothing is lost or
@@ -110,7 +111,7 @@ class Maintenance:
         order); (files before, files after), or None when the table has fewer files than
         `min_files` (default ``compact_min_files``) or is neither form of the sink."""
         from pyiceberg.exceptions import CommitFailedException, ValidationException
-        from pyiceberg.io.pyarrow import _dataframe_to_data_files
+        from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
 
         least = self.settings.compact_min_files if min_files is None else min_files
         for attempt in range(1, ATTEMPTS + 1):
@@ -125,11 +126,21 @@ class Maintenance:
             tasks = list(scan.plan_files())
             if len(tasks) < least or any(t.delete_files for t in tasks):
                 return None  # (the sink writes no delete files: copy-on-write only)
-            rows = scan.to_arrow()
             if changelog:
-                # A scan reads files in no promised order; a stable sort gives the history
-                # back in the order it was committed (ties keep their files' order).
+                # It grows without end: only its small files are rewritten, a bounded amount
+                # at a time. A scan reads files in no promised order; a stable sort gives
+                # the history back in the order it was committed (ties keep their order).
+                kept = len(tasks)
+                tasks = small_files(table, tasks)
+                kept -= len(tasks)
+                if len(tasks) < least:
+                    return None
+                rows = ArrowScan(
+                    scan.table_metadata, scan.io, scan.projection(), scan.row_filter
+                ).to_table(tasks)
                 rows = rows.sort_by([(c, "ascending") for c in ORDER])
+            else:
+                kept, rows = 0, scan.to_arrow()
             try:
                 with table.transaction() as tx:
                     update = tx.update_snapshot(snapshot_properties={MAINTENANCE: "compact"})
@@ -143,7 +154,7 @@ class Maintenance:
                         )
                         for data_file in written:
                             rewrite.append_data_file(data_file)
-                return len(tasks), len(written)
+                return kept + len(tasks), kept + len(written)
             except (CommitFailedException, ValidationException) as exc:
                 # A job's commit came first: read the table again and rewrite what it is now.
                 if attempt == ATTEMPTS:
@@ -225,6 +236,30 @@ def purge(catalog: Any, ident: tuple[str, str]) -> int:
             continue
     log.info("%s: dropped and %d file(s) deleted", ".".join(ident), len(files))
     return len(files)
+
+
+def small_files(table: Any, tasks: list[Any]) -> list[Any]:
+    """The scan tasks of `table`'s files under half its target file size
+    (``write.target-file-size-bytes``), smallest first, as many as add up to that target: what
+    one change-log compaction rewrites (a compacted file is not read again, and the rows read
+    stay near one target file's worth)."""
+    from pyiceberg.table import TableProperties
+
+    target = int(
+        table.properties.get(
+            TableProperties.WRITE_TARGET_FILE_SIZE_BYTES,
+            TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT,
+        )
+    )
+    picked: list[Any] = []
+    total = 0
+    for task in sorted(tasks, key=lambda t: t.file.file_size_in_bytes):
+        size = task.file.file_size_in_bytes
+        if size >= target // 2 or (picked and total + size > target):
+            break
+        picked.append(task)
+        total += size
+    return picked
 
 
 def expirable(table: Any, keep_batches: int) -> list[int]:

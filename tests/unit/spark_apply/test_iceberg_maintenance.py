@@ -222,6 +222,27 @@ def test_the_change_log_is_compacted_with_every_event_once_in_commit_order(
     assert [(c.job, c.batch) for c in last_commits(after)] == [("j", 3)]
 
 
+def test_a_change_log_compaction_leaves_its_large_files_alone(tmp_path: Path) -> None:
+    """A change log grows without end: a compaction rewrites only files under half the target
+    file size, so what it reads stays bounded and a compacted file is not read again."""
+    catalog = _catalog(tmp_path)
+    table = _changelog(catalog)
+    _events(table, [(ts, "source1", ts, 0) for ts in range(2000)], 0)  # one large file
+    for batch in range(1, 4):
+        _events(table, [(2000 + batch, "source1", 1, 0)], batch)  # small ones
+    files = {t.file.file_path: t.file.file_size_in_bytes for t in table.scan().plan_files()}
+    large = max(files, key=lambda f: files[f])
+    with table.transaction() as tx:  # the large file is at least half the target: left alone
+        tx.set_properties({"write.target-file-size-bytes": str(files[large] * 2 - 1)})
+    maintenance = Maintenance(catalog, IcebergMaintenanceSettings(compact_min_files=3))
+    ident = ("db", "t_changelog")
+    assert maintenance.compact(ident) == (4, 2)  # the 3 small ones into 1
+    after = [t.file.file_path for t in catalog.load_table(ident).scan().plan_files()]
+    assert large in after and len(after) == 2
+    assert catalog.load_table(ident).scan().to_arrow().num_rows == 2003
+    assert maintenance.compact(ident) is None  # one small file left: below compact_min_files
+
+
 def test_a_dropped_table_s_files_are_deleted_with_it(tmp_path: Path) -> None:
     """The sink's DROP TABLE (`IcebergTables.drop`) purges the current-state table: no file
     its metadata named is left in the warehouse; another table keeps every file."""
