@@ -1,5 +1,5 @@
 """The Iceberg spike (issue #34): ``python -m benchmarks.iceberg [--rows N] [--changes N]
-[--sink HOST:PORT] [--writers driver,executors] [--sink-only]``.
+[--sink HOST:PORT] [--writers driver,executors] [--sink-only] [--pyiceberg-core off|on|both]``.
 
 Measures, on this machine and in one run, what writing W1-shaped rows costs through pyiceberg
 (a SQL catalog in a sqlite file, a local warehouse folder) against a bare pyarrow Parquet write
@@ -24,6 +24,18 @@ starts a local[2] Spark session in this process (one warm-up job first) and repo
 phase's CPU by process, the driver's Python, the JVM and the Python workers (`benchmarks.cpu`).
 ``--sink-only`` leaves out the spike's bare pyiceberg phases (the Parquet baseline stays).
 
+``--pyiceberg-core both`` runs every phase twice in one process (after a small warm-up run),
+with pyiceberg-core (the iceberg-rust bindings, ``pip install 'pyiceberg[pyiceberg-core]'``)
+hidden from pyiceberg, then importable. One phase is there for it: ``partitioned append``, the
+N rows appended in ten commits to a table partitioned by ``year(t)`` and ``bucket(8, id)``
+(32 partitions: W1's ``t`` spans four years). pyiceberg 0.12 calls pyiceberg-core only for
+partition transforms on write (bucket, year/month/day/hour, truncate: without it such a
+write is refused) and for its DataFusion table provider; nothing of the sink's unpartitioned
+tables' writes, reads, deletes or maintenance goes through it, which the "off" pass shows by
+running them all with the module unimportable. ``manifests read`` compares pyiceberg's own
+manifest reader with pyiceberg-core's Rust one (which pyiceberg does not call) on what
+maintenance's orphan search reads.
+
 Rates are rows per wall-clock second and CPU microseconds per row (this process's CPU: pyarrow
 writes on its own threads, which count too). Each current-state phase runs on the table the
 appends left (N rows in eleven files).
@@ -32,13 +44,17 @@ appends left (N rows in eleven files).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime as dt
+import importlib
+import importlib.util
 import random
 import shutil
+import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -111,13 +127,67 @@ class Figure:
     rows: int
     wall_s: float
     cpu_s: float
+    refused: str = ""
+    """Why the phase could not run (its figures are then zero)."""
 
     def line(self) -> str:
+        if self.refused:
+            return f"| {self.phase} | {self.rows:,} | - | - | refused: {self.refused} |"
         rate = self.rows / self.wall_s if self.wall_s else 0.0
         per_row = self.cpu_s / self.rows * 1e6 if self.rows else 0.0
         return (
             f"| {self.phase} | {self.rows:,} | {self.wall_s:.2f} | {rate:,.0f} | {per_row:,.1f} |"
         )
+
+
+CORE = "pyiceberg_core"
+
+
+@contextlib.contextmanager
+def pyiceberg_core(on: bool) -> Iterator[None]:
+    """pyiceberg-core importable (`on`) or not, for what runs inside: pyiceberg imports it
+    lazily at each use, and a None in `sys.modules` makes that import fail as if it were not
+    installed."""
+    if on and importlib.util.find_spec(CORE) is None:
+        raise SystemExit(
+            "--pyiceberg-core on: pyiceberg-core is not installed "
+            "(pip install 'pyiceberg[pyiceberg-core]', which pins the version pyiceberg supports)"
+        )
+    hidden = {k: v for k, v in sys.modules.items() if k == CORE or k.startswith(CORE + ".")}
+    if not on:
+        for name in hidden:
+            del sys.modules[name]
+        sys.modules[CORE] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        if not on:
+            del sys.modules[CORE]
+            sys.modules.update(hidden)
+
+
+def partitioned_append(catalog: Any, data: Any, commits: int = 10) -> Figure:
+    """The rows appended in `commits` commits to a table partitioned by ``year(t)`` and
+    ``bucket(8, id)`` (the transforms pyiceberg 0.12 computes with pyiceberg-core)."""
+    from pyiceberg.exceptions import NotInstalledError
+    from pyiceberg.transforms import BucketTransform, YearTransform
+
+    name = f"bench.w1_part_{int(time.time() * 1000)}"
+    table = catalog.create_table(name, schema=data.schema)
+    with table.update_spec() as spec:
+        spec.add_field("t", YearTransform(), "t_year")
+        spec.add_field("id", BucketTransform(8), "id_bucket")
+    step = max(1, data.num_rows // commits)
+
+    def append() -> None:
+        for first in range(0, data.num_rows, step):
+            table.append(data.slice(first, step))
+
+    phase = f"partitioned append (year(t), bucket(8, id)), {commits} commits"
+    try:
+        return _timed(phase, data.num_rows, append)
+    except NotInstalledError as exc:
+        return Figure(phase, data.num_rows, 0.0, 0.0, refused=str(exc))
 
 
 def _timed(phase: str, rows: int, work: Callable[[], object]) -> Figure:
@@ -177,6 +247,7 @@ def run(
                 table.append(data.slice(first, step))
 
         figures.append(_timed("append, 10 commits", rows, ten_commits))
+        figures.append(partitioned_append(catalog, data))
         # C rows spread over the whole key range, so every data file holds some (a streaming
         # job's updates touch old and new rows alike).
         rng = random.Random(seed + 1)
@@ -216,6 +287,7 @@ def run(
         figures.append(
             _timed(f"overwrite by key, {changes // tenth} commits", changes, small_overwrites)
         )
+        figures += manifest_phases(table)
         for writer in writers:
             figures += sink_phases(folder, rows, changes, max(1, changes), seed, writer)
         if sink is not None:
@@ -227,6 +299,71 @@ def run(
         return figures
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def manifest_phases(table: Any, repeat: int = 20) -> list[Figure]:
+    """Every manifest of `table`'s snapshots read for its data files' paths, `repeat` times
+    (what maintenance's orphan search does, `iceberg_maintenance.referenced`): by pyiceberg's
+    own reader, then by pyiceberg-core's Rust reader (``pyiceberg_core.manifest``, which
+    pyiceberg 0.12 does not call). Rows: manifest entries read; both must find the same
+    files."""
+    io = table.io
+    snapshots = table.metadata.snapshots
+
+    def by_pyiceberg(found: set[str]) -> int:
+        entries = 0
+        seen: set[str] = set()
+        for snap in snapshots:
+            for manifest in snap.manifests(io):
+                if manifest.manifest_path in seen:
+                    continue
+                seen.add(manifest.manifest_path)
+                for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
+                    found.add(entry.data_file.file_path)
+                    entries += 1
+        return entries
+
+    def by_core(found: set[str]) -> int:
+        core = importlib.import_module(CORE + ".manifest")  # optional: not typed, maybe absent
+        read_manifest_entries, read_manifest_list = (
+            core.read_manifest_entries,
+            core.read_manifest_list,
+        )
+        entries = 0
+        seen: set[str] = set()
+        for snap in snapshots:
+            listed = read_manifest_list(io.new_input(snap.manifest_list).open().read())
+            for manifest in listed.entries():
+                if manifest.manifest_path in seen:
+                    continue
+                seen.add(manifest.manifest_path)
+                read = read_manifest_entries(io.new_input(manifest.manifest_path).open().read())
+                for entry in read.entries():
+                    found.add(entry.data_file.file_path)
+                    entries += 1
+        return entries
+
+    mine: set[str] = set()
+    count = by_pyiceberg(mine)
+    figures = [
+        _timed(
+            f"manifests read by pyiceberg (entries, {repeat} times)",
+            count * repeat,
+            lambda: [by_pyiceberg(set()) for _ in range(repeat)],
+        )
+    ]
+    phase = f"manifests read by pyiceberg-core, Rust (entries, {repeat} times)"
+    try:
+        importlib.import_module(CORE + ".manifest")
+    except ImportError:
+        return [*figures, Figure(phase, count * repeat, 0.0, 0.0, refused="not importable")]
+    theirs: set[str] = set()
+    assert by_core(theirs) == count
+    assert theirs == mine
+    return [
+        *figures,
+        _timed(phase, count * repeat, lambda: [by_core(set()) for _ in range(repeat)]),
+    ]
 
 
 def sink_events(rows: int, changes: int, seed: int) -> tuple[Any, list[Any], list[Any]]:
@@ -472,6 +609,13 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--changes", type=int, default=10_000)
     parser.add_argument(
+        "--pyiceberg-core",
+        choices=("off", "on", "both"),
+        default="off",
+        help="run the phases with pyiceberg-core hidden from pyiceberg, importable, or both "
+        "in one run (off first)",
+    )
+    parser.add_argument(
         "--sink",
         metavar="HOST:PORT",
         help="also write the same rows through the MySQL sink into this server (user and "
@@ -506,7 +650,19 @@ def main() -> None:
             password=os.environ.get("ROWBUS_BENCH_SINK_PASSWORD", "rowbus"),
         )
     started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    figures = run(args.rows, args.changes, sink=sink, writers=writers, sink_only=args.sink_only)
+    states = {"off": [False], "on": [True], "both": [False, True]}[args.pyiceberg_core]
+    figures = []
+    if len(states) > 1:
+        run(min(args.rows, 2_000), min(args.changes, 200))  # warm-up: the first pass pays it
+    for on in states:
+        with pyiceberg_core(on):
+            label = f"[pyiceberg-core {'on' if on else 'off'}] "
+            figures += [
+                dataclasses.replace(f, phase=label + f.phase)
+                for f in run(
+                    args.rows, args.changes, sink=sink, writers=writers, sink_only=args.sink_only
+                )
+            ]
     print(f"Iceberg spike, {args.rows:,} W1 rows, {args.changes:,} changed ({started})")
     print("| phase | rows | wall s | rows/s | CPU µs/row |")
     print("| --- | --- | --- | --- | --- |")

@@ -15,7 +15,8 @@ links here (`tests/unit/test_layout.py` checks them); the shell itself:
 - `doctor`: which guarantees hold on the configured services (`rowbus doctor`);
 - `verify`: the sink against its sources (`rowbus verify`);
 - `status`: readers, apply jobs and DDL locks on one screen (`rowbus status`);
-- `demo`: the whole platform on the embedded stack (`rowbus demo`);
+- `demo`, `demo_iceberg`: the whole platform on the embedded stack (`rowbus demo`), and its
+  Iceberg part;
 - `workloads`: the reference workloads W1, W2, W3;
 - `testing`: public test doubles;
 - `protocol`, `clients`, `merge`, `routing`, `shard_ddl`: the engine's components (links);

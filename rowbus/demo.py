@@ -24,6 +24,7 @@ import yaml
 
 from rowbus.clients import mysql
 from rowbus.config import MySQLSettings, Settings
+from rowbus.demo_iceberg import IcebergDemo, IcebergResult
 from rowbus.local.procs import ProcessRecord, check_children, launch, stop_all
 from rowbus.local.stack import LocalStack
 from rowbus.protocol.errors import RowbusError
@@ -46,6 +47,8 @@ class DemoOptions:
     w3_rate: float = 60.0
     """W3 transactions per second per source."""
     catch_up_timeout: float = 600.0
+    iceberg: bool = True
+    """Then apply the first source's W2 tables into Iceberg too (`rowbus.demo_iceberg`)."""
 
 
 @dataclass
@@ -109,7 +112,15 @@ class Demo:
             self.say(f"writers stopped after {self.changes:,} row changes; waiting for the sink")
             diffs = self._catch_up()
             elapsed = time.monotonic() - first_write
-            return self._summary(diffs, elapsed)
+            iceberg = None
+            if self.options.iceberg and diffs and all(d.equal for d in diffs):
+                # The MySQL part's readers and job are done: their cores go to the next job.
+                self._stop_processes()
+                self.records.clear()
+                iceberg = IcebergDemo(
+                    self.config_path, self.home, self._launch, self.say, self.out
+                ).run(sys.executable)
+            return self._summary(diffs, elapsed, iceberg)
         finally:
             self._stop_processes()
             for conn, _ in workloads:
@@ -227,10 +238,11 @@ class Demo:
         self.say("created W2 (8 tables per source) and the W3 shard group (2 x 4 shards)")
         return workloads
 
-    def _launch(self, name: str, args: list[str]) -> None:
+    def _launch(self, name: str, args: list[str]) -> int:
         env = {"PYSPARK_PYTHON": sys.executable}
         pid = launch(args, self.home / f"{name}.log", env=env)
         self.records.append(ProcessRecord(name, pid, args[-1], "-"))
+        return pid
 
     def _start_readers(self, config: Path) -> None:
         from confluent_kafka import TopicPartition
@@ -410,7 +422,9 @@ class Demo:
         self._probe_done.set()
         return last
 
-    def _summary(self, diffs: list[TableDiff], elapsed: float) -> int:
+    def _summary(
+        self, diffs: list[TableDiff], elapsed: float, iceberg: IcebergResult | None = None
+    ) -> int:
         equal = bool(diffs) and all(d.equal for d in diffs)
         differences = sum(d.differences for d in diffs)
         p50, p99 = self.probe.percentile(50), self.probe.percentile(99)
@@ -437,20 +451,43 @@ class Demo:
             f"  verify                 : {verdict} across {len(diffs)} tables",
             f"  topics                 : {DEMO_PARTITIONS} partitions per source "
             f"({self.topic_template})",
+            *_iceberg_lines(iceberg),
             "",
-            f"The demo's configuration is {self.config_path}; the stack stays up. Next:",
-            f"  rowbus -c {self.config_path} status",
-            f"  rowbus -c {self.config_path} verify --schema 'demo_*'",
-            f"  rowbus -c {self.config_path} tail "
-            + " ".join(self.topic_template.format(source=s.name) for s in self.settings.sources[:2])
-            + " --from earliest --max-transactions 5",
-            "  rowbus local down",
+            *_next_steps(
+                self.config_path,
+                [self.topic_template.format(source=s.name) for s in self.settings.sources[:2]],
+                iceberg,
+            ),
         ]
         print("\n".join(lines), file=self.out)
-        return 0 if equal and ddls == len(W3_DDLS) else 1
+        iceberg_ok = not self.options.iceberg or (iceberg is not None and iceberg.equal)
+        return 0 if equal and ddls == len(W3_DDLS) and iceberg_ok else 1
 
     def _stop_processes(self) -> None:
         stop_all(list(reversed(self.records)), signal.SIGTERM, grace=30)
+
+
+def _next_steps(config: Path, topics: list[str], iceberg: IcebergResult | None) -> list[str]:
+    return [
+        f"The demo's configuration is {config}; the stack stays up. Next:",
+        f"  rowbus -c {config} status",
+        f"  rowbus -c {config} verify --schema 'demo_*'",
+        f"  rowbus -c {config} tail {' '.join(topics)} --from earliest --max-transactions 5",
+        *([] if iceberg is None else [f"  rowbus -c {iceberg.config} verify --schema 'demo_w2_*'"]),
+        "  rowbus local down",
+    ]
+
+
+def _iceberg_lines(iceberg: IcebergResult | None) -> list[str]:
+    if iceberg is None:
+        return []
+    differences = sum(d.differences for d in iceberg.diffs)
+    events = sum(iceberg.ops.values())
+    return [
+        f"  Iceberg (2nd job)      : {events:,} change-log events, current state of "
+        f"{len(iceberg.diffs)} tables, {iceberg.job_s:.1f}s",
+        f"  Iceberg verify         : {differences} differences across {len(iceberg.diffs)} tables",
+    ]
 
 
 def _ms(value: float | None) -> str:

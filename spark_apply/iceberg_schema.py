@@ -52,6 +52,10 @@ META = (
     ("_offset", "long"),
 )
 """The change log's own columns, before the images."""
+ORDER = ("_ts", "_source", "_binlog_file", "_binlog_offset", "_txn_index")
+"""The change-log columns that give its events' commit order (the merge's `ts`, then the
+source's binlog position and the index in the transaction); a compaction writes its rows in
+this order."""
 WIDENING = {("int", "long"), ("float", "double")}
 
 

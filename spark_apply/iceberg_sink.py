@@ -37,11 +37,11 @@ in one schema commit (`iceberg_schema.evolve_table`: ADD COLUMN with a constant 
 initial default, DROP COLUMN — the change log keeps the column, NULL from then on —, RENAME /
 CHANGE COLUMN from the statement's column renames, widening int→long, float→double, decimal
 precision, a new primary key as the identifier fields); RENAME TABLE renames both forms' tables
-in the catalog, DROP TABLE and DROP DATABASE drop the current-state tables (the change log
-keeps its history); what Iceberg cannot express (another type change, an expression DEFAULT
-added to rows, a rename out of the routes) is refused in one line before anything of it is
-applied, and so is an ALTER that narrows a column (VARCHAR(10)→VARCHAR(3)) in a source session
-without a STRICT sql_mode, which cut the source's rows without row events
+in the catalog, DROP TABLE and DROP DATABASE drop the current-state tables and delete their
+files (the change log keeps its history); what Iceberg cannot express (another type change,
+an expression DEFAULT added to rows, a rename out of the routes) is refused in one line before
+anything of it is applied, and so is an ALTER that narrows a column (VARCHAR(10)→VARCHAR(3))
+in a source session without a STRICT sql_mode, which cut the source's rows without row events
 (`iceberg_schema.refuse_narrowing`; docs/semantics.md). TRUNCATE TABLE empties the
 current-state table and appends a ``truncate`` event to the change log, each commit marked
 as the step's DDL part (``rowbus.ddl``), so a replay skips it. The evolution compares the
@@ -73,7 +73,7 @@ from rowbus.spark_apply.exceptions import ApplyError, BadEventError
 from rowbus.spark_apply.iceberg_catalog import BATCH, DDL, JOB, STEP, open_catalog
 from rowbus.spark_apply.iceberg_faults import armed
 from rowbus.spark_apply.iceberg_files import ExecutorFiles, FileWork, slices
-from rowbus.spark_apply.iceberg_maintenance import Maintenance
+from rowbus.spark_apply.iceberg_maintenance import Maintenance, purge
 from rowbus.spark_apply.iceberg_schema import META as _META
 from rowbus.spark_apply.iceberg_schema import (
     Layout,
@@ -391,9 +391,10 @@ class IcebergTables:
                 continue  # nothing written to it yet
 
     def drop(self, target: Target) -> None:
-        """DROP TABLE: the current-state table dropped (a re-CREATE starts an empty one);
-        the change log kept, its history being what it is for, and evolved by the next
-        CREATE's schema like any DDL."""
+        """DROP TABLE: the current-state table dropped and its files deleted
+        (`iceberg_maintenance.purge`; a re-CREATE starts an empty one); the change log kept,
+        its history being what it is for, and evolved by the next CREATE's schema like any
+        DDL."""
         from pyiceberg.exceptions import NoSuchTableError
 
         if "current" not in self.settings.forms:
@@ -402,7 +403,7 @@ class IcebergTables:
         self._tables.pop(ident, None)
         # Not there: never written, or dropped by the run this one replays.
         with contextlib.suppress(NoSuchTableError):
-            self._catalog.drop_table(ident)
+            purge(self._catalog, ident)
 
     def truncate(self, env: Envelope, batch_id: int, step: int) -> None:
         """A TRUNCATE TABLE: the current-state table emptied, a ``truncate`` event appended to

@@ -48,8 +48,9 @@ class IcebergMaintenanceSettings(StrictModel):
     """The job maintains the tables it wrote after every this many batches, between two
     batches (0: only `rowbus iceberg maintain` does)."""
     compact_min_files: int = Field(8, ge=2)
-    """A current-state table is compacted (its data files rewritten into as few as the
-    target file size allows) when it has at least this many data files."""
+    """A table is compacted (its data files rewritten into as few as the target file size
+    allows; a change log's events each once, in commit order) when it has at least this many
+    data files."""
     keep_batches: int = Field(2, ge=1)
     """Snapshots older than the first commit of each job's newest this many batches are
     expired; a replayed batch needs only its own commits (the state database holds every

@@ -27,6 +27,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=600.0,
         help="seconds to wait for the sink to equal the sources",
     )
+    cmd.add_argument(
+        "--no-iceberg",
+        action="store_true",
+        help="skip the Iceberg part (a second, available-now apply job writing two of the first "
+        "source's W2 tables into Iceberg, verified and queried)",
+    )
     cmd.set_defaults(func=_demo)
 
 
@@ -34,5 +40,12 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
     from rowbus.demo import DemoOptions, run_demo
 
     return run_demo(
-        settings, DemoOptions(args.seconds, args.w2_rate, args.w3_rate, args.catch_up_timeout)
+        settings,
+        DemoOptions(
+            args.seconds,
+            args.w2_rate,
+            args.w3_rate,
+            args.catch_up_timeout,
+            iceberg=not args.no_iceberg,
+        ),
     )

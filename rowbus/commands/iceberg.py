@@ -22,7 +22,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     actions = cmd.add_subparsers(dest="action", required=True, metavar="ACTION")
     maintain = actions.add_parser(
         "maintain",
-        help="compact current-state tables, expire old snapshots (the newest batches' commits "
+        help="compact tables (a change log's events once each, in commit order), expire old "
+        "snapshots (the newest batches' commits "
         "stay, so exactly once holds), delete orphan files; safe while the job runs",
     )
     maintain.add_argument(

@@ -121,6 +121,20 @@ def exit_description(pid: int) -> str:
     return f"exited with status {code}"
 
 
+def exit_status(pid: int, timeout: float) -> int | None:
+    """The exit status of a process `launch` started (negative: the signal that ended it),
+    waiting up to `timeout` seconds for it to end; None when it is still running then, or
+    was not started here. (A blocking wait: `Popen.poll` answers None while another thread
+    holds the child's wait lock, which `exit_description` then reports as a bare "exited".)"""
+    child = _children.get(pid)
+    if child is None:
+        return None
+    try:
+        return child.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return None
+
+
 def launch(args: list[str], log_file: Path, env: dict[str, str] | None = None) -> int:
     """Start a detached process (own session) with output to `log_file`; return its pid."""
     log_file.parent.mkdir(parents=True, exist_ok=True)

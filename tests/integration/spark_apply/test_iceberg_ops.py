@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from rowbus.spark_apply.iceberg_catalog import last_commits, marks, open_catalog
 from rowbus.spark_apply.iceberg_faults import ENV
 from rowbus.spark_apply.iceberg_files import PREFIX
 from rowbus.spark_apply.iceberg_maintenance import MAINTENANCE, orphans
+from rowbus.spark_apply.iceberg_schema import ORDER
 from rowbus.spark_apply.settings import IcebergMaintenanceSettings, IcebergSettings, JobConfig
 from rowbus.status import iceberg_status
 from tests import proclogs
@@ -181,10 +182,7 @@ def test_kill_9_around_the_iceberg_commit_and_a_racing_compaction_end_equal_once
 
         assert current() == model.rows
         # Every event once in the change log, wherever the kills fell.
-        events = []
-        for name in model.rows:
-            log_rows = catalog.load_table((upstream, f"{name}_changelog")).scan().to_arrow()
-            events += [(r["_binlog_file"], r["_binlog_offset"]) for r in log_rows.to_pylist()]
+        events = _events(catalog, upstream, model.rows)
         assert len(events) == 2 * TXNS and len(set(events)) == 2 * TXNS
         # The change logs' files (never compacted) were written by executor tasks, two of them
         # writing files of one table in one step at least once.
@@ -239,11 +237,11 @@ def test_kill_9_around_the_iceberg_commit_and_a_racing_compaction_end_equal_once
         reports = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
         assert {r["table"] for r in reports} == {".".join(i) for i in newest}
         assert all(r["expired"] > 0 for r in reports)  # each table has batches 0 and 1 at least
-        for ident in sink_tables(catalog, upstream):
-            if not ident[1].endswith("_changelog"):  # current states: compacted into one file
-                assert len(list(catalog.load_table(ident).scan().plan_files())) == 1
+        for ident in sink_tables(catalog, upstream):  # both forms: compacted into one file
+            assert len(list(catalog.load_table(ident).scan().plan_files())) == 1, ident
         assert not any(_stray(catalog).values())
         assert current() == model.rows
+        assert _events(catalog, upstream, model.rows) == events  # each once, none lost
         for ident, commits in newest.items():
             assert last_commits(catalog.load_table(ident)) == commits
         # `rowbus status` shows each table's last committed batch.
@@ -283,3 +281,14 @@ def test_kill_9_around_the_iceberg_commit_and_a_racing_compaction_end_equal_once
     finally:
         with connect(services.resolved_sink) as conn, conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `state_{job}`")
+
+
+def _events(catalog: Any, upstream: str, tables: Iterable[str]) -> list[tuple[Any, ...]]:
+    """Each change log's events as (binlog file, offset), table by table in commit order
+    (the files' order is no order: sorted as a compaction writes them)."""
+    events = []
+    for name in tables:
+        rows = catalog.load_table((upstream, f"{name}_changelog")).scan().to_arrow()
+        rows = rows.sort_by([(c, "ascending") for c in ORDER])
+        events += [(r["_binlog_file"], r["_binlog_offset"]) for r in rows.to_pylist()]
+    return events

@@ -164,3 +164,17 @@ def test_a_launched_child_is_ours_as_soon_as_launch_returns(tmp_path):
         finally:
             os.kill(pid, signal.SIGKILL)
             wait_for(lambda pid=pid: gone(pid), timeout=10, what="the child to end")
+
+
+def test_exit_status_waits_for_the_child_and_gives_its_code(tmp_path):
+    from rowbus.local.procs import exit_status
+
+    pid = launch([sys.executable, "-c", "import sys; sys.exit(3)"], tmp_path / "e.log")
+    assert exit_status(pid, 30) == 3
+    running = launch([sys.executable, "-c", "import signal; signal.pause()"], tmp_path / "r.log")
+    try:
+        assert exit_status(running, 0.1) is None
+    finally:
+        os.kill(running, signal.SIGTERM)
+    assert exit_status(running, 30) == -signal.SIGTERM
+    assert exit_status(os.getpid(), 1) is None  # not started here
