@@ -206,6 +206,62 @@ def _catalog(folder: Path) -> Any:
     )
 
 
+def spike_phases(
+    catalog: Any, data: Any, rows: int, changes: int, seed: int, figures: list[Figure]
+) -> Any:
+    """pyiceberg's own writes of the rows (appends, upsert, overwrite and delete by key) into
+    `figures`; the table they leave."""
+    from pyiceberg.expressions import In
+
+    once = catalog.create_table("bench.once", schema=data.schema)
+    figures.append(_timed("append, 1 commit", rows, lambda: once.append(data)))
+    table = catalog.create_table("bench.w1", schema=data.schema)
+    step = max(1, rows // 10)
+
+    def ten_commits() -> None:
+        for first in range(0, rows, step):
+            table.append(data.slice(first, step))
+
+    figures.append(_timed("append, 10 commits", rows, ten_commits))
+    figures.append(partitioned_append(catalog, data))
+    # C rows spread over the whole key range, so every data file holds some (a streaming
+    # job's updates touch old and new rows alike).
+    rng = random.Random(seed + 1)
+    keys = sorted(rng.sample(range(1, rows + 1), changes))
+    changed = w1_arrow(1, changes, seed + 2).set_column(0, data.schema.field(0), _ids(keys))
+    gone = keys[: max(1, changes // 10)]
+    log_table = catalog.create_table(
+        "bench.w1_changelog", schema=changelog_arrow(changed, "u", 0).schema
+    )
+    events = changelog_arrow(changed, "u", 1)
+    figures.append(_timed("changelog append (events)", changes, lambda: log_table.append(events)))
+    figures.append(
+        _timed("upsert (pyiceberg upsert)", changes, lambda: table.upsert(changed, ["id"]))
+    )
+    again = w1_arrow(1, changes, seed + 3).set_column(0, data.schema.field(0), _ids(keys))
+    figures.append(
+        _timed(
+            "overwrite by key (delete + append, 1 commit)",
+            changes,
+            lambda: table.overwrite(again, overwrite_filter=In(term="id", literals=keys)),
+        )
+    )
+    figures.append(
+        _timed("delete by key", len(gone), lambda: table.delete(In(term="id", literals=gone)))
+    )
+    tenth = max(1, changes // 10)
+
+    def small_overwrites() -> None:
+        for first in range(0, changes, tenth):
+            part = again.slice(first, tenth)
+            table.overwrite(part, overwrite_filter=In(term="id", literals=part["id"].to_pylist()))
+
+    figures.append(
+        _timed(f"overwrite by key, {changes // tenth} commits", changes, small_overwrites)
+    )
+    return table
+
+
 def run(
     rows: int,
     changes: int,
@@ -217,7 +273,6 @@ def run(
     """Every phase once, in one folder (deleted after); returns the figures in order."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
-    from pyiceberg.expressions import In
 
     folder = Path(tempfile.mkdtemp(prefix="rowbus-iceberg-bench-"))
     try:
@@ -237,56 +292,7 @@ def run(
             if sink is not None:
                 figures += mysql_phases(sink, rows, changes, step_rows=max(1, changes), seed=seed)
             return figures
-        once = catalog.create_table("bench.once", schema=data.schema)
-        figures.append(_timed("append, 1 commit", rows, lambda: once.append(data)))
-        table = catalog.create_table("bench.w1", schema=data.schema)
-        step = max(1, rows // 10)
-
-        def ten_commits() -> None:
-            for first in range(0, rows, step):
-                table.append(data.slice(first, step))
-
-        figures.append(_timed("append, 10 commits", rows, ten_commits))
-        figures.append(partitioned_append(catalog, data))
-        # C rows spread over the whole key range, so every data file holds some (a streaming
-        # job's updates touch old and new rows alike).
-        rng = random.Random(seed + 1)
-        keys = sorted(rng.sample(range(1, rows + 1), changes))
-        changed = w1_arrow(1, changes, seed + 2).set_column(0, data.schema.field(0), _ids(keys))
-        gone = keys[: max(1, changes // 10)]
-        log_table = catalog.create_table(
-            "bench.w1_changelog", schema=changelog_arrow(changed, "u", 0).schema
-        )
-        events = changelog_arrow(changed, "u", 1)
-        figures.append(
-            _timed("changelog append (events)", changes, lambda: log_table.append(events))
-        )
-        figures.append(
-            _timed("upsert (pyiceberg upsert)", changes, lambda: table.upsert(changed, ["id"]))
-        )
-        again = w1_arrow(1, changes, seed + 3).set_column(0, data.schema.field(0), _ids(keys))
-        figures.append(
-            _timed(
-                "overwrite by key (delete + append, 1 commit)",
-                changes,
-                lambda: table.overwrite(again, overwrite_filter=In(term="id", literals=keys)),
-            )
-        )
-        figures.append(
-            _timed("delete by key", len(gone), lambda: table.delete(In(term="id", literals=gone)))
-        )
-        tenth = max(1, changes // 10)
-
-        def small_overwrites() -> None:
-            for first in range(0, changes, tenth):
-                part = again.slice(first, tenth)
-                table.overwrite(
-                    part, overwrite_filter=In(term="id", literals=part["id"].to_pylist())
-                )
-
-        figures.append(
-            _timed(f"overwrite by key, {changes // tenth} commits", changes, small_overwrites)
-        )
+        table = spike_phases(catalog, data, rows, changes, seed, figures)
         figures += manifest_phases(table)
         for writer in writers:
             figures += sink_phases(folder, rows, changes, max(1, changes), seed, writer)
