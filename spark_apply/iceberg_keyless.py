@@ -20,8 +20,10 @@ are written back unchanged; equal rows are indistinguishable, so which one of se
 change removes does not matter. Values are compared as the table stores them (the images go
 through the table's Arrow types first) and exactly: a float by its bits, so -0.0 is not 0.0
 (the binlog's before image is the row the source changed, not a row that compares equal
-under a collation or IEEE). A commit another writer beat is begun again by the caller from
-step 1, on the table as it is then.
+under a collation or IEEE). A commit another writer beat is either rebased by pyiceberg (its
+delete filter evaluated again on the new files, which is exact when the other commit only
+rewrote files, as a compaction does; one that added files the filter matches fails its
+validation) or begun again by the caller from step 1, on the table as it is then.
 
 Not idempotent: a replayed step would remove another of several equal rows. The step's
 snapshot summary (``rowbus.batch``/``rowbus.step``, `iceberg_sink._committed`) is what keeps
