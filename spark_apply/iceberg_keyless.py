@@ -4,9 +4,9 @@ A row of such a table is all its columns (NULL equal to NULL) and equal rows may
 DELETE or UPDATE removes exactly one row equal to its before image. Iceberg has no "delete one
 of these rows", so a step's changes of the table are applied in one commit by `rewrite`:
 
-1. read the rows a filter selects (`keyless_filter`: per int, long or string column, the
-   values of the step's before images, or NULL) — every row equal to a before image, maybe
-   others;
+1. read the rows a filter selects (`keyless_filter`: the int, long or string column with the
+   most distinct values among the step's before images, IN those values or NULL) — every row
+   equal to a before image, maybe others;
 2. apply the step's changes to those rows one by one, in binlog order, as a multiset
    (`KeylessRows`: an insert adds its after image, a delete removes one row equal to its
    before image, an update both);
@@ -117,24 +117,27 @@ def rewrite(table: Any, changes: Sequence[KeylessChange], marker: dict[str, str]
 
 def keyless_filter(schema: Any, images: Sequence[tuple[Any, ...]]) -> Any:
     """A filter selecting every row of `schema`'s table equal to one of `images` (and maybe
-    others): per column of an int, long or string type, its values among the images (or
-    NULL). It need not be tight (a row selected and not changed is written back as it was);
-    a table without such a column is read whole."""
-    from pyiceberg.expressions import AlwaysTrue, And, In, IsNull, Or
+    others): of the int, long and string columns, the one whose values among the images are
+    the most distinct, IN those values (or NULL). One column, not all: pyiceberg binds every
+    literal of an IN each time it evaluates the filter, which costs more than reading and
+    writing back the few extra rows a looser filter selects (a row selected and not changed
+    is written back as it was). A table without such a column is read whole."""
+    from pyiceberg.expressions import AlwaysTrue, In, IsNull, Or
 
-    terms: list[Any] = []
+    best: tuple[int, str, set[Any]] | None = None
     for i, f in enumerate(schema.fields):
-        if str(f.field_type) not in _FILTERED:
-            continue
-        values = {img[i] for img in images}
-        present = sorted(values - {None})
-        term: Any = In(term=f.name, literals=present) if present else None
-        if None in values:
-            term = IsNull(term=f.name) if term is None else Or(term, IsNull(term=f.name))
-        terms.append(term)
-    if not terms:
+        if str(f.field_type) in _FILTERED:
+            values = {img[i] for img in images}
+            if best is None or len(values) > best[0]:
+                best = (len(values), f.name, values)
+    if best is None:
         return AlwaysTrue()
-    return terms[0] if len(terms) == 1 else And(*terms)
+    _, name, values = best
+    present = sorted(values - {None})
+    term: Any = In(term=name, literals=present) if present else None
+    if None in values:
+        term = IsNull(term=name) if term is None else Or(term, IsNull(term=name))
+    return term
 
 
 def _exact(value: Any) -> Any:

@@ -115,7 +115,7 @@ def test_keyless_changes_remove_one_of_several_equal_rows_in_order(tmp_path: Pat
 
 
 def test_rows_the_filter_selects_but_no_change_touches_are_kept(tmp_path: Path) -> None:
-    """The read filter is per column (x IN (...) AND y IN (...)): (1, 'b') and (2, 'a') are
+    """The read filter names one column (here x IN (1, 2)): (1, 'b') and (2, 'a') are
     selected by a delete of (1, 'a') and (2, 'b') and must come back unchanged."""
     s = Steps(tmp_path)
     rows = [(1, "a", None), (1, "b", None), (2, "a", None), (2, "b", None), (5, "e", 2.0)]
