@@ -382,10 +382,13 @@ class BeforeDdls:
 
 
 def _mark(snapshot: Any) -> tuple[int, int, int] | None:
+    """The (batch, step, DDL part) an apply job's commit carries; None for another commit."""
+    from rowbus.spark_apply.iceberg_catalog import BATCH, DDL, STEP
+
     props = snapshot.summary.additional_properties if snapshot.summary is not None else {}
-    if "rowbus.batch" not in props:
+    if BATCH not in props:
         return None
-    return (int(props["rowbus.batch"]), int(props["rowbus.step"]), int(props.get("rowbus.ddl", 0)))
+    return (int(props[BATCH]), int(props[STEP]), int(props.get(DDL, 0)))
 
 
 def compare_before_ddls(catalog: Any, before_ddls: BeforeDdls, want: Any) -> int:
