@@ -10,8 +10,8 @@ both are compared with the source: rows column for column, and the schema as
 collations, primary key, other indexes); then
 (c) a second run of the same Spark applies every case Iceberg's schema evolution can express
 into Iceberg tables (issue #34, `iceberg_matrix`), read back through the catalog and by DuckDB,
-the current state compared at the end and as it was before each DDL of each table (time
-travel, `compare_before_ddls`, against the Subscriber's rebuild then).
+the current state compared at the end and as it was before and right after each DDL of each
+table (time travel, `compare_before_ddls`, against the Subscriber's rebuild then).
 """
 
 from __future__ import annotations
@@ -308,6 +308,7 @@ def test_schema_change_matrix_through_subscriber_and_spark(
                         elif isinstance(ev, DdlChange):
                             before_ddls.ddl(ev, rebuilt)
                             rebuilt.apply(ev, None)
+                            before_ddls.applied(rebuilt)
 
                 sub.run(take, idle_timeout=20, should_stop=caught_up)
             report = compare(rebuilt, expected)
@@ -356,6 +357,9 @@ class BeforeDdls:
     def __init__(self) -> None:
         self.logged: Counter[TableName] = Counter()
         self.states: list[tuple[TableName, int, list[dict[str, Any]]]] = []
+        self.after: dict[int, tuple[list[str], list[dict[str, Any]]]] = {}
+        """By index in `states`: the table's columns and rows right after that DDL."""
+        self._pending: tuple[int, TableName] | None = None
 
     def row(self, ev: RowChange) -> None:
         self.logged[TableName(ev.schema, ev.table)] += 1
@@ -365,20 +369,37 @@ class BeforeDdls:
         for old, new in parsed.renames:  # the change log is renamed with its table
             self.logged[new] = self.logged.pop(old, 0)
             self.states = [(new if n == old else n, c, r) for n, c, r in self.states]
+        self._pending = None
         if ev.kind in (DdlKind.DROP_TABLE, DdlKind.DROP_DATABASE):
             # the current state's table goes, its snapshots with it
             gone = set(parsed.tables)
-            self.states = [
-                x for x in self.states if x[0] not in gone and x[0].schema != parsed.database
+            keep = [
+                i
+                for i, x in enumerate(self.states)
+                if x[0] not in gone and x[0].schema != parsed.database
             ]
+            self.states = [self.states[i] for i in keep]
+            self.after = {n: self.after[i] for n, i in enumerate(keep) if i in self.after}
             return
         name = parsed.table
         if name is None or name not in rebuilt.tables or not self.logged[name]:
             return
         rows = [dict(r) for r in rebuilt.tables[name][1].values()]
         self.states.append((name, self.logged[name], rows))
+        if ev.table_schema is not None and not parsed.renames:
+            self._pending = (len(self.states) - 1, name)
         if ev.kind is DdlKind.TRUNCATE_TABLE:
             self.logged[name] += 1  # its ``truncate`` event
+
+    def applied(self, rebuilt: Rebuild) -> None:
+        """After the rebuild applied the DDL `ddl` was called with: its rows then."""
+        if self._pending is None:
+            return
+        index, name = self._pending
+        schema, rows = rebuilt.tables[name]
+        assert schema is not None
+        self.after[index] = ([c.name for c in schema.columns], [dict(r) for r in rows.values()])
+        self._pending = None
 
 
 def _mark(snapshot: Any) -> tuple[int, int, int] | None:
@@ -395,9 +416,15 @@ def compare_before_ddls(catalog: Any, before_ddls: BeforeDdls, want: Any) -> int
     """Each Iceberg current-state table as it was at the step before each of its DDLs (time
     travel to the newest snapshot at or before the step that committed the last change-log
     entry before the DDL, read with that snapshot's schema) equal to the Subscriber's rebuild
-    then. Returns how many states were compared."""
+    then, and right after the DDL (the same files, the TRUNCATE's commit included, read with
+    the first later schema holding the columns the DDL left: renamed, added with their
+    initial defaults, dropped) equal to the rebuild after it. Returns how many states were
+    compared."""
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.io.pyarrow import ArrowScan
+
     compared = 0
-    for name, count, rows in before_ddls.states:
+    for index, (name, count, rows) in enumerate(before_ddls.states):
         if name not in want:
             continue
         log = catalog.load_table((name.schema, f"{name.table}_changelog"))
@@ -418,6 +445,26 @@ def compare_before_ddls(catalog: Any, before_ddls: BeforeDdls, want: Any) -> int
         ]
         got = table.scan(snapshot_id=held[-1].snapshot_id).to_arrow().to_pylist() if held else []
         assert _by_str(got) == _by_str(rows), (name, count, at)
+        compared += 1
+        after = before_ddls.after.get(index)
+        if after is None or not held:
+            continue
+        # Right after the DDL: the same files (a TRUNCATE's commit included) read with the
+        # first schema that has the columns the DDL left (its schema commit, or none).
+        names, rows_after = after
+        last = [
+            x
+            for x in table.metadata.snapshots
+            if (m := _mark(x)) is not None and m <= (at[0], at[1], 1)
+        ][-1]
+        schema = next(
+            sc
+            for sc in table.metadata.schemas
+            if sc.schema_id >= (last.schema_id or 0) and {f.name for f in sc.fields} == set(names)
+        )
+        tasks = table.scan(snapshot_id=last.snapshot_id).plan_files()
+        read = ArrowScan(table.metadata, table.io, schema, AlwaysTrue()).to_table(tasks)
+        assert _by_str(read.to_pylist()) == _by_str(rows_after), (name, "after", at)
         compared += 1
     return compared
 
@@ -504,8 +551,9 @@ def iceberg_matrix(
     got = current()
     for name in want:
         assert got[name] == want[name], name
-    # Not only at the end: each table as it was at the step before each of its DDLs.
-    assert compare_before_ddls(catalog, before_ddls, want) >= 14  # DDLs after rows
+    # Not only at the end: each table as it was before and right after each of its DDLs.
+    # 14 DDLs of tables that held rows: the state before each and right after it
+    assert compare_before_ddls(catalog, before_ddls, want) >= 28
     # The same tables read by DuckDB's Iceberg reader (renamed columns, initial defaults and
     # all): the same rows.
     for name in (n for n in want if want[n]):  # (a table never written has no Iceberg table)
