@@ -22,7 +22,7 @@ from rowbus.shard_ddl.control import ControlLog
 from rowbus.shard_ddl.ddl import compatible, normalize, retarget
 from rowbus.shard_ddl.election import Election, SoleCoordinator
 from rowbus.shard_ddl.exceptions import ControlTopicError, ShardDdlError
-from rowbus.shard_ddl.executor import DdlExecutor
+from rowbus.shard_ddl.executor import SinkDdl
 from rowbus.shard_ddl.groups import ShardGroups, shard_name
 from rowbus.shard_ddl.locks import (
     OPTIMISTIC,
@@ -43,7 +43,7 @@ class Coordinator:
         *,
         actor: str,
         groups: ShardGroups,
-        executor: DdlExecutor | None = None,
+        executor: SinkDdl | None = None,
         election: Election | None = None,
         optimistic: bool = False,
         clock: Callable[[], float] = time.time,

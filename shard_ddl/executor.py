@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import pymysql
 
@@ -41,6 +41,23 @@ Connect = Callable[[], Any]
 class Outcome:
     executed: bool
     """False: the sink already had this lock's DDL (a retry after a crash)."""
+
+
+class SinkDdl(Protocol):
+    """What the coordinator asks of the sink a lock's DDL goes to: `DdlExecutor` for a MySQL
+    sink (the apply job's Iceberg sink has its own, `spark_apply.shard_ddl.IcebergLockDdl`)."""
+
+    def execute(
+        self,
+        lock_id: str,
+        target: str | Sequence[str],
+        statement: str,
+        session: StatementSession = UNKNOWN,
+    ) -> Outcome:
+        """Apply `statement` to `target` once for `lock_id`, across crashes."""
+
+    def column_types(self, target: str) -> dict[str, str]:
+        """Upper-case column name → its type in the target (optimistic mode's check)."""
 
 
 ER_WRONG_VALUE_FOR_VAR = 1231

@@ -21,10 +21,11 @@ Modules, by role:
   as SQL, parallel mode's shards;
 - `changes`, `causality`, `keys`, `literals`, `enum_error`: the writes (collapse, key conflicts,
   the key the sink's collation sees, SQL literals, the ENUM error value a STRICT sink refuses);
-- `iceberg_sink`, `iceberg_schema`, `iceberg_types`: the Iceberg sink (`apply.sink_kind:
-  iceberg`, its kind of sink `iceberg_sink.IcebergRows`): a step's rows into Iceberg tables
-  (current state, change log) beside the MySQL state database's checkpoints, the tables'
-  schemas and their evolution, and the MySQL → Iceberg type mapping;
+- `iceberg_sink`, `iceberg_schema`, `iceberg_types`, `iceberg_keyless`: the Iceberg sink
+  (`apply.sink_kind: iceberg`, its kind of sink `iceberg_sink.IcebergRows`): a step's rows
+  into Iceberg tables (current state, change log) beside the MySQL state database's
+  checkpoints, the tables' schemas and their evolution, the MySQL → Iceberg type mapping,
+  and the current state of a table without a primary key;
 - `iceberg_catalog`, `iceberg_maintenance`, `iceberg_faults`: the Iceberg catalog and the job's
   marks in snapshot summaries, compaction / expiry / orphan files, and the faults the tests
   inject at a commit (kill -9, a racing compaction);

@@ -76,7 +76,10 @@ class Layout:
 
     @property
     def key(self) -> tuple[str, ...]:
-        return self.projection.key_columns
+        """The primary key's columns; none for a keyless table (PROTOCOL.md §9.3: its rows
+        are identified by all their columns, which Iceberg's identifier fields cannot be —
+        they must be required, and a keyless row may hold NULLs and repeat)."""
+        return () if self.projection.keyless else self.projection.key_columns
 
 
 def layout(proj: Projection, table: TableSchema, null_zero_dates: bool) -> Layout:
@@ -226,6 +229,8 @@ def evolve_table(
                     "the Iceberg table"
                 )
             new_key = list(lay.key)
+    # DROP PRIMARY KEY: the identifier fields go (the columns stay required, as in MySQL).
+    drop_key = not changelog and not lay.key and bool(schema.identifier_field_ids)
     if adds and drops:
         raise IcebergError(
             f"{name}: columns {drops} would go and {[a[0] for a in adds]} come in one "
@@ -233,9 +238,10 @@ def evolve_table(
             "the old rows' values): the sink does not apply it; rename the column with "
             "RENAME COLUMN or CHANGE upstream, or recreate the Iceberg table"
         )
-    if not (renamed or adds or widen or drops or new_key or redoc):
+    if not (renamed or adds or widen or drops or new_key or redoc or drop_key):
         return table
-    _commit(table, name, renamed, adds, widen + redoc, drops, [current[k] for k in new_key])
+    keys = [current[k] for k in new_key]
+    _commit(table, name, renamed, adds, widen + redoc, drops, keys, drop_key)
     log.info(
         "evolved %s: renamed %s, added %s, widened %s, dropped %s, key %s",
         name,
@@ -243,7 +249,7 @@ def evolve_table(
         [a[0] for a in adds],
         [w[0] for w in widen],
         drops,
-        new_key or "unchanged",
+        new_key or ("dropped" if drop_key else "unchanged"),
     )
     return catalog.load_table(table.name())
 
@@ -256,9 +262,11 @@ def _commit(
     widen: list[tuple[str, Any, str | None]],
     drops: list[str],
     new_key: list[Any],
+    drop_key: bool = False,
 ) -> None:
     """One schema commit of `evolve_table`'s changes (`new_key`: the new key's fields as the
-    table has them before the renames), or none of it: pyiceberg's own refusal in one line."""
+    table has them before the renames; `drop_key`: no identifier fields any more), or none of
+    it: pyiceberg's own refusal in one line."""
     # A new key's columns become required (MySQL's key columns are NOT NULL, so every
     # row has them): an incompatible change by Iceberg's rules, allowed only then.
     try:
@@ -277,6 +285,8 @@ def _commit(
                     if not f.required:
                         update.update_column(f.name, required=True)
                 update.set_identifier_fields(*(renamed.get(f.name, f.name) for f in new_key))
+            elif drop_key:
+                update.set_identifier_fields()
     except ValueError as exc:  # pyiceberg's own refusal of the change (pydantic's included)
         errors = getattr(exc, "errors", None)  # a pydantic ValidationError: its messages only
         reason = "; ".join(e["msg"] for e in errors()) if callable(errors) else str(exc)

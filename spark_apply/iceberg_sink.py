@@ -27,7 +27,12 @@ Forms, per target table (`IcebergSettings.forms`):
   (exact, binary equality: Iceberg compares values, not collations) into the key's last image
   or its deletion; one commit deletes every row whose key the step touched and appends the
   last images (``overwrite by key``, chosen by `benchmarks.iceberg`). The primary key is the
-  table's identifier fields. Tables without a primary key are refused for this form.
+  table's identifier fields. A table without a primary key (PROTOCOL.md §9.3: a row is
+  all its columns, equal rows may repeat) has no identifier fields and its changes are
+  applied one by one, in order (`iceberg_keyless`): the rows equal to a
+  before image are read, deleted and appended again as the changes leave them, in one
+  commit — exact, since equal rows are indistinguishable, and not idempotent: the step's
+  summary is what keeps a replay from applying it twice, as for the change log.
 - ``changelog``: every row event appended: ``_op``, ``_ts``, ``_source``, binlog file, offset
   and GTID, transaction id and index, Kafka topic, partition and offset, then ``before_<c>``
   and ``after_<c>`` for each column.
@@ -73,6 +78,7 @@ from rowbus.spark_apply.exceptions import ApplyError, BadEventError
 from rowbus.spark_apply.iceberg_catalog import BATCH, DDL, JOB, STEP, open_catalog
 from rowbus.spark_apply.iceberg_faults import armed
 from rowbus.spark_apply.iceberg_files import ExecutorFiles, FileWork, slices
+from rowbus.spark_apply.iceberg_keyless import keyless_changes, rewrite
 from rowbus.spark_apply.iceberg_maintenance import Maintenance, purge
 from rowbus.spark_apply.iceberg_schema import META as _META
 from rowbus.spark_apply.iceberg_schema import (
@@ -87,7 +93,6 @@ from rowbus.spark_apply.iceberg_types import (
     Converter,
     IcebergError,
     Kind,
-    UnstorableColumnError,
     ZeroDateError,
     column_arrays,
 )
@@ -137,18 +142,12 @@ class IcebergTables:
         return self
 
     def check(self, tables: Iterable[TableSchema]) -> None:
-        """Refuse, in one line, the first routed column of `tables` no Iceberg type holds,
-        and a keyless table in the current-state form."""
+        """Refuse, in one line, the first routed column of `tables` no Iceberg type holds."""
         for table in tables:
             proj = self._router.projection(table)
             if proj is None:
                 continue
             layout(proj, table, self._null_zero_dates)
-            if proj.keyless and "current" in self.settings.forms:
-                raise UnstorableColumnError(
-                    f"{table.qualified} has no primary key, which the Iceberg current-state "
-                    "form needs: add one upstream, or set apply.iceberg.forms: [changelog]"
-                )
 
     # -- names -----------------------------------------------------------------------------
 
@@ -186,6 +185,8 @@ class IcebergTables:
         owners: list[tuple[str, str]] = []
         for part, changelog in todo:
             table = self._table(part.layout, changelog)
+            if not changelog and part.layout.projection.keyless:
+                continue  # rewritten on the driver from the rows it reads (`_rewrite_keyless`)
             if not _committed(table, self._job, batch_id, step):  # else `_write_table` skips
                 pieces = _file_works(table, part, changelog, name, parts)
                 works += pieces
@@ -214,6 +215,8 @@ class IcebergTables:
             try:
                 if changelog:
                     return self._append_events(table, part, marker, files)
+                if part.layout.projection.keyless:
+                    return self._rewrite_keyless(table, part, marker)
                 return self._overwrite_keys(table, part, marker, files)
             except (CommitFailedException, ValidationException) as exc:
                 # pyiceberg retried the commit itself, or found files added under the keys
@@ -292,6 +295,18 @@ class IcebergTables:
             else:
                 _append_files(tx, files or [], marker)
         return len(keys)
+
+    def _rewrite_keyless(self, table: Any, part: _TableStep, marker: dict[str, str]) -> int:
+        """Current state of a table without a primary key (PROTOCOL.md §9.3): the step's
+        changes applied one by one, in order, in one commit (`iceberg_keyless`)."""
+        lay = part.layout
+
+        def stored(images: list[tuple[Value, ...]]) -> list[tuple[Any, ...]]:
+            # As the table stores them (its Arrow types): what a scan returns.
+            data = _arrow(table, lay.names, column_arrays(lay.kinds, lay.converters, images))
+            return [tuple(r.values()) for r in data.to_pylist()]
+
+        return rewrite(table, keyless_changes(lay, part.events, stored), marker)
 
     def _append_events(
         self, table: Any, part: _TableStep, marker: dict[str, str], files: list[Any] | None

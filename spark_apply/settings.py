@@ -84,8 +84,9 @@ class IcebergSettings(StrictModel):
     """The Iceberg namespace of every table; unset: the target's schema (as routed)."""
     forms: tuple[Literal["current", "changelog"], ...] = ("current",)
     """Which tables each target gets: ``current`` (the table's current state, upserts and
-    deletes by primary key) and/or ``changelog`` (every event appended, named
-    ``<table><changelog_suffix>``)."""
+    deletes by primary key; a table without one by all its columns, one row at a time) and/or
+    ``changelog`` (every event appended, named ``<table><changelog_suffix>``; its commit
+    order: ``ORDER BY _ts, _source, _binlog_file, _binlog_offset, _txn_index``)."""
     changelog_suffix: str = Field("_changelog", pattern=r"^[A-Za-z0-9_]{1,64}$")
     """The change-log table's name after its target's."""
     expire_after_batches: int = Field(0, ge=0)

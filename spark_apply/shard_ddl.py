@@ -19,7 +19,16 @@ DDL; the first split of each lock is logged with its position. `after_apply(plan
 the wedge report (`consumers.shard_ddl.wedge`): a lock that waits longer than `wedge_report_s`
 is logged once as a WARNING and noted on the control topic (`rowbus status` shows it).
 
-The sink never executes a sharded DDL itself (`MySQLSink` skips it): the coordinator does, once.
+The MySQL sink never executes a sharded DDL itself (`MySQLSink` skips it): the coordinator
+does, once (`DdlExecutor`). An Iceberg table cannot run the lock's SQL, so with
+``apply.sink_kind: iceberg`` the coordinator's executor is `IcebergLockDdl`, which only
+records the lock done: each shard's DDL event, released once the lock is done, reaches the
+Iceberg sink at its barrier, which evolves the target's tables to the schema that event
+carries (`iceberg_sink.IcebergRows.ddl`). The first shard's evolves them in one schema commit;
+the others' find nothing to do (the evolution compares schemas); no row of a shard after its
+DDL is written before its own DDL step. So the DDL is applied once, after every shard reached
+it. Optimistic mode is refused for Iceberg (one line at start): it writes the rows of shards
+that have not reached the DDL into a table already evolved, whose layout they do not have.
 Lifecycle: no I/O in the constructor; `start()` / `close()`.
 """
 
@@ -29,21 +38,22 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rowbus.clients import mysql
-from rowbus.protocol.events import DdlChange
+from rowbus.protocol.events import UNKNOWN, DdlChange, StatementSession
 from rowbus.protocol.topics import CONTROL_TOPIC
 from rowbus.routing.routes import Router
 from rowbus.shard_ddl.control import ControlLog
 from rowbus.shard_ddl.coordinator import Coordinator
 from rowbus.shard_ddl.ddl import coordinated
 from rowbus.shard_ddl.election import Election
-from rowbus.shard_ddl.executor import DdlExecutor
+from rowbus.shard_ddl.executor import DdlExecutor, Outcome, SinkDdl
 from rowbus.shard_ddl.groups import ShardGroups, shard_name
 from rowbus.shard_ddl.records import lock_id
 from rowbus.shard_ddl.wedge import DEFAULT_WEDGE_REPORT_S, WedgeWatch, where_in
+from rowbus.spark_apply.exceptions import ApplyError
 from rowbus.spark_apply.planner import Envelope
 from rowbus.spark_apply.settings import JobConfig
 
@@ -58,6 +68,30 @@ def sharded_groups(router: Router, tables: Iterable[tuple[str, str, str]]) -> Sh
 
     targets = {router.shard_target(*shard) for shard in tables} - {None}
     return ShardGroups.build(router.shard_target, tables, sharded=[t for t in targets if t])
+
+
+class IcebergLockDdl:
+    """The coordinator's executor for an Iceberg sink (module docstring): a lock's DDL is
+    applied by the shards' released DDL steps, so executing it records nothing but the log."""
+
+    def execute(
+        self,
+        lock_id: str,
+        target: str | Sequence[str],
+        statement: str,
+        session: StatementSession = UNKNOWN,
+    ) -> Outcome:
+        log.info(
+            "lock %s: every shard reached it; the Iceberg tables of %s evolve at the shards' "
+            "DDL steps: %s",
+            lock_id,
+            target,
+            statement,
+        )
+        return Outcome(executed=True)
+
+    def column_types(self, target: str) -> dict[str, str]:
+        raise AssertionError("optimistic shard DDL is refused for the Iceberg sink at start")
 
 
 class ShardDdlHook:
@@ -85,11 +119,19 @@ class ShardDdlHook:
                 connect_timeout=10,
             )
 
+        executor: SinkDdl = DdlExecutor(connect, state_database)
+        if config.apply.sink_kind == "iceberg":
+            if optimistic:
+                raise ApplyError(
+                    "apply.shard_ddl.optimistic is not supported with apply.sink_kind iceberg "
+                    "(a shard's rows would reach a table evolved past their layout): turn it off"
+                )
+            executor = IcebergLockDdl()
         self.coordinator = Coordinator(
             ControlLog(config.kafka, control_topic),
             actor=actor or f"{config.apply.job}@{socket.gethostname()}:{os.getpid()}",
             groups=self.groups,
-            executor=DdlExecutor(connect, state_database),
+            executor=executor,
             election=election,
             optimistic=optimistic,
             clock=clock,

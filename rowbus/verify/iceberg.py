@@ -5,19 +5,21 @@ table read whole through the catalog (one scan of its current snapshot), each sh
 in its consistent snapshot, every source value taken to what the sink stores for it (the type
 table of spark_apply README "The Iceberg sink": TIME as microseconds, BIGINT UNSIGNED and BIT
 as numbers, SET as its members, FLOAT as its binary32 value, TIMESTAMP in UTC, zero dates as
-NULL). The report is the MySQL comparison's (`TableDiff`, one chunk per table).
+NULL). The report is the MySQL comparison's (`TableDiff`, one chunk per table). A table without
+a primary key (no identifier fields, PROTOCOL.md §9.3) is compared as a multiset of rows.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import struct
+from collections import Counter
 from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
 from rowbus.exceptions import VerifyError
-from rowbus.verify.checksum import Chunk, Key, TableRef, columns, rows
+from rowbus.verify.checksum import Chunk, Key, TableRef, all_rows, columns, primary_key, rows
 from rowbus.verify.compare import TableDiff, _add
 
 
@@ -33,12 +35,7 @@ def compare_iceberg(
     fields = list(schema.fields)
     cols = [f.name for f in fields]
     key = [schema.find_field(i).name for i in schema.identifier_field_ids]
-    if not key:
-        diff.error = "the Iceberg table has no identifier fields (not a current-state table)"
-        return diff
-    positions = [cols.index(k) for k in key]
     types = [str(f.field_type) for f in fields]
-    upstream: dict[Key, Key] = {}
     for shard in shards:
         missing = [
             c
@@ -52,6 +49,15 @@ def compare_iceberg(
             )
         with shard.conn.cursor() as cur:
             cur.execute("SET time_zone = '+00:00'")  # TIMESTAMP values as UTC, as stored
+    if not key:
+        if any(primary_key(shard) for shard in shards):
+            diff.error = "the Iceberg table has no identifier fields (not a current-state table)"
+        else:  # a table without a primary key (PROTOCOL.md §9.3)
+            _compare_keyless(diff, table, shards, cols, types, max_keys)
+        return diff
+    positions = [cols.index(k) for k in key]
+    upstream: dict[Key, Key] = {}
+    for shard in shards:
         for values in rows(shard, key, cols, Chunk(None, None)).values():
             stored = tuple(_stored(v, t) for v, t in zip(values, types, strict=True))
             k = tuple(stored[i] for i in positions)
@@ -74,6 +80,39 @@ def compare_iceberg(
     if diff.differences:
         diff.chunks_differing = 1
     return diff
+
+
+def _compare_keyless(
+    diff: TableDiff,
+    table: Any,
+    shards: Sequence[TableRef],
+    cols: list[str],
+    types: list[str],
+    max_keys: int,
+) -> None:
+    """A table without a primary key: the rows compared as multisets (equal rows repeat),
+    listed by their values where the counts differ; SET members compared as sets."""
+    upstream = Counter(
+        tuple(_stored(v, t) for v, t in zip(values, types, strict=True))
+        for shard in shards
+        for values in all_rows(shard, cols)
+    )
+    sets = {i for row in upstream for i, v in enumerate(row) if isinstance(v, frozenset)}
+    downstream = Counter(
+        tuple(
+            (frozenset(v.split(",")) if v else frozenset()) if i in sets and v is not None else v
+            for i, v in enumerate(row[c] for c in cols)
+        )
+        for row in table.scan().to_arrow().to_pylist()
+    )
+    diff.chunks = 1
+    diff.source_rows, diff.target_rows = upstream.total(), downstream.total()
+    for values in sorted((upstream - downstream).elements(), key=repr):
+        _add(diff, diff.missing, values, max_keys)
+    for values in sorted((downstream - upstream).elements(), key=repr):
+        _add(diff, diff.extra, values, max_keys)
+    if diff.differences:
+        diff.chunks_differing = 1
 
 
 def _stored(value: Any, iceberg_type: str) -> Any:

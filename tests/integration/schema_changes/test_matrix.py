@@ -9,12 +9,15 @@ both are compared with the source: rows column for column, and the schema as
 ``SHOW CREATE TABLE`` shows it (column types with every parameter, nullability, defaults,
 collations, primary key, other indexes); then
 (c) a second run of the same Spark applies every case Iceberg's schema evolution can express
-into Iceberg tables (issue #34, `iceberg_matrix`), read back through the catalog and by DuckDB.
+into Iceberg tables (issue #34, `iceberg_matrix`), read back through the catalog and by DuckDB,
+the current state compared at the end and as it was before and right after each DDL of each
+table (time travel, `compare_before_ddls`, against the Subscriber's rebuild then).
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -24,7 +27,7 @@ import pytest
 
 from rowbus.config import Settings
 from rowbus.consumers.subscriber import Subscriber
-from rowbus.protocol.ddl import TableName
+from rowbus.protocol.ddl import DdlKind, TableName, parse_ddl
 from rowbus.protocol.events import DdlChange, ReaderCheckpoint, RowChange
 from rowbus.spark_apply.job import BatchApplier, start_query
 from rowbus.waiting import wait_for
@@ -278,6 +281,7 @@ def test_schema_change_matrix_through_subscriber_and_spark(
             assert [r["d"] for r in expected[TableName(db, "add_def")][1]] == [7, 7, 9]
             rebuilt = Rebuild()
             received: list[tuple[RowChange, Any]] = []
+            before_ddls = BeforeDdls()
 
             deadline = time.monotonic() + 240
 
@@ -300,8 +304,11 @@ def test_schema_change_matrix_through_subscriber_and_spark(
                         if isinstance(ev, RowChange):
                             rebuilt.apply(ev, sub.table(ev))
                             received.append((ev, sub.table(ev)))
+                            before_ddls.row(ev)
                         elif isinstance(ev, DdlChange):
+                            before_ddls.ddl(ev, rebuilt)
                             rebuilt.apply(ev, None)
+                            before_ddls.applied(rebuilt)
 
                 sub.run(take, idle_timeout=20, should_stop=caught_up)
             report = compare(rebuilt, expected)
@@ -320,7 +327,9 @@ def test_schema_change_matrix_through_subscriber_and_spark(
                 assert got[name] == expected[name], name
 
             # (c) the same stream into Iceberg (issue #34), the same Spark
-            iceberg_matrix(services, spark, setup, ice_job, db, z, expected, received, tmp_path)
+            iceberg_matrix(
+                services, spark, setup, ice_job, db, z, expected, received, before_ddls, tmp_path
+            )
     finally:
         with connect(server) as conn, conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{z}`")
@@ -338,6 +347,126 @@ ICEBERG_REFUSED = {
 ICEBERG_TABLES = sorted(set(TABLES) - {"modify_type", "lenient"} | {"rt_old", "rt_b"})
 ICEBERG_RENAMES = {"rt_old": "rt_new", "rt_b": "rt_c"}
 ICEBERG_COLUMN_RENAMES = {"rename_col": {"a": "z"}, "change_col": {"a": "b"}}
+
+
+class BeforeDdls:
+    """The Subscriber's rebuild of each table just before each of its DDLs, and how many
+    change-log entries (row events, a TRUNCATE's event) the table had by then: what its
+    Iceberg current state must hold at the step before that DDL (`compare_before_ddls`)."""
+
+    def __init__(self) -> None:
+        self.logged: Counter[TableName] = Counter()
+        self.states: list[tuple[TableName, int, list[dict[str, Any]]]] = []
+        self.after: dict[int, tuple[list[str], list[dict[str, Any]]]] = {}
+        """By index in `states`: the table's columns and rows right after that DDL."""
+        self._pending: tuple[int, TableName] | None = None
+
+    def row(self, ev: RowChange) -> None:
+        self.logged[TableName(ev.schema, ev.table)] += 1
+
+    def ddl(self, ev: DdlChange, rebuilt: Rebuild) -> None:
+        parsed = parse_ddl(ev.statement, ev.schema)
+        for old, new in parsed.renames:  # the change log is renamed with its table
+            self.logged[new] = self.logged.pop(old, 0)
+            self.states = [(new if n == old else n, c, r) for n, c, r in self.states]
+        self._pending = None
+        if ev.kind in (DdlKind.DROP_TABLE, DdlKind.DROP_DATABASE):
+            # the current state's table goes, its snapshots with it
+            gone = set(parsed.tables)
+            keep = [
+                i
+                for i, x in enumerate(self.states)
+                if x[0] not in gone and x[0].schema != parsed.database
+            ]
+            self.states = [self.states[i] for i in keep]
+            self.after = {n: self.after[i] for n, i in enumerate(keep) if i in self.after}
+            return
+        name = parsed.table
+        if name is None or name not in rebuilt.tables or not self.logged[name]:
+            return
+        rows = [dict(r) for r in rebuilt.tables[name][1].values()]
+        self.states.append((name, self.logged[name], rows))
+        if ev.table_schema is not None and not parsed.renames:
+            self._pending = (len(self.states) - 1, name)
+        if ev.kind is DdlKind.TRUNCATE_TABLE:
+            self.logged[name] += 1  # its ``truncate`` event
+
+    def applied(self, rebuilt: Rebuild) -> None:
+        """After the rebuild applied the DDL `ddl` was called with: its rows then."""
+        if self._pending is None:
+            return
+        index, name = self._pending
+        schema, rows = rebuilt.tables[name]
+        assert schema is not None
+        self.after[index] = ([c.name for c in schema.columns], [dict(r) for r in rows.values()])
+        self._pending = None
+
+
+def _mark(snapshot: Any) -> tuple[int, int, int] | None:
+    """The (batch, step, DDL part) an apply job's commit carries; None for another commit."""
+    from rowbus.spark_apply.iceberg_catalog import BATCH, DDL, STEP
+
+    props = snapshot.summary.additional_properties if snapshot.summary is not None else {}
+    if BATCH not in props:
+        return None
+    return (int(props[BATCH]), int(props[STEP]), int(props.get(DDL, 0)))
+
+
+def compare_before_ddls(catalog: Any, before_ddls: BeforeDdls, want: Any) -> int:
+    """Each Iceberg current-state table as it was at the step before each of its DDLs (time
+    travel to the newest snapshot at or before the step that committed the last change-log
+    entry before the DDL, read with that snapshot's schema) equal to the Subscriber's rebuild
+    then, and right after the DDL (the same files, the TRUNCATE's commit included, read with
+    the first later schema holding the columns the DDL left: renamed, added with their
+    initial defaults, dropped) equal to the rebuild after it. Returns how many states were
+    compared."""
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.io.pyarrow import ArrowScan
+
+    compared = 0
+    for index, (name, count, rows) in enumerate(before_ddls.states):
+        if name not in want:
+            continue
+        log = catalog.load_table((name.schema, f"{name.table}_changelog"))
+        marks = [
+            (m, int(snap.summary.additional_properties["total-records"]))
+            for snap in log.metadata.snapshots
+            if (m := _mark(snap)) is not None
+        ]
+        at = next(m for m, total in marks if total >= count)
+        # A step ends at its DDL: a TRUNCATE's commit in the step of `at` (its DDL part) is
+        # this DDL when rows were held before it, an earlier one when none were.
+        bound = (at[0], at[1], 0 if rows else 1)
+        table = catalog.load_table((name.schema, name.table))
+        held = [
+            snap
+            for snap in table.metadata.snapshots
+            if (m := _mark(snap)) is not None and m <= bound
+        ]
+        got = table.scan(snapshot_id=held[-1].snapshot_id).to_arrow().to_pylist() if held else []
+        assert _by_str(got) == _by_str(rows), (name, count, at)
+        compared += 1
+        after = before_ddls.after.get(index)
+        if after is None or not held:
+            continue
+        # Right after the DDL: the same files (a TRUNCATE's commit included) read with the
+        # first schema that has the columns the DDL left (its schema commit, or none).
+        names, rows_after = after
+        last = [
+            x
+            for x in table.metadata.snapshots
+            if (m := _mark(x)) is not None and m <= (at[0], at[1], 1)
+        ][-1]
+        schema = next(
+            sc
+            for sc in table.metadata.schemas
+            if sc.schema_id >= (last.schema_id or 0) and {f.name for f in sc.fields} == set(names)
+        )
+        tasks = table.scan(snapshot_id=last.snapshot_id).plan_files()
+        read = ArrowScan(table.metadata, table.io, schema, AlwaysTrue()).to_table(tasks)
+        assert _by_str(read.to_pylist()) == _by_str(rows_after), (name, "after", at)
+        compared += 1
+    return compared
 
 
 def _image(row: dict[str, Any], prefix: str) -> dict[str, Any]:
@@ -366,6 +495,7 @@ def iceberg_matrix(
     z: str,
     expected: dict[TableName, tuple[Any, Any]],
     received: list[tuple[RowChange, Any]],
+    before_ddls: BeforeDdls,
     tmp_path: Path,
 ) -> None:
     """Every case but `ICEBERG_REFUSED` applied into Iceberg (both forms) by one run, read back
@@ -421,6 +551,9 @@ def iceberg_matrix(
     got = current()
     for name in want:
         assert got[name] == want[name], name
+    # Not only at the end: each table as it was before and right after each of its DDLs.
+    # 14 DDLs of tables that held rows: the state before each and right after it
+    assert compare_before_ddls(catalog, before_ddls, want) >= 28
     # The same tables read by DuckDB's Iceberg reader (renamed columns, initial defaults and
     # all): the same rows.
     for name in (n for n in want if want[n]):  # (a table never written has no Iceberg table)

@@ -2,8 +2,9 @@
 the Spark apply job → sink. Each consumer must deliver the marker written after every shape (no
 stall), the Subscriber's changes replayed onto empty tables must equal the source row for row,
 and the sink's tables must equal the source's (keyless and unique-key tables included). Then the
-same stream goes into Iceberg (issue #34; the keyed tables, both forms, the same Spark): the
-current state equal to the source, each change log the events the Subscriber delivered."""
+same stream goes into Iceberg (issue #34; every table, keyless ones too, both forms, the same
+Spark, a replayed step among them): the current state equal to the source, each change log,
+in commit order, the events the Subscriber delivered."""
 
 from __future__ import annotations
 
@@ -55,8 +56,11 @@ def replay(got: list[Transaction]) -> dict[tuple[str, str], Counter[tuple[Any, .
     return {k: +v for k, v in tables.items()}
 
 
-ICEBERG_KEYLESS = ("k", "c")
-"""Tables without a primary key: the Iceberg current-state form refuses them (issue #34)."""
+KEYLESS = ("k", "c")
+"""Tables without a primary key (PROTOCOL.md §9.3): duplicates, NULLs, one of several equal rows
+deleted and updated."""
+CHANGE_LOG_ORDER = ("_ts", "_source", "_binlog_file", "_binlog_offset", "_txn_index")
+"""How a user orders an Iceberg change log in commit order (spark_apply README)."""
 
 
 def into_iceberg(
@@ -70,16 +74,20 @@ def into_iceberg(
     other: str,
     tmp_path: Path,
 ) -> None:
-    """Every keyed table of the shapes applied into Iceberg (both forms) by one run, read back
-    through the catalog: the current state equal to the source row for row, each change log
-    holding exactly the row events the Subscriber delivered (each once, none rolled back)."""
+    """Every table of the shapes applied into Iceberg (both forms), read back through the
+    catalog: the current state equal to the source row for row (as multisets: the keyless
+    tables hold equal rows), each change log, ordered by `CHANGE_LOG_ORDER`, exactly the row
+    events the Subscriber delivered for its table in their order (each once, none rolled
+    back). The first step that deletes from a keyless table fails after its Iceberg commits
+    (before its checkpoint) and a new driver replays it: not applied twice."""
     from pyiceberg.exceptions import NoSuchTableError
 
     from rowbus.routing.routes import RouteSettings
+    from rowbus.spark_apply.exceptions import ApplyError
     from rowbus.spark_apply.iceberg_sink import IcebergSink
     from tests.integration.fidelity.test_values import _iceberg_config
 
-    tables = [(s, t) for s, t in compared_tables(db, other) if t not in ICEBERG_KEYLESS]
+    tables = compared_tables(db, other)
     routes = [RouteSettings(match=f"{s}.{t}") for s, t in tables]
     base = mysql_config.model_copy(
         update={
@@ -90,6 +98,8 @@ def into_iceberg(
                     "routes": tuple(routes),
                     "unrouted": "skip",
                     "checkpoint_location": tmp_path / "cp_ice",
+                    # each batch written inside foreachBatch: the injected failure fails it
+                    "overlap_batches": False,
                 }
             )
         }
@@ -99,6 +109,28 @@ def into_iceberg(
     sink = applier.sink
     assert isinstance(sink, IcebergSink)
     catalog = sink.tables._catalog
+    # A crash between the Iceberg commits of a step that deletes one of several equal rows
+    # and its checkpoint: the replay must find the step committed and not delete another.
+    failed: list[int] = []
+    keyless_delete = [False]
+    write_step, checkpoint = sink.tables.write_step, sink.ledger.checkpoint
+
+    def write_step_noting(batch_id: int, step: int, rows: Any) -> int:
+        rows = list(rows)
+        keyless_delete[0] = any(
+            isinstance(e.event, RowChange) and e.event.table == "k" and e.event.op is Op.DELETE
+            for e in rows
+        )
+        return write_step(batch_id, step, rows)
+
+    def checkpoint_failing_once(conn: Any, cp: tuple[Any, ...], shard: int, rows: int) -> None:
+        if keyless_delete[0] and not failed:
+            failed.append(cp[0])
+            raise ApplyError("test: the driver died after its Iceberg commits")
+        checkpoint(conn, cp, shard, rows)
+
+    sink.tables.write_step = write_step_noting  # type: ignore[method-assign]
+    sink.ledger.checkpoint = checkpoint_failing_once  # type: ignore[method-assign]
 
     def scan(schema: str, table: str) -> list[dict[str, Any]]:
         try:
@@ -114,9 +146,32 @@ def into_iceberg(
         query = start_query(spark, config, applier)
         try:
             wait_for(
+                lambda: query.exception() is not None or applier.writer.failure() is not None,
+                timeout=180,
+                interval=0.5,
+                what="the injected failure to stop the query",
+            )
+        finally:
+            query.stop()
+        assert failed, "no step deleted from the keyless table"
+        applier.close()
+        applier = BatchApplier(config).start()  # a new driver: the batch runs again
+        query = start_query(spark, config, applier)
+
+        def replayed() -> bool:
+            # Iceberg may equal the source before the replay (the failed step was the last):
+            # the state database must have the failed batch done too (own connection: the
+            # job's is the batch thread's).
+            with connect(services.resolved_sink, f"state_{job}") as conn, conn.cursor() as cur:
+                cur.execute("SELECT batch_id, complete FROM apply_head WHERE job = %s", (job,))
+                head = cur.fetchone()
+            return head is not None and (int(head[0]), bool(head[1])) > (failed[0], False)
+
+        try:
+            wait_for(
                 lambda: (
                     query.exception() is not None
-                    or all(current(s, t) == rows for (s, t), rows in want.items())
+                    or (replayed() and all(current(s, t) == rows for (s, t), rows in want.items()))
                 ),
                 timeout=180,
                 interval=1.0,
@@ -129,24 +184,44 @@ def into_iceberg(
         applier.close()
     for (s, t), rows in want.items():
         assert current(s, t) == rows, (s, t)
-        delivered = Counter(
+        delivered = [
             (e.op.value, tuple(e.before or ()), tuple(e.after or ()))
             for txn in got
             for e in txn.events
             if isinstance(e, RowChange) and (e.schema, e.table) == (s, t)
-        )
-        logged: Counter[tuple[Any, ...]] = Counter()
-        for r in scan(s, f"{t}_changelog"):
+        ]
+        logged = []
+        for r in sorted(scan(s, f"{t}_changelog"), key=lambda r: [r[c] for c in CHANGE_LOG_ORDER]):
             before = tuple(v for k, v in r.items() if k.startswith("before_"))
             after = tuple(v for k, v in r.items() if k.startswith("after_"))
-            logged[
+            logged.append(
                 (
                     r["_op"],
                     () if r["_op"] == "insert" else before,
                     () if r["_op"] == "delete" else after,
                 )
-            ] += 1
+            )
         assert delivered and logged == delivered, (s, t)
+    # `rowbus verify` compares a keyless Iceberg table as a multiset: equal, then a row
+    # twice upstream and once in Iceberg is one missing row.
+    from rowbus.verify import verify
+
+    settings = services.model_copy(
+        update={
+            "apply": services.apply.model_copy(
+                update={"sink_kind": "iceberg", "iceberg": config.apply.iceberg}
+            )
+        }
+    )
+    diffs = {d.target: d for d in verify(settings, routes, [db])}  # every table of db
+    assert {f"iceberg:{db}.{t}" for t in KEYLESS} <= set(diffs)
+    assert all(d.equal for d in diffs.values()), diffs
+    with connect(server, db) as conn, conn.cursor() as cur:
+        cur.execute("INSERT INTO k VALUES (5, NULL)")
+    diffs = {d.target: d for d in verify(settings, routes, [db])}
+    assert diffs[f"iceberg:{db}.c"].equal
+    k = diffs[f"iceberg:{db}.k"]
+    assert (k.source_rows - k.target_rows, k.missing, k.extra) == (1, [(5, None)], []), k
 
 
 def has_marker(txn: Transaction) -> bool:
