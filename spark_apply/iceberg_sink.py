@@ -216,7 +216,7 @@ class IcebergTables:
                 if changelog:
                     return self._append_events(table, part, marker, files)
                 if part.layout.projection.keyless:
-                    return self._rewrite_keyless(table, part, marker)
+                    return _rewrite_keyless(table, part, marker)
                 return self._overwrite_keys(table, part, marker, files)
             except (CommitFailedException, ValidationException) as exc:
                 # pyiceberg retried the commit itself, or found files added under the keys
@@ -295,18 +295,6 @@ class IcebergTables:
             else:
                 _append_files(tx, files or [], marker)
         return len(keys)
-
-    def _rewrite_keyless(self, table: Any, part: _TableStep, marker: dict[str, str]) -> int:
-        """Current state of a table without a primary key (PROTOCOL.md §9.3): the step's
-        changes applied one by one, in order, in one commit (`iceberg_keyless`)."""
-        lay = part.layout
-
-        def stored(images: list[tuple[Value, ...]]) -> list[tuple[Any, ...]]:
-            # As the table stores them (its Arrow types): what a scan returns.
-            data = _arrow(table, lay.names, column_arrays(lay.kinds, lay.converters, images))
-            return [tuple(r.values()) for r in data.to_pylist()]
-
-        return rewrite(table, keyless_changes(lay, part.events, stored), marker)
 
     def _append_events(
         self, table: Any, part: _TableStep, marker: dict[str, str], files: list[Any] | None
@@ -614,6 +602,19 @@ def _append_files(tx: Any, files: Sequence[Any], marker: dict[str, str]) -> None
     with tx.update_snapshot(snapshot_properties=marker).fast_append() as append:
         for data_file in files:
             append.append_data_file(data_file)
+
+
+def _rewrite_keyless(table: Any, part: _TableStep, marker: dict[str, str]) -> int:
+    """Current state of a table without a primary key (PROTOCOL.md §9.3): the step's changes
+    applied one by one, in order, in one commit (`iceberg_keyless`)."""
+    lay = part.layout
+
+    def stored(images: list[tuple[Value, ...]]) -> list[tuple[Any, ...]]:
+        # As the table stores them (its Arrow types): what a scan returns.
+        data = _arrow(table, lay.names, column_arrays(lay.kinds, lay.converters, images))
+        return [tuple(r.values()) for r in data.to_pylist()]
+
+    return rewrite(table, keyless_changes(lay, part.events, stored), marker)
 
 
 def _arrow(table: Any, names: Sequence[str], arrays: list[Any]) -> Any:
