@@ -121,7 +121,7 @@ def collapsed(
             continue  # no route takes the table: collapse skips its rows
         if isinstance(proj, str) or table is None or not rows.fit(at, len(table.columns)):
             return None
-        found = rows.piece(at, proj, folds(proj.target))
+        found = rows.piece(at, proj, len(table.columns), folds(proj.target))
         if found is None:
             return None
         if proj.target not in by_target:
@@ -135,18 +135,19 @@ def collapsed(
 
 @dataclass(slots=True)
 class _Split:
-    """A task's rows in release order, their texts split at `SEP` (numpy and Arrow arrays,
-    one entry per row but `values`, every field of every row)."""
+    """A task's rows in release order: per row its op, schema id, before-image length and
+    images' text (numpy and Arrow arrays, one entry per row). Texts are cut only where a
+    field is needed (split kernels with a bound), not into every field of every row."""
 
-    values: Any
-    starts: Any
-    """Per row the index in `values` of the image its key is read from: a delete's (or a
-    key move's old half's) before image, every other row's after image."""
     op: Any
     n: Any
-    count: Any
     sid: Any
     deleting: Any
+    """The row deletes its key: a delete, or the old key's half of a key move."""
+    images: Any
+    """The images' text: the before image's literals, then the after image's."""
+    fields: Any
+    """Literals in `images`."""
 
     @staticmethod
     def of(batches: Sequence[Any]) -> _Split:
@@ -158,27 +159,26 @@ class _Split:
         order = pc.sort_indices(
             table, [(c, "ascending") for c in ("ts", "source", "okey", "part")]
         )  # stable: equal rows keep their read order, as the one collapse's sort does
-        fields = pc.split_pattern(table.column("row").take(order).combine_chunks(), SEP)
+        head = pc.split_pattern(
+            table.column("row").take(order).combine_chunks(), SEP, max_splits=_IMAGES
+        )
         parts = table.column("part").take(order).combine_chunks()
 
         def numbers(array: Any) -> Any:
             return pc.cast(array, pa.int64()).to_numpy(zero_copy_only=False)
 
-        op = pc.list_element(fields, 0)
-        n = numbers(pc.list_element(fields, 2))
-        deleting = np.logical_or(
-            pc.equal(op, _DELETE).to_numpy(zero_copy_only=False),
-            parts.to_numpy(zero_copy_only=False) == _OLD_KEY,
-        )
-        offsets = fields.offsets.to_numpy()[:-1].astype(np.int64)
+        op = pc.list_element(head, 0)
+        images = pc.list_element(head, _IMAGES)
         return _Split(
-            fields.values,
-            offsets + _IMAGES + np.where(deleting, 0, np.maximum(n, 0)),
             op,
-            n,
-            numbers(pc.list_value_length(fields)),
-            numbers(pc.list_element(fields, 1)),
-            deleting,
+            numbers(pc.list_element(head, 2)),
+            numbers(pc.list_element(head, 1)),
+            np.logical_or(
+                pc.equal(op, _DELETE).to_numpy(zero_copy_only=False),
+                parts.to_numpy(zero_copy_only=False) == _OLD_KEY,
+            ),
+            images,
+            numbers(pc.count_substring(images, SEP)) + 1,
         )
 
     def fit(self, at: Any, width: int) -> bool:
@@ -191,11 +191,13 @@ class _Split:
 
         deleted = pc.equal(self.op.take(pa.array(at)), _DELETE).to_numpy(zero_copy_only=False)
         n = self.n[at]
-        expected = _IMAGES + np.maximum(n, 0) + np.where(deleted, 0, width)
+        expected = np.maximum(n, 0) + np.where(deleted, 0, width)
         before = (n == width) | ((n == -1) & ~deleted)
-        return bool(np.all(before & (self.count[at] == expected)))
+        return bool(np.all(before & (self.fields[at] == expected)))
 
-    def piece(self, at: Any, proj: Projection, folds: Mapping[str, Fold]) -> tuple[Any, Any] | None:
+    def piece(
+        self, at: Any, proj: Projection, width: int, folds: Mapping[str, Fold]
+    ) -> tuple[Any, Any] | None:
         """(key text, statement item or null) of each of the rows `at` of one schema; None
         when a key is text under a collation that folds it (collapse must clear the keys
         it joins)."""
@@ -203,10 +205,20 @@ class _Split:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        starts = self.starts[at]
+        # The image each row's key is read from, from its first literal on: a delete's
+        # before image (the images' start), an upsert's after image (past the before image
+        # when it has one).
+        image = self.images.take(pa.array(at))
+        past = np.flatnonzero(~self.deleting[at] & (self.n[at] >= 0))
+        if len(past):
+            after = pc.list_element(
+                pc.split_pattern(image.take(pa.array(past)), SEP, max_splits=width), width
+            )
+            image = pc.if_else(_mask(len(at), past), _scatter(len(at), past, after), image)
         keys = []
         for p in proj.key_positions:
-            literal = self.values.take(pa.array(starts + proj.indexes[p]))
+            column = proj.indexes[p]
+            literal = pc.list_element(pc.split_pattern(image, SEP, max_splits=column + 1), column)
             fold = folds.get(proj.columns[p].lower(), Fold.TEXT)
             if fold is not Fold.EXACT and pc.any(pc.starts_with(literal, "'")).as_py():
                 return None
@@ -215,9 +227,16 @@ class _Split:
         upserting = np.flatnonzero(~self.deleting[at])
         items = pa.nulls(len(at), pa.string())
         if len(upserting):
-            lits = [self.values.take(pa.array(starts[upserting] + i)) for i in proj.indexes]
-            joined = pc.binary_join_element_wise(*lits, ",")
-            items = _scatter(items, upserting, pc.binary_join_element_wise("(", joined, ")", ""))
+            after = image.take(pa.array(upserting))
+            if proj.indexes == tuple(range(width)):  # the whole image, in its order
+                joined = pc.replace_substring(after, SEP, ",")
+            else:
+                literals = pc.split_pattern(after, SEP)
+                joined = pc.binary_join_element_wise(
+                    *(pc.list_element(literals, i) for i in proj.indexes), ","
+                )
+            row = pc.binary_join_element_wise("(", joined, ")", "")
+            items = _scatter(len(at), upserting, row)
         return key, items
 
 
@@ -280,15 +299,25 @@ def _projection(
     return proj
 
 
-def _scatter(items: Any, at: Any, values: Any) -> Any:
-    """`items` with `values` put at the positions `at` (sorted)."""
+def _mask(length: int, at: Any) -> Any:
+    """A boolean array of `length`, true at the positions `at`."""
     import numpy as np
     import pyarrow as pa
 
-    index = np.full(len(items), -1, np.int64)
+    mask = np.zeros(length, bool)
+    mask[at] = True
+    return pa.array(mask)
+
+
+def _scatter(length: int, at: Any, values: Any) -> Any:
+    """An array of `length` holding `values` at the positions `at` (sorted), null elsewhere."""
+    import numpy as np
+    import pyarrow as pa
+
+    index = np.full(length, -1, np.int64)
     index[at] = np.arange(len(at))
-    mask = index < 0
-    return values.take(pa.array(np.where(mask, 0, index), mask=mask))
+    missing = index < 0
+    return values.take(pa.array(np.where(missing, 0, index), mask=missing))
 
 
 def write_bulks(cur: Any, bulks: list[Bulk], max_bytes: int) -> int | None:
