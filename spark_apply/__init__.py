@@ -34,8 +34,9 @@ Modules, by role:
 - `ddl`, `catalog`, `shard_ddl`: DDL barriers, schemas by id, shard-DDL coordination;
 - `snapshots`: the statements that apply snapshot markers (seen-key sets in the sink);
 - `overlap`, `recovery`: a batch's write overlapping the next read, riding out a sink outage;
-- `owned`, `throughput`, `release`, `ownership`: throughput mode (opt-in): the driver's steps,
-  the executors' keying and owned writes, the release from lane summaries, the owner of a row;
+- `owned`, `throughput`, `release`, `ownership`, `arrow_collapse`: throughput mode (opt-in):
+  the driver's steps, the executors' keying and owned writes, the release from lane summaries,
+  the owner of a row, a write task's collapse over its Arrow rows;
 - `settings`, `metrics`, `progress`, `stall`, `exceptions`: configuration, counters, the
   progress API for tools, the stall report (what held events wait for), errors.
 

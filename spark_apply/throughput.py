@@ -24,9 +24,11 @@ Per micro-batch (`owned.apply_owned`, called by `job.BatchApplier` in ``mode: th
 3. **Write** (executors, `write_owned`): the bundles repartitioned by owner bucket into the
    batch's task count (stored in the sink before any task writes: `MySQLSink.batch_tasks`);
    each task keeps the rows at or below the mark (`released`), sorts them by (ts, source,
-   order key) — the merger's release order restricted to them — collapses them from their
-   literal images (`changes.collapse_images`, without an event per row; a keyless table or
-   one with another unique key: their events through the one collapse, `changes.collapse`)
+   order key) — the merger's release order restricted to them — and collapses them over
+   Arrow (`arrow_collapse`, no Python object per row), or where collapse has more to do
+   than the last change per key, from their literal images one by one
+   (`changes.collapse_images`; a keyless table or one with another unique key: their events
+   through the one collapse, `changes.collapse`)
    and writes them with its marker (job, batch, 0, task) first in one transaction
    (`shard_writes.marked_transaction`).
 4. **Commit** (driver, `MySQLSink.commit_owned`): once every task succeeded, the head moves to
@@ -527,27 +529,65 @@ def write_owned(ctx: WriteContext) -> Callable[[Iterator[Any]], Iterator[Any]]:
         assert context is not None  # a task's
         task = context.partitionId()
         with collector_paused():
-            rows = sorted(_rows(released(unbundled(batches), ctx.mark)), key=_RELEASE_ORDER)
-            if not rows:
+            kept = list(released(unbundled(batches), ctx.mark))
+            if not sum(b.num_rows for b in kept):
                 return
-            tables = _collapsed(rows, Router(ctx.routes, ctx.unrouted), ctx)
+            writes = _TaskWrites(kept, ctx)
             written = marked_transaction(
                 ctx.sink,
                 ctx.state_db,
                 ctx.job,
                 task,
                 (ctx.batch_id, 0, ctx.offsets, ctx.watermark, None),
-                lambda cur: _write(cur, tables, ctx),
+                writes.write,
             )
             # Freed before the collector's pass at the block's end, which would otherwise
             # traverse every row and image still held (~1.9 µs a W1 row, measured in process).
-            rows.clear()
-            tables.clear()
+            writes.clear()
         yield pa.RecordBatch.from_pydict(
             {"task": [task], "rows": [written]}, schema=_arrow("task INT, rows BIGINT")
         )
 
     return run
+
+
+class _TaskWrites:
+    """A write task's released rows and how they are written: collapsed over Arrow
+    (`arrow_collapse`) where that is the whole of the collapse, else one by one
+    (`_collapsed`), which also takes over when the sink refuses the Arrow path's upsert as
+    truncated (the ENUM error value)."""
+
+    def __init__(self, kept: list[Any], ctx: WriteContext) -> None:
+        from rowbus.spark_apply.arrow_collapse import collapsed
+
+        self.kept, self.ctx = kept, ctx
+        self.router = Router(ctx.routes, ctx.unrouted)
+        self.bulks = collapsed(
+            kept,
+            ctx.schemas.get,
+            self.router,
+            lambda t: ctx.unique_keys.get(t, ()),
+            lambda t: ctx.generated.get(t, frozenset()),
+            lambda t: ctx.folds.get(t, {}),
+        )
+        self.tables: dict[Target, TableChanges] | None = None
+
+    def write(self, cur: Any) -> int:
+        """The rows written on `cur` (in the task's marked transaction; run again after a
+        deadlock)."""
+        from rowbus.spark_apply.arrow_collapse import write_bulks
+
+        if self.bulks is not None:
+            written = write_bulks(cur, self.bulks, self.ctx.statement_bytes)
+            if written is not None:
+                return written
+        if self.tables is None:
+            rows = sorted(_rows(self.kept), key=_RELEASE_ORDER)
+            self.tables = _collapsed(rows, self.router, self.ctx)
+        return _write(cur, self.tables, self.ctx)
+
+    def clear(self) -> None:
+        self.kept, self.bulks, self.tables = [], None, None
 
 
 def released(batches: Iterable[Any], mark: int) -> Iterator[Any]:
