@@ -192,7 +192,8 @@ def test_kill_9_before_and_after_a_step_commit(
     holds what Spark may have logged or not: nothing lost, nothing applied twice). Three
     driver starts; a kill sent from the test when it saw a checkpoint took five kills (six
     starts) to likely land in both windows."""
-    d = published_job(services, make_topic, make_database, unique, tmp_path)
+    # 250 transactions, 1,000 records: 9 batches, the kills in the first three.
+    d = published_job(services, make_topic, make_database, unique, tmp_path, txns=250)
     log = (tmp_path / "driver.log").open("w")
     run_killed(d, log, "kill-before-commit:2")
     assert checkpoints(services, d.job) == 1, "the second step's checkpoint was rolled back"
