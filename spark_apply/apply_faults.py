@@ -5,9 +5,10 @@ Unset (always, outside tests), `armed` returns None and `sinks.Sink` calls nothi
 at the `n`-th step this process commits (counting the steps of every batch, in order):
 
 - ``kill-before-commit``: the step's rows, its checkpoint row and the head's move written in
-  the open sink transaction, before the commit. The server rolls it back; Spark's commit log,
-  one batch ahead of the sink when the write overlaps the next read (`overlap`), has the
-  batch done: a restart must rewind it and apply the step again;
+  the open sink transaction, the commit held until Spark calls the job for the next batch
+  (`batch_started`: Spark's commit log then has this batch done, one batch ahead of the sink
+  as `overlap` allows; at most `HOLD_S`), then SIGKILL. The server rolls the step back: a
+  restart must rewind Spark's log and apply the step again;
 - ``kill-after-commit``: right after the commit. The sink holds the step (the whole batch
   for a last step); Spark has logged the batch done and may be reading the next, or, not yet
   logged, replays it and the sink skips what it holds.
@@ -23,7 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
-from collections.abc import Callable
+import threading
 
 from rowbus.spark_apply.exceptions import ApplyError
 
@@ -33,9 +34,47 @@ ENV = "ROWBUS_APPLY_FAULT"
 ACTIONS = {"kill-before-commit": False, "kill-after-commit": True}
 """Each action, and whether it fires after the commit (else before it)."""
 
-Fault = Callable[[int, int, bool], None]
-"""Called with the batch id, the step index and False just before a step's commit; with True
-just after it."""
+HOLD_S = 120.0
+"""How long ``kill-before-commit`` holds the commit for Spark to start the next batch (a
+last batch has none: the kill then lands with Spark's log not ahead)."""
+
+
+class Fault:
+    """The kill `armed` made: `at_commit` around each step's commit, `batch_started` when Spark
+    calls the job for a batch."""
+
+    def __init__(self, spec: str, at: int, after_commit: bool) -> None:
+        self.spec, self.at, self.after_commit = spec, at, after_commit
+        self.seen = 0
+        self.started = -1
+        self.cond = threading.Condition()
+
+    def batch_started(self, batch_id: int) -> None:
+        with self.cond:
+            self.started = max(self.started, batch_id)
+            self.cond.notify_all()
+
+    def at_commit(self, batch_id: int, step: int, committed: bool) -> None:
+        """Called with False just before a step's commit, with True just after it."""
+        if committed is not self.after_commit:
+            return
+        self.seen += 1
+        if self.seen != self.at:
+            return
+        ahead = False
+        if not committed:
+            with self.cond:
+                ahead = self.cond.wait_for(lambda: self.started > batch_id, HOLD_S)
+        log.warning(
+            "%s=%s: SIGKILL of the driver %s the commit of batch %d step %d%s",
+            ENV,
+            self.spec,
+            "after" if committed else "before",
+            batch_id,
+            step,
+            " (Spark runs the next batch)" if ahead else "",
+        )
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def armed() -> Fault | None:
@@ -49,23 +88,4 @@ def armed() -> Fault | None:
             f"{ENV}={spec!r}: expected <action>:<n> with action one of "
             f"{', '.join(ACTIONS)} and n >= 1; unset it outside tests"
         )
-    at, after_commit = int(count), ACTIONS[action]
-    seen = [0]
-
-    def kill(batch_id: int, step: int, committed: bool) -> None:
-        if committed is not after_commit:
-            return
-        seen[0] += 1
-        if seen[0] != at:
-            return
-        log.warning(
-            "%s=%s: SIGKILL of the driver %s the commit of batch %d step %d",
-            ENV,
-            spec,
-            "after" if committed else "before",
-            batch_id,
-            step,
-        )
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    return kill
+    return Fault(spec, int(count), ACTIONS[action])

@@ -242,10 +242,10 @@ class Sink:
             if final:
                 ledger.save_state(conn, batch_id, plan)
             if self.fault is not None:
-                self.fault(batch_id, index, False)
+                self.fault.at_commit(batch_id, index, False)
             ledger.commit(conn)
             if self.fault is not None:
-                self.fault(batch_id, index, True)
+                self.fault.at_commit(batch_id, index, True)
 
         self.kind.write_rows(StepWrite(batch_id, index, step, checkpoint, finish))
         return len(step.rows)

@@ -203,6 +203,7 @@ def test_kill_9_before_and_after_a_step_commit(
     d.sink_equals_model()
     text = (tmp_path / "driver.log").read_text(errors="replace")
     assert text.count(f"{apply_faults.ENV}=kill-") == 2, "each kill fired by the hook"
+    assert "(Spark runs the next batch)" in text, "the first kill with Spark's log ahead"
 
 
 def test_throughput_mode_kill_9_mid_batch_then_another_parallelism(
