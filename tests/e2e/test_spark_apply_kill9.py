@@ -218,8 +218,16 @@ def test_throughput_mode_kill_9_mid_batch_then_another_parallelism(
     the sink equals the model, no (batch, step, task) committed twice, and batches were
     written by executor tasks (markers of several tasks). One kill (the snapshot-mode test
     above does five): the suite's time on 2 cores is bounded."""
+    # 250 transactions: 9 batches, the kill in the second; more only replay more batches.
     d = published_job(
-        services, make_topic, make_database, unique, tmp_path, mode="throughput", parallelism=3
+        services,
+        make_topic,
+        make_database,
+        unique,
+        tmp_path,
+        txns=250,
+        mode="throughput",
+        parallelism=3,
     )
     job, cmd, env = d.job, d.cmd, d.env
     log = (tmp_path / "driver.log").open("w")
