@@ -162,6 +162,8 @@ class BatchApplier:
         return [(t, p, s) for t, s in self.topics.items() for p in range(self._partitions[t])]
 
     def __call__(self, df: Any, batch_id: int) -> None:
+        if self.sink.fault is not None:
+            self.sink.fault.batch_started(batch_id)  # a test's kill point (`apply_faults`)
         try:
             with collector_paused():
                 self._apply_batch(df, batch_id)

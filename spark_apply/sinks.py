@@ -27,6 +27,7 @@ from pymysql.connections import Connection
 
 from rowbus.protocol.events import DdlChange, SnapshotBegin, SnapshotEnd
 from rowbus.routing.routes import Target
+from rowbus.spark_apply import apply_faults
 from rowbus.spark_apply.exceptions import CheckpointConflictError
 from rowbus.spark_apply.ledger import Checkpoint, Head, Ledger, offsets_json
 from rowbus.spark_apply.planner import Envelope, Plan, PlannerState, Step
@@ -87,6 +88,8 @@ class Sink:
         self.seen = seen
         """The snapshots running in the sink (PROTOCOL.md §9.7, `rowbus.spark_apply.snapshots`)."""
         self.job = ledger.job
+        self.fault = apply_faults.armed()
+        """The kill -9 at a step's commit a test asks for (`apply_faults`); None outside tests."""
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -238,7 +241,11 @@ class Sink:
             ledger.advance(conn, head, new_head)
             if final:
                 ledger.save_state(conn, batch_id, plan)
+            if self.fault is not None:
+                self.fault.at_commit(batch_id, index, False)
             ledger.commit(conn)
+            if self.fault is not None:
+                self.fault.at_commit(batch_id, index, True)
 
         self.kind.write_rows(StepWrite(batch_id, index, step, checkpoint, finish))
         return len(step.rows)

@@ -1,5 +1,5 @@
-"""kill -9 of the apply driver mid-batch, five times: the sink still equals the upstream model
-and no (batch, step, shard) is committed twice."""
+"""kill -9 of the apply driver mid-batch: the sink still equals the upstream model and no
+(batch, step, shard) is committed twice."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from typing import IO, Any
 
 from rowbus.config import Settings
 from rowbus.routing.routes import RouteSettings
+from rowbus.spark_apply import apply_faults
 from tests import proclogs
 from tests.budget import wait_for_work
 from tests.conftest import connect
@@ -23,7 +24,7 @@ from tests.integration.spark_apply.harness import SINK_DDL, Model, Publisher
 from tests.integration.spark_apply.test_spark_apply import job_config, sink_rows
 
 PARTITIONS = 3
-TXNS = 400  # 1600 records: 14 batches of 120, five of them killed
+TXNS = 400  # 1600 records: 14 batches of 120
 
 
 def checkpoints(services: Settings, job: str) -> int:
@@ -75,8 +76,9 @@ class DriverJob:
 
 
 def kill_driver(proc: subprocess.Popen[bytes]) -> None:
-    """kill -9 of a driver started in its own session, with its JVM and workers, if it runs."""
-    if proc.poll() is None:
+    """kill -9 of a driver started in its own session, with its JVM and workers (also when the
+    driver killed itself: its JVM may outlive it)."""
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(30)
 
@@ -159,31 +161,49 @@ def published_job(
     return DriverJob(services, job, sink, model, cmd, env, tmp_path / "cp")
 
 
-def test_kill_9_mid_batch_five_times(
+def run_killed(d: DriverJob, log: IO[str], fault: str) -> None:
+    """One driver run with ``ROWBUS_APPLY_FAULT=fault``: it must kill itself there."""
+    env = {**d.env, apply_faults.ENV: fault}
+    proc = subprocess.Popen(d.cmd, env=env, stdout=log, stderr=log, start_new_session=True)
+    try:
+        wait_for_work(
+            lambda: proc.poll() is not None,
+            session=proc.pid,
+            cpu_s=FIRST_BATCH_CPU_S,
+            wall_s=WALL_S,
+            what=f"the driver to reach {fault} and kill itself",
+        )
+    finally:
+        kill_driver(proc)
+    assert proc.returncode == -signal.SIGKILL, f"{fault}: the driver ended {proc.returncode}"
+
+
+def test_kill_9_before_and_after_a_step_commit(
     services: Settings,
     make_topic: Callable[..., str],
     make_database: Callable[..., str],
     unique: Callable[[str], str],
     tmp_path: Path,
 ) -> None:
-    d = published_job(services, make_topic, make_database, unique, tmp_path)
-    job, cmd, env = d.job, d.cmd, d.env
+    """The driver killed by its own fault hook (`apply_faults`), so each kill lands in its
+    window every time: first with the second step's rows and checkpoint written and not
+    committed (the server rolls them back; Spark's log, a batch ahead of the sink, must be
+    rewound so a restart applies them again), then right after a step's commit (the sink
+    holds what Spark may have logged or not: nothing lost, nothing applied twice). Three
+    driver starts; a kill sent from the test when it saw a checkpoint took five kills (six
+    starts) to likely land in both windows."""
+    # 250 transactions, 1,000 records: 9 batches, the kills in the first three.
+    d = published_job(services, make_topic, make_database, unique, tmp_path, txns=250)
     log = (tmp_path / "driver.log").open("w")
-    for _run in range(5):
-        before = checkpoints(services, job) if _run else 0
-        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=log, start_new_session=True)
-        try:
-            wait_for_work(
-                lambda p=proc, b=before: p.poll() is not None or checkpoints(services, job) > b,
-                session=proc.pid,
-                cpu_s=FIRST_BATCH_CPU_S,
-                wall_s=WALL_S,
-                what="the driver to commit a batch",
-            )
-        finally:
-            kill_driver(proc)  # mid-stream
+    run_killed(d, log, "kill-before-commit:2")
+    assert checkpoints(services, d.job) == 1, "the second step's checkpoint was rolled back"
+    run_killed(d, log, "kill-after-commit:2")
+    assert checkpoints(services, d.job) == 3, "the step killed after its commit is kept"
     assert run_to_end(d, log) == 0, (tmp_path / "driver.log").read_text()[-3000:]
     d.sink_equals_model()
+    text = (tmp_path / "driver.log").read_text(errors="replace")
+    assert text.count(f"{apply_faults.ENV}=kill-") == 2, "each kill fired by the hook"
+    assert "(Spark runs the next batch)" in text, "the first kill with Spark's log ahead"
 
 
 def test_throughput_mode_kill_9_mid_batch_then_another_parallelism(
@@ -198,8 +218,16 @@ def test_throughput_mode_kill_9_mid_batch_then_another_parallelism(
     the sink equals the model, no (batch, step, task) committed twice, and batches were
     written by executor tasks (markers of several tasks). One kill (the snapshot-mode test
     above does five): the suite's time on 2 cores is bounded."""
+    # 250 transactions: 9 batches, the kill in the second; more only replay more batches.
     d = published_job(
-        services, make_topic, make_database, unique, tmp_path, mode="throughput", parallelism=3
+        services,
+        make_topic,
+        make_database,
+        unique,
+        tmp_path,
+        txns=250,
+        mode="throughput",
+        parallelism=3,
     )
     job, cmd, env = d.job, d.cmd, d.env
     log = (tmp_path / "driver.log").open("w")
