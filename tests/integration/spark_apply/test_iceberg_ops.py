@@ -157,9 +157,11 @@ def test_kill_9_around_the_iceberg_commit_and_a_racing_compaction_end_equal_once
         # before its first commit to a current-state table (the commit's base is stale), and
         # the job's own maintenance after every batch: orphan files of any age (nothing of the
         # job is in flight between two batches), no expiry (every commit stays countable
-        # below), no compaction (its tables here keep one or two files).
+        # below), no compaction (out of reach: the change logs' executor-written files stay to count).
         monkeypatch.setenv(ENV, "compact-before-commit:1")
-        scheduled = IcebergMaintenanceSettings(every_batches=1, keep_batches=1000, orphan_age_s=0)
+        scheduled = IcebergMaintenanceSettings(
+            every_batches=1, keep_batches=1000, orphan_age_s=0, compact_min_files=1000
+        )
         last = iceberg.model_copy(update={"maintenance": scheduled})
         with caplog.at_level(logging.INFO, logger="rowbus.spark_apply"):
             run_available_now(
