@@ -24,6 +24,9 @@ half its slot and ten seconds): kill -9 and SIGSTOP/SIGCONT of a reader (the sou
 or its standby), of the apply job's driver, of the broker and of ZooKeeper; a clean restart of
 the broker; the sink's connections cut or stalled at the proxy; a source's connections cut at
 its proxy. The default count is one per 16 s of load (37 in 600 s).
+``--kinds K1,K2`` draws from those kinds only, ``--without K1,K2`` leaves kinds out (the test
+broker loses acknowledged records when it restarts, so a run that must end equal leaves out
+kill-broker, stop-broker and restart-broker); the summary names the kinds drawn from.
 
 Recovery of a fault: from its end (the heal) to the moment the sink shows a probe row committed
 on each source after the heal. Lag: commit-to-visible of every probe, faults included.
@@ -116,22 +119,51 @@ class Fault:
     driver (else the ``rowbus apply`` process that runs it)."""
 
 
-def plan(seed: int, seconds: float, count: int, warmup: float = 10.0) -> list[Fault]:
-    """`count` faults at seeded moments, one per equal slot of ``[warmup, seconds)``; each
-    starts in the first quarter of its slot and lasts at most half of it, so one fault at a
-    time and every fault healed before the next."""
+def choose_kinds(only: str | None = None, without: str | None = None) -> tuple[str, ...]:
+    """The fault kinds a run draws from: `only` (comma-separated; default every kind) less
+    `without`, in KINDS's order (so the default draws exactly as before). A name that is not a
+    kind, or a choice that leaves none, is refused in one line."""
+    chosen = set(KINDS)
+    for option, value in (("--kinds", only), ("--without", without)):
+        if value is None:
+            continue
+        names = {n.strip() for n in value.split(",") if n.strip()}
+        if unknown := sorted(names - set(KINDS)):
+            raise ValueError(
+                f"{option}: unknown fault kind {', '.join(unknown)}; the kinds: {', '.join(KINDS)}"
+            )
+        chosen = chosen & names if option == "--kinds" else chosen - names
+    if not chosen:
+        raise ValueError("--kinds/--without: no fault kind left to draw; name at least one")
+    return tuple(k for k in KINDS if k in chosen)
+
+
+def plan(
+    seed: int,
+    seconds: float,
+    count: int,
+    warmup: float = 10.0,
+    kinds: tuple[str, ...] = KINDS,
+) -> list[Fault]:
+    """`count` faults at seeded moments, one per equal slot of ``[warmup, seconds)``, each of
+    a kind drawn from `kinds`; each starts in the first quarter of its slot and lasts at most
+    half of it, so one fault at a time and every fault healed before the next."""
     rng = random.Random(seed)
     if count <= 0:
         return []
     slot = (seconds - warmup) / count
     faults = []
     for i in range(count):
-        kind = rng.choice(KINDS)
+        kind = rng.choice(kinds)
         at = warmup + i * slot + rng.uniform(0, slot / 4)
         duration = min(rng.uniform(1.0, MAX_FAULT_S), slot / 2)
         target = rng.choice(SOURCES) if kind in ("kill-reader", "stop-reader", "cut-source") else ""
         faults.append(Fault(at, kind, round(duration, 2), target, rng.random() < 0.7))
     return faults
+
+
+def _left_out(kinds: tuple[str, ...]) -> list[str]:
+    return [k for k in KINDS if k not in kinds]
 
 
 def _pct(values: list[float], q: float) -> float | None:
@@ -567,6 +599,7 @@ class Nemesis:
         self.supervisor = Supervisor()
         self.proxies: dict[str, Proxy] = {}
         self.probes = Probes()
+        self.kinds = choose_kinds(args.kinds, args.without)
         self.began = time.monotonic()
         self.schemas = {s: f"nem_{s}" for s in SOURCES}
         self.outcome = Outcome()
@@ -832,7 +865,7 @@ class Nemesis:
             cleanup.callback(stop_watch.set)
             start = time.monotonic()
             count = max(1, round(args.seconds / 16)) if args.faults is None else args.faults
-            for fault in plan(args.seed, args.seconds, count):
+            for fault in plan(args.seed, args.seconds, count, kinds=self.kinds):
                 self._hold(max(0.0, start + fault.at - time.monotonic()))
                 self.inject(fault, root)
                 if any(w.error for w in writers):
@@ -931,6 +964,8 @@ class Nemesis:
             f"nemesis summary: seed {self.args.seed}, {self.args.seconds:.0f} s of load, "
             f"{sum(o.faults.values())} faults",
             "  faults       : " + ", ".join(f"{k} {n}" for k, n in sorted(o.faults.items())),
+            f"  kinds drawn  : {', '.join(self.kinds)}"
+            + (f" (left out: {', '.join(left)})" if (left := _left_out(self.kinds)) else ""),
             f"  rows offered : {o.changes:,} row changes (W2 + 3-table transactions + probes, "
             "2 sources)",
             f"  rows applied : sink tables hold {o.sink_rows:,} rows, "
@@ -967,12 +1002,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--faults", type=int, default=None, help="default: one per 16 s; 0: a baseline run"
     )
+    parser.add_argument(
+        "--kinds", default=None, help="fault kinds to draw from, comma-separated (all)"
+    )
+    parser.add_argument(
+        "--without",
+        default=None,
+        help="fault kinds not to draw, comma-separated (e.g. kill-broker,stop-broker,"
+        "restart-broker: a run without the test broker's own faults)",
+    )
     parser.add_argument("--rate", type=float, default=60.0, help="W2 steps/s per source (60)")
     parser.add_argument("--catch-up-timeout", type=float, default=900.0)
     parser.add_argument(
         "--port-shift", type=int, default=50, help="ports: the tests' + offset + this (50)"
     )
     args = parser.parse_args(argv)
+    try:
+        choose_kinds(args.kinds, args.without)
+    except ValueError as exc:
+        parser.error(str(exc))
 
     def _exit(signum: int, _frame: object) -> None:
         raise SystemExit(128 + signum)

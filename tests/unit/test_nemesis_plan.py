@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import itertools
 
-from benchmarks.nemesis import KINDS, MAX_FAULT_S, plan
+import pytest
+
+from benchmarks.nemesis import KINDS, MAX_FAULT_S, choose_kinds, main, plan
 
 
 def test_a_seed_gives_one_plan_and_another_seed_another() -> None:
@@ -36,3 +38,43 @@ def test_reader_and_network_faults_name_a_source() -> None:
 
 def test_no_faults_is_a_baseline_run() -> None:
     assert plan(1, 150, 0) == []
+
+
+def test_the_default_kinds_are_every_kind_and_draw_the_plan_as_before() -> None:
+    assert choose_kinds() == KINDS
+    assert plan(1, 600, 37, kinds=choose_kinds()) == plan(1, 600, 37)
+
+
+def test_without_the_broker_faults_none_is_drawn_and_the_rest_are() -> None:
+    broker = {"kill-broker", "stop-broker", "restart-broker"}
+    kinds = choose_kinds(without=" kill-broker,stop-broker, restart-broker")
+    assert set(kinds) == set(KINDS) - broker
+    drawn = {f.kind for seed in (1, 2, 3) for f in plan(seed, 600, 37, kinds=kinds)}
+    assert drawn == set(kinds)
+
+
+def test_kinds_names_the_only_kinds_drawn_and_without_takes_from_them() -> None:
+    kinds = choose_kinds("cut-sink,kill-apply,stall-sink", "stall-sink")
+    assert kinds == ("kill-apply", "cut-sink")
+    assert {f.kind for f in plan(5, 600, 37, kinds=kinds)} == set(kinds)
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (
+            ["--kinds", "kill-reader,kill-brokr"],
+            "--kinds: unknown fault kind kill-brokr; the kinds:",
+        ),
+        (["--without", "cut-all"], "--without: unknown fault kind cut-all; the kinds:"),
+        (["--kinds", "cut-sink", "--without", "cut-sink"], "no fault kind left to draw"),
+    ],
+)
+def test_a_bad_choice_of_kinds_is_refused_in_one_line_before_anything_starts(
+    argv: list[str], line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert line in err[-1]
