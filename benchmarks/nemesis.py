@@ -22,8 +22,10 @@ An exit it did not cause is reported as a crash.
 Faults (drawn by the seed; one per equal slot of the run, so one at a time, each bounded by
 half its slot and ten seconds): kill -9 and SIGSTOP/SIGCONT of a reader (the source's leader
 or its standby), of the apply job's driver, of the broker and of ZooKeeper; a clean restart of
-the broker; the sink's connections cut or stalled at the proxy; a source's connections cut at
-its proxy. The default count is one per 16 s of load (37 in 600 s).
+the broker; the sink's connections cut, stalled or slowed (LAG_S added to each piece each way)
+at the proxy; a source's connections cut or slowed at its proxy; a clean restart of the sink
+or of a source MariaDB (its own SHUTDOWN, started again after the fault; the source's load
+pauses for it, as an application drains before a planned restart). The default count is one per 16 s of load (37 in 600 s).
 ``--kinds K1,K2`` draws from those kinds only, ``--without K1,K2`` leaves kinds out (the test
 broker loses acknowledged records when it restarts, so a run that must end equal leaves out
 kill-broker, stop-broker and restart-broker); the summary names the kinds drawn from.
@@ -88,7 +90,17 @@ KINDS = (
     "cut-sink",
     "stall-sink",
     "cut-source",
+    # Added after the first seeds' figures: last, so ``--kinds`` naming the twelve above draws
+    # the plans those seeds drew.
+    "lag-sink",
+    "lag-source",
+    "restart-sink",
+    "restart-source",
 )
+SOURCE_KINDS = ("kill-reader", "stop-reader", "cut-source", "lag-source", "restart-source")
+"""The kinds whose fault concerns one source (drawn as the fault's target)."""
+LAG_S = 0.25
+"""What a lag fault adds to each piece a proxy passes on, each way."""
 ROWBUS_CLI = (sys.executable, "-m", "rowbus")
 MAX_FAULT_S = 10.0
 GROUP_GRACE_S = 45.0
@@ -157,7 +169,7 @@ def plan(
         kind = rng.choice(kinds)
         at = warmup + i * slot + rng.uniform(0, slot / 4)
         duration = min(rng.uniform(1.0, MAX_FAULT_S), slot / 2)
-        target = rng.choice(SOURCES) if kind in ("kill-reader", "stop-reader", "cut-source") else ""
+        target = rng.choice(SOURCES) if kind in SOURCE_KINDS else ""
         faults.append(Fault(at, kind, round(duration, 2), target, rng.random() < 0.7))
     return faults
 
@@ -485,23 +497,50 @@ class SourceLoad(threading.Thread):
         self.rate = rate
         self.probes = probes
         self.stop = threading.Event()
+        self.writing = threading.Event()
+        self.writing.set()
+        self.idle = threading.Event()
         self.changes = 0
+        self.step = 0
         self.error: BaseException | None = None
 
     def run(self) -> None:
         try:
-            with _connect(self.server) as conn:
-                self._loop(conn)
+            while not self.stop.is_set():
+                with _connect(self.server) as conn:
+                    self._loop(conn)
+                if self.stop.is_set():
+                    break
+                # Paused (the source restarts): disconnected, until resumed. Bounded: the
+                # nemesis resumes it after the fault, or stops it at the end of the run.
+                self.idle.set()
+                while not self.writing.wait(1.0):
+                    if self.stop.is_set():
+                        return
+                self.idle.clear()
         except BaseException as exc:  # noqa: BLE001 - reported by the run
             self.error = exc
+
+    def pause(self) -> None:
+        """Finish the step under way, disconnect and wait: the application drains before a
+        planned restart of its server, so no transaction of the load is left in doubt."""
+        self.writing.clear()
+        wait_for(
+            lambda: self.idle.is_set() or not self.is_alive(),
+            timeout=60,
+            what=f"{self.name} to pause",
+        )
+
+    def resume(self) -> None:
+        self.writing.set()
 
     def _loop(self, conn: pymysql.connections.Connection[Any]) -> None:
         interval = 1.0 / self.rate
         probe_every = max(1, int(self.rate / 10))
         next_at = time.monotonic()
-        step = 0
-        while not self.stop.is_set():
-            step += 1
+        while not self.stop.is_set() and self.writing.is_set():
+            self.step += 1
+            step = self.step
             self.changes += self._multi(conn) if step % 10 == 0 else self.w2.step(conn)
             if step % probe_every == 0:
                 probe = self.probes.add(self.source)
@@ -600,6 +639,7 @@ class Nemesis:
         self.proxies: dict[str, Proxy] = {}
         self.probes = Probes()
         self.kinds = choose_kinds(args.kinds, args.without)
+        self.writers: dict[str, SourceLoad] = {}
         self.began = time.monotonic()
         self.schemas = {s: f"nem_{s}" for s in SOURCES}
         self.outcome = Outcome()
@@ -798,23 +838,52 @@ class Nemesis:
             svc.shutdown("kafka")
             self._hold(d)
             action = svc.heal
-        elif kind in ("cut-sink", "cut-source"):
-            proxy = self.proxies["sink" if kind == "cut-sink" else fault.target]
-            proxy.cut()
-            self._hold(d)
-            action = proxy.restore
-        elif kind == "stall-sink":
-            self.proxies["sink"].stall()
-            self._hold(d)
-            action = self.proxies["sink"].resume
+        elif kind in ("restart-sink", "restart-source"):
+            action = self._restart("sink" if kind == "restart-sink" else fault.target, d)
         else:
-            raise ValueError(kind)
+            action = self._network(kind, fault.target or "sink", d)
         action()
         self.outcome.faults[kind] += 1
         self.pending.append((kind, time.monotonic()))
 
+    def _network(self, kind: str, server: str, seconds: float) -> Callable[[], None]:
+        """Cut, stall or slow the connections to `server` at its proxy for `seconds`; return
+        what heals them."""
+        proxy = self.proxies[server]
+        if kind.startswith("cut-"):
+            proxy.cut()
+            heal: Callable[[], None] = proxy.restore
+        elif kind.startswith("stall-"):
+            proxy.stall()
+            heal = proxy.resume
+        elif kind.startswith("lag-"):
+            proxy.lag(LAG_S)
+            heal = lambda: proxy.lag(0)  # noqa: E731
+        else:
+            raise ValueError(kind)
+        self._hold(seconds)
+        return heal
+
+    def _restart(self, server: str, seconds: float) -> Callable[[], None]:
+        """Shut the MariaDB server down cleanly (its own SHUTDOWN), keep it down `seconds`;
+        return what starts it again. The source's load pauses first and resumes once the
+        server is back, as an application drains before a planned restart."""
+        writer = self.writers.get(server)
+        if writer is not None:
+            writer.pause()
+        self.services.shutdown(server)
+        self._hold(seconds)
+
+        def heal() -> None:
+            self.services.heal()
+            if writer is not None:
+                writer.resume()
+
+        return heal
+
     def heal_all(self) -> None:
         for proxy in self.proxies.values():
+            proxy.lag(0)
             proxy.resume()
             proxy.restore()
         self.services.heal()
@@ -854,6 +923,7 @@ class Nemesis:
                 SourceLoad(name, direct.source(name), loads[name], args.rate, self.probes)
                 for name in SOURCES
             ]
+            self.writers = {w.source: w for w in writers}
             stop_watch = threading.Event()
             watcher = threading.Thread(
                 target=watch_probes,

@@ -3,7 +3,10 @@ server failing, without stopping the server other tests share.
 
 `cut()` closes every open connection at once (the client sees a reset mid-statement) and
 refuses new ones until `restore()`. `stall()` keeps every connection open but forwards nothing
-(a network that hangs: the client's reads and writes block) until `resume()`. Threads only;
+(a network that hangs: the client's reads and writes block) until `resume()`. `lag(seconds)`
+keeps everything flowing but holds each piece read `seconds` before passing it on, live on the
+open connections, until `lag(0)`: a slow network, not a cut (each direction then moves at most
+one read, 64 KiB, per lag, as a TCP window over a long round trip would). Threads only;
 everything ends with `close()`.
 
 `Throttle` makes it a remote link instead: each direction of each connection delivers its
@@ -83,6 +86,7 @@ class Proxy:
         self._flowing = threading.Event()
         self._flowing.set()
         self._closed = threading.Event()
+        self._lag_s = 0.0
         self._lock = threading.Lock()
         self._sockets: set[socket.socket] = set()
         self.connections = 0
@@ -126,6 +130,8 @@ class Proxy:
                 # Bounded: a stall longer than a minute is a test that forgot to resume.
                 if not self._flowing.wait(60):
                     break
+                if self._lag_s > 0:
+                    self._closed.wait(self._lag_s)  # the added latency, cut short by close()
                 if link is None:
                     dst.sendall(data)
                 else:
@@ -169,6 +175,9 @@ class Proxy:
 
     def resume(self) -> None:
         self._flowing.set()
+
+    def lag(self, seconds: float) -> None:
+        self._lag_s = max(0.0, seconds)
 
     def close(self) -> None:
         self._closed.set()

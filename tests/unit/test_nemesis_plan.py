@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from benchmarks.nemesis import KINDS, MAX_FAULT_S, choose_kinds, main, plan
+from benchmarks.nemesis import KINDS, MAX_FAULT_S, SOURCE_KINDS, choose_kinds, main, plan
 
 
 def test_a_seed_gives_one_plan_and_another_seed_another() -> None:
@@ -31,8 +31,9 @@ def test_a_ten_minute_run_draws_every_kind_of_fault_over_three_seeds() -> None:
 
 
 def test_reader_and_network_faults_name_a_source() -> None:
+    assert {"lag-source", "restart-source"} <= set(SOURCE_KINDS) < set(KINDS)
     for f in plan(1, 600, 37):
-        named = f.kind in ("kill-reader", "stop-reader", "cut-source")
+        named = f.kind in SOURCE_KINDS
         assert (f.target in ("source1", "source2")) == named
 
 
@@ -78,3 +79,12 @@ def test_a_bad_choice_of_kinds_is_refused_in_one_line_before_anything_starts(
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert line in err[-1]
+
+
+def test_the_kinds_added_later_leave_the_first_seeds_plans_as_they_were() -> None:
+    # The first twelve kinds, named with --kinds, draw what the first seeds drew before the
+    # lag and restart kinds came: the plan of seed 1 as it was (its first faults).
+    first = choose_kinds(",".join(KINDS[:12]))
+    assert "lag-sink" not in first and len(first) == 12
+    drawn = [(f.kind, f.target) for f in plan(1, 600, 37, kinds=first)[:3]]
+    assert drawn == [("kill-apply", ""), ("stop-reader", "source2"), ("stop-reader", "source2")]

@@ -73,3 +73,27 @@ def test_a_round_trip_costs_the_rtt_and_bytes_the_rate_per_connection(
         assert len(took) == 4 and max(took) < 1.6
     finally:
         proxy.close()
+
+
+def test_lag_slows_an_open_connection_both_ways_until_it_is_lifted(
+    echo: tuple[str, int],
+) -> None:
+    proxy = Proxy(echo)
+    try:
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as conn:
+
+            def round_trip() -> float:
+                started = time.perf_counter()
+                conn.sendall(b"ping")
+                assert conn.recv(65536) == b"ping"
+                return time.perf_counter() - started
+
+            assert round_trip() < 0.2
+            # Added on the connection already open (a reader's binlog stream is one such):
+            # 0.1 s each way, so a round trip costs 0.2 s at least, and no byte is lost.
+            proxy.lag(0.1)
+            assert 0.2 <= round_trip() < 1.0
+            proxy.lag(0)
+            assert round_trip() < 0.2
+    finally:
+        proxy.close()
