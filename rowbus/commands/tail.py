@@ -63,7 +63,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _tail(args: argparse.Namespace, settings: Settings) -> int:
-    from rowbus.consumers.stores import FileCheckpointStore
     from rowbus.consumers.subscriber import Subscriber
     from rowbus.merge.start import StartFrom
 
@@ -71,7 +70,7 @@ def _tail(args: argparse.Namespace, settings: Settings) -> int:
     subscriber = Subscriber(
         settings.kafka.client_config(),
         args.topics,
-        store=FileCheckpointStore(args.checkpoint_file) if args.checkpoint_file else None,
+        store=_printed_first(args.checkpoint_file, sys.stdout) if args.checkpoint_file else None,
         start=StartFrom.parse(args.start),
         sources=tuple(args.sources) if args.sources else conf.sources,
         topic_template=conf.topic_template,
@@ -111,6 +110,21 @@ def _tail(args: argparse.Namespace, settings: Settings) -> int:
                 file=sys.stderr,
             )
     return 0
+
+
+def _printed_first(path: Path, out: TextIO) -> Any:
+    """The checkpoint file, saved only once the lines it covers have left this process: stdout
+    to a file or a pipe is block-buffered, and a kill -9 after a save would lose the
+    transactions still in the buffer although the checkpoint says they were delivered."""
+    from rowbus.consumers.stores import FileCheckpointStore
+    from rowbus.merge.checkpoint import Checkpoint
+
+    class PrintedFirst(FileCheckpointStore):
+        def _save(self, checkpoint: Checkpoint) -> None:
+            out.flush()
+            super()._save(checkpoint)
+
+    return PrintedFirst(path)
 
 
 def _plain(v: Any) -> Any:
