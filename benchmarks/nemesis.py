@@ -13,6 +13,9 @@ The pipeline, on a private embedded stack (the tests' ports of the same offset, 
   each reaching its source through a loopback proxy (`tests.faults.proxy`);
 - the broker (noida-db) and ZooKeeper of the embedded stack;
 - the Spark apply job (``rowbus apply``), reaching the sink through a proxy.
+- a Subscriber: ``rowbus tail`` of source1's topic with a checkpoint file, its JSON lines in
+  ``logs/subscriber.jsonl``; at the end every probe row committed on source1 must be in it,
+  first printed in commit order, repeated only after a restart (at least once).
 
 The nemesis is also the operator: a rowbus process that exits is started again at once (as a
 supervisor with ``Restart=always`` would; after a kill -9 fault, once the fault's time is over),
@@ -25,7 +28,8 @@ or its standby), of the apply job's driver, of the broker and of ZooKeeper; a cl
 the broker; the sink's connections cut, stalled or slowed (LAG_S added to each piece each way)
 at the proxy; a source's connections cut or slowed at its proxy; a clean restart of the sink
 or of a source MariaDB (its own SHUTDOWN, started again after the fault; the source's load
-pauses for it, as an application drains before a planned restart). The default count is one per 16 s of load (37 in 600 s).
+pauses for it, as an application drains before a planned restart); kill -9 of the
+Subscriber. The default count is one per 16 s of load (37 in 600 s).
 ``--kinds K1,K2`` draws from those kinds only, ``--without K1,K2`` leaves kinds out (the test
 broker loses acknowledged records when it restarts, so a run that must end equal leaves out
 kill-broker, stop-broker and restart-broker); the summary names the kinds drawn from.
@@ -96,6 +100,7 @@ KINDS = (
     "lag-source",
     "restart-sink",
     "restart-source",
+    "kill-subscriber",
 )
 SOURCE_KINDS = ("kill-reader", "stop-reader", "cut-source", "lag-source", "restart-source")
 """The kinds whose fault concerns one source (drawn as the fault's target)."""
@@ -174,8 +179,12 @@ def plan(
     return faults
 
 
-def _left_out(kinds: tuple[str, ...]) -> list[str]:
-    return [k for k in KINDS if k not in kinds]
+def kinds_line(kinds: tuple[str, ...]) -> str:
+    """The kinds a run draws from, for its summary: the shorter of what is in and what is out."""
+    left = [k for k in KINDS if k not in kinds]
+    if len(left) < len(kinds):
+        return f"all {len(KINDS)} but " + ", ".join(left) if left else f"all {len(KINDS)}"
+    return f"{len(kinds)} of {len(KINDS)}: " + ", ".join(kinds)
 
 
 def _pct(values: list[float], q: float) -> float | None:
@@ -240,6 +249,12 @@ class Supervised:
     args: list[str]
     log: Path
     env: dict[str, str]
+    out: Path | None = None
+    """Where its stdout goes (else into its log with stderr)."""
+    dies_on_term: bool = False
+    """SIGTERM ends it by the signal's default action (`rowbus tail` has no handler: its
+    checkpoint is saved only after what it covers is printed, so that is a clean stop; SIGINT
+    would not do, a background job's children ignore it)."""
     popen: subprocess.Popen[bytes] | None = None
     killed: bool = False
     """The nemesis sent it SIGKILL: its exit is expected."""
@@ -250,12 +265,12 @@ class Supervised:
     group of its own), remembered while it runs: once it is dead they cannot be found."""
 
     def start(self) -> None:
-        with self.log.open("ab") as out:
+        with self.log.open("ab") as log, (self.out or self.log).open("ab") as out:
             self.popen = subprocess.Popen(
                 self.args,
                 stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
+                stdout=out if self.out else log,
+                stderr=log,
                 start_new_session=True,
                 env={**os.environ, **self.env},
             )
@@ -390,7 +405,8 @@ class Supervisor:
                 proc.popen.wait(timeout=10)
                 continue
             # `rowbus apply` reports a stop by SIGTERM as 128 + 15, as a shell would.
-            if code not in (0, 128 + signal.SIGTERM) and not proc.killed:
+            stopped = (0, 128 + signal.SIGTERM, *([-signal.SIGTERM] if proc.dies_on_term else []))
+            if code not in stopped and not proc.killed:
                 failures.append(f"{proc.name} stopped with {_describe(code)}: {_tail(proc.log)}")
             with contextlib.suppress(Exception):
                 self.clear_group(proc)
@@ -623,6 +639,7 @@ class Outcome:
     sink_rows: int = 0
     catch_up_s: float = 0.0
     stop_failures: list[str] = field(default_factory=list)
+    subscriber_line: str = "-"
     load_errors: list[str] = field(default_factory=list)
 
 
@@ -640,6 +657,8 @@ class Nemesis:
         self.probes = Probes()
         self.kinds = choose_kinds(args.kinds, args.without)
         self.writers: dict[str, SourceLoad] = {}
+        self.prefix = ""
+        self.subscriber_out = self.home / "logs" / "subscriber.jsonl"
         self.began = time.monotonic()
         self.schemas = {s: f"nem_{s}" for s in SOURCES}
         self.outcome = Outcome()
@@ -671,6 +690,13 @@ class Nemesis:
             "checkpoints_topic": f"{prefix}.checkpoints",
             "schemas_topic": f"{prefix}.schemas",
         }
+        data["subscriber"] = {
+            **data["subscriber"],
+            "topic_template": prefix + ".{source}",
+            "checkpoints_topic": f"{prefix}.checkpoints",
+            "schemas_topic": f"{prefix}.schemas",
+        }
+        self.prefix = prefix
         data["apply"] = {
             **data["apply"],
             "job": "rowbus-nemesis",
@@ -754,6 +780,19 @@ class Nemesis:
                 args = [*rowbus, "reader", "run", "--source", source, "--reader-id", name]
                 self.supervisor.add(Supervised(name, args, logs / f"{name}.log", env))
         self.supervisor.add(Supervised("apply", [*rowbus, "apply"], logs / "apply.log", env))
+        # A Subscriber: `rowbus tail` of source1's topic, at least once through its checkpoint
+        # file, its stdout block-buffered as a user's redirect is (PYTHONUNBUFFERED unset).
+        tail = [*rowbus, "tail", f"{self.prefix}.{SOURCES[0]}", "--source", SOURCES[0]]
+        self.supervisor.add(
+            Supervised(
+                "subscriber",
+                [*tail, "--checkpoint-file", str(self.home / "subscriber.ckpt")],
+                logs / "subscriber.log",
+                {**env, "PYTHONUNBUFFERED": ""},
+                out=self.subscriber_out,
+                dies_on_term=True,
+            )
+        )
 
     def _wait_first_batch(self, direct: Settings) -> None:
         from rowbus.status import apply_status
@@ -811,10 +850,12 @@ class Nemesis:
             name = self._leader(fault, root)
         elif kind in ("kill-apply", "stop-apply"):
             name = "apply"
-        where = name if kind.endswith(("-reader", "-apply")) else fault.target
+        elif kind == "kill-subscriber":
+            name = "subscriber"
+        where = name if kind.endswith(("-reader", "-apply", "-subscriber")) else fault.target
         self.say(f"fault {kind} {where} for {d:.1f}s".replace("  ", " "))
         driver = kind.endswith("-apply") and fault.leader
-        if kind in ("kill-reader", "kill-apply"):
+        if kind in ("kill-reader", "kill-apply", "kill-subscriber"):
             pid = sup.kill(name, child=driver)
             self.say(f"  killed pid {pid}{' (the driver)' if driver else ''}")
             self._hold(d)
@@ -952,6 +993,7 @@ class Nemesis:
             self.heal_all()
             self._catch_up(direct)
             self._verify(direct_path)
+            self._check_subscriber(direct)
             self.outcome.stop_failures = self.supervisor.stop_all()
             stop_watch.set()
             watcher.join(10)
@@ -1005,6 +1047,61 @@ class Nemesis:
             + (f"; stderr: {done.stderr.strip().splitlines()[-1]}" if done.stderr.strip() else "")
         )
 
+    def _printed_probes(self) -> list[int]:
+        """The probe ids of source1 in the Subscriber's output, in the order printed (a line
+        cut short by a kill -9 is skipped: its transaction is printed again on restart)."""
+        ids = []
+        with contextlib.suppress(FileNotFoundError), self.subscriber_out.open() as out:
+            for line in out:
+                if '"lag_probe"' not in line:
+                    continue
+                try:
+                    txn = json.loads(line)
+                except ValueError:
+                    continue
+                ids += [
+                    int(e["after"]["id"])
+                    for e in txn["events"]
+                    if e.get("table") == "lag_probe" and e.get("op") == "insert"
+                ]
+        return ids
+
+    def _check_subscriber(self, direct: Settings) -> None:
+        """Every probe row committed on source1 printed by the Subscriber, first in commit
+        order; repeats only as the replay of a restart (at least once)."""
+        with _connect(direct.source(SOURCES[0])) as conn, conn.cursor() as cur:
+            cur.execute(f"SELECT id FROM `{self.schemas[SOURCES[0]]}`.lag_probe")
+            committed = {int(r[0]) for r in cur.fetchall()}
+        printed: list[int] = []
+
+        def caught_up() -> bool:
+            nonlocal printed
+            self._hold(2.0)
+            printed = self._printed_probes()
+            return committed <= set(printed)
+
+        with contextlib.suppress(Exception):
+            wait_for(caught_up, timeout=300, what="the Subscriber's output")
+        first = list(dict.fromkeys(printed))
+        missing = len(committed - set(printed))
+        unknown = len(set(printed) - committed)
+        repeats = len(printed) - len(first)
+        restarts = self.supervisor.restarts["subscriber"]
+        problems = [
+            *([f"{missing} committed probe(s) never printed"] if missing else []),
+            *([f"{unknown} printed probe(s) never committed"] if unknown else []),
+            *(["printed out of commit order"] if first != sorted(first) else []),
+            *([f"{repeats} repeat(s) without a restart"] if repeats and not restarts else []),
+        ]
+        self.outcome.subscriber_line = (
+            f"{len(first):,} of {len(committed):,} probes of {SOURCES[0]} printed, in commit "
+            f"order; {repeats} repeated after {restarts} restart(s)"
+            if not problems
+            else "; ".join(problems)
+        )
+        if problems:
+            self.outcome.load_errors.append(f"subscriber: {self.outcome.subscriber_line}")
+
     def _noticed(self) -> list[str]:
         """Lines in the processes' logs worth a look even when the run passed."""
         found = []
@@ -1034,8 +1131,7 @@ class Nemesis:
             f"nemesis summary: seed {self.args.seed}, {self.args.seconds:.0f} s of load, "
             f"{sum(o.faults.values())} faults",
             "  faults       : " + ", ".join(f"{k} {n}" for k, n in sorted(o.faults.items())),
-            f"  kinds drawn  : {', '.join(self.kinds)}"
-            + (f" (left out: {', '.join(left)})" if (left := _left_out(self.kinds)) else ""),
+            f"  kinds drawn  : {kinds_line(self.kinds)}",
             f"  rows offered : {o.changes:,} row changes (W2 + 3-table transactions + probes, "
             "2 sources)",
             f"  rows applied : sink tables hold {o.sink_rows:,} rows, "
@@ -1052,6 +1148,7 @@ class Nemesis:
             f"({len(lags)} probes, faults included)",
             f"  catch-up     : {o.catch_up_s:.1f} s from the heal to an equal sink",
             f"  verify       : {o.verify_line}",
+            f"  subscriber   : {o.subscriber_line}",
             f"  crashes      : {len(crashed) or 'none'}",
             *(f"    {c}" for c in crashed),
             *(f"  leftover     : {x}" for x in sup.leftovers),

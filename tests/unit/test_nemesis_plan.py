@@ -7,7 +7,15 @@ import itertools
 
 import pytest
 
-from benchmarks.nemesis import KINDS, MAX_FAULT_S, SOURCE_KINDS, choose_kinds, main, plan
+from benchmarks.nemesis import (
+    KINDS,
+    MAX_FAULT_S,
+    SOURCE_KINDS,
+    choose_kinds,
+    kinds_line,
+    main,
+    plan,
+)
 
 
 def test_a_seed_gives_one_plan_and_another_seed_another() -> None:
@@ -88,3 +96,10 @@ def test_the_kinds_added_later_leave_the_first_seeds_plans_as_they_were() -> Non
     assert "lag-sink" not in first and len(first) == 12
     drawn = [(f.kind, f.target) for f in plan(1, 600, 37, kinds=first)[:3]]
     assert drawn == [("kill-apply", ""), ("stop-reader", "source2"), ("stop-reader", "source2")]
+
+
+def test_the_summary_names_the_kinds_drawn_by_the_shorter_list() -> None:
+    assert kinds_line(KINDS) == f"all {len(KINDS)}"
+    without = choose_kinds(without="kill-broker,stop-broker,restart-broker")
+    assert kinds_line(without) == f"all {len(KINDS)} but kill-broker, stop-broker, restart-broker"
+    assert kinds_line(("cut-sink", "lag-sink")) == f"2 of {len(KINDS)}: cut-sink, lag-sink"
