@@ -40,7 +40,10 @@ on each source after the heal. Lag: commit-to-visible of every probe, faults inc
 At the end: the load stops, everything heals, the run waits (a deadline) until the sink equals
 the sources, runs ``rowbus verify --json`` (the real CLI), stops the processes with SIGTERM and
 prints one summary. Exit 1 when verify finds a difference or any rowbus process exited without
-the nemesis causing it (or did not stop on SIGTERM). ``--faults 0`` runs the same pipeline
+the nemesis causing it (or did not stop on SIGTERM). When verify finds a difference, the
+summary also names the data partitions where the broker hides committed records from the job
+(`hidden_records`: nothing read read_committed from the job's offsets, records read
+read_uncommitted), so the test broker's fault is told from rowbus's. ``--faults 0`` runs the same pipeline
 without faults: the baseline of the lag. Figures of the first seeds: docs/operations.md.
 """
 
@@ -628,6 +631,54 @@ def watch_probes(sink: MySQLSettings, schemas: dict[str, str], probes: Probes, s
 # ---- the run ----------------------------------------------------------------------------------
 
 
+def hidden_records(kafka_config: dict[str, Any], spark_checkpoint: Path) -> list[str]:
+    """The data partitions where the broker hides committed records from the apply job: read
+    read_committed from the job's last planned offsets they return nothing, read_uncommitted
+    they return records (noida-db's abort-skip, docs/operations.md). Run when the sink ends
+    unequal, to tell the broker's fault from rowbus's."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    offsets = sorted(
+        (spark_checkpoint / "offsets").glob("[0-9]*"), key=lambda f: int(f.name), reverse=True
+    )
+    if not offsets:
+        return []
+    planned = json.loads(offsets[0].read_text().strip().splitlines()[-1])
+    parts = [
+        TopicPartition(topic, int(p), int(o))
+        for topic, by_part in planned.items()
+        for p, o in by_part.items()
+    ]
+    counts: dict[str, Counter[tuple[str, int]]] = {}
+    for isolation in ("read_committed", "read_uncommitted"):
+        consumer = Consumer(
+            {
+                **kafka_config,
+                "group.id": f"rowbus-nemesis-probe-{time.time_ns()}",
+                "enable.auto.commit": False,
+                "isolation.level": isolation,
+            }
+        )
+        seen: Counter[tuple[str, int]] = Counter()
+        try:
+            consumer.assign(parts)
+            end = time.monotonic() + 8.0
+            while time.monotonic() < end:
+                for m in consumer.consume(1000, 0.5):
+                    if m.error() is None:
+                        seen[(m.topic() or "", m.partition() or 0)] += 1
+        finally:
+            consumer.close()
+        counts[isolation] = seen
+    return [
+        f"{tp.topic}[{tp.partition}]@{tp.offset}: read_committed 0 records in 8 s, "
+        f"read_uncommitted {n}"
+        for tp in parts
+        if not counts["read_committed"][(tp.topic, tp.partition)]
+        and (n := counts["read_uncommitted"][(tp.topic, tp.partition)])
+    ]
+
+
 @dataclass
 class Outcome:
     faults: Counter[str] = field(default_factory=Counter)
@@ -640,6 +691,7 @@ class Outcome:
     catch_up_s: float = 0.0
     stop_failures: list[str] = field(default_factory=list)
     subscriber_line: str = "-"
+    hidden: list[str] = field(default_factory=list)
     load_errors: list[str] = field(default_factory=list)
 
 
@@ -658,6 +710,7 @@ class Nemesis:
         self.kinds = choose_kinds(args.kinds, args.without)
         self.writers: dict[str, SourceLoad] = {}
         self.prefix = ""
+        self.run_id = ""
         self.subscriber_out = self.home / "logs" / "subscriber.jsonl"
         self.began = time.monotonic()
         self.schemas = {s: f"nem_{s}" for s in SOURCES}
@@ -697,12 +750,13 @@ class Nemesis:
             "schemas_topic": f"{prefix}.schemas",
         }
         self.prefix = prefix
+        self.run_id = run
         data["apply"] = {
             **data["apply"],
             "job": "rowbus-nemesis",
             "topic_template": prefix + ".{source}",
             "schemas_topic": f"{prefix}.schemas",
-            "checkpoint_location": str(self.home / f"spark-checkpoint-{run}"),
+            "checkpoint_location": str(self.spark_checkpoint(run)),
             "shard_ddl": {"control_topic": f"{prefix}.control", "election": f"nemesis-{run}"},
         }
         direct = self.home / "direct.yaml"
@@ -994,6 +1048,10 @@ class Nemesis:
             self._catch_up(direct)
             self._verify(direct_path)
             self._check_subscriber(direct)
+            if self.outcome.verify_code != 0:
+                self.outcome.hidden = hidden_records(
+                    self.settings.kafka.client_config(), self.spark_checkpoint(self.run_id)
+                )
             self.outcome.stop_failures = self.supervisor.stop_all()
             stop_watch.set()
             watcher.join(10)
@@ -1046,6 +1104,9 @@ class Nemesis:
             "tables differ"
             + (f"; stderr: {done.stderr.strip().splitlines()[-1]}" if done.stderr.strip() else "")
         )
+
+    def spark_checkpoint(self, run: str) -> Path:
+        return self.home / f"spark-checkpoint-{run}"
 
     def _printed_probes(self) -> list[int]:
         """The probe ids of source1 in the Subscriber's output, in the order printed (a line
@@ -1154,6 +1215,7 @@ class Nemesis:
             *(f"  leftover     : {x}" for x in sup.leftovers),
             *(f"  refused      : {x}" for x in sup.refusals),
             *(f"  noticed      : {x}" for x in self._noticed()),
+            *(f"  broker hides : {x}" for x in o.hidden),
             f"  verdict      : {'EQUAL' if ok else 'FAILED'}",
         ]
         print("\n".join(lines), flush=True)
