@@ -43,8 +43,9 @@ prints one summary. Exit 1 when verify finds a difference or any rowbus process 
 the nemesis causing it (or did not stop on SIGTERM). When verify finds a difference, the
 summary also names the data partitions where the broker hides committed records from the job
 (`hidden_records`: nothing read read_committed from the job's offsets, records read
-read_uncommitted), so the test broker's fault is told from rowbus's. ``--faults 0`` runs the same pipeline
-without faults: the baseline of the lag. Figures of the first seeds: docs/operations.md.
+read_uncommitted), so the test broker's fault is told from rowbus's. ``--faults 0`` runs the
+same pipeline without faults: the baseline of the lag. Figures of the first seeds:
+docs/operations.md.
 """
 
 from __future__ import annotations
