@@ -637,7 +637,7 @@ def hidden_records(kafka_config: dict[str, Any], spark_checkpoint: Path) -> list
     read_committed from the job's last planned offsets they return nothing, read_uncommitted
     they return records (noida-db's abort-skip, docs/operations.md). Run when the sink ends
     unequal, to tell the broker's fault from rowbus's."""
-    from confluent_kafka import Consumer, TopicPartition
+    from rowbus.clients import kafka
 
     offsets = sorted(
         (spark_checkpoint / "offsets").glob("[0-9]*"), key=lambda f: int(f.name), reverse=True
@@ -646,20 +646,13 @@ def hidden_records(kafka_config: dict[str, Any], spark_checkpoint: Path) -> list
         return []
     planned = json.loads(offsets[0].read_text().strip().splitlines()[-1])
     parts = [
-        TopicPartition(topic, int(p), int(o))
+        kafka.kafka_tp(topic, int(p), int(o))
         for topic, by_part in planned.items()
         for p, o in by_part.items()
     ]
     counts: dict[str, Counter[tuple[str, int]]] = {}
     for isolation in ("read_committed", "read_uncommitted"):
-        consumer = Consumer(
-            {
-                **kafka_config,
-                "group.id": f"rowbus-nemesis-probe-{time.time_ns()}",
-                "enable.auto.commit": False,
-                "isolation.level": isolation,
-            }
-        )
+        consumer = kafka.consumer(kafka_config, **{"isolation.level": isolation})
         seen: Counter[tuple[str, int]] = Counter()
         try:
             consumer.assign(parts)
