@@ -10,7 +10,8 @@ component gets the same defaults and the same classification (retryable or not):
 - `rowbus.clients.election`: the one election interface (ZooKeeper, or unopposed);
 - `rowbus.clients.prometheus`: the metrics exporter every long-running process serves;
 - `rowbus.clients.settings`: the strict settings base and the one MySQL connection type;
-- `rowbus.clients.errors`: the foreign clients' errors as the seams translate them.
+- `rowbus.clients.errors`: the foreign clients' errors as the seams translate them;
+- `rowbus.clients.faults`: the one reading of a test-only fault hook's variable.
 
 This package sits between `rowbus.protocol` and the components (producer, merge, routing,
 shard_ddl, consumers, spark_apply): it imports only `rowbus.protocol` and the foreign libraries,

@@ -26,6 +26,7 @@ import os
 import signal
 from collections.abc import Callable
 
+from rowbus.clients.faults import fault_spec
 from rowbus.producer.exceptions import ReaderError
 from rowbus.producer.snapshot.state import SnapshotState
 from rowbus.protocol.events import ReaderCheckpoint
@@ -44,16 +45,14 @@ transaction committed."""
 
 def armed() -> Fault | None:
     """The fault ``ROWBUS_READER_FAULT`` asks for; None when it is unset (the default)."""
-    spec = os.environ.get(ENV)
-    if not spec:
+    try:
+        parsed = fault_spec(ENV, ACTIONS, "rows")
+    except ValueError as exc:
+        raise ReaderError(str(exc)) from None
+    if parsed is None:
         return None
-    action, _, count = spec.partition(":")
-    if action not in ACTIONS or not count.isdigit() or int(count) < 1:
-        raise ReaderError(
-            f"{ENV}={spec!r}: expected <action>:<rows> with action one of "
-            f"{', '.join(ACTIONS)} and rows >= 1; unset it outside tests"
-        )
-    at, after_commit = int(count), ACTIONS[action]
+    spec, action, at = parsed
+    after_commit = ACTIONS[action]
 
     def kill(checkpoint: ReaderCheckpoint, committed: bool) -> None:
         if committed is not after_commit or checkpoint.snapshot is None:

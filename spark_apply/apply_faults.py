@@ -26,6 +26,7 @@ import os
 import signal
 import threading
 
+from rowbus.clients.faults import fault_spec
 from rowbus.spark_apply.exceptions import ApplyError
 
 log = logging.getLogger(__name__)
@@ -79,13 +80,11 @@ class Fault:
 
 def armed() -> Fault | None:
     """The fault ``ROWBUS_APPLY_FAULT`` asks for; None when it is unset (the default)."""
-    spec = os.environ.get(ENV)
-    if not spec:
+    try:
+        parsed = fault_spec(ENV, ACTIONS)
+    except ValueError as exc:
+        raise ApplyError(str(exc)) from None
+    if parsed is None:
         return None
-    action, _, count = spec.partition(":")
-    if action not in ACTIONS or not count.isdigit() or int(count) < 1:
-        raise ApplyError(
-            f"{ENV}={spec!r}: expected <action>:<n> with action one of "
-            f"{', '.join(ACTIONS)} and n >= 1; unset it outside tests"
-        )
-    return Fault(spec, int(count), ACTIONS[action])
+    spec, action, at = parsed
+    return Fault(spec, at, ACTIONS[action])

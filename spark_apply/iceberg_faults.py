@@ -25,6 +25,7 @@ import os
 import signal
 from typing import Any
 
+from rowbus.clients.faults import fault_spec
 from rowbus.spark_apply.exceptions import ApplyError
 from rowbus.spark_apply.iceberg_catalog import BATCH, JOB, STEP
 
@@ -36,17 +37,14 @@ ACTIONS = ("kill-before-commit", "kill-after-commit", "compact-before-commit")
 
 def armed(catalog: Any) -> Any:
     """`catalog`, its ``commit_table`` wrapped when ``ROWBUS_ICEBERG_FAULT`` asks for a fault."""
-    spec = os.environ.get(ENV)
-    if not spec:
+    try:
+        parsed = fault_spec(ENV, ACTIONS)
+    except ValueError as exc:
+        raise ApplyError(str(exc)) from None
+    if parsed is None:
         return catalog
-    action, _, count = spec.partition(":")
-    if action not in ACTIONS or not count.isdigit() or int(count) < 1:
-        raise ApplyError(
-            f"{ENV}={spec!r}: expected <action>:<n> with action one of {', '.join(ACTIONS)} "
-            "and n >= 1"
-        )
+    spec, action, at = parsed
     commit = catalog.commit_table
-    at = int(count)
     seen = [0]
 
     def commit_table(table: Any, requirements: Any, updates: Any) -> Any:
