@@ -30,7 +30,9 @@ from rowbus.local.stack import LocalStack
 from rowbus.protocol.errors import RowbusError
 from rowbus.verify import TableDiff, verify
 from rowbus.waiting import wait_for
-from rowbus.workloads import W2, W3, W3_DDLS
+from rowbus.workloads import W2, W3, W3_DDLS, Bulk
+
+Workload = W2 | W3 | Bulk
 
 DEMO_PARTITIONS = 4
 W3_TARGET = "demo_w3.orders"
@@ -46,6 +48,10 @@ class DemoOptions:
     """W2 transactions per second per source."""
     w3_rate: float = 60.0
     """W3 transactions per second per source."""
+    bulk_rate: float = 12_000.0
+    """Bulk row changes per second (`rowbus.workloads.Bulk`), on the second source: the
+    pipeline at speed, next to W2's and W3's statement rates. Not on the first, whose topic
+    the Iceberg part reads whole."""
     catch_up_timeout: float = 600.0
     iceberg: bool = True
     """Then apply the first source's W2 tables into Iceberg too (`rowbus.demo_iceberg`)."""
@@ -80,6 +86,8 @@ class Demo:
         self.probe = Probe()
         self.topic_template = settings.reader.topic_template
         self.startup_s = 0.0
+        self.written_s = 1.0
+        self.writer_errors: list[str] = []
         self._probe_done = threading.Event()
         self.config_path = self.home / "rowbus-demo.yaml"
         self.began = time.monotonic()
@@ -203,9 +211,9 @@ class Demo:
             future.result(30)
             log.info("created topic %s", topic)
 
-    def _create_tables(self) -> list[tuple[pymysql.connections.Connection[Any], W2 | W3]]:
+    def _create_tables(self) -> list[tuple[pymysql.connections.Connection[Any], Workload]]:
         sink = _connect(self.settings.resolved_sink)
-        workloads: list[tuple[pymysql.connections.Connection[Any], W2 | W3]] = []
+        workloads: list[tuple[pymysql.connections.Connection[Any], Workload]] = []
         with sink.cursor() as cur:
             cur.execute("DROP DATABASE IF EXISTS demo_w3")
             cur.execute("CREATE DATABASE demo_w3")
@@ -217,7 +225,8 @@ class Demo:
             w3 = W3(
                 f"demo_w3_{source.name}", index, steps_between_ddls=int(self.options.w3_rate * 8)
             )
-            for schema in (w2.schema, w3.schema):
+            bulk = Bulk(f"demo_bulk_{source.name}")
+            for schema in (w2.schema, w3.schema, bulk.schema):
                 with conn.cursor() as cur:
                     cur.execute(f"DROP DATABASE IF EXISTS `{schema}`")
                 with sink.cursor() as cur:
@@ -225,6 +234,9 @@ class Demo:
             w2.create(conn)
             w3.create(conn)
             _copy_tables(conn, sink, w2.schema, w2.names(), w2.schema)
+            if index == 1:
+                bulk.create(conn)
+                _copy_tables(conn, sink, bulk.schema, bulk.names(), bulk.schema)
             if index == 0:
                 _copy_tables(conn, sink, w3.schema, ["orders_0"], "demo_w3", rename="orders")
             with conn.cursor() as cur:
@@ -234,8 +246,13 @@ class Demo:
             _copy_tables(conn, sink, w2.schema, ["lag_probe"], w2.schema)
             conn.commit()
             workloads += [(conn, w2), (_connect(source), w3)]
+            if index == 1:
+                workloads.append((_connect(source), bulk))
         sink.close()
-        self.say("created W2 (8 tables per source) and the W3 shard group (2 x 4 shards)")
+        self.say(
+            "created W2 (8 tables per source), the W3 shard group (2 x 4 shards) and a bulk "
+            f"table on {self.settings.sources[1].name}"
+        )
         return workloads
 
     def _launch(self, name: str, args: list[str]) -> int:
@@ -315,10 +332,13 @@ class Demo:
     def _check_alive(self) -> None:
         check_children(self.records, self.home)
 
-    def _write(self, workloads: list[tuple[pymysql.connections.Connection[Any], W2 | W3]]) -> None:
+    def _write(self, workloads: list[tuple[pymysql.connections.Connection[Any], Workload]]) -> None:
         threads = []
+        began = time.monotonic()
         for conn, workload in workloads:
-            rate = self.options.w2_rate if isinstance(workload, W2) else self.options.w3_rate
+            rate = _step_rate(workload, self.options)
+            if rate <= 0:
+                continue
             threads.append(
                 threading.Thread(target=self._writer, args=(conn, workload, rate), daemon=True)
             )
@@ -335,9 +355,22 @@ class Demo:
                 self.stop_writing.set()
         for t in threads:
             t.join(timeout=30)
+        self.written_s = time.monotonic() - began
+        if self.writer_errors:
+            raise RowbusError(self.writer_errors[0])
 
     def _writer(
-        self, conn: pymysql.connections.Connection[Any], workload: W2 | W3, rate: float
+        self, conn: pymysql.connections.Connection[Any], workload: Workload, rate: float
+    ) -> None:
+        try:
+            self._paced(conn, workload, rate)
+        except pymysql.MySQLError as exc:
+            # The demo stops on it (`_write`): a writer gone quiet would still end "equal".
+            self.writer_errors.append(f"the writer of {workload.schema} failed: {exc}")
+            self.stop_writing.set()
+
+    def _paced(
+        self, conn: pymysql.connections.Connection[Any], workload: Workload, rate: float
     ) -> None:
         interval = 1.0 / rate
         next_at = time.monotonic()
@@ -442,7 +475,9 @@ class Demo:
             "",
             "rowbus demo summary",
             f"  row changes replicated : {self.changes:,} "
-            f"(W2 on 2 sources + W3 2x4 shards -> {W3_TARGET})",
+            f"(W2 on 2 sources, a bulk table, W3 2x4 shards -> {W3_TARGET})",
+            f"  written upstream       : {self.changes / self.written_s:,.0f} row changes/s "
+            f"for {self.written_s:.0f}s",
             f"  throughput             : {self.changes / elapsed:,.0f} row changes/s "
             "(first write to verified)",
             f"  commit-to-visible lag  : p50 {_ms(p50)}, p99 {_ms(p99)} ({probes} probes)",
@@ -465,6 +500,13 @@ class Demo:
 
     def _stop_processes(self) -> None:
         stop_all(list(reversed(self.records)), signal.SIGTERM, grace=30)
+
+
+def _step_rate(workload: Workload, options: DemoOptions) -> float:
+    """Steps per second a workload's writer is paced at."""
+    if isinstance(workload, Bulk):
+        return options.bulk_rate / (1.6 * workload.rows_per_txn)
+    return options.w2_rate if isinstance(workload, W2) else options.w3_rate
 
 
 def _next_steps(config: Path, topics: list[str], iceberg: IcebergResult | None) -> list[str]:

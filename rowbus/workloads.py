@@ -7,6 +7,7 @@ they wrote: they keep their own key sets, so two runs with the same seed write t
 - W1 insert-heavy: one 10-column table, 100-row transactions.
 - W2 OLTP mix: 8 tables, single-row transactions, 60% update / 20% insert / 20% delete.
 - W3 shard merge: 4 shard tables per source routed to one target; DDLs on every shard mid-stream.
+- Bulk: row changes at volume written by the server itself (the demo's pipeline at speed).
 """
 
 from __future__ import annotations
@@ -166,6 +167,57 @@ class W2:
         with conn.cursor() as cur:
             cur.execute(sql, args)
         conn.commit()
+
+
+BULK_DDL = """CREATE TABLE IF NOT EXISTS {name} (
+  id BIGINT PRIMARY KEY, v INT NOT NULL, s VARCHAR(64), d DECIMAL(12,2), t DATETIME(6))"""
+
+
+@dataclass
+class Bulk:
+    """Row changes at volume for little client CPU (a Python writer caps near 1k transactions
+    a second): each step is one transaction that inserts `rows_per_txn` rows the server makes
+    from MariaDB's sequence engine, updates half as many inserted five steps before and
+    deletes a tenth as many inserted ten steps before — 1.6 row changes per inserted row, each
+    a row event of its own in the binlog. MariaDB only (``seq_1_to_N``)."""
+
+    schema: str
+    table: str = "bulk"
+    rows_per_txn: int = 500
+    steps: int = field(default=0, init=False)
+
+    def names(self) -> list[str]:
+        return [self.table]
+
+    def create(self, conn: Conn) -> None:
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE IF NOT EXISTS `{self.schema}`")
+            cur.execute(BULK_DDL.format(name=_q(self.schema, self.table)))
+
+    def step(self, conn: Conn) -> int:
+        n, name = self.rows_per_txn, _q(self.schema, self.table)
+        first = self.steps * n + 1
+        self.steps += 1
+        with conn.cursor() as cur:
+            changed = cur.execute(
+                f"INSERT INTO {name} SELECT seq, seq % 1000, CONCAT('row-', seq), seq / 100, "
+                f"NOW(6) FROM `{self.schema}`.seq_{first}_to_{first + n - 1}"
+            )
+            updated = first - 5 * n
+            if updated > 0:
+                changed += cur.execute(
+                    f"UPDATE {name} SET v = v + 1, s = CONCAT(s, '+'), t = NOW(6) "
+                    "WHERE id BETWEEN %s AND %s",
+                    (updated, updated + n // 2 - 1),
+                )
+            deleted = first - 10 * n
+            if deleted > 0:
+                changed += cur.execute(
+                    f"DELETE FROM {name} WHERE id BETWEEN %s AND %s",
+                    (deleted + n // 2, deleted + n // 2 + n // 10 - 1),
+                )
+        conn.commit()
+        return int(changed)
 
 
 @dataclass

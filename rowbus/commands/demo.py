@@ -10,9 +10,9 @@ from rowbus.config import Settings
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cmd = sub.add_parser(
         "demo",
-        help="the whole platform on the embedded stack: W2 + a W3 shard group with DDLs on both "
-        "sources, a reader per source, the Spark apply job, then verify and a summary "
-        "(exit 1 unless verify finds 0 differences)",
+        help="the whole platform on the embedded stack: W2, a bulk table + a W3 shard group "
+        "with DDLs on both sources, a reader per source, the Spark apply job, then verify and "
+        "a summary (exit 1 unless verify finds 0 differences)",
     )
     cmd.add_argument("--seconds", type=float, default=45.0, help="how long the writers run")
     cmd.add_argument(
@@ -20,6 +20,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     cmd.add_argument(
         "--w3-rate", type=float, default=60.0, help="W3 transactions per second per source"
+    )
+    cmd.add_argument(
+        "--bulk-rate",
+        type=float,
+        default=12_000.0,
+        help="row changes per second in a bulk table on the second source (0: none)",
     )
     cmd.add_argument(
         "--catch-up-timeout",
@@ -42,10 +48,11 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
     return run_demo(
         settings,
         DemoOptions(
-            args.seconds,
-            args.w2_rate,
-            args.w3_rate,
-            args.catch_up_timeout,
+            seconds=args.seconds,
+            w2_rate=args.w2_rate,
+            w3_rate=args.w3_rate,
+            bulk_rate=args.bulk_rate,
+            catch_up_timeout=args.catch_up_timeout,
             iceberg=not args.no_iceberg,
         ),
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rowbus.workloads import W1, W2, W3, W3_DDLS
+from rowbus.workloads import W1, W2, W3, W3_DDLS, Bulk
 from tests.conftest import connect
 
 
@@ -65,3 +65,16 @@ def test_w3_shards_reach_every_ddl_and_keys_never_collide(services, make_databas
                 assert cols["amount"] == "decimal(14,2)"
                 assert {"note", "priority"} <= cols.keys()
     assert len(keys) > 100
+
+
+def test_bulk_steps_insert_update_and_delete_the_rows_they_count(services, make_database):
+    db = make_database(services.sources[0])
+    with connect(services.sources[0], autocommit=False) as conn:
+        bulk = Bulk(db, rows_per_txn=20)
+        bulk.create(conn)
+        changed = [bulk.step(conn) for _ in range(12)]
+        # 20 inserted a step; from the 6th, 10 updated; from the 11th, 2 deleted
+        assert changed == [20] * 5 + [30] * 5 + [32] * 2
+        assert count(conn, f"SELECT COUNT(*) FROM `{db}`.bulk") == 12 * 20 - 2 * 2
+        assert count(conn, f"SELECT COUNT(*) FROM `{db}`.bulk WHERE v <> id % 1000") == 7 * 10
+        assert count(conn, f"SELECT MAX(id) FROM `{db}`.bulk") == 240
