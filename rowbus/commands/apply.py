@@ -24,7 +24,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--available-now", action="store_true", help="apply what is in the topics now, then stop"
     )
     cmd.add_argument(
-        "--print-config", action="store_true", help="print the job's JSON config and exit"
+        "--print-config",
+        action="store_true",
+        help="print the job's JSON config and exit (secrets masked: give them to a job run from "
+        "it by password_file/password_env and kafka.client_from_file/client_from_env)",
     )
     add_metrics_port(cmd, "apply.metrics_port")
     cmd.set_defaults(func=_apply)
@@ -35,11 +38,13 @@ def _apply(args: argparse.Namespace, settings: Settings) -> int:
     settings = settings.model_copy(
         update={"apply": settings.apply.model_copy(update={"metrics_port": port})}
     )
-    text = job_config(settings, args.available_now).dump()
+    config = job_config(settings, args.available_now)
     if args.print_config:
         # Printing needs no sink: the file may be for a cluster this host cannot reach.
-        print(text)
+        print(config.shown())
         return 0
+    # The file holds no secret; they reach the job in its environment (`JobConfig.at_rest`).
+    text, secrets = config.at_rest()
     from rowbus.spark_apply.sink_conn import precheck_sink
 
     # A sink that refuses the login is one line now, not after Spark's minute of start-up.
@@ -48,7 +53,7 @@ def _apply(args: argparse.Namespace, settings: Settings) -> int:
         path = Path(tmp) / "job.json"
         path.touch(mode=0o600)
         path.write_text(text)
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, **secrets}
         # The job, its JVM and its Python workers form one process group that a SIGTERM or
         # SIGINT to this command stops as a whole.
         argv = [sys.executable, "-m", "rowbus.spark_apply", "--config", str(path)]
