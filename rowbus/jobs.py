@@ -62,7 +62,10 @@ def job_config(settings: Settings, available_now: bool = False) -> JobConfig:
         _create_missing_targets(settings, apply.shard_ddl.tables)
     return JobConfig(
         apply=apply,
-        kafka=settings.kafka.client_config(),
+        # Settings from files or variables stay references, read where the job starts.
+        kafka={"bootstrap.servers": str(settings.kafka.bootstrap_servers), **settings.kafka.client},
+        kafka_from_file=settings.kafka.client_from_file,
+        kafka_from_env=settings.kafka.client_from_env,
         sink=settings.resolved_sink,
         source_names=tuple(s.name for s in settings.sources),
         zookeeper_hosts=settings.zookeeper.hosts,

@@ -16,7 +16,12 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from rowbus.clients import kafka
-from rowbus.clients.settings import MySQLConnection, StrictModel, ZooKeeperAuth
+from rowbus.clients.settings import (
+    MySQLConnection,
+    StrictModel,
+    ZooKeeperAuth,
+    read_referenced,
+)
 from rowbus.protocol.topics import CONTROL_TOPIC, DEFAULT_DATA_TOPIC_TEMPLATE, SCHEMAS_TOPIC
 from rowbus.routing.routes import RouteSettings
 from rowbus.spark_apply.exceptions import ApplyError
@@ -193,13 +198,33 @@ class JobConfig(StrictModel):
 
     apply: ApplySettings = ApplySettings()
     kafka: dict[str, str | int | float | bool] = Field(default_factory=dict, repr=False)
-    """librdkafka settings, rendered (``bootstrap.servers`` at least; not in repr: secrets)."""
+    """librdkafka settings, rendered (``bootstrap.servers`` at least; not in repr: secrets),
+    those of `kafka_from_file` and `kafka_from_env` included once read."""
+    kafka_from_file: dict[str, Path] = Field(default_factory=dict)
+    """librdkafka settings read from files where the job starts (``kafka.client_from_file``),
+    kept by reference in the job's configuration file."""
+    kafka_from_env: dict[str, str] = Field(default_factory=dict)
+    """librdkafka settings read from variables where the job starts
+    (``kafka.client_from_env``), kept by reference in the job's configuration file."""
     sink: SinkConnection = SinkConnection()
     source_names: tuple[str, ...] = ()
     """All configured sources, used when `apply.sources` is empty."""
     zookeeper_hosts: str | None = None
     zookeeper_root: str = "/rowbus"
     zookeeper_auth: ZooKeeperAuth | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_references(cls, data: Any) -> Any:
+        """`kafka` with the settings given by reference read now, where the job starts."""
+        if isinstance(data, dict) and (data.get("kafka_from_file") or data.get("kafka_from_env")):
+            read = read_referenced(
+                {k: Path(v) for k, v in (data.get("kafka_from_file") or {}).items()},
+                data.get("kafka_from_env") or {},
+                "kafka.client",
+            )
+            data = {**data, "kafka": {**(data.get("kafka") or {}), **read}}
+        return data
 
     @property
     def shard_tables(self) -> list[tuple[str, str, str]]:
@@ -224,7 +249,7 @@ class JobConfig(StrictModel):
         return json.dumps(self._plain(), indent=2, sort_keys=True)
 
     def _plain(self) -> dict[str, Any]:
-        data = self.model_dump(mode="json")
+        data = self._dumped()
         data["sink"] = self.sink.plain()
         if self.zookeeper_auth is not None:
             data["zookeeper_auth"] = self.zookeeper_auth.plain()
@@ -235,23 +260,31 @@ class JobConfig(StrictModel):
         ``rowbus config show`` masks it (pydantic's `SecretStr`, `kafka.redacted` for the
         librdkafka settings); a ``password_file`` or ``password_env`` kept by name. A job
         started from it with a masked value is refused in one line (`load`)."""
-        data = self.model_dump(mode="json")
+        data = self._dumped()
         data["kafka"] = kafka.redacted(data["kafka"])
         return json.dumps(data, indent=2, sort_keys=True)
+
+    def _dumped(self) -> dict[str, Any]:
+        """JSON data, the settings given by reference left out of `kafka` (read again where
+        the job starts)."""
+        data = self.model_dump(mode="json")
+        referenced = {*self.kafka_from_file, *self.kafka_from_env}
+        data["kafka"] = {k: v for k, v in data["kafka"].items() if k not in referenced}
+        return data
 
     def at_rest(self) -> tuple[str, dict[str, str]]:
         """(the job's configuration file, the environment to start the job with), for a
         launcher that starts the job itself (`rowbus apply`): the file holds no secret — the
-        sink's and ZooKeeper's inline passwords and the Kafka client's secret settings (those
-        read from ``kafka.client_from_file``/``_env`` included, rendered by then) travel in
-        the variable `SECRETS_ENV` of the job's environment, which `load` reads and removes
-        before Spark starts, so the JVM and its Python workers never inherit it.
+        sink's and ZooKeeper's inline passwords and the Kafka client's inline secret settings
+        travel in the variable `SECRETS_ENV` of the job's environment, which `load` reads and
+        removes before Spark starts, so the JVM and its Python workers never inherit it.
 
         Why the environment and not a second file: a file lives on disk as long as the job
         (days, for a streaming job) and in every backup of its folder; a variable of one
         process lives in that process's memory only and, like a 0600 file, is readable by its
         user and root alone (``/proc/PID/environ``). A ``password_file``/``password_env`` the
-        user configured stays a reference and is read by whoever connects, as before."""
+        user configured, and ``kafka.client_from_file``/``client_from_env``, stay references,
+        read by whoever connects (the job reads the Kafka ones when it starts)."""
         data = self._plain()
         secrets: dict[str, str] = {}
         if self.sink.password_file is None and self.sink.password_env is None:

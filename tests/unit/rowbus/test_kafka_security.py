@@ -187,3 +187,33 @@ def test_the_job_file_holds_no_secret_and_the_job_gets_them_from_its_environment
     text, env = job_config(load_settings(_write(tmp_path, by_file))).at_rest()
     assert json.loads(text)["sink"]["password_file"] == str(secret)
     assert "sink.password" not in json.loads(env[SECRETS_ENV])
+
+
+def test_kafka_settings_from_a_file_or_a_variable_stay_references_read_where_the_job_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """So a file printed by --print-config runs as it is on a cluster that has them."""
+    from rowbus.spark_apply.settings import SECRETS_ENV, JobConfig
+
+    secret = tmp_path / "kafka-password"
+    secret.write_text("from-file\n")
+    path = _write(
+        tmp_path,
+        "kafka:\n"
+        f"  client_from_file: {{sasl.password: {secret}}}\n"
+        "  client_from_env: {ssl.key.password: RB_KAFKA_KEY}\n",
+    )
+    monkeypatch.setenv("RB_KAFKA_KEY", "from-env")
+    job = job_config(load_settings(path))
+    assert job.kafka["sasl.password"] == "from-file"
+    for text in (job.shown(), job.at_rest()[0], job.dump()):
+        assert "from-file" not in text and "from-env" not in text
+        data = json.loads(text)
+        assert data["kafka_from_file"] == {"sasl.password": str(secret)}
+        assert data["kafka_from_env"] == {"ssl.key.password": "RB_KAFKA_KEY"}
+    handed = json.loads(job.at_rest()[1][SECRETS_ENV])
+    assert list(handed) == ["sink.password"]  # the inline default only
+    text, env = job.at_rest()
+    loaded = JobConfig.load(text, "job.json", dict(env))
+    assert loaded.kafka["sasl.password"] == "from-file"
+    assert loaded.kafka["ssl.key.password"] == "from-env"
