@@ -1,11 +1,13 @@
 """``python -m rowbus.spark_apply --config job.json``, or ``spark-submit …/__main__.py …``.
 
-The JSON file is a `JobConfig` (``rowbus apply`` writes one from rowbus' configuration).
-Exit status: 0 when an ``available_now`` run has caught up, 2 when an event cannot be applied
-or a record of a data topic cannot be read (the message names its position and the reason), or
-the sink refuses the job's login, 1 on any other failure (a sink that stayed
-away longer than ``apply.sink_retry_s`` among them). Every failure ends
-with one line; ``-v`` adds the trace and keeps Spark's own (verbose) log profile.
+The JSON file is a `JobConfig` (``rowbus apply`` writes one from rowbus' configuration, its
+secrets handed over in the environment: `JobConfig.at_rest`). Exit status: 0 when an
+``available_now`` run has caught up, 2 when an event cannot be applied or a record of a data
+topic cannot be read (the message names its position and the reason), the sink refuses the
+job's login or has no room for a write, or the file holds a masked secret, 1 on any other
+failure (a sink that stayed away longer than ``apply.sink_retry_s`` among them). Every failure
+ends with one line, ``apply stopped: …`` in one form wherever the error was raised
+(`stop_line`); ``-v`` adds the trace and keeps Spark's own (verbose) log profile.
 """
 
 from __future__ import annotations
