@@ -238,8 +238,8 @@ class Demo:
         self.say("created W2 (8 tables per source) and the W3 shard group (2 x 4 shards)")
         return workloads
 
-    def _launch(self, name: str, args: list[str]) -> int:
-        env = {"PYSPARK_PYTHON": sys.executable}
+    def _launch(self, name: str, args: list[str], secrets: dict[str, str] | None = None) -> int:
+        env = {"PYSPARK_PYTHON": sys.executable, **(secrets or {})}
         pid = launch(args, self.home / f"{name}.log", env=env)
         self.records.append(ProcessRecord(name, pid, args[-1], "-"))
         return pid
@@ -290,8 +290,11 @@ class Demo:
 
         job = self.home / "apply-job.json"
         job.touch(mode=0o600)
-        job.write_text(job_config(self.settings).dump())
-        self._launch("apply", [sys.executable, "-m", "rowbus.spark_apply", "--config", str(job)])
+        # No secret in the file: they reach the job in its environment (`JobConfig.at_rest`).
+        text, secrets = job_config(self.settings).at_rest()
+        job.write_text(text)
+        argv = [sys.executable, "-m", "rowbus.spark_apply", "--config", str(job)]
+        self._launch("apply", argv, secrets)
         self.say("Spark apply job starting (local[2]; the first batch takes 10-60 s)")
         from rowbus.status import apply_status
 
