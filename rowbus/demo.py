@@ -286,15 +286,11 @@ class Demo:
         self.say("readers are publishing (one per source, leader elected in ZooKeeper)")
 
     def _start_apply(self, config: Path) -> None:
-        from rowbus.jobs import job_config
+        from rowbus.jobs import job_config, write_job
 
-        job = self.home / "apply-job.json"
-        job.touch(mode=0o600)
-        # No secret in the file: they reach the job in its environment (`JobConfig.at_rest`).
-        text, secrets = job_config(self.settings).at_rest()
-        job.write_text(text)
-        argv = [sys.executable, "-m", "rowbus.spark_apply", "--config", str(job)]
-        self._launch("apply", argv, secrets)
+        job = str(self.home / "apply-job.json")
+        env = write_job(Path(job), job_config(self.settings))
+        self._launch("apply", [sys.executable, "-m", "rowbus.spark_apply", "--config", job], env)
         self.say("Spark apply job starting (local[2]; the first batch takes 10-60 s)")
         from rowbus.status import apply_status
 

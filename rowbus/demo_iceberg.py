@@ -83,12 +83,10 @@ class IcebergDemo:
     def run(self, python: str) -> IcebergResult:
         settings = self._settings()
         schema = self.schema(settings)
-        from rowbus.jobs import job_config
+        from rowbus.jobs import job_config, write_job
 
         job = self._home / "apply-iceberg-job.json"
-        job.touch(mode=0o600)
-        text, secrets = job_config(settings, available_now=True).at_rest()
-        job.write_text(text)
+        secrets = write_job(job, job_config(settings, available_now=True))
         names = ", ".join(f"{schema}.{t}" for t in TABLES)
         self._say(f"Iceberg: a second apply job (available-now) writes {names} into Iceberg")
         began = time.monotonic()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rowbus.clients import mysql
@@ -72,6 +73,15 @@ def job_config(settings: Settings, available_now: bool = False) -> JobConfig:
         zookeeper_root=settings.zookeeper.root,
         zookeeper_auth=settings.zookeeper.auth,
     )
+
+
+def write_job(path: Path, config: JobConfig) -> dict[str, str]:
+    """Write the job's configuration file `path` (0600, and no secret in it:
+    `JobConfig.at_rest`); returns the variables to start the job with, which carry them."""
+    text, secrets = config.at_rest()
+    path.touch(mode=0o600)
+    path.write_text(text)
+    return secrets
 
 
 def discover_shard_tables(settings: Settings) -> list[str]:

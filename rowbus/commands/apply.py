@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rowbus.commands.common import add_metrics_port, metrics_port
 from rowbus.config import Settings
-from rowbus.jobs import job_config
+from rowbus.jobs import job_config, write_job
 from rowbus.tree import run_group
 
 
@@ -43,16 +43,14 @@ def _apply(args: argparse.Namespace, settings: Settings) -> int:
         # Printing needs no sink: the file may be for a cluster this host cannot reach.
         print(config.shown())
         return 0
-    # The file holds no secret; they reach the job in its environment (`JobConfig.at_rest`).
-    text, secrets = config.at_rest()
     from rowbus.spark_apply.sink_conn import precheck_sink
 
     # A sink that refuses the login is one line now, not after Spark's minute of start-up.
     precheck_sink(settings.resolved_sink)
     with tempfile.TemporaryDirectory(prefix="rowbus-apply-") as tmp:
         path = Path(tmp) / "job.json"
-        path.touch(mode=0o600)
-        path.write_text(text)
+        # The file holds no secret; they reach the job in its environment (`JobConfig.at_rest`).
+        secrets = write_job(path, config)
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, **secrets}
         # The job, its JVM and its Python workers form one process group that a SIGTERM or
         # SIGINT to this command stops as a whole.
