@@ -302,9 +302,10 @@ CLIENT for BINLOG MONITOR): the dump, the binlog's position and the tables' sche
 snapshots. docs/operations.md lists it beside the sink's."""
 _READER_MAY = frozenset(
     {"USAGE", "REPLICATION SLAVE", "REPLICATION REPLICA", "BINLOG MONITOR", "REPLICATION CLIENT",
-     "SELECT", "SLAVE MONITOR", "REPLICA MONITOR", "SHOW VIEW", "PROCESS", "RELOAD"}
+     "SELECT"}
 )  # fmt: skip
-"""Privileges that let a reader's user read, never change: more than these is a warning."""
+"""`READER_NEEDS` under each of its names, and USAGE (no privilege): anything else is more
+than a reader needs, and a warning."""
 _GRANT = re.compile(r"GRANT (.*?) ON (\S+) TO ")
 
 
@@ -325,8 +326,8 @@ def _grants_by_scope(grants: str) -> dict[str, set[str]]:
 
 
 def _excess(grants: str, mariadb: bool) -> Check:
-    """A warning when the reader's user may change anything: a leaked reader password should
-    not be able to write, drop or grant."""
+    """A warning when the reader's user holds anything it does not need: a leaked reader
+    password should let no one write, drop, grant, or watch other sessions."""
     extra = sorted(
         f"{privilege} ON {scope}"
         for scope, privileges in _grants_by_scope(grants).items()
@@ -340,7 +341,8 @@ def _excess(grants: str, mariadb: bool) -> Check:
         not extra,
         required=False,
         detail=f"also holds {', '.join(extra)}" if extra else f"at most {needs} ON *.*",
-        consequence="whoever learns this password can change or drop the source's data",
+        consequence="whoever learns this password can do more than read the binlog and the "
+        "tables (change or drop data, grant, see other sessions)",
         fix=f"give the readers a user of their own with only {needs} ON *.* "
         "(REVOKE ALL PRIVILEGES, GRANT OPTION FROM the user; then GRANT those)",
     )
