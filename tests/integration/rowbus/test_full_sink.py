@@ -6,8 +6,9 @@ sink equals the source, no transaction applied twice.
 The sink is a private MariaDB whose InnoDB system tablespace has a cap
 (``innodb_data_file_path=ibdata1:12M:autoextend:max:16M``, every table in it with
 ``innodb_file_per_table=OFF``): a write past the cap gets the error a full disk gives InnoDB,
-1114 "The table 't' is full" (measured: a full data file and a capped one both end in
-DB_OUT_OF_FILE_SPACE), without a mount. Raising the cap is a restart with a larger ``max``.
+1114 "The table 't' is full", without a mount (measured once by hand on a full 140 MB tmpfs:
+the server logged "preallocating … for file ./d/t.ibd failed with error 28" and the client got
+the same 1114). Raising the cap is a restart with a larger ``max``.
 """
 
 from __future__ import annotations
