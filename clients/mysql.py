@@ -10,6 +10,9 @@ Kinds of failure (`Kind`), each with what a caller does about it:
 - ``denied`` (1044, 1045, 1142, 1227): the login or a grant is refused — an operator must act
   (1045 is the login itself: the user or the password is wrong, `wrong_login` says so; the
   others are a missing grant);
+- ``full`` (1114 the table is full, 1021 the disk is full, and any error carrying the
+  operating system's errno 28 "No space left on device"): the server has no room for the
+  write — an operator must free space or raise the cap, retrying cannot help until then;
 - ``tls`` (2026): TLS could not be agreed (``tls.mode: required`` and a server without TLS, a
   certificate that does not verify) — an operator must act, retrying cannot help;
 - ``other``: the statement itself is wrong for this server — not retryable.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import ssl
 from collections.abc import Callable, Iterator
 from enum import StrEnum
@@ -43,6 +47,12 @@ ER_ACCESS_DENIED = 1045
 """The server refused the login itself; 1044, 1142 and 1227 refuse a privilege instead."""
 CR_SSL_CONNECTION_ERROR = 2026
 TLS = frozenset({CR_SSL_CONNECTION_ERROR})
+FULL = frozenset({1021, 1114})
+"""ER_DISK_FULL, ER_RECORD_FILE_FULL (InnoDB's answer to a data file that cannot grow: a full
+disk, or a tablespace at the ``max`` of ``innodb_data_file_path``)."""
+_NO_SPACE = re.compile(r"\b(?:errno|Errcode|error):? 28\b|No space left on device", re.IGNORECASE)
+"""How the server reports the operating system's ENOSPC inside another error (1030 "Got error
+28 from storage engine", 3 and 1026 "Error writing file … (Errcode: 28 …)")."""
 SHA2_FULL_AUTH = (
     "the server asks for caching_sha2_password's full authentication (the password is not in "
     "its cache), which over a connection without TLS needs the 'cryptography' package: "
@@ -56,6 +66,7 @@ class Kind(StrEnum):
     ROLLED_BACK = "rolled_back"
     DENIED = "denied"
     TLS = "tls"
+    FULL = "full"
     OTHER = "other"
 
 
@@ -96,6 +107,8 @@ def classify(exc: BaseException) -> Kind:
         return Kind.DENIED
     if code in TLS:
         return Kind.TLS
+    if code in FULL or (code is not None and code < 2000 and _NO_SPACE.search(str(exc))):
+        return Kind.FULL
     if code in UNAVAILABLE or (code is not None and 2000 <= code < 3000):
         return Kind.UNAVAILABLE
     if isinstance(exc, pymysql.err.InterfaceError | ConnectionError | TimeoutError):

@@ -10,6 +10,8 @@ environment variable) are declared here and rendered into pymysql's options only
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -111,6 +113,29 @@ def read_password(fields: _PasswordFields, whose: str) -> str:
     if fields.password is None:
         raise SecretUnavailableError(f"no password, password_file or password_env is set ({whose})")
     return fields.password.get_secret_value()
+
+
+@dataclass(frozen=True)
+class _Secret:
+    """One value's source, for `read_password`."""
+
+    password: SecretStr | None = None
+    password_file: Path | None = None
+    password_env: str | None = None
+
+
+def read_referenced(
+    from_file: Mapping[str, Path], from_env: Mapping[str, str], setting: str
+) -> dict[str, str]:
+    """The values of settings given by reference (``kafka.client_from_file`` and
+    ``client_from_env``: key → file, key → variable), read now; `setting` names them in an
+    error (``kafka.client``)."""
+    read: dict[str, str] = {}
+    for key, path in from_file.items():
+        read[key] = read_password(_Secret(password_file=path), f"{setting}_from_file.{key}")
+    for key, name in from_env.items():
+        read[key] = read_password(_Secret(password_env=name), f"{setting}_from_env.{key}")
+    return read
 
 
 def _only_one_password(fields: BaseModel) -> None:

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from rowbus.clients.settings import (
@@ -25,7 +24,7 @@ from rowbus.clients.settings import (
     SourceConnection,
     StrictModel,
     ZooKeeperAuth,
-    read_password,
+    read_referenced,
 )
 from rowbus.config_errors import describe_validation_error
 from rowbus.consumers.settings import SubscriberSettings
@@ -89,21 +88,8 @@ class KafkaSettings(StrictModel):
     ) -> dict[str, str | int | float | bool]:
         """The librdkafka dict, rendered at the last moment before a client is built."""
         assert self.bootstrap_servers is not None, "settings were not resolved"
-        read: dict[str, str | int | float | bool] = {}
-        for key, path in self.client_from_file.items():
-            read[key] = read_password(_Secret(password_file=path), f"kafka.client_from_file.{key}")
-        for key, name in self.client_from_env.items():
-            read[key] = read_password(_Secret(password_env=name), f"kafka.client_from_env.{key}")
+        read = read_referenced(self.client_from_file, self.client_from_env, "kafka.client")
         return {"bootstrap.servers": self.bootstrap_servers, **self.client, **read, **overrides}
-
-
-@dataclass(frozen=True)
-class _Secret:
-    """One value's source, for `read_password`."""
-
-    password: SecretStr | None = None
-    password_file: Path | None = None
-    password_env: str | None = None
 
 
 class ZooKeeperSettings(StrictModel):

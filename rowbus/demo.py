@@ -255,8 +255,8 @@ class Demo:
         )
         return workloads
 
-    def _launch(self, name: str, args: list[str]) -> int:
-        env = {"PYSPARK_PYTHON": sys.executable}
+    def _launch(self, name: str, args: list[str], secrets: dict[str, str] | None = None) -> int:
+        env = {"PYSPARK_PYTHON": sys.executable, **(secrets or {})}
         pid = launch(args, self.home / f"{name}.log", env=env)
         self.records.append(ProcessRecord(name, pid, args[-1], "-"))
         return pid
@@ -303,12 +303,11 @@ class Demo:
         self.say("readers are publishing (one per source, leader elected in ZooKeeper)")
 
     def _start_apply(self, config: Path) -> None:
-        from rowbus.jobs import job_config
+        from rowbus.jobs import job_config, write_job
 
-        job = self.home / "apply-job.json"
-        job.touch(mode=0o600)
-        job.write_text(job_config(self.settings).dump())
-        self._launch("apply", [sys.executable, "-m", "rowbus.spark_apply", "--config", str(job)])
+        job = str(self.home / "apply-job.json")
+        env = write_job(Path(job), job_config(self.settings))
+        self._launch("apply", [sys.executable, "-m", "rowbus.spark_apply", "--config", job], env)
         self.say("Spark apply job starting (local[2]; the first batch takes 10-60 s)")
         from rowbus.status import apply_status
 

@@ -64,7 +64,7 @@ class IcebergDemo:
         self,
         config: Path,
         home: Path,
-        launch: Callable[[str, list[str]], int],
+        launch: Callable[[str, list[str], dict[str, str]], int],
         say: Callable[[str], None],
         out: TextIO,
         job_timeout: float = 300.0,
@@ -83,16 +83,15 @@ class IcebergDemo:
     def run(self, python: str) -> IcebergResult:
         settings = self._settings()
         schema = self.schema(settings)
-        from rowbus.jobs import job_config
+        from rowbus.jobs import job_config, write_job
 
         job = self._home / "apply-iceberg-job.json"
-        job.touch(mode=0o600)
-        job.write_text(job_config(settings, available_now=True).dump())
+        secrets = write_job(job, job_config(settings, available_now=True))
         names = ", ".join(f"{schema}.{t}" for t in TABLES)
         self._say(f"Iceberg: a second apply job (available-now) writes {names} into Iceberg")
         began = time.monotonic()
         pid = self._launch(
-            "apply-iceberg", [python, "-m", "rowbus.spark_apply", "--config", str(job)]
+            "apply-iceberg", [python, "-m", "rowbus.spark_apply", "--config", str(job)], secrets
         )
         status = exit_status(pid, self._job_timeout)
         if status != 0:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rowbus.clients import mysql
@@ -62,13 +63,25 @@ def job_config(settings: Settings, available_now: bool = False) -> JobConfig:
         _create_missing_targets(settings, apply.shard_ddl.tables)
     return JobConfig(
         apply=apply,
-        kafka=settings.kafka.client_config(),
+        # Settings from files or variables stay references, read where the job starts.
+        kafka={"bootstrap.servers": str(settings.kafka.bootstrap_servers), **settings.kafka.client},
+        kafka_from_file=settings.kafka.client_from_file,
+        kafka_from_env=settings.kafka.client_from_env,
         sink=settings.resolved_sink,
         source_names=tuple(s.name for s in settings.sources),
         zookeeper_hosts=settings.zookeeper.hosts,
         zookeeper_root=settings.zookeeper.root,
         zookeeper_auth=settings.zookeeper.auth,
     )
+
+
+def write_job(path: Path, config: JobConfig) -> dict[str, str]:
+    """Write the job's configuration file `path` (0600, and no secret in it:
+    `JobConfig.at_rest`); returns the variables to start the job with, which carry them."""
+    text, secrets = config.at_rest()
+    path.touch(mode=0o600)
+    path.write_text(text)
+    return secrets
 
 
 def discover_shard_tables(settings: Settings) -> list[str]:

@@ -39,7 +39,8 @@ Modules, by role:
   the owner of a row, a write task's collapse over its Arrow rows;
 - `settings`, `metrics`, `progress`, `stall`, `exceptions`: configuration, counters, the
   progress API for tools, the stall report (what held events wait for), errors;
-- `apply_faults`: the kill -9 at a step's commit the tests of the driver inject.
+- `apply_faults`: the kill -9 at a step's commit the tests of the driver inject;
+- `quiet_daemon`: PySpark's daemon for the job's Python workers, quiet when the JVM hangs up.
 
 This package imports `protocol`, `clients`, `merge`, `routing` and `shard_ddl` of ours, never
 the Subscriber SDK (`consumers`); pyspark is imported lazily where it is needed, so the planner,

@@ -1,11 +1,13 @@
 """``python -m rowbus.spark_apply --config job.json``, or ``spark-submit …/__main__.py …``.
 
-The JSON file is a `JobConfig` (``rowbus apply`` writes one from rowbus' configuration).
-Exit status: 0 when an ``available_now`` run has caught up, 2 when an event cannot be applied
-or a record of a data topic cannot be read (the message names its position and the reason), or
-the sink refuses the job's login, 1 on any other failure (a sink that stayed
-away longer than ``apply.sink_retry_s`` among them). Every failure ends
-with one line; ``-v`` adds the trace and keeps Spark's own (verbose) log profile.
+The JSON file is a `JobConfig` (``rowbus apply`` writes one from rowbus' configuration, its
+secrets handed over in the environment: `JobConfig.at_rest`). Exit status: 0 when an
+``available_now`` run has caught up, 2 when an event cannot be applied or a record of a data
+topic cannot be read (the message names its position and the reason), the sink refuses the
+job's login or has no room for a write, or the file holds a masked secret, 1 on any other
+failure (a sink that stayed away longer than ``apply.sink_retry_s`` among them). Every failure
+ends with one line, ``apply stopped: …`` in one form wherever the error was raised
+(`stop_line`); ``-v`` adds the trace and keeps Spark's own (verbose) log profile.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import faulthandler
-import json
 import logging
 import os
 import re
@@ -52,7 +53,13 @@ def main(argv: list[str] | None = None) -> int:
         # The same trace, logged by the applier itself (`job.trace_log`).
         logging.getLogger("rowbus.spark_apply.job.trace").setLevel(logging.CRITICAL)
         logging.getLogger().addFilter(_py4j_module_log)
-    config = JobConfig.model_validate(json.loads(args.config.read_text()))
+    try:
+        # The secrets a launcher handed over in the environment are taken out of it here,
+        # before Spark's JVM (which would pass them on to every Python worker) starts.
+        config = JobConfig.load(args.config.read_text(), str(args.config), os.environ)
+    except ApplyError as exc:
+        logging.getLogger("rowbus.spark_apply").error("apply stopped: %s", exc)
+        return 2
     _prepare_jvm(config, args.verbose)
     from rowbus.spark_apply.job import run, spark_started
 
@@ -98,11 +105,10 @@ def _run(
     except SinkUnavailableError as exc:  # not the event's fault: the sink stayed away
         logging.getLogger("rowbus.spark_apply").error("apply failed: %s", exc)
         return 1
-    except ApplyError as exc:
-        logging.getLogger("rowbus.spark_apply").error("apply stopped: %s", exc)
-        return 2
-    except ProtocolError as exc:  # a record of a data topic, read on the driver
-        logging.getLogger("rowbus.spark_apply").error("apply stopped: ProtocolError: %s", exc)
+    except (ApplyError, ProtocolError) as exc:  # ProtocolError: a record read on the driver
+        logging.getLogger("rowbus.spark_apply").error(
+            "apply stopped: %s", stop_line(type(exc).__name__, str(exc))
+        )
         return 2
     except Exception as exc:
         if stopped:  # the stop interrupted a call into Spark mid-way
@@ -233,23 +239,36 @@ class JobStopped(Exception):  # noqa: N818 - a stop request, not a failure
 
 
 def _apply_error_in(exc: BaseException) -> str | None:
-    """Spark wraps a foreachBatch failure in its own exception; find ours in the message."""
+    """Spark wraps a foreachBatch failure in its own exception; find ours in the message and
+    say it as `stop_line` does for the same error raised in the driver's own thread."""
     text = str(exc)
-    for name in (
-        "BadEventError",
-        "CheckpointConflictError",
-        "MissingTopicError",
-        "LogChangedError",
-        "ApplyError",
-        "ProtocolError",
-    ):
+    for name in (*_NAMED[:-1], "SinkFullError", "ApplyError", "ProtocolError"):
         # The traceback's last "…Error: message" line, not a source line naming the class.
         said = re.compile(rf"^(?:[\w.]+\.)?{name}: ")
         found = [ln.strip() for ln in text.splitlines() if said.match(ln.strip())]
         if found:
-            head, _, message = found[-1].partition(": ")
-            return f"{head.rsplit('.', 1)[-1]}: {message}"
+            return stop_line(name, found[-1].partition(": ")[2])
     return None
+
+
+_NAMED = (
+    "BadEventError",
+    "CheckpointConflictError",
+    "MissingTopicError",
+    "LogChangedError",
+    "ProtocolError",
+)
+"""The errors a stop names: each name says which kind of trouble it is (an event, the
+checkpoints, a topic, the broker's log, a record) and operators' tools match on it."""
+
+
+def stop_line(name: str, message: str) -> str:
+    """What follows ``apply stopped: `` for error class `name`: ``Name: message`` for the
+    kinds in `_NAMED`, the message alone for a plain `ApplyError` (its name says nothing its
+    message does not). One form wherever the error was raised: in the driver's own thread,
+    or inside a batch and handed back by Spark — an executor's task in throughput mode — so
+    the same denial reads the same in every mode (issue #33)."""
+    return f"{name}: {message}" if name in _NAMED else message
 
 
 if __name__ == "__main__":

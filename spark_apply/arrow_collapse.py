@@ -328,13 +328,15 @@ def write_bulks(cur: Any, bulks: list[Bulk], max_bytes: int) -> int | None:
     import pymysql
 
     from rowbus.spark_apply.enum_error import ER_DATA_TRUNCATED
+    from rowbus.spark_apply.sink_conn import room_for
 
     for bulk in bulks:
-        for sql, upsert in bulk.statements(max_bytes):
-            try:
-                cur.execute(sql)
-            except pymysql.err.MySQLError as exc:
-                if upsert and exc.args and exc.args[0] == ER_DATA_TRUNCATED:
-                    return None
-                raise
+        with room_for(cur, bulk.target):
+            for sql, upsert in bulk.statements(max_bytes):
+                try:
+                    cur.execute(sql)
+                except pymysql.err.MySQLError as exc:
+                    if upsert and exc.args and exc.args[0] == ER_DATA_TRUNCATED:
+                        return None
+                    raise
     return sum(len(b) for b in bulks)

@@ -9,6 +9,8 @@ RowbusError
     │                          lost acknowledged records and reused their offsets)
     ├── MissingTopicError      a data topic the job reads does not exist (not created yet, or
     │                          deleted under the running job)
+    ├── SinkFullError          the sink has no room for a write (a full disk, a capped
+    │                          tablespace): nothing of the batch is committed; not retried
     ├── SinkUnavailableError   the sink cannot be reached (retryable)
     └── TransactionConflictError the sink rolled a transaction back: deadlock or lock wait
                                timeout (retryable; the sink retries it itself first)
@@ -68,6 +70,12 @@ class MissingTopicError(ApplyError):
         )
 
 
+class SinkFullError(ApplyError):
+    """The sink refused a write for want of space (`rowbus.clients.mysql.Kind.FULL`). The
+    transaction it was part of is rolled back, so the job stops rather than wait: space comes
+    back only when an operator frees it, and a restarted job resumes from the sink's head."""
+
+
 class SinkUnavailableError(ApplyError):
     """The sink database cannot be reached."""
 
@@ -103,6 +111,7 @@ _OURS = (
     "CheckpointConflictError",
     "MissingTopicError",
     "LogChangedError",
+    "SinkFullError",
     "SinkUnavailableError",
     "TransactionConflictError",
     "ApplyError",

@@ -419,6 +419,9 @@ def spark_session(config: JobConfig) -> Any:
         # A crash of a Python worker (a C extension, librdkafka) reports its stack to the task's
         # error instead of "Python worker exited unexpectedly".
         "spark.python.worker.faulthandler.enabled": "true",
+        # A worker the JVM hangs up on as the job stops exits without printing a trace after
+        # the job's one line (`quiet_daemon`).
+        "spark.python.daemon.module": "rowbus.spark_apply.quiet_daemon",
         **a.spark_conf,
     }
     if a.mode == "throughput":

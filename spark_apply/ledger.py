@@ -82,6 +82,8 @@ class Ledger:
         """(batch id, state) of the state last written (valid once its transaction commits)."""
         self.packet = 0
         """The server's max_allowed_packet (known after `start`)."""
+        self.at = conn.address
+        """The sink's address, for the errors that name it."""
 
     @property
     def conn(self) -> Connection[Any]:
@@ -94,7 +96,7 @@ class Ledger:
         """Connect, create the state tables and load the running snapshots' seen sets."""
         self._conn = conn = connect_sink(self.settings)
         db = self.db
-        with db_errors("creating the apply state tables"), conn.cursor() as cur:
+        with db_errors("creating the apply state tables", self.at), conn.cursor() as cur:
             cur.execute(f"CREATE DATABASE IF NOT EXISTS {db}")
             cur.execute(
                 f"CREATE TABLE IF NOT EXISTS {db}.apply_head (job VARCHAR(128) PRIMARY KEY, "
@@ -142,7 +144,7 @@ class Ledger:
     def _one(self, what: str, sql: str, args: tuple[Any, ...]) -> Any:
         """The first row of `sql` on `conn`, in a transaction of its own (None: no row)."""
         conn = self.conn
-        with db_errors(what), conn.cursor() as cur:
+        with db_errors(what, self.at), conn.cursor() as cur:
             cur.execute(sql, args)
             row = cur.fetchone()
         conn.commit()
@@ -170,7 +172,7 @@ class Ledger:
             # need not be read back.
             return saved[1]
         conn = self.conn
-        with db_errors("reading the apply state"), conn.cursor() as cur:
+        with db_errors("reading the apply state", self.at), conn.cursor() as cur:
             state = self.state_store.load(cur, batch_id)
             if state is None:  # a sink written by an older version: one value per batch
                 cur.execute(
@@ -199,7 +201,7 @@ class Ledger:
         # parts committed must plan the same steps, so it must see the same gate answers
         # (shard-DDL locks move on their own). Kept for the batch before too, then dropped.
         conn = self.conn
-        with db_errors("storing the gate answers"), conn.cursor() as cur:
+        with db_errors("storing the gate answers", self.at), conn.cursor() as cur:
             cur.execute(
                 f"DELETE FROM {self.db}.apply_gate WHERE job = %s AND batch_id < %s",
                 (self.job, batch_id - 1),
@@ -221,7 +223,7 @@ class Ledger:
         def fetch(segment: int, pos: int) -> tuple[int, bytes] | None:
             # A step's rows are read while the chunk before is being written on the same
             # connection (the MySQL sink's `_Pipeline`): one at a time.
-            with self.lock, db_errors("reading stashed events"):
+            with self.lock, db_errors("reading stashed events", self.at):
                 return self.state_store.fetcher(cur)(segment, pos)
 
         return PieceSpill(batch_id, fetch, wire)
@@ -241,7 +243,7 @@ class Ledger:
     def committed_batches(self) -> list[tuple[int, int, int]]:
         """(batch id, step, shard) of every checkpoint row of this job, in order."""
         conn = self.conn
-        with db_errors("listing checkpoints"), conn.cursor() as cur:
+        with db_errors("listing checkpoints", self.at), conn.cursor() as cur:
             cur.execute(
                 f"SELECT batch_id, step, shard FROM {self.db}.apply_checkpoint WHERE job = %s "
                 "ORDER BY batch_id, step, shard",
@@ -253,7 +255,7 @@ class Ledger:
 
     def done_shards(self, batch_id: int, step: int) -> set[int]:
         conn = self.conn
-        with db_errors("reading shard checkpoints"), conn.cursor() as cur:
+        with db_errors("reading shard checkpoints", self.at), conn.cursor() as cur:
             cur.execute(
                 f"SELECT shard FROM {self.db}.apply_checkpoint "
                 "WHERE job = %s AND batch_id = %s AND step = %s",
@@ -282,7 +284,7 @@ class Ledger:
         another count the same keys would land in other tasks, and a committed marker would
         skip rows it does not hold). Stored in its own transaction before any task writes."""
         conn = self.conn
-        with db_errors("storing the batch's task count"), conn.cursor() as cur:
+        with db_errors("storing the batch's task count", self.at), conn.cursor() as cur:
             cur.execute(
                 f"DELETE FROM {self.db}.apply_tasks WHERE job = %s AND batch_id < %s",
                 (self.job, batch_id - 1),
@@ -311,13 +313,13 @@ class Ledger:
     # -- writing, in the caller's transaction ------------------------------------------------
 
     def commit(self, conn: Connection[Any]) -> None:
-        with db_errors("committing a batch"):
+        with db_errors("committing a batch", self.at):
             conn.commit()
 
     def checkpoint(self, conn: Connection[Any], cp: Checkpoint, shard: int, rows: int) -> None:
         """The checkpoint row of (batch, step, shard), in `conn`'s open transaction."""
         batch_id, step, offsets, watermark, ddl = cp
-        with db_errors("writing the checkpoint"), conn.cursor() as cur:
+        with db_errors("writing the checkpoint", self.at), conn.cursor() as cur:
             cur.execute(
                 f"INSERT INTO {self.db}.apply_checkpoint (job, batch_id, step, shard, offsets, "
                 "watermark, row_count, ddl, committed_at) "
@@ -327,7 +329,7 @@ class Ledger:
 
     def advance(self, conn: Connection[Any], old: Head | None, new: Head) -> Head:
         """Move the head from `old` to `new`; CheckpointConflictError if it is not `old`."""
-        with db_errors("advancing the apply head"), conn.cursor() as cur:
+        with db_errors("advancing the apply head", self.at), conn.cursor() as cur:
             if old is None:
                 try:
                     cur.execute(
@@ -367,7 +369,7 @@ class Ledger:
     def save_state(self, conn: Connection[Any], batch_id: int, plan: Plan) -> None:
         """The state after batch `batch_id` (complete), in `conn`'s open transaction."""
         spill = plan.spill if isinstance(plan.spill, PieceSpill) else None
-        with db_errors("writing the apply state"), conn.cursor() as cur:
+        with db_errors("writing the apply state", self.at), conn.cursor() as cur:
             self.state_store.save(cur, batch_id, plan.state, spill)
             self._saved = (batch_id, plan.state)
             # The batch is complete: a replay is a skip, its gate answers are not needed.

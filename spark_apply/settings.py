@@ -9,14 +9,22 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import MutableMapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from rowbus.clients.settings import MySQLConnection, StrictModel, ZooKeeperAuth
+from rowbus.clients import kafka
+from rowbus.clients.settings import (
+    MySQLConnection,
+    StrictModel,
+    ZooKeeperAuth,
+    read_referenced,
+)
 from rowbus.protocol.topics import CONTROL_TOPIC, DEFAULT_DATA_TOPIC_TEMPLATE, SCHEMAS_TOPIC
 from rowbus.routing.routes import RouteSettings
+from rowbus.spark_apply.exceptions import ApplyError
 
 
 class ShardDdlSettings(StrictModel):
@@ -190,13 +198,33 @@ class JobConfig(StrictModel):
 
     apply: ApplySettings = ApplySettings()
     kafka: dict[str, str | int | float | bool] = Field(default_factory=dict, repr=False)
-    """librdkafka settings, rendered (``bootstrap.servers`` at least; not in repr: secrets)."""
+    """librdkafka settings, rendered (``bootstrap.servers`` at least; not in repr: secrets),
+    those of `kafka_from_file` and `kafka_from_env` included once read."""
+    kafka_from_file: dict[str, Path] = Field(default_factory=dict)
+    """librdkafka settings read from files where the job starts (``kafka.client_from_file``),
+    kept by reference in the job's configuration file."""
+    kafka_from_env: dict[str, str] = Field(default_factory=dict)
+    """librdkafka settings read from variables where the job starts
+    (``kafka.client_from_env``), kept by reference in the job's configuration file."""
     sink: SinkConnection = SinkConnection()
     source_names: tuple[str, ...] = ()
     """All configured sources, used when `apply.sources` is empty."""
     zookeeper_hosts: str | None = None
     zookeeper_root: str = "/rowbus"
     zookeeper_auth: ZooKeeperAuth | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_references(cls, data: Any) -> Any:
+        """`kafka` with the settings given by reference read now, where the job starts."""
+        if isinstance(data, dict) and (data.get("kafka_from_file") or data.get("kafka_from_env")):
+            read = read_referenced(
+                {k: Path(v) for k, v in (data.get("kafka_from_file") or {}).items()},
+                data.get("kafka_from_env") or {},
+                "kafka.client",
+            )
+            data = {**data, "kafka": {**(data.get("kafka") or {}), **read}}
+        return data
 
     @property
     def shard_tables(self) -> list[tuple[str, str, str]]:
@@ -213,14 +241,95 @@ class JobConfig(StrictModel):
         return self.apply.sources or self.source_names
 
     def dump(self) -> str:
-        """JSON for the job's own config file (mode 0600): an inline sink password revealed,
-        one from ``password_file`` or ``password_env`` not (`MySQLConnection.plain`; the driver
-        and every executor then read it themselves when they connect)."""
-        data = self.model_dump(mode="json")
+        """JSON of the whole configuration, inline secrets revealed (a program or test that
+        launches the job itself, and holds the secrets anyway); a ``password_file`` or
+        ``password_env`` is kept by name (`MySQLConnection.plain`; the driver and every
+        executor then read it themselves when they connect). `rowbus apply` writes `at_rest`
+        instead."""
+        return json.dumps(self._plain(), indent=2, sort_keys=True)
+
+    def _plain(self) -> dict[str, Any]:
+        data = self._dumped()
         data["sink"] = self.sink.plain()
         if self.zookeeper_auth is not None:
             data["zookeeper_auth"] = self.zookeeper_auth.plain()
+        return data
+
+    def shown(self) -> str:
+        """JSON fit to print (``rowbus apply --print-config``): every secret masked as
+        ``rowbus config show`` masks it (pydantic's `SecretStr`, `kafka.redacted` for the
+        librdkafka settings); a ``password_file`` or ``password_env`` kept by name. A job
+        started from it with a masked value is refused in one line (`load`)."""
+        data = self._dumped()
+        data["kafka"] = kafka.redacted(data["kafka"])
         return json.dumps(data, indent=2, sort_keys=True)
+
+    def _dumped(self) -> dict[str, Any]:
+        """JSON data, the settings given by reference left out of `kafka` (read again where
+        the job starts)."""
+        data = self.model_dump(mode="json")
+        referenced = {*self.kafka_from_file, *self.kafka_from_env}
+        data["kafka"] = {k: v for k, v in data["kafka"].items() if k not in referenced}
+        return data
+
+    def at_rest(self) -> tuple[str, dict[str, str]]:
+        """(the job's configuration file, the environment to start the job with), for a
+        launcher that starts the job itself (`rowbus apply`): the file holds no secret — the
+        sink's and ZooKeeper's inline passwords and the Kafka client's inline secret settings
+        travel in the variable `SECRETS_ENV` of the job's environment, which `load` reads and
+        removes before Spark starts, so the JVM and its Python workers never inherit it.
+
+        Why the environment and not a second file: a file lives on disk as long as the job
+        (days, for a streaming job) and in every backup of its folder; a variable of one
+        process lives in that process's memory only and, like a 0600 file, is readable by its
+        user and root alone (``/proc/PID/environ``). A ``password_file``/``password_env`` the
+        user configured, and ``kafka.client_from_file``/``client_from_env``, stay references,
+        read by whoever connects (the job reads the Kafka ones when it starts)."""
+        data = self._plain()
+        secrets: dict[str, str] = {}
+        if self.sink.password_file is None and self.sink.password_env is None:
+            secrets["sink.password"] = str(data["sink"].pop("password"))
+        if self.zookeeper_auth is not None and "password" in data["zookeeper_auth"]:
+            secrets["zookeeper_auth.password"] = str(data["zookeeper_auth"].pop("password"))
+        public, hidden = kafka.split_secrets(data["kafka"])
+        data["kafka"] = public
+        secrets.update({f"kafka.{k}": json.dumps(v) for k, v in hidden.items()})
+        env = {SECRETS_ENV: json.dumps(secrets)} if secrets else {}
+        return json.dumps(data, indent=2, sort_keys=True), env
+
+    @classmethod
+    def load(cls, text: str, where: str, environ: MutableMapping[str, str]) -> JobConfig:
+        """The job's configuration from the JSON `text` of file `where`, with the secrets a
+        launcher handed over in `SECRETS_ENV` (`at_rest`; the variable is removed from
+        `environ`). A secret still masked (a file printed by ``--print-config``) is refused
+        with one line saying where to give it (`ApplyError`)."""
+        data = json.loads(text)
+        handed = json.loads(environ.pop(SECRETS_ENV, "{}"))
+        for path, value in handed.items():
+            section, _, key = path.partition(".")
+            if section == "kafka":
+                data.setdefault("kafka", {})[key] = json.loads(value)
+            else:
+                data.setdefault(section, {})[key] = value
+        masked = [
+            f"{section}.{key}"
+            for section in ("sink", "zookeeper_auth", "kafka")
+            for key, value in (data.get(section) or {}).items()
+            if value == kafka.MASK and (section == "kafka" or key == "password")
+        ]
+        if masked:
+            raise ApplyError(
+                f"{where}: {', '.join(masked)} is masked (the file was printed by rowbus apply "
+                "--print-config, which never prints a secret): give each as a reference in "
+                "rowbus' configuration before printing (password_file or password_env; "
+                "kafka.client_from_file or client_from_env), or edit it into the file"
+            )
+        return cls.model_validate(data)
+
+
+SECRETS_ENV = "ROWBUS_APPLY_SECRETS"
+"""The variable in which a launcher hands the job the secrets its configuration file leaves
+out (`JobConfig.at_rest`): JSON, ``{"sink.password": …, "kafka.sasl.password": …}``."""
 
 
 def launched_by_spark_submit() -> bool:

@@ -121,7 +121,10 @@ def marked_transaction(
     try:
         for attempt in range(1, CONFLICT_ATTEMPTS + 1):
             try:
-                with db_errors(f"batch {batch_id} step {step} task {shard}"), conn.cursor() as cur:
+                with (
+                    db_errors(f"batch {batch_id} step {step} task {shard}", sink.address),
+                    conn.cursor() as cur,
+                ):
                     try:
                         cur.execute(
                             f"INSERT INTO {state_db}.apply_checkpoint (job, batch_id, step, shard, "

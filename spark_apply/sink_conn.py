@@ -21,6 +21,7 @@ from pymysql.connections import Connection
 from rowbus.clients import mysql
 from rowbus.spark_apply.exceptions import (
     ApplyError,
+    SinkFullError,
     SinkUnavailableError,
     TransactionConflictError,
 )
@@ -62,17 +63,21 @@ def precheck_sink(c: SinkConnection) -> None:
 
 
 @contextlib.contextmanager
-def db_errors(what: str) -> Iterator[None]:
-    """Translate pymysql errors (the one choke point), keeping their codes."""
+def db_errors(what: str, sink: str | None = None) -> Iterator[None]:
+    """Translate pymysql errors (the one choke point), keeping their codes; `sink`: the
+    server's address, for the errors that name it."""
     try:
         yield
     except pymysql.err.MySQLError as exc:
-        raise apply_error(exc, what) from exc
+        raise apply_error(exc, what, sink) from exc
 
 
-def apply_error(exc: BaseException, what: str) -> ApplyError:
-    """The apply job's error for a sink failure, by the MySQL seam's classification."""
+def apply_error(exc: BaseException, what: str, sink: str | None = None) -> ApplyError:
+    """The apply job's error for a sink failure, by the MySQL seam's classification (`sink`:
+    the server's address, named when the server ran out of space)."""
     kind = mysql.classify(exc)
+    if kind is mysql.Kind.FULL:
+        return full_error(exc, what, sink)
     if kind is mysql.Kind.UNAVAILABLE:
         return SinkUnavailableError(f"{what}: sink unavailable ({exc})")
     if kind is mysql.Kind.ROLLED_BACK:  # lock wait timeout, deadlock: run the transaction again
@@ -85,6 +90,41 @@ def apply_error(exc: BaseException, what: str) -> ApplyError:
         text = exc.args[1] if len(exc.args) > 1 else exc
         return ApplyError(f"{what}: access denied ({text}); {advice}")
     return ApplyError(f"{what}: {exc}")
+
+
+def full_error(exc: BaseException, what: str, sink: str | None) -> SinkFullError:
+    """One line for a write the sink has no room for: what was written, the server and its
+    own words (which name the table), and what to change. The write's transaction is rolled
+    back (the caller's, or the server's when the connection closes), so nothing is
+    half-applied and a job started once there is room resumes from the sink's head."""
+    args: tuple[Any, ...] = tuple(getattr(exc, "args", ()))
+    text = f"{args[0]}: {args[1]}" if len(args) > 1 else str(exc)
+    where = f"the sink {sink}" if sink else "the sink"
+    return SinkFullError(
+        f"{what}: {where} has no room for it ({text}): free space on its disk, or raise its "
+        "cap (innodb_data_file_path's max, a quota on its data folder), then start the job "
+        "again; the transaction was rolled back and resumes from the sink's last checkpoint"
+    )
+
+
+@contextlib.contextmanager
+def room_for(cur: Any, target: object) -> Iterator[None]:
+    """Around the statements that write `target`'s rows on `cur`: a sink with no room for them
+    is one `SinkFullError` naming the table and the server (its own message names only the
+    table's short name)."""
+    try:
+        yield
+    except pymysql.err.MySQLError as exc:
+        if mysql.classify(exc) is mysql.Kind.FULL:
+            raise full_error(exc, f"writing rows of {target}", address(cur)) from exc
+        raise
+
+
+def address(conn: Any) -> str | None:
+    """``host:port`` of a pymysql connection (or a cursor's), when it has them."""
+    conn = getattr(conn, "connection", conn)
+    host, port = getattr(conn, "host", None), getattr(conn, "port", None)
+    return f"{host}:{port}" if host and port else None
 
 
 def retry_conflicts(conn: Connection[Any], transaction: Callable[[], None], what: str) -> None:

@@ -25,9 +25,9 @@ from rowbus.spark_apply.changes import (
     delete_statements,
     keyless_statements,
 )
-from rowbus.spark_apply.exceptions import ApplyError, BadEventError
+from rowbus.spark_apply.exceptions import ApplyError, BadEventError, SinkFullError
 from rowbus.spark_apply.planner import Envelope
-from rowbus.spark_apply.sink_conn import apply_error
+from rowbus.spark_apply.sink_conn import address, apply_error, room_for
 from rowbus.spark_apply.snapshots import SeenSets
 
 log = logging.getLogger(__name__)
@@ -49,10 +49,13 @@ def write_tables(
                 if seen is not None and seen.running:
                     rows = ((c, v) for c, v, _ in tc.upserts.values())
                     seen.add(cur, tc.target, rows, statement_bytes)
+    except SinkFullError:
+        conn.rollback()  # nothing of the step stays: a restarted job writes it whole
+        raise
     except pymysql.err.MySQLError as exc:
         conn.rollback()
         if mysql.classify(exc) is not mysql.Kind.OTHER:
-            raise apply_error(exc, "writing rows") from exc
+            raise apply_error(exc, "writing rows", address(conn)) from exc
         raise diagnose(conn, tables, exc) from exc
 
 
@@ -85,6 +88,11 @@ def diagnose(
 
 
 def write_table(cur: Any, tc: TableChanges, max_bytes: int = STATEMENT_BYTES) -> None:
+    with room_for(cur, tc.target):
+        _write_table(cur, tc, max_bytes)
+
+
+def _write_table(cur: Any, tc: TableChanges, max_bytes: int) -> None:
     by_cols: dict[tuple[str, ...], list[tuple[Value, ...]]] = {}
     for key, (cols, _env) in (tc.deletes | tc.clear).items():
         by_cols.setdefault(cols, []).append(key)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rowbus.commands.common import add_metrics_port, metrics_port
 from rowbus.config import Settings
-from rowbus.jobs import job_config
+from rowbus.jobs import job_config, write_job
 from rowbus.tree import run_group
 
 
@@ -24,7 +24,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--available-now", action="store_true", help="apply what is in the topics now, then stop"
     )
     cmd.add_argument(
-        "--print-config", action="store_true", help="print the job's JSON config and exit"
+        "--print-config",
+        action="store_true",
+        help="print the job's JSON config and exit (secrets masked: give them to a job run from "
+        "it by password_file/password_env and kafka.client_from_file/client_from_env)",
     )
     add_metrics_port(cmd, "apply.metrics_port")
     cmd.set_defaults(func=_apply)
@@ -35,10 +38,10 @@ def _apply(args: argparse.Namespace, settings: Settings) -> int:
     settings = settings.model_copy(
         update={"apply": settings.apply.model_copy(update={"metrics_port": port})}
     )
-    text = job_config(settings, args.available_now).dump()
+    config = job_config(settings, args.available_now)
     if args.print_config:
         # Printing needs no sink: the file may be for a cluster this host cannot reach.
-        print(text)
+        print(config.shown())
         return 0
     from rowbus.spark_apply.sink_conn import precheck_sink
 
@@ -46,9 +49,9 @@ def _apply(args: argparse.Namespace, settings: Settings) -> int:
     precheck_sink(settings.resolved_sink)
     with tempfile.TemporaryDirectory(prefix="rowbus-apply-") as tmp:
         path = Path(tmp) / "job.json"
-        path.touch(mode=0o600)
-        path.write_text(text)
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+        # The file holds no secret; they reach the job in its environment (`JobConfig.at_rest`).
+        secrets = write_job(path, config)
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, **secrets}
         # The job, its JVM and its Python workers form one process group that a SIGTERM or
         # SIGINT to this command stops as a whole.
         argv = [sys.executable, "-m", "rowbus.spark_apply", "--config", str(path)]

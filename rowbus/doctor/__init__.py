@@ -2,7 +2,8 @@
 
 - `kafka`: the broker's semantics rowbus relies on (aborted records, offsets, fencing);
 - `topics`: the existing topics against what rowbus needs of them;
-- `mysql`: the source servers' binlog and grants, the connections' encryption;
+- `mysql`: the source servers' binlog and grants (and no more), the sink's grants, the
+  connections' encryption;
 - `report`: one check's result and how a list of them is printed.
 """
 
@@ -40,7 +41,7 @@ def run_doctor(
             print_section(f"source {source.name} {source.address} ({version})", checks, out)
             all_checks += checks
         sink = settings.resolved_sink
-        version, checks = check_sink(sink)
+        version, checks = check_sink(sink, settings.apply.state_database)
         print_section(f"sink {sink.address} ({version})", checks, out)
         all_checks += checks
     failed = [c for c in all_checks if not c.ok and c.required]

@@ -1,5 +1,7 @@
-"""Check that a source server writes the binlog a reader needs and grants what it needs, and
-that the connections to the sources and the sink are encrypted as configured."""
+"""Check that a source server writes the binlog a reader needs and grants what it needs (and
+no more: a reader's user that may write gets a warning), that the sink grants the apply job
+what it needs, and that the connections to the sources and the sink are encrypted as
+configured."""
 
 from __future__ import annotations
 
@@ -40,15 +42,18 @@ def _version(cur: pymysql.cursors.Cursor) -> str:
     return str(row[0]) if row else "unknown"
 
 
-def check_sink(settings: MySQLSettings) -> tuple[str, list[Check]]:
-    """(server description, checks) of the sink: that it answers, and its TLS."""
+def check_sink(settings: MySQLSettings, state_database: str) -> tuple[str, list[Check]]:
+    """(server description, checks) of the sink: that it answers, its TLS, and the grants
+    the apply job needs (on `state_database`, and on the targets)."""
     conn, connected = _connect(settings, "the apply job cannot write to the sink")
     if conn is None:
         return "unreachable", [connected]
     with conn, conn.cursor() as cur:
         version = _version(cur)
         encryption = _tls(cur, settings)
-    return version, [connected, encryption]
+        cur.execute("SHOW GRANTS FOR CURRENT_USER()")
+        grants = " ".join(str(row[0]) for row in cur.fetchall()).upper()
+    return version, [connected, encryption, *_sink_privileges(grants, state_database)]
 
 
 def _tls(cur: pymysql.cursors.Cursor, settings: MySQLSettings) -> Check:
@@ -131,6 +136,7 @@ def check_source(settings: MySQLSettings) -> tuple[str, list[Check]]:
         *value_checks(variables),
         _gtid(variables, mariadb),
         _privileges(grants, mariadb),
+        _excess(grants, mariadb),
     ]
     return f"{'MariaDB' if mariadb else 'MySQL'} {version}", checks
 
@@ -288,3 +294,101 @@ def _privileges(grants: str, mariadb: bool) -> Check:
         consequence="the reader cannot tail the binlog or read table schemas",
         fix=f"GRANT {', '.join(missing) or 'nothing'} ON *.* TO the reader's user",
     )
+
+
+READER_NEEDS = ("REPLICATION SLAVE", "BINLOG MONITOR", "SELECT")
+"""What a binlog reader's user needs on a MariaDB source, all ``ON *.*`` (MySQL: REPLICATION
+CLIENT for BINLOG MONITOR): the dump, the binlog's position and the tables' schemas and
+snapshots. docs/operations.md lists it beside the sink's."""
+_READER_MAY = frozenset(
+    {"USAGE", "REPLICATION SLAVE", "REPLICATION REPLICA", "BINLOG MONITOR", "REPLICATION CLIENT",
+     "SELECT"}
+)  # fmt: skip
+"""`READER_NEEDS` under each of its names, and USAGE (no privilege): anything else is more
+than a reader needs, and a warning."""
+_GRANT = re.compile(r"GRANT (.*?) ON (\S+) TO ")
+
+
+def _grants_by_scope(grants: str) -> dict[str, set[str]]:
+    """``SHOW GRANTS`` text (upper case) as scope (``*.*``, ``DB.*``, ``DB.T``, back-quotes and
+    escapes dropped) → privileges; a ``WITH GRANT OPTION`` is the privilege ``GRANT OPTION``."""
+    found: dict[str, set[str]] = {}
+    for statement in re.split(r"(?<!WITH )(?=GRANT )", grants):
+        m = _GRANT.match(statement.strip())
+        if m is None or m.group(1).startswith("PROXY"):
+            continue
+        scope = m.group(2).replace("`", "").replace("\\", "")
+        privileges = {p.strip() for p in m.group(1).split(",")}
+        if "WITH GRANT OPTION" in statement:
+            privileges.add("GRANT OPTION")
+        found.setdefault(scope, set()).update(privileges)
+    return found
+
+
+def _excess(grants: str, mariadb: bool) -> Check:
+    """A warning when the reader's user holds anything it does not need: a leaked reader
+    password should let no one write, drop, grant, or watch other sessions."""
+    extra = sorted(
+        f"{privilege} ON {scope}"
+        for scope, privileges in _grants_by_scope(grants).items()
+        for privilege in privileges
+        if privilege not in _READER_MAY
+    )
+    needs = ", ".join(READER_NEEDS if mariadb else ("REPLICATION SLAVE", "REPLICATION CLIENT",
+                                                    "SELECT"))  # fmt: skip
+    return Check(
+        "a binlog reader's user holds no more than it needs",
+        not extra,
+        required=False,
+        detail=f"also holds {', '.join(extra)}" if extra else f"at most {needs} ON *.*",
+        consequence="whoever learns this password can do more than read the binlog and the "
+        "tables (change or drop data, grant, see other sessions)",
+        fix=f"give the readers a user of their own with only {needs} ON *.* "
+        "(REVOKE ALL PRIVILEGES, GRANT OPTION FROM the user; then GRANT those)",
+    )
+
+
+SINK_STATE_NEEDS = ("CREATE", "SELECT", "INSERT", "UPDATE", "DELETE")
+"""What the apply job's user needs on apply.state_database (its checkpoint, head, state and
+stash tables, created by the job)."""
+SINK_TARGET_NEEDS = ("SELECT", "INSERT", "UPDATE", "DELETE", "CREATE", "ALTER", "DROP", "INDEX")
+"""What it needs on the target databases: rows written and read back (`rowbus verify`), and
+the DDL applied at its barrier (CREATE, ALTER, DROP, INDEX)."""
+
+
+def _sink_privileges(grants: str, state_database: str) -> list[Check]:
+    """The apply job's needs: required on its state database (else it stops at start), a
+    warning for the target tables when no global grant covers them (a grant per target
+    database may: the doctor does not know which databases the routes reach)."""
+    scopes = _grants_by_scope(grants)
+    everywhere = scopes.get("*.*", set())
+    if "ALL PRIVILEGES" in everywhere:
+        everywhere = everywhere | set(SINK_TARGET_NEEDS) | set(SINK_STATE_NEEDS)
+    state = everywhere | scopes.get(f"{state_database.upper()}.*", set())
+    if "ALL PRIVILEGES" in state:
+        state = state | set(SINK_STATE_NEEDS)
+    missing = [p for p in SINK_STATE_NEEDS if p not in state]
+    targets = [p for p in SINK_TARGET_NEEDS if p not in everywhere]
+    return [
+        Check(
+            f"privileges for the apply job's state ({state_database})",
+            not missing,
+            required=True,
+            detail="missing " + ", ".join(missing) if missing else ", ".join(SINK_STATE_NEEDS),
+            consequence="the apply job cannot keep its checkpoints: it stops at start",
+            fix=f"GRANT {', '.join(missing) or 'nothing'} ON `{state_database}`.* TO the sink's "
+            "user",
+        ),
+        Check(
+            "privileges for the apply job's targets",
+            not targets,
+            required=False,
+            detail=f"not granted ON *.*: {', '.join(targets)} (a grant per target database "
+            "may hold them)"
+            if targets
+            else ", ".join(SINK_TARGET_NEEDS) + " ON *.*",
+            consequence="a batch that writes a target the user may not write stops the job",
+            fix=f"GRANT {', '.join(targets) or 'nothing'} ON each target database TO the "
+            "sink's user",
+        ),
+    ]

@@ -283,7 +283,7 @@ def test_a_row_whose_schema_is_not_in_the_schemas_topic_is_one_line(
     assert producer.flush(15) == 0
     _apply_stops_with(
         _topic_job(services, tmp_path, topic, unique("noschema"), schemas_topic=schemas),
-        f"{topic}[0]@0 (binlog bin.000001:1000 gtid=0-1-0): unknown schema id "
+        f"BadEventError: {topic}[0]@0 (binlog bin.000001:1000 gtid=0-1-0): unknown schema id "
         f"{row.schema_id} of db.t: the schemas topic does not hold it; apply.schemas_topic "
         "must name the topic the readers of its source write (reader.schemas_topic)",
     )
@@ -326,9 +326,9 @@ def test_a_sink_user_that_may_not_write_the_target_is_one_line(
         # Besides the JVM's notice, only INFO lines of the job's progress before the line.
         *before, line = [ln for ln in _lines(out.stderr) if " INFO " not in ln]
         assert before == [JVM_NOTICE], out.stderr
-        name = "ApplyError: " if mode == "throughput" else ""  # as the executor raised it
+        # One form from either mode: the driver's own write or an executor's task.
         assert line.endswith(
-            f" ERROR rowbus.spark_apply: apply stopped: {name}writing rows: access denied "
+            " ERROR rowbus.spark_apply: apply stopped: writing rows: access denied "
             f"(INSERT, UPDATE command denied to user '{user}'@'localhost' for table `db`.`t`); "
             "grant it to the sink's user (the job creates apply.state_database and its tables, "
             "and writes the target tables)"

@@ -17,7 +17,7 @@ from rowbus.clients import mysql
 from rowbus.clients.errors import SecretUnavailableError
 from rowbus.config import Settings, load_settings
 from rowbus.jobs import job_config
-from rowbus.spark_apply.settings import JobConfig
+from rowbus.spark_apply.settings import SECRETS_ENV, JobConfig
 from tests.conftest import connect
 
 ENV = "ROWBUS_TEST_SECRET_PASSWORD"
@@ -138,12 +138,16 @@ def test_the_password_is_never_printed(
     assert "PASS  TLS: not encrypted; loopback only" in outputs["doctor"]
     assert '"unavailable"' in outputs["status --json"]
     outputs["logs"] = caplog.text
-    # the job's config as `rowbus apply` writes it to disk for Spark: a file or variable is
-    # kept by name; an inline password has to travel (the file is 0600, see the README)
-    job = job_config(load_settings(path)).dump()
-    if form in ("password_file", "password_env"):
-        outputs["job config"] = job
-        assert JobConfig.model_validate(json.loads(job)).sink.secret() == password
+    main(["-c", str(path), "apply", "--print-config"])
+    outputs["apply --print-config"] = capfd.readouterr().out
+    # The job's config as `rowbus apply` writes it to disk for Spark: a file or variable is
+    # kept by name; an inline password travels in the job's environment, which the job reads
+    # (and takes out of it) when it loads the file.
+    job, env = job_config(load_settings(path)).at_rest()
+    outputs["job config"] = job
+    loaded = JobConfig.load(job, "job.json", {**env})
+    assert loaded.sink.secret() == password
+    assert (SECRETS_ENV in env) == (form in ("inline", "rowbus_env"))
     leaked = [name for name, text in outputs.items() if password in text]
     assert not leaked, f"the password is printed by {leaked}"
 

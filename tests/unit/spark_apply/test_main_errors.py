@@ -41,3 +41,21 @@ def test_a_python_failure_in_a_batch_is_named_by_its_exception() -> None:
     assert one_line(RuntimeError(text)) == (
         "OperationalError: (1153, \"Got a packet bigger than 'max_allowed_packet'\")"
     )
+
+
+def test_a_plain_apply_error_reads_the_same_from_spark_as_from_the_driver() -> None:
+    """Throughput mode's executors raise the denial inside Spark's task; the driver's thread
+    raises the same `ApplyError` itself: one line either way, without the class name."""
+    from rowbus.spark_apply.__main__ import stop_line
+    from rowbus.spark_apply.exceptions import ApplyError
+
+    message = "writing rows: access denied (INSERT command denied); grant it to the sink's user"
+    spark = RuntimeError(
+        "Job aborted due to stage failure: Traceback (most recent call last):\n"
+        '  File "/x/rowbus/spark_apply/throughput.py", line 1, in write\n'
+        "    raise apply_error(exc, what) from exc\n"
+        f"rowbus.spark_apply.exceptions.ApplyError: {message}\n"
+    )
+    driver = ApplyError(message)
+    assert _apply_error_in(spark) == stop_line(type(driver).__name__, str(driver)) == message
+    assert stop_line("BadEventError", "t[0]@1: x") == "BadEventError: t[0]@1: x"

@@ -1,0 +1,33 @@
+"""The job's PySpark daemon (``spark.python.daemon.module``): PySpark's own, except that a
+forked Python worker whose connection the JVM closed exits without a trace.
+
+A reused worker waits on its socket for the next task; when the job stops (a batch failed,
+or the query ended) the JVM closes that socket, the worker's read ends in `EOFError`, and
+PySpark's daemon prints the whole Python trace to the JVM's stderr — after the job's one line,
+on the user's terminal (seen: a throughput job stopped by a full sink printed 10 lines of
+``EOFError`` from ``pyspark/daemon.py``). Nothing failed in the worker: the JVM hung up. A
+worker's real failures reach the JVM over the socket as before, and end the job with its line.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark import daemon
+
+_worker = daemon.worker
+
+
+def _worker_until_hung_up(sock: Any, authenticated: bool) -> Any:
+    """`pyspark.daemon.worker`, with the JVM closing the connection taken as the end of the
+    worker (a non-zero code: the daemon's child drains the socket and exits 0)."""
+    try:
+        return _worker(sock, authenticated)
+    except EOFError:
+        return 1
+
+
+daemon.worker = _worker_until_hung_up
+
+if __name__ == "__main__":
+    daemon.manager()
