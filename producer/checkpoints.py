@@ -51,14 +51,14 @@ class StoredCheckpoint:
 
 
 def load_checkpoint(
-    client_config: Mapping[str, Any], topic: str, source: str, timeout_s: float = 30.0
+    client_config: Mapping[str, Any], admin: Any, topic: str, source: str, timeout_s: float = 30.0
 ) -> ReaderCheckpoint | None:
     """The last committed checkpoint of `source` on `topic`, or None."""
-    return load_checkpoints(client_config, topic, source, timeout_s).checkpoint
+    return load_checkpoints(client_config, admin, topic, source, timeout_s).checkpoint
 
 
 def load_checkpoints(
-    client_config: Mapping[str, Any], topic: str, source: str, timeout_s: float = 30.0
+    client_config: Mapping[str, Any], admin: Any, topic: str, source: str, timeout_s: float = 30.0
 ) -> StoredCheckpoint:
     """The last committed checkpoint of `source` and its open fragment record (a fragment
     record counts only when it comes after the last checkpoint: a transaction that completed
@@ -68,7 +68,7 @@ def load_checkpoints(
     fragment: ReaderCheckpoint | None = None
     tables: dict[TableName, TableSchema | None] = {}
     prefix = f"{source}/table/".encode()
-    for msg in _committed(client_config, topic, timeout_s):
+    for msg in _committed(client_config, admin, topic, timeout_s):
         k = msg.key()
         state = k is not None and k.startswith(prefix)
         if k not in (key, open_key) and not state:
@@ -106,23 +106,32 @@ def load_checkpoints(
 
 
 def load_writer(
-    client_config: Mapping[str, Any], topic: str, fence_id: str, timeout_s: float = 30.0
+    client_config: Mapping[str, Any], admin: Any, topic: str, fence_id: str, timeout_s: float = 30.0
 ) -> str | None:
     """The transactional.id the last term of a source's reader claimed on the writers topic
     `topic` under its stable id `fence_id` (`KafkaPublisher.rotate`), or None when none
     ever did."""
     key = fence_id.encode()
     claimed: str | None = None
-    for msg in _committed(client_config, topic, timeout_s):
+    for msg in _committed(client_config, admin, topic, timeout_s):
         value = msg.value()
         if msg.key() == key and value:
             claimed = bytes(value).decode()
     return claimed
 
 
-def _committed(client_config: Mapping[str, Any], topic: str, timeout_s: float) -> Iterator[Message]:
+def _committed(
+    client_config: Mapping[str, Any], admin: Any, topic: str, timeout_s: float
+) -> Iterator[Message]:
     """Every committed record of `topic` from its beginning up to the high watermarks taken
-    when the read starts; nothing when the topic does not exist yet."""
+    when the read starts (by `admin`, the caller's long-lived admin client); nothing when the
+    topic does not exist yet.
+
+    Not an admin client made for the call: a reader's term opened just after a lost ZooKeeper
+    session died with SIGSEGV inside ``AdminClient.list_offsets`` of such a client (the
+    nemesis, seed 3, 2026-11-27; faulthandler's stack in the reader's log), as a reader did
+    "before its first checkpoint" in a clean-clone `make test` (issue #33) — each creating and
+    dropping librdkafka handles around an asynchronous admin call."""
     consumer = kafka.consumer(
         {
             **client_config,
@@ -137,9 +146,7 @@ def _committed(client_config: Mapping[str, Any], topic: str, timeout_s: float) -
         meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if meta is None or meta.error is not None or not meta.partitions:
             return
-        ends = kafka.high_watermarks(
-            kafka.admin(client_config), [(topic, p) for p in meta.partitions], timeout_s
-        )
+        ends = kafka.high_watermarks(admin, [(topic, p) for p in meta.partitions], timeout_s)
         yield from _read_to_high_watermark(consumer, topic, ends, timeout_s)
     except KafkaException as exc:
         err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None

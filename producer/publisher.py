@@ -268,6 +268,13 @@ class KafkaPublisher:
             )
 
     @property
+    def admin(self) -> Any:
+        """The admin client made by `prepare`, for as long as this publisher is open."""
+        if self._admin is None:
+            raise PublishError("the publisher is not prepared")
+        return self._admin
+
+    @property
     def producer(self) -> Producer:
         if self._producer is None:
             raise PublishError("the publisher is not started")

@@ -191,8 +191,9 @@ class TermOpener:
         # Before the checkpoint is read: the last term's open transaction is aborted by this
         # fencing (its writer's, not the stable id's), so every record below is final.
         writers = writers_topic(s.checkpoints_topic)
-        publisher.rotate(writers, load_writer(self.services.kafka, writers, publisher.fence_id))
-        stored = load_checkpoints(self.services.kafka, s.checkpoints_topic, self.source.name)
+        kafka, admin = self.services.kafka, publisher.admin
+        publisher.rotate(writers, load_writer(kafka, admin, writers, publisher.fence_id))
+        stored = load_checkpoints(kafka, admin, s.checkpoints_topic, self.source.name)
         checkpoint, fragment = stored.checkpoint, stored.fragment
         mode = snapshot_mode(s)
         prepared: Prepared | None = None

@@ -69,7 +69,11 @@ def reader_status(settings: Settings) -> list[ReaderStatus]:
         for source in settings.sources:
             ordered = contenders(client, settings.zookeeper.root, source.name)
             checkpoint = load_checkpoint(
-                settings.kafka.client_config(), settings.reader.checkpoints_topic, source.name, 15
+                settings.kafka.client_config(),
+                admin,
+                settings.reader.checkpoints_topic,
+                source.name,
+                15,
             )
             result.append(
                 ReaderStatus(

@@ -108,12 +108,14 @@ class ClusterNode:
 
     def _register(self, stop: threading.Event) -> None:
         """Create this node's ephemeral znode; a previous session of the same id (a node
-        restarted at once after kill -9) holds it until ZooKeeper expires that session."""
-        zk.ensure_paths(self._client, self.paths)
-        zk.remove(self._client, self.paths.drain(self.node_id))
+        restarted at once after kill -9) holds it until ZooKeeper expires that session. A
+        connection lost meanwhile (ConnectionLoss while a new session settles after an
+        expiry: a node exited with status 2 on it in the nemesis) is waited out, not fatal."""
         deadline = time.monotonic() + 4 * self.cluster.session_timeout_s + 30
         while not stop.is_set():
             try:
+                zk.ensure_paths(self._client, self.paths)
+                zk.remove(self._client, self.paths.drain(self.node_id))
                 with zookeeper.zk_errors(f"registering node {self.node_id}"):
                     self._client.create(
                         self.paths.node(self.node_id), self._status().encode(), ephemeral=True
@@ -121,8 +123,11 @@ class ClusterNode:
                 log.info("node %s registered at %s", self.node_id, self.paths.node(self.node_id))
                 return
             except ZooKeeperClientError as exc:
-                if not isinstance(exc.__cause__, NodeExistsError) or time.monotonic() > deadline:
+                held = isinstance(exc.__cause__, NodeExistsError)
+                if not (held or exc.retryable) or time.monotonic() > deadline:
                     raise
+                if not held:
+                    log.warning("node %s: %s; registering when it answers", self.node_id, exc)
                 stop.wait(0.2)
 
     # ---- run ------------------------------------------------------------------------------------

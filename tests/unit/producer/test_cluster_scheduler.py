@@ -147,3 +147,44 @@ def test_balance_skips_a_node_whose_sets_are_all_pinned() -> None:
     v = view([node("a"), node("b"), node("c")], sets)
     plan = schedule([s.source for s in sets], v)
     assert list(plan.write.values()) == [ReplicationSet("s0", P, "b", "c")]
+
+
+class _DroppingClient:
+    """Answers like kazoo, except that its first `ensure_path` loses the connection."""
+
+    def __init__(self) -> None:
+        self.created: list[str] = []
+        self.drops = 1
+
+    def ensure_path(self, path: str) -> None:
+        from kazoo.exceptions import ConnectionLoss
+
+        if self.drops:
+            self.drops -= 1
+            raise ConnectionLoss()
+
+    def delete(self, path: str) -> None:
+        from kazoo.exceptions import NoNodeError
+
+        raise NoNodeError()
+
+    def create(self, path: str, value: bytes, ephemeral: bool) -> None:
+        self.created.append(path)
+
+
+def test_a_node_registers_again_after_a_connection_lost_while_registering() -> None:
+    import threading
+
+    from rowbus.producer.cluster.node import ClusterNode
+    from rowbus.producer.settings import ReaderSettings, Services
+
+    agent = ClusterNode(
+        {},
+        ReaderSettings(cluster={"node_id": "a"}),  # type: ignore[arg-type]
+        Services(kafka={}, zookeeper_hosts="127.0.0.1:1"),
+    )
+    client = _DroppingClient()
+    agent._client = client
+    agent._register(threading.Event())  # raised ZooKeeperClientError (ConnectionLoss) before
+    assert client.drops == 0
+    assert client.created == [agent.paths.node("a")]
