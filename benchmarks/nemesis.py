@@ -105,11 +105,17 @@ KINDS = (
     "restart-sink",
     "restart-source",
     "kill-subscriber",
+    # ZooKeeper behind a proxy (every rowbus process reaches it through one).
+    "cut-zookeeper",
+    "lag-zookeeper",
 )
 SOURCE_KINDS = ("kill-reader", "stop-reader", "cut-source", "lag-source", "restart-source")
 """The kinds whose fault concerns one source (drawn as the fault's target)."""
 LAG_S = 0.25
 """What a lag fault adds to each piece a proxy passes on, each way."""
+PAST_SESSION_S = 2.0
+"""lag-zookeeper's second part: the readers' session timeout plus this, both as the lag and
+as how long it lasts, so ZooKeeper expires every session held through the proxy."""
 ROWBUS_CLI = (sys.executable, "-m", "rowbus")
 MAX_FAULT_S = 10.0
 GROUP_GRACE_S = 45.0
@@ -673,6 +679,69 @@ def hidden_records(kafka_config: dict[str, Any], spark_checkpoint: Path) -> list
     ]
 
 
+def checkpoint_epochs(
+    kafka_config: dict[str, Any], topic: str, timeout_s: float = 60.0
+) -> dict[str, list[tuple[int, int, str]]]:
+    """Each source's committed checkpoints on the checkpoints `topic`, in log order, as
+    (offset, epoch, reader id): read read_committed from the start (where noida-db's
+    abort-skip does not hide records) to the partitions' ends. Read after the readers stopped,
+    so no transaction is open."""
+    from confluent_kafka import OFFSET_BEGINNING, KafkaError
+
+    from rowbus.clients import kafka
+    from rowbus.protocol.codec import decode
+    from rowbus.protocol.events import ReaderCheckpoint
+
+    found: dict[str, list[tuple[int, int, str]]] = {}
+    consumer = kafka.consumer(kafka_config, **{"enable.partition.eof": True})
+    try:
+        partitions = consumer.list_topics(topic, timeout=timeout_s).topics[topic].partitions
+        consumer.assign([kafka.kafka_tp(topic, p, OFFSET_BEGINNING) for p in partitions])
+        left = set(partitions)
+        end = time.monotonic() + timeout_s
+        while left and time.monotonic() < end:
+            for m in consumer.consume(1000, 0.5):
+                if (err := m.error()) is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        left.discard(m.partition())
+                    continue
+                key = m.key() or b""
+                if b"/" in key:
+                    continue  # fragment records and table states, not checkpoints
+                record = decode(m.value(), m.headers(), f"{topic}@{m.offset()}")
+                if isinstance(record, ReaderCheckpoint):
+                    found.setdefault(record.source, []).append(
+                        (m.offset() or 0, record.epoch, record.reader_id)
+                    )
+    finally:
+        consumer.close()
+    return found
+
+
+def epochs_back(epochs: dict[str, list[tuple[int, int, str]]]) -> list[str]:
+    """Checkpoints committed by a reader whose term had already ended: an epoch lower than
+    one committed before it (a deposed leader that wrote after losing its lease)."""
+    found = []
+    for source, records in sorted(epochs.items()):
+        highest = (-1, -1, "")
+        for offset, epoch, reader in records:
+            if epoch < highest[1]:
+                found.append(
+                    f"{source}: checkpoint @{offset} of epoch {epoch} ({reader}) after "
+                    f"@{highest[0]} of epoch {highest[1]} ({highest[2]})"
+                )
+            elif epoch > highest[1]:
+                highest = (offset, epoch, reader)
+    return found
+
+
+SELF_FENCED = "while leading"
+"""In a reader's log: its ZooKeeper session was suspended or lost while it led (`leader.py`),
+and it stopped publishing."""
+BROKER_FENCED = "another reader took this source over"
+"""In a reader's log: the broker fenced its producer (a zombie that had not stopped itself)."""
+
+
 @dataclass
 class Outcome:
     faults: Counter[str] = field(default_factory=Counter)
@@ -685,6 +754,7 @@ class Outcome:
     catch_up_s: float = 0.0
     stop_failures: list[str] = field(default_factory=list)
     subscriber_line: str = "-"
+    leases_line: str = "-"
     hidden: list[str] = field(default_factory=list)
     load_errors: list[str] = field(default_factory=list)
 
@@ -716,6 +786,19 @@ class Nemesis:
         print(f"[{time.monotonic() - self.began:7.1f}s] {text}", flush=True)
 
     # -- setup --
+
+    def _servers(self) -> dict[str, tuple[str, int]]:
+        """What the rowbus processes reach through a proxy each: the sources, the sink and
+        ZooKeeper (the nemesis's own reads and verify go to them directly)."""
+        servers = {
+            name: (self.settings.resolved_sink if name == "sink" else self.settings.source(name))
+            for name in (*SOURCES, "sink")
+        }
+        host, port = (self.settings.zookeeper.hosts or "").split(",")[0].rsplit(":", 1)
+        return {
+            **{name: (server.host, server.port) for name, server in servers.items()},
+            "zookeeper": (host, int(port)),
+        }
 
     def _configs(self) -> tuple[Path, Path]:
         """The pipeline's configuration (sources and sink through the proxies) and the direct
@@ -758,6 +841,7 @@ class Nemesis:
         for source in data["sources"]:
             source["port"] = self.proxies[source["name"]].port
         data["sink"]["port"] = self.proxies["sink"].port
+        data["zookeeper"]["hosts"] = f"127.0.0.1:{self.proxies['zookeeper'].port}"
         piped = self.home / "pipeline.yaml"
         piped.write_text(yaml.safe_dump(data, sort_keys=False))
         self._create_topics(prefix)
@@ -929,8 +1013,11 @@ class Nemesis:
             action = svc.heal
         elif kind in ("restart-sink", "restart-source"):
             action = self._restart("sink" if kind == "restart-sink" else fault.target, d)
+        elif kind == "lag-zookeeper":
+            action = self._lag_past_session(d)
         else:
-            action = self._network(kind, fault.target or "sink", d)
+            server = "zookeeper" if kind.endswith("-zookeeper") else fault.target or "sink"
+            action = self._network(kind, server, d)
         action()
         self.outcome.faults[kind] += 1
         self.pending.append((kind, time.monotonic()))
@@ -952,6 +1039,20 @@ class Nemesis:
             raise ValueError(kind)
         self._hold(seconds)
         return heal
+
+    def _lag_past_session(self, seconds: float) -> Callable[[], None]:
+        """ZooKeeper's connections slowed by LAG_S for `seconds` / 2, then by more than the
+        session timeout for longer than it: no ping is answered in time, every session held
+        through the proxy expires, and a leader must stop publishing before its successor
+        takes over. Return what lifts the lag."""
+        proxy = self.proxies["zookeeper"]
+        past = self.settings.zookeeper.session_timeout_s + PAST_SESSION_S
+        proxy.lag(LAG_S)
+        self._hold(seconds / 2)
+        self.say(f"  lag past the session timeout: {past:.1f}s for {past:.1f}s")
+        proxy.lag(past)
+        self._hold(past)
+        return lambda: proxy.lag(0)
 
     def _restart(self, server: str, seconds: float) -> Callable[[], None]:
         """Shut the MariaDB server down cleanly (its own SHUTDOWN), keep it down `seconds`;
@@ -993,11 +1094,8 @@ class Nemesis:
         with contextlib.ExitStack() as cleanup:
             cleanup.callback(self.stack.down)
             proxy_class = _proxy_class()
-            for name in (*SOURCES, "sink"):
-                server = (
-                    self.settings.resolved_sink if name == "sink" else self.settings.source(name)
-                )
-                self.proxies[name] = proxy_class((server.host, server.port))
+            for name, address in self._servers().items():
+                self.proxies[name] = proxy_class(address)
                 cleanup.callback(self.proxies[name].close)
             piped, direct_path = self._configs()
             direct = load_settings(direct_path)
@@ -1047,6 +1145,7 @@ class Nemesis:
                     self.settings.kafka.client_config(), self.spark_checkpoint(self.run_id)
                 )
             self.outcome.stop_failures = self.supervisor.stop_all()
+            self._check_leases()
             stop_watch.set()
             watcher.join(10)
         return self._summary()
@@ -1157,6 +1256,33 @@ class Nemesis:
         if problems:
             self.outcome.load_errors.append(f"subscriber: {self.outcome.subscriber_line}")
 
+    def _check_leases(self) -> None:
+        """Leaders that stopped themselves on a lost ZooKeeper session, terms the broker
+        fenced, and no checkpoint committed by a deposed leader (each source's epochs never go
+        back in the checkpoints topic). Run once the readers stopped."""
+        logs = [p.log for n, p in self.supervisor.procs.items() if n.startswith("reader-")]
+        texts = [log.read_text(errors="replace") if log.exists() else "" for log in logs]
+        self_fenced = sum(t.count(SELF_FENCED) for t in texts)
+        broker_fenced = sum(t.count(BROKER_FENCED) for t in texts)
+        try:
+            epochs = checkpoint_epochs(
+                self.settings.kafka.client_config(), f"{self.prefix}.checkpoints"
+            )
+        except Exception as exc:  # noqa: BLE001 - reported as the run's failure
+            self.outcome.load_errors.append(f"leases: checkpoints unreadable: {exc!r}")
+            return
+        back = epochs_back(epochs)
+        self.outcome.load_errors += [f"leases: {b}" for b in back]
+        terms = ", ".join(
+            f"{s} {len({e for _, e, _ in r})} terms" for s, r in sorted(epochs.items())
+        )
+        self.outcome.leases_line = (
+            f"{self_fenced} leader(s) stopped on a lost ZooKeeper session, {broker_fenced} "
+            f"term(s) fenced by the broker; checkpoints "
+            + ("in epoch order" if not back else f"{len(back)} back in epoch")
+            + f" ({terms})"
+        )
+
     def _noticed(self) -> list[str]:
         """Lines in the processes' logs worth a look even when the run passed."""
         found = []
@@ -1204,6 +1330,7 @@ class Nemesis:
             f"  catch-up     : {o.catch_up_s:.1f} s from the heal to an equal sink",
             f"  verify       : {o.verify_line}",
             f"  subscriber   : {o.subscriber_line}",
+            f"  leases       : {o.leases_line}",
             f"  crashes      : {len(crashed) or 'none'}",
             *(f"    {c}" for c in crashed),
             *(f"  leftover     : {x}" for x in sup.leftovers),
