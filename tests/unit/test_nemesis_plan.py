@@ -108,10 +108,15 @@ def test_the_summary_names_the_kinds_drawn_by_the_shorter_list() -> None:
     assert kinds_line(("cut-sink", "lag-sink")) == f"2 of {len(KINDS)}: cut-sink, lag-sink"
 
 
-def test_zookeeper_faults_name_no_source_and_come_after_the_earlier_kinds() -> None:
-    assert KINDS[-2:] == ("cut-zookeeper", "lag-zookeeper")
-    faults = plan(3, 600, 37, kinds=("cut-zookeeper", "lag-zookeeper"))
-    assert {f.kind for f in faults} == {"cut-zookeeper", "lag-zookeeper"}
+@pytest.mark.parametrize(
+    "added", [("cut-zookeeper", "lag-zookeeper"), ("kill-cluster-node", "kill-coordinator")]
+)
+def test_zookeeper_and_cluster_faults_name_no_source_and_come_after_the_earlier_kinds(
+    added: tuple[str, str],
+) -> None:
+    assert KINDS.index(added[0]) > KINDS.index("kill-subscriber")
+    faults = plan(3, 600, 37, kinds=added)
+    assert {f.kind for f in faults} == set(added)
     assert all(f.target == "" for f in faults)
 
 
