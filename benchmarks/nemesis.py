@@ -69,6 +69,7 @@ import importlib
 import json
 import os
 import random
+import re
 import resource
 import shutil
 import signal
@@ -231,6 +232,20 @@ def kinds_line(kinds: tuple[str, ...]) -> str:
     if len(left) < len(kinds):
         return f"all {len(KINDS)} but " + ", ".join(left) if left else f"all {len(KINDS)}"
     return f"{len(kinds)} of {len(KINDS)}: " + ", ".join(kinds)
+
+
+def refusals_lines(refusals: list[str]) -> list[str]:
+    """The refusals for the summary, those of one process that differ only in paths and
+    numbers as one line: the first, and how many more."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for line in refusals:
+        name, _, said = line.partition(": ")
+        shape = re.sub(r"/\S*|\d[\d,]*", "#", said)
+        groups.setdefault((name.split(" (pid", 1)[0], shape), []).append(line)
+    return [
+        first + (f" (and {len(more)} more like it)" if more else "")
+        for first, *more in groups.values()
+    ]
 
 
 def _pct(values: list[float], q: float) -> float | None:
@@ -1527,7 +1542,7 @@ class Nemesis:
             f"  crashes      : {len(crashed) or 'none'}",
             *(f"    {c}" for c in crashed),
             *(f"  leftover     : {x}" for x in sup.leftovers),
-            *(f"  refused      : {x}" for x in sup.refusals),
+            *(f"  refused      : {x}" for x in refusals_lines(sup.refusals)),
             *(f"  noticed      : {x}" for x in self._noticed()),
             *(f"  broker hides : {x}" for x in o.hidden),
             f"  verdict      : {'EQUAL' if ok else 'FAILED'}",

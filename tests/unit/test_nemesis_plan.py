@@ -16,6 +16,7 @@ from benchmarks.nemesis import (
     kinds_line,
     main,
     plan,
+    refusals_lines,
 )
 
 
@@ -130,3 +131,17 @@ def test_a_checkpoint_of_an_older_epoch_after_a_newer_one_is_a_deposed_leader_wr
     assert epochs_back(fine) == []
     zombie = {"source1": [(0, 1, "a"), (9, 2, "b"), (11, 1, "a"), (12, 2, "b")]}
     assert epochs_back(zombie) == ["source1: checkpoint @11 of epoch 1 (a) after @9 of epoch 2 (b)"]
+
+
+def test_refusals_of_one_kind_are_one_line_with_a_count() -> None:
+    spill = "subscriber (pid {}): rowbus: error: spill folder /s/rowbus-spill-{}: File too large"
+    refusals = [
+        spill.format(1, "a"),
+        "apply (pid 7): apply stopped: LogChangedError: t[0]@5: another record now",
+        spill.format(2, "b"),
+        spill.format(3, "c"),
+    ]
+    assert refusals_lines(refusals) == [
+        spill.format(1, "a") + " (and 2 more like it)",
+        refusals[1],
+    ]
