@@ -28,18 +28,19 @@ and the rest of its process group is killed first, as a supervisor's control gro
 An exit it did not cause is reported as a crash.
 
 Faults (drawn by the seed; one per equal slot of the run, so one at a time, each bounded by
-half its slot and ten seconds): kill -9 and SIGSTOP/SIGCONT of a reader (the source's leader
-or its standby), of the apply job's driver, of the broker and of ZooKeeper; a clean restart of
-the broker; the sink's connections cut, stalled or slowed (LAG_S added to each piece each way)
-at the proxy; a source's connections cut or slowed at its proxy; a clean restart of the sink
-or of a source MariaDB (its own SHUTDOWN, started again after the fault; the source's load
-pauses for it, as an application drains before a planned restart); kill -9 of the
-Subscriber; ZooKeeper's connections cut, or slowed by LAG_S and then by more than the readers'
-session timeout for longer than it (every session expires: a leader must stop publishing
-before its successor takes over); kill -9 of a cluster node or of the node holding the
-coordinator role; the Subscriber's spill folder full (its RLIMIT_FSIZE) while source1 commits
-a transaction it must spill (it stops with one line and is restarted, or waits; it loses
-nothing). The default count is one per 16 s of load (37 in 600 s).
+half its slot and ten seconds, but lag-zookeeper, which adds 8 s past the session timeout to
+half its length and may reach into the next slot): kill -9 and SIGSTOP/SIGCONT of a reader (the
+source's leader or its standby), of the apply job's driver, of the broker and of ZooKeeper; a
+clean restart of the broker; the sink's connections cut, stalled or slowed (LAG_S added to each
+piece each way) at the proxy; a source's connections cut or slowed at its proxy; a clean
+restart of the sink or of a source MariaDB (its own SHUTDOWN, started again after the fault;
+the source's load pauses for it, as an application drains before a planned restart); kill -9 of
+the Subscriber; ZooKeeper's connections cut, or slowed by LAG_S and then by more than the
+readers' session timeout for longer than it (every session expires: a leader must stop
+publishing before its successor takes over); kill -9 of a cluster node or of the node holding
+the coordinator role; the Subscriber's spill folder full (its RLIMIT_FSIZE) while source1
+commits a transaction it must spill (it stops with one line and is restarted, or waits; it
+loses nothing). The default count is one per 16 s of load (37 in 600 s).
 ``--kinds K1,K2`` draws from those kinds only, ``--without K1,K2`` leaves kinds out (the test
 broker loses acknowledged records when it restarts, so a run that must end equal leaves out
 kill-broker, stop-broker and restart-broker); the summary names the kinds drawn from.
