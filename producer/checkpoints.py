@@ -29,7 +29,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
 
 from rowbus.clients import kafka
-from rowbus.producer.exceptions import PublishError, ReaderError
+from rowbus.producer.exceptions import PublishError
 from rowbus.producer.publisher import translate_kafka_error
 from rowbus.protocol.codec import decode
 from rowbus.protocol.ddl import TableName
@@ -63,53 +63,29 @@ def load_checkpoints(
     """The last committed checkpoint of `source` and its open fragment record (a fragment
     record counts only when it comes after the last checkpoint: a transaction that completed
     wrote a checkpoint after its last fragment)."""
-    consumer = kafka.consumer(
-        {
-            **client_config,
-            "group.id": f"rowbus-reader-checkpoints-{uuid.uuid4().hex[:8]}",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "receive.message.max.bytes": 200_000_000,
-        }
-    )
     key, open_key = checkpoint_key(source), fragment_key(source)
     found: ReaderCheckpoint | None = None
     fragment: ReaderCheckpoint | None = None
     tables: dict[TableName, TableSchema | None] = {}
     prefix = f"{source}/table/".encode()
-    try:
-        meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
-        if meta is None or meta.error is not None or not meta.partitions:
-            return StoredCheckpoint(None, None)
-        ends = kafka.high_watermarks(
-            kafka.admin(client_config), [(topic, p) for p in meta.partitions], timeout_s
-        )
-        for msg in _read_to_high_watermark(consumer, topic, ends, timeout_s):
-            k = msg.key()
-            state = k is not None and k.startswith(prefix)
-            if k not in (key, open_key) and not state:
-                continue
-            where = f"{topic}[{msg.partition()}]@{msg.offset()}"
-            headers: Any = msg.headers()
-            record = decode(msg.value(), headers, where)
-            if state and isinstance(record, SchemaRecord):
-                t = record.table_schema
-                tables[TableName(t.schema, t.table)] = t if t.columns else None
-                continue
-            if not isinstance(record, ReaderCheckpoint):
-                continue
-            if k == key:
-                found, fragment = record, None
-            else:
-                fragment = record
-    except KafkaException as exc:
-        err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
-        raise translate_kafka_error(err, f"reading {topic}") from exc
-    except ReaderError:
-        raise
-    finally:
-        consumer.close()
+    for msg in _committed(client_config, topic, timeout_s):
+        k = msg.key()
+        state = k is not None and k.startswith(prefix)
+        if k not in (key, open_key) and not state:
+            continue
+        where = f"{topic}[{msg.partition()}]@{msg.offset()}"
+        headers: Any = msg.headers()
+        record = decode(msg.value(), headers, where)
+        if state and isinstance(record, SchemaRecord):
+            t = record.table_schema
+            tables[TableName(t.schema, t.table)] = t if t.columns else None
+            continue
+        if not isinstance(record, ReaderCheckpoint):
+            continue
+        if k == key:
+            found, fragment = record, None
+        else:
+            fragment = record
     if found is not None:
         log.info(
             "checkpoint of %s: binlog %s:%s gtid=%s epoch %s",
@@ -127,6 +103,49 @@ def load_checkpoints(
             fragment.position,
         )
     return StoredCheckpoint(found, fragment, tables if found is not None else {})
+
+
+def load_writer(
+    client_config: Mapping[str, Any], topic: str, fence_id: str, timeout_s: float = 30.0
+) -> str | None:
+    """The transactional.id the last term of a source's reader claimed on the writers topic
+    `topic` under its stable id `fence_id` (`KafkaPublisher.rotate`), or None when none
+    ever did."""
+    key = fence_id.encode()
+    claimed: str | None = None
+    for msg in _committed(client_config, topic, timeout_s):
+        value = msg.value()
+        if msg.key() == key and value:
+            claimed = bytes(value).decode()
+    return claimed
+
+
+def _committed(client_config: Mapping[str, Any], topic: str, timeout_s: float) -> Iterator[Message]:
+    """Every committed record of `topic` from its beginning up to the high watermarks taken
+    when the read starts; nothing when the topic does not exist yet."""
+    consumer = kafka.consumer(
+        {
+            **client_config,
+            "group.id": f"rowbus-reader-checkpoints-{uuid.uuid4().hex[:8]}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "receive.message.max.bytes": 200_000_000,
+        }
+    )
+    try:
+        meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if meta is None or meta.error is not None or not meta.partitions:
+            return
+        ends = kafka.high_watermarks(
+            kafka.admin(client_config), [(topic, p) for p in meta.partitions], timeout_s
+        )
+        yield from _read_to_high_watermark(consumer, topic, ends, timeout_s)
+    except KafkaException as exc:
+        err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+        raise translate_kafka_error(err, f"reading {topic}") from exc
+    finally:
+        consumer.close()
 
 
 def _read_to_high_watermark(

@@ -68,6 +68,15 @@ def translate_kafka_error(err: KafkaError | None, what: str) -> PublishError:
     return _publish_error(classify(err, what))
 
 
+def _term_number(claimed: str | None, fence_id: str) -> int:
+    """The number in a claimed id ``{fence_id}.w{n}``; 0 when none was claimed (or the claim
+    is another form: the next claim then starts over, a fresh id all the same)."""
+    if claimed is None or not claimed.startswith(f"{fence_id}.w"):
+        return 0
+    number = claimed[len(fence_id) + 2 :]
+    return int(number) if number.isdigit() else 0
+
+
 def kafka_errors(what: str) -> contextlib.AbstractContextManager[None]:
     """The seam's translation, into the reader's own errors."""
     return clients_kafka.kafka_errors(what, into=_publish_error)
@@ -82,7 +91,11 @@ class KafkaPublisher:
         timeout_s: float | None = None,
     ) -> None:
         self._config = dict(client_config)
+        self.fence_id = transactional_id
+        """The source's stable transactional.id: `start` fences with it, `rotate` claims with
+        it."""
         self.transactional_id = transactional_id
+        """The id this publisher writes with: `fence_id` until `rotate`, the term's own after."""
         self._txn_timeout = transaction_timeout_ms
         # Wait for a broker up to the transaction timeout (it aborts the transaction then).
         self._timeout = (
@@ -145,6 +158,11 @@ class KafkaPublisher:
         """Create the clients (no fencing yet): a standby does this before it is elected."""
         if self._producer is not None:
             return
+        with kafka_errors(f"creating producer {self.transactional_id}"):
+            self._producer = self._connected(self.transactional_id)
+            self._admin = clients_kafka.admin(self._config)
+
+    def _connected(self, transactional_id: str) -> Producer:
         config = {
             # Throughput defaults (benchmarks/reader.py --producer measures others); the
             # client configuration may override them, not the settings after it.
@@ -155,24 +173,71 @@ class KafkaPublisher:
             # One row is one record, however large (librdkafka's default refuses > 1 MB).
             "message.max.bytes": MAX_RECORD_BYTES + 65_536,
             **self._config,
-            "transactional.id": self.transactional_id,
+            "transactional.id": transactional_id,
             "transaction.timeout.ms": self._txn_timeout,
             "partitioner": "murmur2_random",
             "error_cb": self._on_error,
         }
-        with kafka_errors(f"creating producer {self.transactional_id}"):
-            self._producer = clients_kafka.producer(config)
-            self._admin = clients_kafka.admin(self._config)
+        producer: Producer = clients_kafka.producer(config)
+        try:
             # Connect now: a fresh producer's init_transactions that finds no broker connection
             # up yet waits for librdkafka's 500 ms coordinator re-query (measured: 0.5 s of a
             # takeover's ~0.6 s on noida-db); a standby pays this before it is elected.
-            self._producer.list_topics(timeout=self._timeout)
+            producer.list_topics(timeout=self._timeout)
+        except BaseException:
+            clients_kafka.close_producer(producer)
+            raise
+        return producer
 
     def start(self) -> None:
         """`prepare`, then ``init_transactions``: fences older producers of this id."""
         self.prepare()
         with self._guard(f"initialising transactions of {self.transactional_id}"):
             self.producer.init_transactions(self._timeout)
+
+    def rotate(self, topic: str, previous: str | None) -> None:
+        """After `start`: fence `previous` (the id the last term claimed, from
+        `checkpoints.load_writer`; its open transaction is aborted), claim the next id on the
+        writers `topic` in a transaction of `fence_id`, and write with that id from now on.
+
+        Why a new id per term: a read_committed fetch that starts past a producer's aborted
+        transaction must still return that producer's later commits. noida-db lists aborted
+        transactions that ended before the fetched offset, and librdkafka then drops the
+        producer's records until an abort marker it never meets (docs/operations.md): with
+        one id for ever, every commit after a kill -9 was hidden from such fetches (the apply
+        job starts each range where the last ended). A producer id that never writes after its
+        abort leaves nothing for that to hide. Fencing stays whole: the claim is committed
+        under `fence_id` (whose ``init_transactions`` in `start` ended any claim in flight)
+        before the new id writes, so the next term fences exactly this one."""
+        if previous is not None:
+            self._fence(previous)
+        claimed = f"{self.fence_id}.w{_term_number(previous, self.fence_id) + 1}"
+        producer = self.producer
+        with self._guard(f"claiming {claimed} on {topic}"):
+            producer.begin_transaction()
+            producer.produce(topic, claimed.encode(), self.fence_id.encode())
+            producer.commit_transaction(self._timeout)
+        with kafka_errors(f"creating producer {claimed}"):
+            writer = self._connected(claimed)
+        try:
+            with self._guard(f"initialising transactions of {claimed}"):
+                writer.init_transactions(self._timeout)
+        except BaseException:
+            clients_kafka.close_producer(writer)
+            raise
+        self._producer, self.transactional_id = writer, claimed
+        clients_kafka.close_producer(producer)
+        log.info("writing with transactional.id %s", claimed)
+
+    def _fence(self, transactional_id: str) -> None:
+        """Fence the producers of `transactional_id` and abort their open transaction."""
+        with kafka_errors(f"creating producer {transactional_id}"):
+            fencer = self._connected(transactional_id)
+        try:
+            with self._guard(f"fencing {transactional_id}"):
+                fencer.init_transactions(self._timeout)
+        finally:
+            clients_kafka.close_producer(fencer)
 
     def close(self) -> None:
         """Abort the open transaction, close the producer and drop the admin client, each

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from rowbus.clients.settings import SourceConnection
 from rowbus.producer.assembler import DdlItem
 from rowbus.producer.batch import Batcher, FlushPolicy
-from rowbus.producer.checkpoints import load_checkpoints
+from rowbus.producer.checkpoints import load_checkpoints, load_writer
 from rowbus.producer.debezium import DebeziumRecords
 from rowbus.producer.exceptions import (
     PositionPurgedError,
@@ -51,8 +51,10 @@ from rowbus.protocol.topics import (
     DATA_TOPIC_CONFIG,
     SCHEMAS_TOPIC_CONFIG,
     SCHEMAS_TOPIC_PARTITIONS,
+    WRITERS_TOPIC_CONFIG,
     data_topic,
     per_table,
+    writers_topic,
 )
 
 if TYPE_CHECKING:
@@ -162,6 +164,11 @@ class TermOpener:
                 s.checkpoints_topic, CHECKPOINTS_TOPIC_PARTITIONS, CHECKPOINTS_TOPIC_CONFIG
             )
             publisher.partitions(s.schemas_topic, SCHEMAS_TOPIC_PARTITIONS, SCHEMAS_TOPIC_CONFIG)
+            publisher.partitions(
+                writers_topic(s.checkpoints_topic),
+                CHECKPOINTS_TOPIC_PARTITIONS,
+                WRITERS_TOPIC_CONFIG,
+            )
             if not per_table(s.topic_template):
                 # The source's one data topic, made before anything asks about it by name.
                 publisher.partitions(
@@ -181,6 +188,10 @@ class TermOpener:
         decide where to resume and what to snapshot."""
         s = self.settings
         publisher.start()
+        # Before the checkpoint is read: the last term's open transaction is aborted by this
+        # fencing (its writer's, not the stable id's), so every record below is final.
+        writers = writers_topic(s.checkpoints_topic)
+        publisher.rotate(writers, load_writer(self.services.kafka, writers, publisher.fence_id))
         stored = load_checkpoints(self.services.kafka, s.checkpoints_topic, self.source.name)
         checkpoint, fragment = stored.checkpoint, stored.fragment
         mode = snapshot_mode(s)

@@ -34,6 +34,9 @@ MAX_RECORD_BYTES = 256 << 20
 CHECKPOINTS_TOPIC_CONFIG: Mapping[str, str] = MappingProxyType(
     {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"}
 )
+#: The Kafka transactional.id each reader term claimed, latest per source (key: the source's
+#: stable transactional.id); read and written by readers only.
+WRITERS_TOPIC_CONFIG: Mapping[str, str] = CHECKPOINTS_TOPIC_CONFIG
 #: Latest record per schema id (key: the id in decimal); schemas are never deleted.
 SCHEMAS_TOPIC_CONFIG: Mapping[str, str] = MappingProxyType(
     {"cleanup.policy": "compact", "retention.ms": "-1"}
@@ -45,6 +48,12 @@ CONTROL_TOPIC_CONFIG: Mapping[str, str] = MappingProxyType(
 CONTROL_TOPIC_PARTITIONS = 1
 SCHEMAS_TOPIC_PARTITIONS = 1
 CHECKPOINTS_TOPIC_PARTITIONS = 1
+
+
+def writers_topic(checkpoints_topic: str) -> str:
+    """The readers' claims of transactional.ids (PROTOCOL.md §7) beside their checkpoints
+    topic: its name and ``.writers``."""
+    return f"{checkpoints_topic}.writers"
 
 
 def check_template(template: str) -> None:

@@ -124,8 +124,9 @@ class KafkaProbe:
             required=False,
             detail=f"read {len(values)}/3 committed records from offset {last}",
             consequence="a consumer that starts reading past a producer's aborted transaction "
-            "misses that producer's later commits: the apply job starts each range there and "
-            "holds or loses rows (docs/operations.md)",
+            "misses that producer's later commits: rowbus readers write each term with an id "
+            "of its own and are not hit; a third-party producer that aborts and goes on "
+            "writing to rowbus topics is (docs/operations.md)",
             fix="use Apache Kafka; noida-db lists aborted transactions that ended before the "
             "fetched offset",
         )
