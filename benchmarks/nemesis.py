@@ -11,11 +11,16 @@ The pipeline, on a private embedded stack (the tests' ports of the same offset, 
   tables (an insert, an update and a delete), and a lag probe row every ~0.1 s;
 - per source two readers (``rowbus reader run``, a leader and a standby elected in ZooKeeper),
   each reaching its source through a loopback proxy (`tests.faults.proxy`);
-- the broker (noida-db) and ZooKeeper of the embedded stack;
+- two more sources (`CLUSTER_SOURCES`, each a database of its own on source2's and source1's
+  server, at a quarter of the rate each) served by a reader cluster of two nodes (``rowbus
+  reader node``), one source on each, one node also the coordinator;
+- the broker (noida-db) and ZooKeeper of the embedded stack, ZooKeeper reached by every rowbus
+  process through a proxy;
 - the Spark apply job (``rowbus apply``), reaching the sink through a proxy.
 - a Subscriber: ``rowbus tail`` of source1's topic with a checkpoint file, its JSON lines in
   ``logs/subscriber.jsonl``; at the end every probe row committed on source1 must be in it,
-  first printed in commit order, repeated only after a restart (at least once).
+  first printed in commit order, repeated only after a restart (at least once). It spills past
+  SUBSCRIBER_MEMORY buffered events, into ``spill/``.
 
 The nemesis is also the operator: a rowbus process that exits is started again at once (as a
 supervisor with ``Restart=always`` would; after a kill -9 fault, once the fault's time is over),
@@ -23,19 +28,28 @@ and the rest of its process group is killed first, as a supervisor's control gro
 An exit it did not cause is reported as a crash.
 
 Faults (drawn by the seed; one per equal slot of the run, so one at a time, each bounded by
-half its slot and ten seconds): kill -9 and SIGSTOP/SIGCONT of a reader (the source's leader
-or its standby), of the apply job's driver, of the broker and of ZooKeeper; a clean restart of
-the broker; the sink's connections cut, stalled or slowed (LAG_S added to each piece each way)
-at the proxy; a source's connections cut or slowed at its proxy; a clean restart of the sink
-or of a source MariaDB (its own SHUTDOWN, started again after the fault; the source's load
-pauses for it, as an application drains before a planned restart); kill -9 of the
-Subscriber. The default count is one per 16 s of load (37 in 600 s).
+half its slot and ten seconds, but lag-zookeeper, which adds 8 s past the session timeout to
+half its length and may reach into the next slot): kill -9 and SIGSTOP/SIGCONT of a reader (the
+source's leader or its standby), of the apply job's driver, of the broker and of ZooKeeper; a
+clean restart of the broker; the sink's connections cut, stalled or slowed (LAG_S added to each
+piece each way) at the proxy; a source's connections cut or slowed at its proxy; a clean
+restart of the sink or of a source MariaDB (its own SHUTDOWN, started again after the fault;
+the source's load pauses for it, as an application drains before a planned restart); kill -9 of
+the Subscriber; ZooKeeper's connections cut, or slowed by LAG_S and then by more than the
+readers' session timeout for longer than it (every session expires: a leader must stop
+publishing before its successor takes over); kill -9 of a cluster node or of the node holding
+the coordinator role; the Subscriber's spill folder full (its RLIMIT_FSIZE) while source1
+commits a transaction it must spill (it stops with one line and is restarted, or waits; it
+loses nothing). The default count is one per 16 s of load (37 in 600 s).
 ``--kinds K1,K2`` draws from those kinds only, ``--without K1,K2`` leaves kinds out (the test
 broker loses acknowledged records when it restarts, so a run that must end equal leaves out
 kill-broker, stop-broker and restart-broker); the summary names the kinds drawn from.
 
 Recovery of a fault: from its end (the heal) to the moment the sink shows a probe row committed
-on each source after the heal. Lag: commit-to-visible of every probe, faults included.
+on each source after the heal. Leases: the summary counts the leaders that stopped on a lost
+ZooKeeper session and the terms the broker fenced, and fails the run when a source's committed
+checkpoints go back in epoch (a deposed leader wrote after its successor took over). Lag:
+commit-to-visible of every probe, faults included.
 
 At the end: the load stops, everything heals, the run waits (a deadline) until the sink equals
 the sources, runs ``rowbus verify --json`` (the real CLI), stops the processes with SIGTERM and
@@ -56,6 +70,8 @@ import importlib
 import json
 import os
 import random
+import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -82,6 +98,16 @@ from rowbus.workloads import W2
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ("source1", "source2")
+"""The sources read by a leader and a standby each (`rowbus reader run`)."""
+CLUSTER_SOURCES = ("source3", "source4")
+"""The sources the reader cluster serves (the balancer puts one on each node, so a node killed
+always has a source to hand over): databases of their own on source2's and source1's servers,
+reached through those servers' proxies (so their network and restart faults reach them too)."""
+SERVER_OF = {"source1": "source1", "source2": "source2", "source3": "source2", "source4": "source1"}
+"""Which stack server holds each source's database."""
+ALL_SOURCES = (*SOURCES, *CLUSTER_SOURCES)
+NODES = ("node-1", "node-2")
+"""The reader cluster's nodes (`rowbus reader node`); one holds the coordinator role."""
 READERS = ("a", "b")
 PARTITIONS = 4
 TEST_PORTS = {"kafka": 29092, "zookeeper": 22181, "source1": 23306, "source2": 23307, "sink": 23308}
@@ -105,11 +131,29 @@ KINDS = (
     "restart-sink",
     "restart-source",
     "kill-subscriber",
+    # ZooKeeper behind a proxy (every rowbus process reaches it through one).
+    "cut-zookeeper",
+    "lag-zookeeper",
+    # The reader cluster beside the leader/standby readers.
+    "kill-cluster-node",
+    "kill-coordinator",
+    "full-spill-disk",
 )
 SOURCE_KINDS = ("kill-reader", "stop-reader", "cut-source", "lag-source", "restart-source")
 """The kinds whose fault concerns one source (drawn as the fault's target)."""
 LAG_S = 0.25
 """What a lag fault adds to each piece a proxy passes on, each way."""
+PAST_SESSION_S = 2.0
+"""lag-zookeeper's second part: the readers' session timeout plus this, both as the lag and
+as how long it lasts, so ZooKeeper expires every session held through the proxy."""
+SUBSCRIBER_MEMORY = 1000
+"""The Subscriber's ``memory_limit_events``: a transaction of BULK_ROWS rows spills."""
+BULK_ROWS = 3000
+"""full-spill-disk writes one transaction of this many rows on source1 (past the Subscriber's
+memory limit, so it must spill) while its spill files may not grow past SPILL_FILE_LIMIT."""
+SPILL_FILE_LIMIT = 64 << 10
+"""full-spill-disk: the Subscriber's RLIMIT_FSIZE (bytes), well under what BULK_ROWS rows
+spill and well over its checkpoint file (its output and log go through pipes)."""
 ROWBUS_CLI = (sys.executable, "-m", "rowbus")
 MAX_FAULT_S = 10.0
 GROUP_GRACE_S = 45.0
@@ -191,6 +235,20 @@ def kinds_line(kinds: tuple[str, ...]) -> str:
     return f"{len(kinds)} of {len(KINDS)}: " + ", ".join(kinds)
 
 
+def refusals_lines(refusals: list[str]) -> list[str]:
+    """The refusals for the summary, those of one process that differ only in paths and
+    numbers as one line: the first, and how many more."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for line in refusals:
+        name, _, said = line.partition(": ")
+        shape = re.sub(r"/\S*|\d[\d,]*", "#", said)
+        groups.setdefault((name.split(" (pid", 1)[0], shape), []).append(line)
+    return [
+        first + (f" (and {len(more)} more like it)" if more else "")
+        for first, *more in groups.values()
+    ]
+
+
 def _pct(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -237,6 +295,22 @@ def _describe(code: int) -> str:
     return f"status {code}"
 
 
+def _limit_files(pid: int, limit: int | None) -> None:
+    """Set (or, with None, lift) the file-size limit of process `pid`: a write past `limit`
+    bytes of any file fails with EFBIG, as on a full disk (Python ignores SIGXFSZ)."""
+    soft = resource.RLIM_INFINITY if limit is None else limit
+    with contextlib.suppress(ProcessLookupError):
+        resource.prlimit(pid, resource.RLIMIT_FSIZE, (soft, resource.RLIM_INFINITY))
+
+
+def _copy(pipe: Any, path: Path) -> None:
+    """Append what comes through `pipe` to `path` until the writer closes it."""
+    with pipe, path.open("ab") as out:
+        while chunk := pipe.read1(65536):
+            out.write(chunk)
+            out.flush()
+
+
 def _tail(path: Path, lines: int = 3) -> str:
     try:
         text = path.read_text(errors="replace").strip().splitlines()
@@ -268,17 +342,44 @@ class Supervised:
     """The process groups it leads or its children lead (``rowbus apply`` runs its job as a
     group of its own), remembered while it runs: once it is dead they cannot be found."""
 
+    relay: bool = False
+    """Its stdout and stderr reach their files through pipes the nemesis copies: a file-size
+    limit on the process (full-spill-disk) then bites only the files it writes itself."""
+    file_limit: int | None = None
+    """RLIMIT_FSIZE (bytes) a start gets while a full-spill-disk fault lasts."""
+    relays: list[threading.Thread] = field(default_factory=list)
+
     def start(self) -> None:
         with self.log.open("ab") as log, (self.out or self.log).open("ab") as out:
             self.popen = subprocess.Popen(
                 self.args,
                 stdin=subprocess.DEVNULL,
-                stdout=out if self.out else log,
-                stderr=log,
+                stdout=subprocess.PIPE if self.relay else out if self.out else log,
+                stderr=subprocess.PIPE if self.relay else log,
                 start_new_session=True,
                 env={**os.environ, **self.env},
             )
+        if (limit := self.file_limit) is not None:
+            # At once, long before it has read enough to spill.
+            _limit_files(self.popen.pid, limit)
         self.killed = False
+        if self.relay:
+            assert self.popen.stdout is not None
+            assert self.popen.stderr is not None
+            self.relays = [
+                threading.Thread(target=_copy, args=(pipe, path), daemon=True)
+                for pipe, path in (
+                    (self.popen.stdout, self.out or self.log),
+                    (self.popen.stderr, self.log),
+                )
+            ]
+            for thread in self.relays:
+                thread.start()
+
+    def drained(self) -> None:
+        """After its exit: what it wrote is in its files (its last line, for the verdict)."""
+        for thread in self.relays:
+            thread.join(10)
 
     @property
     def pid(self) -> int:
@@ -309,6 +410,9 @@ class Supervisor:
     records")."""
     broker_killed: bool = False
     broker_restarted: bool = False
+    spill_limited: bool = False
+    """A full-spill-disk fault happened: the Subscriber's stop with SpillFullError is its
+    documented answer, not a crash."""
 
     def add(self, proc: Supervised) -> None:
         self.procs[proc.name] = proc
@@ -322,6 +426,7 @@ class Supervisor:
             if code is None:
                 proc.groups |= {proc.pid, *_children(proc.pid)}
                 continue
+            proc.drained()
             if not proc.killed and self._refused(proc, code):
                 self.refusals.append(f"{proc.name} (pid {proc.pid}): {_tail(proc.log, 1)}")
             elif not proc.killed:
@@ -335,6 +440,8 @@ class Supervisor:
 
     def _refused(self, proc: Supervised, code: int) -> bool:
         last = _tail(proc.log, 1) if code == 2 else ""
+        if self.spill_limited and last.startswith("rowbus: error: spill folder "):
+            return True  # the Subscriber's one line for a full spill disk
         return (self.broker_killed and "apply stopped: CheckpointConflictError" in last) or (
             (self.broker_killed or self.broker_restarted)
             and "apply stopped: LogChangedError" in last
@@ -489,7 +596,7 @@ class Probes:
         """Seconds from `healed_at` until a probe committed after it shows on every source."""
         worst = 0.0
         with self.lock:
-            for source in SOURCES:
+            for source in list(self.committed):
                 committed = self.committed.get(source, [])
                 shown = self.visible.get(source, [])
                 first = next((i for i, c in enumerate(committed) if c >= healed_at), None)
@@ -673,6 +780,69 @@ def hidden_records(kafka_config: dict[str, Any], spark_checkpoint: Path) -> list
     ]
 
 
+def checkpoint_epochs(
+    kafka_config: dict[str, Any], topic: str, timeout_s: float = 60.0
+) -> dict[str, list[tuple[int, int, str]]]:
+    """Each source's committed checkpoints on the checkpoints `topic`, in log order, as
+    (offset, epoch, reader id): read read_committed from the start (where noida-db's
+    abort-skip does not hide records) to the partitions' ends. Read after the readers stopped,
+    so no transaction is open."""
+    from confluent_kafka import OFFSET_BEGINNING, KafkaError
+
+    from rowbus.clients import kafka
+    from rowbus.protocol.codec import decode
+    from rowbus.protocol.events import ReaderCheckpoint
+
+    found: dict[str, list[tuple[int, int, str]]] = {}
+    consumer = kafka.consumer(kafka_config, **{"enable.partition.eof": True})
+    try:
+        partitions = consumer.list_topics(topic, timeout=timeout_s).topics[topic].partitions
+        consumer.assign([kafka.kafka_tp(topic, p, OFFSET_BEGINNING) for p in partitions])
+        left = set(partitions)
+        end = time.monotonic() + timeout_s
+        while left and time.monotonic() < end:
+            for m in consumer.consume(1000, 0.5):
+                if (err := m.error()) is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        left.discard(m.partition())
+                    continue
+                key = m.key() or b""
+                if b"/" in key:
+                    continue  # fragment records and table states, not checkpoints
+                record = decode(m.value(), m.headers(), f"{topic}@{m.offset()}")
+                if isinstance(record, ReaderCheckpoint):
+                    found.setdefault(record.source, []).append(
+                        (m.offset() or 0, record.epoch, record.reader_id)
+                    )
+    finally:
+        consumer.close()
+    return found
+
+
+def epochs_back(epochs: dict[str, list[tuple[int, int, str]]]) -> list[str]:
+    """Checkpoints committed by a reader whose term had already ended: an epoch lower than
+    one committed before it (a deposed leader that wrote after losing its lease)."""
+    found = []
+    for source, records in sorted(epochs.items()):
+        highest = (-1, -1, "")
+        for offset, epoch, reader in records:
+            if epoch < highest[1]:
+                found.append(
+                    f"{source}: checkpoint @{offset} of epoch {epoch} ({reader}) after "
+                    f"@{highest[0]} of epoch {highest[1]} ({highest[2]})"
+                )
+            elif epoch > highest[1]:
+                highest = (offset, epoch, reader)
+    return found
+
+
+SELF_FENCED = "while leading"
+"""In a reader's log: its ZooKeeper session was suspended or lost while it led (`leader.py`),
+and it stopped publishing."""
+BROKER_FENCED = "another reader took this source over"
+"""In a reader's log: the broker fenced its producer (a zombie that had not stopped itself)."""
+
+
 @dataclass
 class Outcome:
     faults: Counter[str] = field(default_factory=Counter)
@@ -685,6 +855,7 @@ class Outcome:
     catch_up_s: float = 0.0
     stop_failures: list[str] = field(default_factory=list)
     subscriber_line: str = "-"
+    leases_line: str = "-"
     hidden: list[str] = field(default_factory=list)
     load_errors: list[str] = field(default_factory=list)
 
@@ -707,15 +878,29 @@ class Nemesis:
         self.run_id = ""
         self.subscriber_out = self.home / "logs" / "subscriber.jsonl"
         self.began = time.monotonic()
-        self.schemas = {s: f"nem_{s}" for s in SOURCES}
+        self.schemas = {s: f"nem_{s}" for s in ALL_SOURCES}
         self.outcome = Outcome()
         self.pending: list[tuple[str, float]] = []
+        self.bulk_rows = 0
         self._never = threading.Event()  # paces the supervising loops (never set)
 
     def say(self, text: str) -> None:
         print(f"[{time.monotonic() - self.began:7.1f}s] {text}", flush=True)
 
     # -- setup --
+
+    def _servers(self) -> dict[str, tuple[str, int]]:
+        """What the rowbus processes reach through a proxy each: the sources, the sink and
+        ZooKeeper (the nemesis's own reads and verify go to them directly)."""
+        servers = {
+            name: (self.settings.resolved_sink if name == "sink" else self.settings.source(name))
+            for name in (*SOURCES, "sink")
+        }
+        host, port = (self.settings.zookeeper.hosts or "").split(",")[0].rsplit(":", 1)
+        return {
+            **{name: (server.host, server.port) for name, server in servers.items()},
+            "zookeeper": (host, int(port)),
+        }
 
     def _configs(self) -> tuple[Path, Path]:
         """The pipeline's configuration (sources and sink through the proxies) and the direct
@@ -724,7 +909,14 @@ class Nemesis:
         prefix = f"rowbus.nemesis-{run}"
         data = json.loads(self.settings.model_dump_json())
         data.pop("local")
-        data["sources"] = [s.plain() for s in self.settings.sources]
+        data["sources"] = [
+            {
+                **self.settings.source(SERVER_OF[name]).plain(),
+                "name": name,
+                "include_schemas": [self.schemas[name]],
+            }
+            for name in ALL_SOURCES
+        ]
         data["sink"] = self.settings.resolved_sink.plain()
         data["zookeeper"]["root"] = f"/rowbus-nemesis-{run}"
         data["reader"] = {
@@ -739,6 +931,9 @@ class Nemesis:
         }
         data["subscriber"] = {
             **data["subscriber"],
+            "memory_limit_events": SUBSCRIBER_MEMORY,
+            "read_ahead_events": SUBSCRIBER_MEMORY // 2,
+            "spill_dir": str(self.home / "spill"),
             "topic_template": prefix + ".{source}",
             "checkpoints_topic": f"{prefix}.checkpoints",
             "schemas_topic": f"{prefix}.schemas",
@@ -756,10 +951,17 @@ class Nemesis:
         direct = self.home / "direct.yaml"
         direct.write_text(yaml.safe_dump(data, sort_keys=False))
         for source in data["sources"]:
-            source["port"] = self.proxies[source["name"]].port
+            source["port"] = self.proxies[SERVER_OF[source["name"]]].port
         data["sink"]["port"] = self.proxies["sink"].port
+        data["zookeeper"]["hosts"] = f"127.0.0.1:{self.proxies['zookeeper'].port}"
         piped = self.home / "pipeline.yaml"
         piped.write_text(yaml.safe_dump(data, sort_keys=False))
+        # The cluster's nodes run every source their configuration names: only the third.
+        cluster = {
+            **data,
+            "sources": [s for s in data["sources"] if s["name"] in CLUSTER_SOURCES],
+        }
+        (self.home / "cluster.yaml").write_text(yaml.safe_dump(cluster, sort_keys=False))
         self._create_topics(prefix)
         return piped, direct
 
@@ -776,7 +978,7 @@ class Nemesis:
 
         wanted = [
             NewTopic(f"{prefix}.{s}", PARTITIONS, 1, config=dict(DATA_TOPIC_CONFIG))
-            for s in SOURCES
+            for s in ALL_SOURCES
         ] + [
             NewTopic(f"{prefix}.checkpoints", 1, 1, config=dict(CHECKPOINTS_TOPIC_CONFIG)),
             NewTopic(f"{prefix}.schemas", 1, 1, config=dict(SCHEMAS_TOPIC_CONFIG)),
@@ -790,18 +992,22 @@ class Nemesis:
         sink = _connect(self.settings.resolved_sink)
         loads = {}
         try:
-            for index, name in enumerate(SOURCES):
+            for index, name in enumerate(ALL_SOURCES):
                 schema = self.schemas[name]
                 w2 = W2(schema, seed=self.args.seed * 10 + index, initial_rows=0)
-                with _connect(self.settings.source(name)) as conn:
+                with _connect(self.settings.source(SERVER_OF[name])) as conn:
                     w2.create(conn)
                     with conn.cursor() as cur:
                         cur.execute(
                             f"CREATE TABLE `{schema}`.lag_probe (id BIGINT PRIMARY KEY, at DOUBLE)"
                         )
+                        cur.execute(
+                            f"CREATE TABLE `{schema}`.bulk "
+                            "(id BIGINT PRIMARY KEY, pad VARCHAR(200))"
+                        )
                         with sink.cursor() as out:
                             out.execute(f"CREATE DATABASE `{schema}`")
-                        for table in [*w2.names(), "lag_probe"]:
+                        for table in [*w2.names(), "lag_probe", "bulk"]:
                             cur.execute(f"SHOW CREATE TABLE `{schema}`.`{table}`")
                             row = cur.fetchone()
                             assert row is not None
@@ -827,6 +1033,10 @@ class Nemesis:
                 name = f"reader-{source}-{replica}"
                 args = [*rowbus, "reader", "run", "--source", source, "--reader-id", name]
                 self.supervisor.add(Supervised(name, args, logs / f"{name}.log", env))
+        cluster = [*rowbus[:-2], "-c", str(config.with_name("cluster.yaml"))]
+        for node in NODES:
+            args = [*cluster, "reader", "node", "--node-id", node]
+            self.supervisor.add(Supervised(node, args, logs / f"{node}.log", env))
         self.supervisor.add(Supervised("apply", [*rowbus, "apply"], logs / "apply.log", env))
         # A Subscriber: `rowbus tail` of source1's topic, at least once through its checkpoint
         # file, its stdout block-buffered as a user's redirect is (PYTHONUNBUFFERED unset).
@@ -839,6 +1049,7 @@ class Nemesis:
                 {**env, "PYTHONUNBUFFERED": ""},
                 out=self.subscriber_out,
                 dies_on_term=True,
+                relay=True,
             )
         )
 
@@ -882,6 +1093,34 @@ class Nemesis:
                 return leader if fault.leader else next(n for n in names if n != leader)
         return names[0]
 
+    def _node(self, coordinator: bool, root: str) -> str:
+        """The cluster node holding the coordinator role, or (not `coordinator`) the other
+        one, as ZooKeeper says (the first node when it cannot say); says which node runs each
+        of the cluster's sources."""
+        from rowbus.clients import zookeeper
+        from rowbus.producer.cluster import zk
+        from rowbus.producer.cluster.state import Paths
+
+        leading: str | None = None
+        owners: dict[str, str | None] = {}
+        with contextlib.suppress(Exception):
+            client = zookeeper.start_client(
+                self.settings.zookeeper.hosts or "", 5.0, start_timeout=5.0
+            )
+            try:
+                leading = zk.coordinator(client, Paths(root))
+                sets = zk.read_view(client, Paths(root)).sets
+                owners = {s: sets[s].owner if s in sets else None for s in CLUSTER_SOURCES}
+            finally:
+                client.stop()
+                client.close()
+        if leading not in NODES:
+            return NODES[0]
+        name = leading if coordinator else next(n for n in NODES if n != leading)
+        placed = ", ".join(f"{s} on {o or '-'}" for s, o in owners.items())
+        self.say(f"  coordinator {leading}, {placed}")
+        return name
+
     def _hold(self, seconds: float) -> None:
         """Wait `seconds` while supervising (restarting what exits)."""
         end = time.monotonic() + seconds
@@ -889,21 +1128,34 @@ class Nemesis:
             self.supervisor.poll()
             self._never.wait(min(0.25, left))
 
+    def _process(self, fault: Fault, root: str) -> str:
+        """The supervised process a kill or stop fault is meant for ("" for the others)."""
+        kind = fault.kind
+        if kind in ("kill-reader", "stop-reader"):
+            return self._leader(fault, root)
+        if kind in ("kill-apply", "stop-apply"):
+            return "apply"
+        if kind == "kill-subscriber":
+            return "subscriber"
+        if kind in ("kill-cluster-node", "kill-coordinator"):
+            return self._node(kind == "kill-coordinator", root)
+        return ""
+
     def inject(self, fault: Fault, root: str) -> None:
         kind, d = fault.kind, fault.duration
         sup, svc = self.supervisor, self.services
         action: Callable[[], None]
-        name = ""
-        if kind in ("kill-reader", "stop-reader"):
-            name = self._leader(fault, root)
-        elif kind in ("kill-apply", "stop-apply"):
-            name = "apply"
-        elif kind == "kill-subscriber":
-            name = "subscriber"
-        where = name if kind.endswith(("-reader", "-apply", "-subscriber")) else fault.target
+        name = self._process(fault, root)
+        where = name or fault.target
         self.say(f"fault {kind} {where} for {d:.1f}s".replace("  ", " "))
         driver = kind.endswith("-apply") and fault.leader
-        if kind in ("kill-reader", "kill-apply", "kill-subscriber"):
+        if kind in (
+            "kill-reader",
+            "kill-apply",
+            "kill-subscriber",
+            "kill-cluster-node",
+            "kill-coordinator",
+        ):
             pid = sup.kill(name, child=driver)
             self.say(f"  killed pid {pid}{' (the driver)' if driver else ''}")
             self._hold(d)
@@ -929,8 +1181,13 @@ class Nemesis:
             action = svc.heal
         elif kind in ("restart-sink", "restart-source"):
             action = self._restart("sink" if kind == "restart-sink" else fault.target, d)
+        elif kind == "lag-zookeeper":
+            action = self._lag_past_session(d)
+        elif kind == "full-spill-disk":
+            action = self._full_spill(d)
         else:
-            action = self._network(kind, fault.target or "sink", d)
+            server = "zookeeper" if kind.endswith("-zookeeper") else fault.target or "sink"
+            action = self._network(kind, server, d)
         action()
         self.outcome.faults[kind] += 1
         self.pending.append((kind, time.monotonic()))
@@ -951,6 +1208,49 @@ class Nemesis:
         else:
             raise ValueError(kind)
         self._hold(seconds)
+        return heal
+
+    def _lag_past_session(self, seconds: float) -> Callable[[], None]:
+        """ZooKeeper's connections slowed by LAG_S for `seconds` / 2, then by more than the
+        session timeout for longer than it: no ping is answered in time, every session held
+        through the proxy expires, and a leader must stop publishing before its successor
+        takes over. Return what lifts the lag."""
+        proxy = self.proxies["zookeeper"]
+        past = self.settings.zookeeper.session_timeout_s + PAST_SESSION_S
+        proxy.lag(LAG_S)
+        self._hold(seconds / 2)
+        self.say(f"  lag past the session timeout: {past:.1f}s for {past:.1f}s")
+        proxy.lag(past)
+        self._hold(past)
+        return lambda: proxy.lag(0)
+
+    def _full_spill(self, seconds: float) -> Callable[[], None]:
+        """The Subscriber's spill folder on a full disk for `seconds` (its files may not grow
+        past SPILL_FILE_LIMIT, a start during the fault included) while source1 commits one
+        transaction of BULK_ROWS rows, which it must spill; it stops with one line (restarted
+        by the operator) or waits, and loses nothing. Return what frees the disk."""
+        proc = self.supervisor.procs["subscriber"]
+        self.supervisor.spill_limited = True
+        proc.file_limit = SPILL_FILE_LIMIT
+        _limit_files(proc.pid, SPILL_FILE_LIMIT)
+        schema = self.schemas[SOURCES[0]]
+        first = self.bulk_rows + 1
+        self.bulk_rows += BULK_ROWS
+        with _connect(self.settings.source(SOURCES[0])) as conn, conn.cursor() as cur:
+            cur.executemany(
+                f"INSERT INTO `{schema}`.bulk VALUES (%s, %s)",
+                [(i, f"{i:08d}" + "p" * 192) for i in range(first, self.bulk_rows + 1)],
+            )
+            conn.commit()
+        self.outcome.changes += BULK_ROWS
+        self.say(f"  {SOURCES[0]}: one transaction of {BULK_ROWS} rows for the Subscriber to spill")
+        self._hold(seconds)
+
+        def heal() -> None:
+            proc.file_limit = None
+            if proc.popen is not None and proc.popen.poll() is None:
+                _limit_files(proc.pid, None)
+
         return heal
 
     def _restart(self, server: str, seconds: float) -> Callable[[], None]:
@@ -993,11 +1293,8 @@ class Nemesis:
         with contextlib.ExitStack() as cleanup:
             cleanup.callback(self.stack.down)
             proxy_class = _proxy_class()
-            for name in (*SOURCES, "sink"):
-                server = (
-                    self.settings.resolved_sink if name == "sink" else self.settings.source(name)
-                )
-                self.proxies[name] = proxy_class((server.host, server.port))
+            for name, address in self._servers().items():
+                self.proxies[name] = proxy_class(address)
                 cleanup.callback(self.proxies[name].close)
             piped, direct_path = self._configs()
             direct = load_settings(direct_path)
@@ -1008,9 +1305,17 @@ class Nemesis:
             self.say("readers and the apply job started; waiting for the first batch")
             self._wait_first_batch(direct)
             self.say("first batch applied; the load and the faults begin")
+            # The cluster's sources at a quarter of the rate each: together as much as half a
+            # source, which the 2 cores can afford.
             writers = [
-                SourceLoad(name, direct.source(name), loads[name], args.rate, self.probes)
-                for name in SOURCES
+                SourceLoad(
+                    name,
+                    direct.source(name),
+                    loads[name],
+                    args.rate / 4 if name in CLUSTER_SOURCES else args.rate,
+                    self.probes,
+                )
+                for name in ALL_SOURCES
             ]
             self.writers = {w.source: w for w in writers}
             stop_watch = threading.Event()
@@ -1047,6 +1352,7 @@ class Nemesis:
                     self.settings.kafka.client_config(), self.spark_checkpoint(self.run_id)
                 )
             self.outcome.stop_failures = self.supervisor.stop_all()
+            self._check_leases()
             stop_watch.set()
             watcher.join(10)
         return self._summary()
@@ -1157,6 +1463,35 @@ class Nemesis:
         if problems:
             self.outcome.load_errors.append(f"subscriber: {self.outcome.subscriber_line}")
 
+    def _check_leases(self) -> None:
+        """Leaders that stopped themselves on a lost ZooKeeper session, terms the broker
+        fenced, and no checkpoint committed by a deposed leader (each source's epochs never go
+        back in the checkpoints topic). Run once the readers stopped."""
+        logs = [
+            p.log for n, p in self.supervisor.procs.items() if n.startswith(("reader-", "node-"))
+        ]
+        texts = [log.read_text(errors="replace") if log.exists() else "" for log in logs]
+        self_fenced = sum(t.count(SELF_FENCED) for t in texts)
+        broker_fenced = sum(t.count(BROKER_FENCED) for t in texts)
+        try:
+            epochs = checkpoint_epochs(
+                self.settings.kafka.client_config(), f"{self.prefix}.checkpoints"
+            )
+        except Exception as exc:  # noqa: BLE001 - reported as the run's failure
+            self.outcome.load_errors.append(f"leases: checkpoints unreadable: {exc!r}")
+            return
+        back = epochs_back(epochs)
+        self.outcome.load_errors += [f"leases: {b}" for b in back]
+        terms = ", ".join(
+            f"{s} {len({e for _, e, _ in r})} terms" for s, r in sorted(epochs.items())
+        )
+        self.outcome.leases_line = (
+            f"{self_fenced} leader(s) stopped on a lost ZooKeeper session, {broker_fenced} "
+            f"term(s) fenced by the broker; checkpoints "
+            + ("in epoch order" if not back else f"{len(back)} back in epoch")
+            + f" ({terms})"
+        )
+
     def _noticed(self) -> list[str]:
         """Lines in the processes' logs worth a look even when the run passed."""
         found = []
@@ -1188,7 +1523,7 @@ class Nemesis:
             "  faults       : " + ", ".join(f"{k} {n}" for k, n in sorted(o.faults.items())),
             f"  kinds drawn  : {kinds_line(self.kinds)}",
             f"  rows offered : {o.changes:,} row changes (W2 + 3-table transactions + probes, "
-            "2 sources)",
+            f"{len(ALL_SOURCES)} sources)",
             f"  rows applied : sink tables hold {o.sink_rows:,} rows, "
             f"the sources {o.source_rows:,}",
             f"  recoveries   : {len(times)} measured (heal -> a later probe of each source in the "
@@ -1204,10 +1539,11 @@ class Nemesis:
             f"  catch-up     : {o.catch_up_s:.1f} s from the heal to an equal sink",
             f"  verify       : {o.verify_line}",
             f"  subscriber   : {o.subscriber_line}",
+            f"  leases       : {o.leases_line}",
             f"  crashes      : {len(crashed) or 'none'}",
             *(f"    {c}" for c in crashed),
             *(f"  leftover     : {x}" for x in sup.leftovers),
-            *(f"  refused      : {x}" for x in sup.refusals),
+            *(f"  refused      : {x}" for x in refusals_lines(sup.refusals)),
             *(f"  noticed      : {x}" for x in self._noticed()),
             *(f"  broker hides : {x}" for x in o.hidden),
             f"  verdict      : {'EQUAL' if ok else 'FAILED'}",

@@ -5,6 +5,8 @@
     RowbusError                      (rowbus.protocol.errors)
     └── SubscriberError              the subscriber cannot go on
         ├── CheckpointError          a checkpoint cannot be loaded or saved, or would move backwards
+        ├── SpillFullError           the spill folder's disk refused a write (full, or a file-size
+        │                            limit)
         ├── StartPositionError       a start position (timestamp, GTID, binlog position) cannot
         │                            be resolved
         ├── MergeError               the input breaks the protocol's ordering rules (e.g. a
@@ -21,11 +23,22 @@ from __future__ import annotations
 
 from rowbus.protocol.errors import RowbusError
 
-__all__ = ["CheckpointError", "MergeError", "StartPositionError", "SubscriberError"]
+__all__ = [
+    "CheckpointError",
+    "MergeError",
+    "SpillFullError",
+    "StartPositionError",
+    "SubscriberError",
+]
 
 
 class SubscriberError(RowbusError):
     """The subscriber cannot go on."""
+
+
+class SpillFullError(SubscriberError):
+    """The spill folder's disk refused a write: the subscriber cannot buffer past its memory
+    limit, so it stops (it resumes from its last checkpoint once there is room)."""
 
 
 class CheckpointError(SubscriberError):

@@ -5,10 +5,15 @@ than its limit, so a huge transaction (or a long stall behind a silent source) c
 memory. A `Chunk` names one written slice; a segment file is deleted once no chunk in it is
 referenced any more. Each record is ``>qI`` (Kafka offset, value length) then the value, the
 record encoded with `rowbus.protocol.codec` (protobuf), so the format is the protocol's own.
+
+A write the disk refuses (full: ENOSPC; past the process's file-size limit: EFBIG) stops the
+subscriber with one `SpillFullError` line naming the folder and the setting; nothing it had
+not delivered is lost, since it resumes from its last checkpoint.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import struct
@@ -18,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
-from rowbus.merge.exceptions import SubscriberError
+from rowbus.merge.exceptions import SpillFullError, SubscriberError
 from rowbus.protocol.codec import decode, encode
 from rowbus.protocol.events import DdlChange, RowChange, SnapshotBegin, SnapshotEnd
 
@@ -95,7 +100,19 @@ class SpillStore:
         return self._active
 
     def write(self, items: Iterable[tuple[int, DataEvent]]) -> Chunk:
-        """Append events (with their Kafka offsets) and return the chunk that holds them."""
+        """Append events (with their Kafka offsets) and return the chunk that holds them;
+        `SpillFullError` when the disk refuses them."""
+        try:
+            return self._write(items)
+        except OSError as exc:
+            where = self._dir or self._parent or Path(tempfile.gettempdir())
+            raise SpillFullError(
+                f"spill folder {where}: {exc.strerror or exc} after {self.bytes_written:,} "
+                "bytes spilled; free space there or set subscriber.spill_dir to a folder with "
+                "room (the subscriber resumes from its last checkpoint)"
+            ) from exc
+
+    def _write(self, items: Iterable[tuple[int, DataEvent]]) -> Chunk:
         out = self._active
         if out is None or self._active_size >= self._segment_bytes:
             out = self._roll()
@@ -153,7 +170,9 @@ class SpillStore:
     def close(self) -> None:
         """Delete every file this store wrote."""
         if self._active is not None:
-            self._active.close()
+            # Buffered bytes a full disk refuses again: the folder is deleted below anyway.
+            with contextlib.suppress(OSError):
+                self._active.close()
             self._active = None
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)

@@ -1,6 +1,7 @@
 """`rowbus verify`: are the sink's tables equal to the upstream tables that feed them?
 
-Upstream tables are discovered on every configured source (user schemas only), routed to target
+Upstream tables are discovered on every configured source (user schemas only; a source with its
+own ``include_schemas`` only in those, as its reader reads them), routed to target
 tables (identity unless a route says otherwise; several shards may route to one target), and each
 target is compared with the union of its shards by chunked checksums (see `compare`), or row
 by row with an Iceberg current-state table when ``apply.sink_kind`` is ``iceberg`` (`iceberg`).
@@ -65,6 +66,10 @@ def verify(
         for source in settings.sources:
             conn = stack.enter_context(_connect(source, source.name))
             for schema, table in _tables(conn, schemas):
+                if source.include_schemas and not any(
+                    fnmatch.fnmatchcase(schema, glob) for glob in source.include_schemas
+                ):
+                    continue  # another source's schema on a shared server: not read by this one
                 try:
                     rule = router.rule(schema, table, source.name)
                     target = router.target(schema, table, source.name)

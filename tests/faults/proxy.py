@@ -6,7 +6,9 @@ refuses new ones until `restore()`. `stall()` keeps every connection open but fo
 (a network that hangs: the client's reads and writes block) until `resume()`. `lag(seconds)`
 keeps everything flowing but holds each piece read `seconds` before passing it on, live on the
 open connections, until `lag(0)`: a slow network, not a cut (each direction then moves at most
-one read, 64 KiB, per lag, as a TCP window over a long round trip would). Threads only;
+one read, 64 KiB, per lag, as a TCP window over a long round trip would). A piece held is
+released at its read time plus the lag in force, so raising the lag holds it longer and
+`lag(0)` releases it at once: the slow network ends at the heal, not a lag later. Threads only;
 everything ends with `close()`.
 
 `Throttle` makes it a remote link instead: each direction of each connection delivers its
@@ -87,6 +89,7 @@ class Proxy:
         self._flowing.set()
         self._closed = threading.Event()
         self._lag_s = 0.0
+        self._lag_changed = threading.Condition()
         self._lock = threading.Lock()
         self._sockets: set[socket.socket] = set()
         self.connections = 0
@@ -131,7 +134,7 @@ class Proxy:
                 if not self._flowing.wait(60):
                     break
                 if self._lag_s > 0:
-                    self._closed.wait(self._lag_s)  # the added latency, cut short by close()
+                    self._hold(time.monotonic())
                 if link is None:
                     dst.sendall(data)
                 else:
@@ -143,6 +146,16 @@ class Proxy:
                 self._drop(src, dst)
             else:
                 link.end()  # the sender drops both once it delivered what was read
+
+    def _hold(self, read_at: float) -> None:
+        """The added latency of a piece read at `read_at`: until the lag in force has passed
+        since then (woken by a change of lag, so `lag(0)` releases it), or close()."""
+        with self._lag_changed:
+            while not self._closed.is_set():
+                left = read_at + self._lag_s - time.monotonic()
+                if left <= 0:
+                    return
+                self._lag_changed.wait(left)
 
     def _send(self, link: _Link, src: socket.socket, dst: socket.socket) -> None:
         try:
@@ -177,10 +190,13 @@ class Proxy:
         self._flowing.set()
 
     def lag(self, seconds: float) -> None:
-        self._lag_s = max(0.0, seconds)
+        with self._lag_changed:
+            self._lag_s = max(0.0, seconds)
+            self._lag_changed.notify_all()
 
     def close(self) -> None:
         self._closed.set()
+        self.lag(0)  # wakes the pieces held
         self.resume()
         self.cut()
         with contextlib.suppress(OSError):

@@ -12,9 +12,11 @@ from benchmarks.nemesis import (
     MAX_FAULT_S,
     SOURCE_KINDS,
     choose_kinds,
+    epochs_back,
     kinds_line,
     main,
     plan,
+    refusals_lines,
 )
 
 
@@ -33,8 +35,10 @@ def test_faults_do_not_overlap_and_end_inside_the_run() -> None:
         assert faults[0].at >= 10 and faults[-1].at + faults[-1].duration < 600
 
 
-def test_a_ten_minute_run_draws_every_kind_of_fault_over_three_seeds() -> None:
-    drawn = {f.kind for seed in (1, 2, 3) for f in plan(seed, 600, 37)}
+def test_ten_minute_runs_draw_every_kind_of_fault_over_five_seeds() -> None:
+    # 37 faults a run: with the kinds added since the first seeds, three runs no longer
+    # draw them all.
+    drawn = {f.kind for seed in range(1, 6) for f in plan(seed, 600, 37)}
     assert drawn == set(KINDS)
 
 
@@ -103,3 +107,41 @@ def test_the_summary_names_the_kinds_drawn_by_the_shorter_list() -> None:
     without = choose_kinds(without="kill-broker,stop-broker,restart-broker")
     assert kinds_line(without) == f"all {len(KINDS)} but kill-broker, stop-broker, restart-broker"
     assert kinds_line(("cut-sink", "lag-sink")) == f"2 of {len(KINDS)}: cut-sink, lag-sink"
+
+
+@pytest.mark.parametrize(
+    "added", [("cut-zookeeper", "lag-zookeeper"), ("kill-cluster-node", "kill-coordinator")]
+)
+def test_zookeeper_and_cluster_faults_name_no_source_and_come_after_the_earlier_kinds(
+    added: tuple[str, str],
+) -> None:
+    assert KINDS.index(added[0]) > KINDS.index("kill-subscriber")
+    faults = plan(3, 600, 37, kinds=added)
+    assert {f.kind for f in faults} == set(added)
+    assert all(f.target == "" for f in faults)
+
+
+def test_a_checkpoint_of_an_older_epoch_after_a_newer_one_is_a_deposed_leader_writing() -> None:
+    # Log order per source: a takeover raises the epoch; a leader that wrote after losing
+    # its lease leaves its (older) epoch after the successor's.
+    fine = {
+        "source1": [(0, 1, "a"), (4, 1, "a"), (9, 2, "b"), (12, 2, "b")],
+        "source2": [(1, 1, "c"), (2, 3, "d")],
+    }
+    assert epochs_back(fine) == []
+    zombie = {"source1": [(0, 1, "a"), (9, 2, "b"), (11, 1, "a"), (12, 2, "b")]}
+    assert epochs_back(zombie) == ["source1: checkpoint @11 of epoch 1 (a) after @9 of epoch 2 (b)"]
+
+
+def test_refusals_of_one_kind_are_one_line_with_a_count() -> None:
+    spill = "subscriber (pid {}): rowbus: error: spill folder /s/rowbus-spill-{}: File too large"
+    refusals = [
+        spill.format(1, "a"),
+        "apply (pid 7): apply stopped: LogChangedError: t[0]@5: another record now",
+        spill.format(2, "b"),
+        spill.format(3, "c"),
+    ]
+    assert refusals_lines(refusals) == [
+        spill.format(1, "a") + " (and 2 more like it)",
+        refusals[1],
+    ]

@@ -184,3 +184,37 @@ def test_the_same_change_to_two_rows_of_one_length_is_a_difference(shard_setup):
     [diff] = run(*shard_setup)
     assert not diff.equal
     assert sorted(diff.different) == [(0, "a"), (3, "a")]
+
+
+def test_a_source_that_shares_a_server_counts_only_its_own_schemas(
+    services: Settings, unique
+) -> None:
+    # Two sources on one server, each with its own include_schemas (as the reader reads
+    # them): each table is one shard of its target, not two (the union was counted twice).
+    a, b = unique("own_a"), unique("own_b")
+    server, sink = services.sources[0], services.resolved_sink
+    try:
+        for db in (a, b):
+            for where in (server, sink):
+                with connect(where) as conn, conn.cursor() as cur:
+                    cur.execute(f"CREATE DATABASE `{db}`")
+                fill(where, db, "t", [(i, "k", "v", i) for i in range(5)])
+        shared = services.model_copy(
+            update={
+                "sources": (
+                    server.model_copy(update={"name": "one", "include_schemas": (a,)}),
+                    server.model_copy(update={"name": "two", "include_schemas": (b,)}),
+                )
+            }
+        )
+        diffs = verify(shared, schemas=[a, b])
+        assert [(d.target, d.equal, d.source_rows) for d in diffs] == [
+            (f"sink:{a}.t", True, 5),
+            (f"sink:{b}.t", True, 5),
+        ]
+        assert [d.shards for d in diffs] == [[f"one:{a}.t"], [f"two:{b}.t"]]
+    finally:
+        for where in (server, sink):
+            with connect(where) as conn, conn.cursor() as cur:
+                for db in (a, b):
+                    cur.execute(f"DROP DATABASE IF EXISTS `{db}`")

@@ -97,3 +97,25 @@ def test_lag_slows_an_open_connection_both_ways_until_it_is_lifted(
             assert round_trip() < 0.2
     finally:
         proxy.close()
+
+
+def test_lifting_the_lag_releases_a_piece_held_under_it_at_once(
+    echo: tuple[str, int],
+) -> None:
+    # A lag past a client's session timeout (the nemesis's lag-zookeeper) ends at the heal:
+    # the piece held under a 30 s lag comes through as soon as the lag is lifted.
+    proxy = Proxy(echo)
+    try:
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as conn:
+            proxy.lag(30)
+            started = time.perf_counter()
+            conn.sendall(b"held")
+            conn.settimeout(0.5)
+            with pytest.raises(TimeoutError):
+                conn.recv(65536)  # held: nothing back yet
+            proxy.lag(0)
+            conn.settimeout(10)
+            assert conn.recv(65536) == b"held"
+            assert time.perf_counter() - started < 5.0
+    finally:
+        proxy.close()
