@@ -11,8 +11,10 @@ Parts (all but ``lag2`` by default; nothing is asserted, figures are printed):
   (multi-row INSERTs of 1,000 rows, a commit every 20,000): the rows/s ``apply`` is set against.
 - ``apply``: W1 (10 columns, 100-row transactions) pre-published to a topic exactly as a reader
   publishes it (rows, then a Resolved to every partition per transaction), then the Spark job
-  run ``available_now`` over it: wall time, and the steady rate between its first and last
-  committed checkpoint (Spark's start-up excluded).
+  run ``available_now`` over it: wall time, and the steady rate and CPU per applied row by
+  process over the batches after the first ``--warm-batches`` (``--steady-batches``, 10 by
+  default, which size the rows published); CPU by process at every batch's end too
+  (`benchmarks.batch_cpu`), so the JVM's warm-up shows as it fades.
 - ``apply`` with ``--tasks 1,2,4`` (parallel and throughput modes: ``apply.parallelism``) and
   ``--sink-rtt-ms`` / ``--sink-kbps``: the same pre-published rows applied once per task count
   in one run, every sink connection through a throttling loopback proxy
@@ -32,13 +34,13 @@ This tool drives the whole platform, so unlike the job it borrows from the appli
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from benchmarks.batch_cpu import BatchCpu, Window
 from benchmarks.cpu import KINDS, CpuSample, per_row
 from benchmarks.workloads import w1_table, w1_transactions
 from rowbus.clients import kafka as clients_kafka
@@ -88,6 +90,23 @@ def arrow_batch(topic: str, records: list[tuple[int, bytes | None, Any]]) -> Any
     return pa.Table.from_batches([pa.RecordBatch.from_pydict(cols, schema=arrow_schema())])
 
 
+def sized_rows(max_per_trigger: int, partitions: int, bench: Bench, per_txn: int = 100) -> int:
+    """W1 rows that fill the warm and the steady batches at `max_per_trigger` offsets a batch:
+    each transaction of `per_txn` rows publishes a Resolved to every partition, and each of
+    `publish`'s Kafka transactions a commit marker to every partition (an offset each).
+    Rounded down to whole transactions, so the last batch is a little short rather than a
+    tail of a few records after it (a batch's fixed cost over a handful of rows)."""
+    offsets = (bench.warm_batches + bench.steady_batches) * max_per_trigger
+    rows = offsets * per_txn // (per_txn + partitions) // per_txn * per_txn
+    for _ in range(1000):  # a few transactions fewer at most
+        records = rows // per_txn * (per_txn + partitions)
+        markers = partitions * (records // _TXN_RECORDS + 1)
+        if records + markers <= offsets or rows <= per_txn:
+            break
+        rows -= per_txn
+    return max(per_txn, rows)
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:8]}"
 
@@ -115,7 +134,10 @@ class Bench:
         self.databases: list[tuple[Any, str]] = []
         self.warm_batches = 1
         """Batches left out of the steady rate (the first: the session's and the driver's
-        warm-up; a second one: the write tasks' Python workers starting)."""
+        warm-up; a second one: the write tasks' Python workers starting; more: the JVM's
+        compiling of Spark's per-job machinery, `benchmarks.batch_cpu`)."""
+        self.steady_batches = 10
+        """Batches the steady window should hold (`sized_rows` publishes enough for them)."""
         self.job_sink: Any = settings.resolved_sink
         """The sink as the job reaches it: the throttling proxy's port when one runs."""
 
@@ -201,6 +223,10 @@ class Bench:
                 f.result(15)
 
 
+_TXN_RECORDS = 20_000
+"""Records `publish` commits in one Kafka transaction."""
+
+
 def publish(
     kafka: dict[str, Any],
     topic: str,
@@ -228,7 +254,7 @@ def publish(
                 break
             except BufferError:
                 producer.poll(0.05)
-        if n % 20_000 == 19_999:
+        if n % _TXN_RECORDS == _TXN_RECORDS - 1:
             producer.commit_transaction(60)
             producer.begin_transaction()
     producer.commit_transaction(60)
@@ -400,14 +426,16 @@ def bench_apply(
     if master != bench.master:
         master = f"{master}, asked {bench.master}"
     applier = make_applier(bench, config)
-    window = CpuWindow(bench, f"{sink_db}_state")
+    hostport = str(bench.kafka["bootstrap.servers"]).split(",")[0]
+    ports = (int(bench.settings.resolved_sink.port), int(hostport.rsplit(":", 1)[1]))
+    cpu = BatchCpu(lambda: bench.connect(bench.settings.resolved_sink), f"{sink_db}_state", ports)
     try:
         query = start_query(spark, config, applier)
-        window.start()
+        cpu.start()
         await_query(query, applier)
         progress = list(query.recentProgress)
     finally:
-        spent = window.stop()
+        cpu.stop()
         applier.close()
     done = time.perf_counter()
     n, seconds, rate = checkpoint_rate(bench, f"{sink_db}_state")
@@ -428,9 +456,52 @@ def bench_apply(
             f"apply [{bench.mode}]: {m.owned_batches} batches written by executor tasks, "
             f"driver fallbacks {dict(m.fallbacks)}"
         )
-    if spent is not None:
-        print(per_row(f"apply [{bench.mode}]", spent, n))
-    return Applied(rate, n, spent)
+    return print_cpu(bench, cpu, rate, n)
+
+
+def print_cpu(bench: Bench, cpu: BatchCpu, rate: float, n: int) -> Applied:
+    """Per batch, CPU per applied row by process kind (the JVM's compiling shows as it fades);
+    then the steady window (after `bench.warm_batches`): ``cpu per row: <process> <µs>``, and
+    its two halves together, which differ when the window is not steady yet."""
+    label = f"apply [{bench.mode}]"
+    job = ("driver Python", "JVM", "Python workers")
+    batches = cpu.per_batch()
+    for w in batches:
+        s = w.spent.seconds
+        print(
+            f"{label} batch {w.last}: {w.rows:,} rows in {w.seconds:.2f}s; cpu ms: "
+            + " / ".join(f"{s[k] * 1e3:.0f}" for k in job)
+            + f" (driver / JVM / Python workers; sink {s['sink'] * 1e3:.0f}), per row "
+            + (f"{sum(s[k] for k in job) / w.rows * 1e6:.1f} µs" if w.rows else "-")
+        )
+    steady = cpu.steady(bench.warm_batches)
+    if steady is None or not steady.rows:
+        print(f"{label}: no steady window (fewer than {bench.warm_batches + 1} batches sampled)")
+        return Applied(rate, n, None)
+    print(
+        f"{label} steady window: batches {steady.first}-{steady.last} ({steady.batches} after "
+        f"{bench.warm_batches} warm), {steady.rows:,} rows in {steady.seconds:.1f}s"
+        + (
+            f"; fewer than the {bench.steady_batches} asked: publish more rows"
+            if steady.batches < bench.steady_batches
+            else ""
+        )
+    )
+    print(per_row(label, steady.spent, steady.rows))
+    inside = [w for w in batches if w.first >= steady.first and w.rows]
+    half = len(inside) // 2
+    if half:
+
+        def together(part: list[Window]) -> str:
+            spent = sum(w.spent.seconds[k] for w in part for k in job)
+            per = spent / sum(w.rows for w in part) * 1e6
+            return f"{per:.1f} µs (batches {part[0].last}-{part[-1].last})"
+
+        print(
+            f"{label} steady halves, job processes together: "
+            f"{together(inside[:half])} -> {together(inside[half:])}"
+        )
+    return Applied(rate, steady.rows, steady.spent)
 
 
 def scale_line(bench: Bench, applied: Applied, reference: Applied | None) -> str:
@@ -497,41 +568,6 @@ class ThrottledSink:
     def close(self) -> None:
         self.proc.terminate()
         self.proc.wait(15)
-
-
-class CpuWindow:
-    """CPU by process kind (`benchmarks.cpu`) from the end of the job's first
-    `bench.warm_batches` batches (the head complete at the last of them, polled) to the end of
-    its last: the window the steady rate is taken over (`checkpoint_rate`). Until 2026-11-27
-    it began at the first batch's end whatever `warm_batches` was, so with 2 it charged the
-    second batch's CPU to the later batches' rows (1.47 times per row on 200k rows)."""
-
-    def __init__(self, bench: Bench, state_db: str) -> None:
-        hostport = str(bench.kafka["bootstrap.servers"]).split(",")[0]
-        self.ports = (int(bench.settings.resolved_sink.port), int(hostport.rsplit(":", 1)[1]))
-        self.bench, self.state_db = bench, state_db
-        self.first: CpuSample | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def _run(self) -> None:
-        with self.bench.connect(self.bench.settings.resolved_sink) as conn:
-            while not self._stop.wait(0.05):
-                with contextlib.suppress(Exception), conn.cursor() as cur:
-                    cur.execute(f"SELECT batch_id, complete FROM `{self.state_db}`.apply_head")
-                    head = cur.fetchone()
-                    if head and head[0] + 1 >= self.bench.warm_batches and head[1]:
-                        self.first = CpuSample.take(*self.ports)
-                        return
-
-    def stop(self) -> CpuSample | None:
-        last = CpuSample.take(*self.ports)
-        self._stop.set()
-        self._thread.join(5)
-        return None if self.first is None else last.minus(self.first)
 
 
 def bench_baseline(bench: Bench, rows: int) -> float:
@@ -971,9 +1007,11 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - argument wiri
     parser.add_argument(
         "--warm-batches",
         type=int,
-        default=1,
-        help="apply part: batches left out of the steady rate (2 leaves out the first batch "
-        "the write tasks' Python workers start in too)",
+        default=None,
+        help="apply part: batches left out of the steady window: a fresh JVM's CPU per batch "
+        "fell until about the 8th batch of 50k offsets (C2 compiling Spark's per-job "
+        "machinery; the per-batch lines show it), so 7 by default (1 with --rows given, "
+        "as before: a short run has no 8th batch)",
     )
     parser.add_argument(
         "--sink-rtt-ms",
@@ -998,7 +1036,20 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - argument wiri
         help="apply part: write a batch while the next is read (apply.overlap_batches); "
         "both: off, then on, in one run",
     )
-    parser.add_argument("--rows", type=int, default=200_000, help="W1 rows for path and apply")
+    parser.add_argument(
+        "--rows",
+        type=int,
+        default=0,
+        help="W1 rows for path, baseline and apply (default: enough for the warm and the "
+        "steady batches at --max-per-trigger; noida-db holds ~1 KB a record in memory)",
+    )
+    parser.add_argument(
+        "--steady-batches",
+        type=int,
+        default=10,
+        help="apply part: full batches the steady window should hold after the warm ones "
+        "(sizes the default --rows)",
+    )
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--max-per-trigger", type=int, default=50_000)
     parser.add_argument("--rate", type=int, default=5000, help="upstream rows/s for lag")
@@ -1029,7 +1080,10 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - argument wiri
     tasks = [int(n) for n in str(args.parallelism).split(",") if n.strip()]
     bench.master, bench.mode, bench.parallelism = masters[0], modes[0], tasks[0]
     bench.executor_writes = not args.driver_writes
-    bench.warm_batches = max(1, args.warm_batches)
+    warm = args.warm_batches if args.warm_batches is not None else (1 if args.rows else 7)
+    bench.warm_batches = max(1, warm)
+    bench.steady_batches = max(1, args.steady_batches)
+    rows = args.rows or sized_rows(args.max_per_trigger, args.partitions, bench)
     if args.profile:
         import cProfile
 
@@ -1056,8 +1110,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - argument wiri
                 )
                 bench.master = f"{cluster.url} ({args.cluster} worker(s))"
             if "path" in parts:
-                bench_path(bench, min(args.rows, 100_000), args.profile)
-            baseline = bench_baseline(bench, args.rows) if "baseline" in parts else None
+                bench_path(bench, min(rows, 100_000), args.profile)
+            baseline = bench_baseline(bench, rows) if "baseline" in parts else None
             if "apply" in parts:
                 if args.sink_rtt_ms or args.sink_kbps:
                     throttled = ThrottledSink(
@@ -1065,7 +1119,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - argument wiri
                     )
                     stack.callback(throttled.close)
                     bench.job_sink = throttled.sink
-                published = publish_w1(bench, args.rows)
+                published = publish_w1(bench, rows)
                 overlaps = {"on": [True], "off": [False], "both": [False, True]}[args.overlap]
                 runs = [
                     (m, o, mode, n)

@@ -9,8 +9,9 @@ the next stash in the same transaction); `shard_ddl` hooks `rowbus.shard_ddl` in
 Modules, by role:
 
 - `job`: the query and its foreachBatch;
-- `source`, `rendered`, `boundaries`: Kafka read on the executors, records rendered there,
-  each partition's last read offsets checked again before reading on;
+- `source`, `rendered`, `boundaries`, `consumers_kept`: Kafka read on the executors, records
+  rendered there, each partition's last read offsets checked again before reading on, the
+  consumers a Python worker keeps between reads;
 - `planner`, `sink_spill`, `state_store`, `gc_pause`: the batch plan over the merge engine, its
   stash and state in the sink, the paused garbage collector;
 - `sinks`, `ledger`, `sink_conn`: the seam every kind of sink plugs into (`sinks.SinkKind`)

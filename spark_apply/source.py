@@ -41,6 +41,7 @@ from pyspark.sql.streaming.datasource import (
 from rowbus.protocol.codec import decode, kind_name
 from rowbus.protocol.events import RowChange
 from rowbus.spark_apply.boundaries import Boundaries
+from rowbus.spark_apply.consumers_kept import QUEUED_MIN, KeptConsumers, from_offset, past
 from rowbus.spark_apply.exceptions import MissingTopicError
 from rowbus.spark_apply.gc_pause import collector_paused
 from rowbus.spark_apply.rendered import (
@@ -167,6 +168,7 @@ class RowbusKafkaSource(DataSource):  # type: ignore[misc,unused-ignore]
 
 
 def _consumer(config: dict[str, Any]) -> Any:
+    """A read_committed consumer for assigned partitions (no group membership)."""
     from rowbus.clients import kafka
 
     return kafka.consumer(
@@ -182,6 +184,10 @@ def _consumer(config: dict[str, Any]) -> Any:
             **config,
         }
     )
+
+
+_KEPT = KeptConsumers(lambda kafka: _consumer({"queued.min.messages": QUEUED_MIN, **kafka}))
+"""This process's consumers kept between `read_range` calls (a Python worker's, mostly)."""
 
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc,unused-ignore]
@@ -368,24 +374,34 @@ def arrow_schema() -> Any:
 def read_range(
     kafka: dict[str, Any], r: KafkaRange, timeout_s: float = _READ_TIMEOUT_S
 ) -> Iterator[dict[str, list[Any]]]:
-    """The records of ``[r.start, r.end)`` as column dicts of at most `_CHUNK` rows."""
+    """The records of ``[r.start, r.end)`` as column dicts of at most `_CHUNK` rows, read with
+    the process's kept consumer of the partition when it stands at or a little before
+    ``r.start`` (`consumers_kept`: the next batch's range continues from what the last one
+    fetched), else with a new one; kept again once the range was read whole."""
     from confluent_kafka import TopicPartition
 
-    consumer = _consumer(kafka)
-    tp = TopicPartition(r.topic, r.partition, r.start)
-    consumer.assign([tp])
+    kept = _KEPT.take(kafka, r.topic, r.partition, r.start)
+    consumer = kept.consumer
     deadline = time.monotonic() + timeout_s
     cols: dict[str, list[Any]] = {k: [] for k in _COLUMNS}
+    whole = False
     try:
         position = r.start
+        msgs, kept.pending = kept.pending, []
+        leftover: list[Any] | None = []
         while position < r.end:
             if time.monotonic() > deadline:
                 raise TimeoutError(
                     f"{r.topic}[{r.partition}]: read stalled at {position} of "
                     f"[{r.start}, {r.end}) for {timeout_s:.0f}s"
                 )
-            msgs = consumer.consume(_CHUNK, _POLL_S)
+            if not msgs:
+                msgs = consumer.consume(_CHUNK, _POLL_S)
+            msgs = from_offset(msgs, r.start)
             position = append_messages(cols, r, msgs, position)
+            if position >= r.end:
+                leftover = past(msgs, r.end)
+            msgs = []
             if position < r.end:
                 # Markers and aborted records occupy offsets no message is delivered for.
                 (now,) = consumer.position([TopicPartition(r.topic, r.partition)])
@@ -394,8 +410,14 @@ def read_range(
             if len(cols["offset"]) >= _CHUNK or (position >= r.end and cols["offset"]):
                 yield cols
                 cols = {k: [] for k in _COLUMNS}
+        if leftover is not None:
+            kept.position, kept.pending = r.end, leftover
+            whole = True
     finally:
-        consumer.close()
+        if whole:
+            _KEPT.give_back(kafka, kept)
+        else:
+            _KEPT.discard(kept)
 
 
 def append_messages(

@@ -1,0 +1,166 @@
+"""Kafka consumers a process keeps between range reads (`source.read_range`), one per
+(settings, topic, partition), so the next range of a partition continues from what the last
+one fetched.
+
+Why: a consumer opened per range asks the broker for the partition from the range's start, and
+a broker that ignores fetch size limits (noida-db) answers with the whole rest of the
+partition, which librdkafka's threads receive and parse although the read stops at the range's
+end. In the apply job's keying tasks those threads spent 5.7 µs a record (1.6-11 in one task)
+over a backlog of 17 batches, a fifth of the Python workers' CPU (spark_apply/README.md,
+"Seventh step"); a real Kafka bounds one fetch, but librdkafka
+still fetches ahead up to ``queued.min.messages`` (100,000 by default) per consumer. A kept
+consumer pays that once and reads its next range from records already fetched.
+
+Contract: `take` gives a consumer whose next delivered message (after `Kept.pending`) is at or
+after `Kept.position`, assigned to the partition; a read that delivered
+``[start, end)`` whole hands it back with `give_back` (the position the next read starts at,
+and the messages it consumed past it), anything else — an error, a read abandoned half-way —
+closes it (`discard`), since its position is then unknown. At most `LIMIT` are kept per
+process (the oldest closed first). The records of a range are the same whichever consumer
+reads them (offsets, read_committed), so keeping one changes what is read only in cost.
+
+Idle, a kept consumer must not fetch: noida-db answers a fetch at a partition's end at once
+instead of waiting, so unpaused idle consumers fetched in a loop. Pausing every one costs most
+of the saving (in process, 4 consecutive 17k-record ranges: 0.24-0.26 CPU-s with a new
+consumer each, 0.15-0.21 paused between them, 0.09-0.17 kept unpaused), as librdkafka drops a
+paused partition's fetched messages and fetches from the position again on resume. So range
+reads fetch only while fewer than `QUEUED_MIN` messages are queued, and `give_back` pauses a
+consumer only when it stands within that of the high watermark it last saw. The price is
+memory: a kept consumer holds what it fetched until its next read or its eviction (on noida-db
+up to the rest of its partition; on a real Kafka at most ``queued.max.messages.kbytes``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+QUEUED_MIN = 5_000
+"""librdkafka's ``queued.min.messages`` for range reads: it fetches while fewer messages
+than this are queued. An idle consumer with more queued fetches nothing; one with fewer (at
+the end of what the broker had) is paused, since noida-db answers a fetch at the end of a
+partition at once instead of waiting, which kept idle consumers fetching in a loop (a first
+version without this: broker 54 -> 139 µs, Python workers 32 -> 51 µs a row)."""
+LIMIT = 8
+"""Consumers kept per process: a Python worker reads a few partitions per batch."""
+SKIP = 60_000
+"""Offsets a kept consumer may read and drop to reach a later start; further ahead (or
+behind) a new consumer is assigned at the start instead. Spark runs a batch's tasks in
+whichever Python workers are idle, so a worker's consumer of a partition is often a batch
+behind (another worker read the last range): reading on over one batch's share of a partition
+(17k offsets at 50k a batch over 3 partitions) costs the consume of what is dropped, far less
+than a new consumer's fetch of the rest of the partition; with 20,000 the keying tasks met a
+kept consumer in 1 read of 8."""
+
+
+@dataclass(slots=True)
+class Kept:
+    """A consumer of one partition and where a read from it stands."""
+
+    consumer: Any
+    topic: str
+    partition: int
+    position: int
+    """The first offset the next read may deliver: messages below it were delivered or
+    dropped."""
+    pending: list[Any] = field(default_factory=list)
+    """Messages consumed past the last read's end (offset order), the next read's first."""
+    paused: bool = False
+
+
+class KeptConsumers:
+    """The consumers of one process (`take`, `give_back`, `discard`); thread-safe."""
+
+    def __init__(self, make: Callable[[dict[str, Any]], Any], limit: int = LIMIT) -> None:
+        self._make = make
+        self._limit = limit
+        self._kept: dict[tuple[str, str, int], Kept] = {}
+        self._lock = threading.Lock()
+
+    def take(self, kafka: dict[str, Any], topic: str, partition: int, start: int) -> Kept:
+        """A consumer for reading `topic[partition]` from `start`: the kept one when `start`
+        is at most `SKIP` offsets past where it stands, else a new one assigned at `start`."""
+        from confluent_kafka import TopicPartition
+
+        key = (_settings_key(kafka), topic, partition)
+        with self._lock:
+            kept = self._kept.pop(key, None)
+        if kept is not None and kept.position <= start <= kept.position + SKIP:
+            if kept.paused:
+                kept.consumer.resume([TopicPartition(topic, partition)])
+                kept.paused = False
+            return kept
+        if kept is not None:
+            kept.consumer.close()
+        consumer = self._make(kafka)
+        try:
+            consumer.assign([TopicPartition(topic, partition, start)])
+        except BaseException:
+            consumer.close()
+            raise
+        return Kept(consumer, topic, partition, start)
+
+    def give_back(self, kafka: dict[str, Any], kept: Kept) -> None:
+        """Keeps `kept` (its read ended whole at `kept.position`); paused when it has fetched
+        (nearly) everything the broker had, so it does not fetch while idle."""
+        from confluent_kafka import TopicPartition
+
+        tp = TopicPartition(kept.topic, kept.partition)
+        try:
+            _low, high = kept.consumer.get_watermark_offsets(tp, cached=True)
+            if high < 0 or high - kept.position < QUEUED_MIN:
+                kept.consumer.pause([tp])
+                kept.paused = True
+        except BaseException:
+            kept.consumer.close()
+            raise
+        evicted = []
+        with self._lock:
+            old = self._kept.pop((_settings_key(kafka), kept.topic, kept.partition), None)
+            if old is not None:
+                evicted.append(old)
+            self._kept[(_settings_key(kafka), kept.topic, kept.partition)] = kept
+            while len(self._kept) > self._limit:
+                evicted.append(self._kept.pop(next(iter(self._kept))))
+        for k in evicted:
+            k.consumer.close()
+
+    @staticmethod
+    def discard(kept: Kept) -> None:
+        """Closes a consumer whose read did not end whole."""
+        kept.consumer.close()
+
+    def close(self) -> None:
+        with self._lock:
+            kept, self._kept = list(self._kept.values()), {}
+        for k in kept:
+            k.consumer.close()
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+
+def _settings_key(kafka: dict[str, Any]) -> str:
+    return repr(sorted((str(k), str(v)) for k, v in kafka.items()))
+
+
+def from_offset(msgs: list[Any], start: int) -> list[Any]:
+    """`msgs` without the messages below `start` (one partition's, in offset order: those a
+    kept consumer reads on its way to a later start). An error message is never dropped."""
+    i = 0
+    while i < len(msgs) and msgs[i].error() is None and msgs[i].offset() < start:
+        i += 1
+    return msgs[i:] if i else msgs
+
+
+def past(msgs: list[Any], end: int) -> list[Any] | None:
+    """The messages of `msgs` at or after `end` (the tail a read consumed past its range),
+    or None when an error message is among them: the consumer is not kept then."""
+    i = len(msgs)
+    while i > 0 and (msgs[i - 1].error() is not None or msgs[i - 1].offset() >= end):
+        if msgs[i - 1].error() is not None:
+            return None
+        i -= 1
+    return msgs[i:]

@@ -1,0 +1,87 @@
+"""`source.read_range` with the process's kept consumers (`consumers_kept`), on the real broker:
+consecutive ranges, a range a little ahead, one behind and an abandoned read each give exactly
+the records a fresh consumer gives, and the kept consumer is reused only where it may be."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+from confluent_kafka import Producer
+
+from rowbus.config import Settings
+from rowbus.protocol.codec import encode
+from rowbus.protocol.events import Resolved
+from rowbus.spark_apply import source
+from rowbus.spark_apply.consumers_kept import SKIP, KeptConsumers
+from rowbus.spark_apply.source import KafkaRange, read_range
+
+TXNS, PER_TXN = 3, 4_000
+"""12,000 records in three transactions: more than a consume's chunk (5,000), and commit
+markers inside the log (offsets no record is delivered for)."""
+
+
+@pytest.fixture
+def kept(monkeypatch: pytest.MonkeyPatch) -> Iterator[KeptConsumers]:
+    pool = KeptConsumers(source._consumer)
+    monkeypatch.setattr(source, "_KEPT", pool)
+    yield pool
+    pool.close()  # the session checks that no Kafka client of the test process is left open
+
+
+@pytest.fixture
+def topic(services: Settings, make_topic: Callable[..., str], unique: Callable[[str], str]) -> str:
+    name = make_topic("kept", partitions=1)
+    producer = Producer(services.kafka.client_config(**{"transactional.id": unique("kept")}))
+    producer.init_transactions(15)
+    for t in range(TXNS):
+        producer.begin_transaction()
+        for i in range(PER_TXN):
+            value, headers = encode(Resolved(source="s1", ts=t * PER_TXN + i + 1))
+            producer.produce(name, value, partition=0, headers=list(headers))
+        producer.commit_transaction(30)
+    producer.flush(10)
+    return name
+
+
+def test_ranges_read_by_kept_consumers_equal_a_fresh_read(
+    services: Settings, topic: str, kept: KeptConsumers
+) -> None:
+    kafka = services.kafka.client_config()
+
+    def offsets(start: int, end: int) -> list[int]:
+        return [
+            o
+            for cols in read_range(kafka, KafkaRange(topic, 0, start, end))
+            for o in cols["offset"]
+        ]
+
+    end = TXNS * (PER_TXN + 1)  # each transaction's records and its commit marker
+    whole = offsets(0, end)
+    assert len(whole) == TXNS * PER_TXN and len(kept) == 1
+    kept.close()
+
+    # Consecutive ranges, one cut at a commit marker's offset: one consumer for all three.
+    assert offsets(0, 3_000) + offsets(3_000, PER_TXN) + offsets(PER_TXN, end) == whole
+    (first,) = kept._kept.values()
+    consumer = first.consumer
+    assert first.position == end and len(kept) == 1
+
+    # A range a little ahead of where the kept consumer stands: read on, the gap dropped.
+    kept.close()
+    assert offsets(0, 1_000) + offsets(1_000 + SKIP // 4, end) == [
+        o for o in whole if o < 1_000 or o >= 1_000 + SKIP // 4
+    ]
+    consumer = next(iter(kept._kept.values())).consumer
+
+    # Behind it: a new consumer, the same records.
+    assert offsets(2_000, 7_000) == [o for o in whole if 2_000 <= o < 7_000]
+    assert next(iter(kept._kept.values())).consumer is not consumer
+
+    # A read abandoned after its first chunk leaves no consumer behind (its position is
+    # unknown), and the next read of that start is whole.
+    chunks = read_range(kafka, KafkaRange(topic, 0, 7_000, end))
+    next(chunks)
+    chunks.close()
+    assert len(kept) == 0
+    assert offsets(7_000, end) == [o for o in whole if o >= 7_000]
