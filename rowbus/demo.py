@@ -72,6 +72,43 @@ class Probe:
             return None
         return data[min(len(data) - 1, round(p / 100 * (len(data) - 1)))]
 
+    def watch(
+        self, sink_server: MySQLSettings, written: threading.Event, done: threading.Event
+    ) -> None:
+        """Poll the sink's ``lag_probe`` tables for committed ids and record each one's lag,
+        until every id committed is seen once `written` is set, or until `done`."""
+        sink = _connect(sink_server)
+        seen: dict[str, int] = {}
+        try:
+            while True:
+                with self.lock:
+                    pending = {schema for schema, _ in self.committed}
+                for schema in pending:
+                    with sink.cursor() as cur:
+                        try:
+                            cur.execute(
+                                f"SELECT id FROM `{schema}`.lag_probe WHERE id > %s",
+                                (seen.get(schema, 0),),
+                            )
+                        except pymysql.MySQLError:
+                            continue
+                        ids = [int(r[0]) for r in cur.fetchall()]
+                    sink.commit()
+                    now = time.monotonic()
+                    with self.lock:
+                        for i in ids:
+                            at = self.committed.get((schema, i))
+                            if at is not None:
+                                self.lags_ms.append((now - at) * 1000)
+                    if ids:
+                        seen[schema] = max(ids)
+                if written.is_set() and len(self.lags_ms) >= len(self.committed):
+                    return
+                if done.wait(0.05):
+                    return
+        finally:
+            sink.close()
+
 
 class Demo:
     def __init__(self, settings: Settings, options: DemoOptions, out: TextIO = sys.stdout) -> None:
@@ -341,7 +378,11 @@ class Demo:
             threads.append(
                 threading.Thread(target=self._writer, args=(conn, workload, rate), daemon=True)
             )
-        sink_probe = threading.Thread(target=self._watch_probe, daemon=True)
+        sink_probe = threading.Thread(
+            target=self.probe.watch,
+            args=(self.settings.resolved_sink, self.stop_writing, self._probe_done),
+            daemon=True,
+        )
         for t in [*threads, sink_probe]:
             t.start()
         deadline = time.monotonic() + self.options.seconds
@@ -393,41 +434,6 @@ class Demo:
             delay = next_at - time.monotonic()
             if delay > 0:
                 self.stop_writing.wait(delay)
-
-    def _watch_probe(self) -> None:
-        sink = _connect(self.settings.resolved_sink)
-        seen: dict[str, int] = {}
-        try:
-            while True:
-                with self.probe.lock:
-                    pending = {schema for schema, _ in self.probe.committed}
-                for schema in pending:
-                    with sink.cursor() as cur:
-                        try:
-                            cur.execute(
-                                f"SELECT id FROM `{schema}`.lag_probe WHERE id > %s",
-                                (seen.get(schema, 0),),
-                            )
-                        except pymysql.MySQLError:
-                            continue
-                        ids = [int(r[0]) for r in cur.fetchall()]
-                    sink.commit()
-                    now = time.monotonic()
-                    with self.probe.lock:
-                        for i in ids:
-                            at = self.probe.committed.get((schema, i))
-                            if at is not None:
-                                self.probe.lags_ms.append((now - at) * 1000)
-                    if ids:
-                        seen[schema] = max(ids)
-                if self.stop_writing.is_set() and len(self.probe.lags_ms) >= len(
-                    self.probe.committed
-                ):
-                    return
-                if self._probe_done.wait(0.05):
-                    return
-        finally:
-            sink.close()
 
     def _catch_up(self) -> list[TableDiff]:
         last: list[TableDiff] = []
