@@ -22,6 +22,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from rowbus.clients import kafka
 from rowbus.config import Settings
 from rowbus.producer.faults import ENV as FAULT
 from rowbus.protocol.topics import writers_topic
@@ -64,34 +65,6 @@ def _read(services: Settings, topic: str, start: int, isolation: str) -> list[in
                 raise AssertionError(f"consume error {err}")
             offsets.append(msg.offset() or 0)
         raise AssertionError(f"{topic}[0] from {start} not read to its end in 30 s")
-    finally:
-        consumer.close()
-
-
-def _claims(services: Settings, topic: str) -> list[str]:
-    consumer = Consumer(
-        services.kafka.client_config(
-            **{
-                "group.id": f"test-{uuid.uuid4().hex[:8]}",
-                "isolation.level": "read_committed",
-                "enable.partition.eof": True,
-            }
-        )
-    )
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        found: list[str] = []
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error() is not None:
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    return found
-                raise AssertionError(f"consume error {msg.error()}")
-            found.append(bytes(msg.value() or b"").decode())
-        raise AssertionError(f"{topic} not read to its end in 30 s")
     finally:
         consumer.close()
 
@@ -157,6 +130,10 @@ def test_commits_after_a_killed_transaction_are_read_from_any_offset_past_its_ab
             f"{aborted[-1]})"
         )
     # Two terms, two ids, each claimed once, the second after the first.
-    claims = _claims(services, writers_topic(setup.checkpoints_topic))
+    writers = writers_topic(setup.checkpoints_topic)
+    claims = [
+        bytes(m.value() or b"").decode()
+        for m in kafka.read_messages_to_end(services.kafka.client_config(), writers)
+    ]
     assert len(claims) == 2 and claims[0] != claims[1], claims
     assert [c.rsplit(".w", 1)[1] for c in claims] == ["1", "2"], claims
