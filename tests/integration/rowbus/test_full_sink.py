@@ -13,9 +13,7 @@ the same 1114). Raising the cap is a restart with a larger ``max``.
 
 from __future__ import annotations
 
-import socket
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,18 +29,14 @@ from rowbus.protocol.events import ColumnSchema, Op, TableSchema
 from rowbus.verify import verify
 from rowbus.waiting import wait_for
 from tests.conftest import connect
+from tests.integration.producer.helpers import _free_port
+from tests.integration.rowbus.test_bad_input import _rowbus
 from tests.integration.spark_apply.harness import Publisher
 
 TRANSACTIONS, ROWS, WIDTH = 40, 50, 2000
 """2,000 rows of 2 kB: the capped sink holds ~1,500 of them (measured), a batch 600 records."""
 BATCH_RECORDS = 600
 CAP_MB, LIFTED_MB = 16, 64
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager
@@ -113,13 +107,7 @@ def _source_tables(services: Settings, db: str) -> None:
 
 
 def _apply(config: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rowbus", "-c", str(config), "apply", "--available-now"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return _rowbus(config, "apply", "--available-now", timeout=300)
 
 
 def _held(sink: Any, db: str, state: str, job: str) -> tuple[int, int, int, list[Any]]:
