@@ -5,8 +5,12 @@ A reused worker waits on its socket for the next task; when the job stops (a bat
 or the query ended) the JVM closes that socket, the worker's read ends in `EOFError`, and
 PySpark's daemon prints the whole Python trace to the JVM's stderr — after the job's one line,
 on the user's terminal (seen: a throughput job stopped by a full sink printed 10 lines of
-``EOFError`` from ``pyspark/daemon.py``). Nothing failed in the worker: the JVM hung up. A
-worker's real failures reach the JVM over the socket as before, and end the job with its line.
+``EOFError`` from ``pyspark/daemon.py``). The same when the JVM hangs up while it still sets a
+worker up: a task cancelled with its failed stage, whose worker answered the JVM's
+authentication into a closed socket, printed ``BrokenPipeError`` from the daemon's ``worker``
+(seen at load, the full-sink test in throughput mode). Nothing failed in the worker: the JVM
+hung up. A worker's real failures reach the JVM over the socket as before, and end the job
+with its line.
 """
 
 from __future__ import annotations
@@ -18,12 +22,17 @@ from pyspark import daemon
 _worker = daemon.worker
 
 
+HUNG_UP = (EOFError, BrokenPipeError, ConnectionResetError)
+"""What a worker meets when the JVM closed its socket: reading (EOF) or writing (a broken pipe,
+a reset) into it."""
+
+
 def _worker_until_hung_up(sock: Any, authenticated: bool) -> Any:
     """`pyspark.daemon.worker`, with the JVM closing the connection taken as the end of the
     worker (a non-zero code: the daemon's child drains the socket and exits 0)."""
     try:
         return _worker(sock, authenticated)
-    except EOFError:
+    except HUNG_UP:
         return 1
 
 

@@ -5,6 +5,7 @@ prints after the job's one line."""
 from __future__ import annotations
 
 import socket
+import struct
 
 import pytest
 
@@ -20,4 +21,29 @@ def test_a_worker_whose_connection_is_closed_ends_without_an_error() -> None:
     with ours:
         with pytest.raises(EOFError):
             quiet_daemon._worker(ours, False)  # PySpark's own worker
+        assert quiet_daemon._worker_until_hung_up(ours, False) == 1
+
+
+def _hung_up_after_the_secret() -> socket.socket:
+    """The worker's end of a connection on which the JVM sent its secret, then hung up."""
+    ours, jvm = socket.socketpair()
+    jvm.sendall(struct.pack("!i", len(SECRET)) + SECRET.encode())
+    jvm.close()
+    return ours
+
+
+SECRET = "s3cret"
+
+
+def test_a_worker_whose_connection_is_closed_while_it_authenticates_ends_without_an_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A task cancelled with its failed stage: the JVM sent the worker its secret and hung up
+    before the answer, whose flush breaks the pipe (PySpark's daemon printed the trace)."""
+    from rowbus.spark_apply import quiet_daemon
+
+    monkeypatch.setenv("PYTHON_WORKER_FACTORY_SECRET", SECRET)
+    with _hung_up_after_the_secret() as ours, pytest.raises(BrokenPipeError):
+        quiet_daemon._worker(ours, False)  # PySpark's own worker
+    with _hung_up_after_the_secret() as ours:
         assert quiet_daemon._worker_until_hung_up(ours, False) == 1
