@@ -9,13 +9,20 @@ record encoded with `rowbus.protocol.codec` (protobuf), so the format is the pro
 A write the disk refuses (full: ENOSPC; past the process's file-size limit: EFBIG) stops the
 subscriber with one `SpillFullError` line naming the folder and the setting; nothing it had
 not delivered is lost, since it resumes from its last checkpoint.
+
+A process killed -9 deletes nothing: its folder stays. Folders are named after the host and the
+pid that made them, and a store removes, before it makes its own, the folders of processes of
+this host that are gone (a Subscriber restarted after each of a series of kills otherwise filled
+its spill disk with its predecessors' segments: a test suite left ~20 folders in /tmp a run).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shutil
+import socket
 import struct
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -62,6 +69,33 @@ class Spill(Protocol):
     def close(self) -> None: ...
 
 
+PREFIX = "rowbus-spill-"
+
+
+def fresh_folder(parent: Path | None) -> Path:
+    """A new folder under `parent` (the temporary folder when None) for this process's
+    segments, once the folders that gone processes of this host left there are removed."""
+    base = Path(tempfile.gettempdir()) if parent is None else parent
+    mine = f"{PREFIX}{socket.gethostname()}."
+    with contextlib.suppress(OSError):
+        for folder in base.iterdir():
+            pid = folder.name.removeprefix(mine).partition(".")[0]
+            if folder.name.startswith(mine) and pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(folder, ignore_errors=True)
+                log.info("removed spill folder %s of process %s, which is gone", folder, pid)
+    return Path(tempfile.mkdtemp(prefix=f"{mine}{os.getpid()}.", dir=base))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
 class SpillStore:
     """Segment files under `directory` (a fresh temporary folder when None).
 
@@ -89,7 +123,7 @@ class SpillStore:
         if self._dir is None:
             if self._parent is not None:
                 self._parent.mkdir(parents=True, exist_ok=True)
-            self._dir = Path(tempfile.mkdtemp(prefix="rowbus-spill-", dir=self._parent))
+            self._dir = fresh_folder(self._parent)
         if self._active is not None:
             self._active.close()
             self._drop_if_unused(self._active_id)
