@@ -41,7 +41,7 @@ from rowbus.spark_apply.exceptions import (
 from rowbus.spark_apply.gc_pause import collector_paused
 from rowbus.spark_apply.metrics import ApplyMetrics
 from rowbus.spark_apply.overlap import BatchWriter, has_batches, rewind, seed
-from rowbus.spark_apply.planner import Envelope, PairKey, Plan, plan, stored_gate
+from rowbus.spark_apply.planner import Envelope, PairKey, Plan, PlannerState, plan, stored_gate
 from rowbus.spark_apply.recovery import retryable, wait_for_sink
 from rowbus.spark_apply.rendered import ROW_COLUMN, Wire, row_event
 from rowbus.spark_apply.settings import JobConfig, launched_by_spark_submit
@@ -195,8 +195,19 @@ class BatchApplier:
         # Read and decode while the batch before is still being written (`overlap`): neither
         # touches the sink or the catalog.
         # The Iceberg sink writes typed values: its rows are decoded, not rendered.
-        ranges, wire, envelopes, collected = _read(df, rendered=a.sink_kind == "mysql")
-        self.plan_and_write(batch_id, ranges, wire, envelopes, started, collected)
+        rendered = a.sink_kind == "mysql"
+        ranges, wire, envelopes, collected = _read(df, rendered=rendered)
+        spark, kafka = df.sparkSession, self.config.kafka
+
+        def held(previous: PlannerState) -> list[Envelope]:
+            from rowbus.spark_apply.owned import reread
+
+            again = reread(spark, kafka, previous)
+            if again is None:
+                return []
+            return envelopes_of(again.drop("reread").toArrow(), wire if rendered else None)
+
+        self.plan_and_write(batch_id, ranges, wire, envelopes, started, collected, held)
 
     def plan_and_write(
         self,
@@ -206,9 +217,12 @@ class BatchApplier:
         envelopes: list[Envelope],
         started: float,
         collected: float,
+        held: Callable[[PlannerState], list[Envelope]] | None = None,
     ) -> None:
         """Plan a batch read and decoded on the driver (`ranges`: Spark's offsets of it) over
-        the state the sink holds, and hand its write to the batch writer."""
+        the state the sink holds, and hand its write to the batch writer. `held` reads again
+        what the state names as held in Kafka (a batch of throughput mode before this one);
+        None when `envelopes` hold those already."""
         a = self.config.apply
         records = len(envelopes)
         decoded = time.perf_counter()
@@ -220,6 +234,8 @@ class BatchApplier:
         if previous is None:
             log.info("batch %d is already committed in the sink; skipped", batch_id)
             return
+        if previous.reread and held is not None:
+            _read_held(batch_id, previous, envelopes, held)
         for env in envelopes:
             if isinstance(env.event, DdlChange) and env.event.table_schema is not None:
                 self.catalog.add(env.event.table_schema)
@@ -291,6 +307,23 @@ class BatchApplier:
             m.stuck_locks = len(self.shard_ddl.wedge.stuck())
         m.lanes = {f"{t}[{part}]/{src}": ts for (t, part, src), ts in p.state.watermarks.items()}
         m.apply_latency.observe(seconds)
+
+
+def _read_held(
+    batch_id: int,
+    previous: PlannerState,
+    envelopes: list[Envelope],
+    held: Callable[[PlannerState], list[Envelope]],
+) -> None:
+    """The batch before was throughput mode's, which left its held rows in Kafka
+    (`PlannerState.reread`), not in the stash; the driver's path keeps none there, so they are
+    read again into `envelopes` now (the merge engine drops those already released), or they
+    would never be applied."""
+    again = held(previous)
+    log.info(
+        "batch %d: %d record(s) throughput mode held in Kafka read again", batch_id, len(again)
+    )
+    envelopes[:0] = again
 
 
 def _held_by_reread(p: Plan) -> Plan:

@@ -326,7 +326,7 @@ def _write_context(
     )
 
 
-def _reread(spark: Any, kafka: dict[str, Any], previous: PlannerState) -> Any:
+def reread(spark: Any, kafka: dict[str, Any], previous: PlannerState) -> Any:
     """The held rows' records, read again from Kafka by executor tasks (None: nothing held).
     A held offset below its partition's log start stops the job: those rows are gone."""
     from rowbus.spark_apply.source import SCHEMA, KafkaRange, read_range
@@ -395,7 +395,7 @@ def _fallback(
     from pyspark.sql import functions as sf
 
     data = df.withColumn("reread", sf.lit(False))
-    again = _reread(df.sparkSession, applier.config.kafka, previous)
+    again = reread(df.sparkSession, applier.config.kafka, previous)
     if again is not None:
         data = data.unionByName(again)
 

@@ -71,3 +71,60 @@ def test_a_deleted_spark_checkpoint_neither_applies_twice_nor_skips(
     assert total == distinct > first
     if mode == "throughput":
         assert applier.metrics.owned_batches >= 1, dict(applier.metrics.fallbacks)
+
+
+def test_rows_throughput_mode_held_in_kafka_are_applied_after_a_switch_to_snapshot_mode(
+    services: Settings,
+    make_topic: Callable[..., str],
+    make_database: Callable[..., str],
+    unique: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    """Throughput mode leaves rows above the watermark in Kafka (`PlannerState.reread`), not in
+    the sink's stash; a restart in snapshot mode must read them again, or they are never
+    applied (found reading the code: snapshot mode's plan ignored `reread`)."""
+    kafka, schemas_topic = services.kafka.client_config(), make_topic("schemas", 1)
+    topics = make_topic("srca", 1), make_topic("srcb", 1)
+    models = Model(unique("upa"), tables=1, seed=3), Model(unique("upb"), tables=1, seed=4)
+    sinks = make_database(services.resolved_sink), make_database(services.resolved_sink)
+    pubs = [Publisher(kafka, t, schemas_topic, t, 1) for t in topics]
+    for pub, model, sink in zip(pubs, models, sinks, strict=True):
+        pub.schemas(list(model.table_schemas.values()))
+        with connect(services.resolved_sink) as conn, conn.cursor() as cur:
+            for name in model.table_schemas:
+                cur.execute(SINK_DDL.format(db=sink, table=name))
+    (a, b), (pub_a, pub_b) = models, pubs
+    pub_b.txn([b.step()])  # source b's watermark stops here, so a's later transactions are held
+    for _ in range(5):
+        pub_a.txn([a.step(), a.step()])
+    job = unique("job")
+    config = job_config(
+        services,
+        job,
+        list(topics),
+        schemas_topic,
+        [
+            RouteSettings(match=f"{model.schema}.*", target=f"{sink}.{{table}}")
+            for model, sink in zip(models, sinks, strict=True)
+        ],
+        tmp_path / "cp",
+        mode="throughput",
+        parallelism=2,
+        available_now=True,
+    )
+    run_available_now(config)
+    [name] = a.rows
+    assert sink_rows(services, sinks[0], name) == {}, "a's rows are held"
+    pub_b.txn([b.step()])  # now past all of a's,
+    pub_a.txn([])  # and a's past b's last
+    for pub in pubs:
+        pub.close()
+    snapshot = config.model_copy(
+        update={"apply": config.apply.model_copy(update={"mode": "snapshot"})}
+    )
+    run_available_now(snapshot)
+    for model, sink in zip(models, sinks, strict=True):
+        for name in model.rows:
+            assert sink_rows(services, sink, name) == model.rows[name], name
+    total, distinct, _ = markers(services, job)
+    assert total == distinct
