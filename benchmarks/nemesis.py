@@ -1309,9 +1309,20 @@ class Nemesis:
         self.say(f"  killed worker{worker} and its executor")
         self._hold(seconds)
 
+        def registered() -> bool:
+            self.supervisor.poll()
+            return spark.workers_alive()
+
         def heal() -> None:
+            spark.restart_worker(worker)
             try:
-                spark.restart_worker(worker)
+                # Supervising meanwhile: a JVM's start takes 10-30 s on the loaded machine.
+                wait_for(
+                    registered,
+                    timeout=180,
+                    interval=0.5,
+                    what=f"worker{worker} to register with {spark.url} again",
+                )
             except Exception as exc:  # noqa: BLE001 - the run's failure, said in its summary
                 self.outcome.load_errors.append(f"kill-spark-worker: {exc}")
 
@@ -1451,19 +1462,29 @@ class Nemesis:
                 if w.error is not None:
                     self.outcome.load_errors.append(f"{w.name}: {w.error!r}")
             self.say(f"load stopped after {self.outcome.changes:,} row changes; healing")
-            self.heal_all()
-            self._catch_up(direct)
-            self._verify(direct_path)
-            self._check_subscriber(direct)
-            if self.outcome.verify_code != 0:
-                self.outcome.hidden = hidden_records(
-                    self.settings.kafka.client_config(), self.spark_checkpoint(self.run_id)
-                )
-            self.outcome.stop_failures = self.supervisor.stop_all()
-            self._check_leases()
+            self._end(direct, direct_path)
             stop_watch.set()
             watcher.join(10)
         return self._summary()
+
+    def _end(self, direct: Settings, direct_path: Path) -> None:
+        """After the load: heal, wait for an equal sink, verify, check the Subscriber, stop
+        every process, check the leases."""
+        self.heal_all()
+        self._catch_up(direct)
+        self._verify(direct_path)
+        self._check_subscriber(direct)
+        if self.outcome.verify_code != 0:
+            self.outcome.hidden = hidden_records(
+                self.settings.kafka.client_config(), self.spark_checkpoint(self.run_id)
+            )
+        self.outcome.stop_failures = self.supervisor.stop_all()
+        if self.spark is not None:
+            # Before the cluster stops: a master or worker gone now died unbidden.
+            self.outcome.stop_failures += [
+                f"spark {name} exited without a fault" for name in self.spark.exited()
+            ]
+        self._check_leases()
 
     def _start_extras(self, cleanup: contextlib.ExitStack) -> None:
         """What some kinds need beside the stack: the sources' replicas, the Spark cluster."""
@@ -1641,11 +1662,7 @@ class Nemesis:
             if t is not None:
                 by_kind.setdefault(kind, []).append(t)
         lags = self.probes.lags()
-        spark_gone = [
-            f"spark {name} exited without a fault"
-            for name in (self.spark.exited() if self.spark else [])
-        ]
-        crashed = [*sup.crashes, *o.stop_failures, *o.load_errors, *spark_gone]
+        crashed = [*sup.crashes, *o.stop_failures, *o.load_errors]
         ok = o.verify_code == 0 and not crashed
         lines = [
             "",

@@ -88,7 +88,7 @@ class SparkCluster:
         for n in range(self.workers):
             self._start_worker(n)
         wait_for(
-            lambda: self._check_alive() and len(self.alive_workers()) == self.workers,
+            self.workers_alive,
             timeout=timeout,
             interval=0.5,
             what=f"a Spark master and {self.workers} ALIVE workers on {self.url}",
@@ -116,16 +116,15 @@ class SparkCluster:
             self.url,
         )
 
-    def restart_worker(self, n: int, timeout: float = 120.0) -> None:
-        """Start worker `n` again after `kill_worker(n)` (a machine back) and wait until the
-        master has every worker ALIVE."""
+    def restart_worker(self, n: int) -> None:
+        """Start worker `n` again after `kill_worker(n)` (a machine back); `workers_alive()`
+        says when the master has it."""
         self._start_worker(n)
-        wait_for(
-            lambda: self._check_alive() and len(self.alive_workers()) == self.workers,
-            timeout=timeout,
-            interval=0.5,
-            what=f"worker{n} to register with {self.url} again",
-        )
+
+    def workers_alive(self) -> bool:
+        """Every worker ALIVE at the master (RuntimeError when a process of the cluster
+        exited)."""
+        return self._check_alive() and len(self.alive_workers()) == self.workers
 
     def exited(self) -> list[str]:
         """The cluster's processes that are not running (a worker killed and not restarted
