@@ -272,6 +272,12 @@ def refusals_lines(refusals: list[str]) -> list[str]:
     ]
 
 
+def sources_on(server: str) -> list[str]:
+    """The sources whose database lives on stack server `server` (a restart or a failover of
+    the server pauses the load of each)."""
+    return [s for s in ALL_SOURCES if SERVER_OF[s] == server]
+
+
 def _pct(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -1276,7 +1282,7 @@ class Nemesis:
         the new primary; the readers find it through their `replicas` setting. Return the
         heal: the old primary back as the new one's replica."""
         assert self.pairs is not None
-        writers = [w for w in self.writers.values() if SERVER_OF[w.source] == server]
+        writers = [self.writers[s] for s in sources_on(server) if s in self.writers]
         for writer in writers:
             writer.pause()
         try:
@@ -1373,17 +1379,18 @@ class Nemesis:
 
     def _restart(self, server: str, seconds: float) -> Callable[[], None]:
         """Shut the MariaDB server down cleanly (its own SHUTDOWN), keep it down `seconds`;
-        return what starts it again. The source's load pauses first and resumes once the
+        return what starts it again. The load of every source on it (a cluster source's
+        too: its writer died on the shutdown in seed 11) pauses first and resumes once the
         server is back, as an application drains before a planned restart."""
-        writer = self.writers.get(server)
-        if writer is not None:
+        writers = [self.writers[s] for s in sources_on(server) if s in self.writers]
+        for writer in writers:
             writer.pause()
         self.services.shutdown(server)
         self._hold(seconds)
 
         def heal() -> None:
             self.services.heal()
-            if writer is not None:
+            for writer in writers:
                 writer.resume()
 
         return heal
