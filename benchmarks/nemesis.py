@@ -40,7 +40,15 @@ readers' session timeout for longer than it (every session expires: a leader mus
 publishing before its successor takes over); kill -9 of a cluster node or of the node holding
 the coordinator role; the Subscriber's spill folder full (its RLIMIT_FSIZE) while source1
 commits a transaction it must spill (it stops with one line and is restarted, or waits; it
-loses nothing). The default count is one per 16 s of load (37 in 600 s).
+loses nothing); a source server failing over to its replica (`benchmarks.failover`: with the
+kind drawn, each source server has a MariaDB replica the readers list in their ``replicas``
+setting; the server's load drains, the replica catches up, the primary is shut down, the
+replica promoted and written to; the heal makes the old primary the new one's replica, so the
+next failover of that server goes back); kill -9 of a Spark worker with its executor (with the
+kind drawn, the apply job runs on a standalone cluster of SPARK_WORKERS one-core workers from
+the installed pyspark, `rowbus.testing.spark_cluster`; the heal starts the worker again). A
+network fault of a source cuts or slows its replica's proxy too. The default count is one
+per 16 s of load (37 in 600 s).
 ``--kinds K1,K2`` draws from those kinds only, ``--without K1,K2`` leaves kinds out (the test
 broker loses acknowledged records when it restarts, so a run that must end equal leaves out
 kill-broker, stop-broker and restart-broker); the summary names the kinds drawn from.
@@ -88,10 +96,12 @@ from typing import Any
 import pymysql
 import yaml
 
+from benchmarks.failover import Pairs, quiet_sources
 from rowbus.clients import mysql
 from rowbus.config import MySQLSettings, Settings, load_settings
 from rowbus.local.procs import ProcessRecord, gone, started_at
 from rowbus.local.stack import LocalStack
+from rowbus.testing.spark_cluster import PORT_BASE, SparkCluster
 from rowbus.verify import verify
 from rowbus.waiting import wait_for
 from rowbus.workloads import W2
@@ -138,8 +148,18 @@ KINDS = (
     "kill-cluster-node",
     "kill-coordinator",
     "full-spill-disk",
+    # A source's server failing over to its replica; the apply job on a standalone cluster.
+    "failover-source",
+    "kill-spark-worker",
 )
-SOURCE_KINDS = ("kill-reader", "stop-reader", "cut-source", "lag-source", "restart-source")
+SOURCE_KINDS = (
+    "kill-reader",
+    "stop-reader",
+    "cut-source",
+    "lag-source",
+    "restart-source",
+    "failover-source",
+)
 """The kinds whose fault concerns one source (drawn as the fault's target)."""
 LAG_S = 0.25
 """What a lag fault adds to each piece a proxy passes on, each way."""
@@ -156,6 +176,9 @@ SPILL_FILE_LIMIT = 64 << 10
 spill and well over its checkpoint file (its output and log go through pipes)."""
 ROWBUS_CLI = (sys.executable, "-m", "rowbus")
 MAX_FAULT_S = 10.0
+SPARK_WORKERS = 2
+"""kill-spark-worker: the apply job runs on a standalone cluster of this many one-core workers
+(the other keeps the job going while one is down)."""
 GROUP_GRACE_S = 45.0
 """How long what a dead process leaves (a job stopping after its runner died) may take to end
 before the restart kills it and reports it."""
@@ -247,6 +270,12 @@ def refusals_lines(refusals: list[str]) -> list[str]:
         first + (f" (and {len(more)} more like it)" if more else "")
         for first, *more in groups.values()
     ]
+
+
+def sources_on(server: str) -> list[str]:
+    """The sources whose database lives on stack server `server` (a restart or a failover of
+    the server pauses the load of each)."""
+    return [s for s in ALL_SOURCES if SERVER_OF[s] == server]
 
 
 def _pct(values: list[float], q: float) -> float | None:
@@ -868,11 +897,20 @@ class Nemesis:
         ports = {k: v + offset + args.port_shift for k, v in TEST_PORTS.items()}
         self.settings = load_settings(None, local={"state_dir": str(self.home), "ports": ports})
         self.stack = LocalStack(self.settings)
+        self.kinds = choose_kinds(args.kinds, args.without)
+        self.pairs: Pairs | None = None
+        if "failover-source" in self.kinds:
+            quiet_sources(self.stack)
+            self.pairs = Pairs(self.stack, self.settings, SOURCES)
+        self.spark: SparkCluster | None = None
+        if "kill-spark-worker" in self.kinds:
+            self.spark = SparkCluster(
+                self.home / "spark", SPARK_WORKERS, port=PORT_BASE + args.port_shift
+            )
         self.services = Services(self.stack)
         self.supervisor = Supervisor()
         self.proxies: dict[str, Proxy] = {}
         self.probes = Probes()
-        self.kinds = choose_kinds(args.kinds, args.without)
         self.writers: dict[str, SourceLoad] = {}
         self.prefix = ""
         self.run_id = ""
@@ -897,8 +935,12 @@ class Nemesis:
             for name in (*SOURCES, "sink")
         }
         host, port = (self.settings.zookeeper.hosts or "").split(",")[0].rsplit(":", 1)
+        replicas = (
+            {f"{s}-replica": self.pairs.replica_address(s) for s in SOURCES} if self.pairs else {}
+        )
         return {
             **{name: (server.host, server.port) for name, server in servers.items()},
+            **replicas,
             "zookeeper": (host, int(port)),
         }
 
@@ -948,10 +990,21 @@ class Nemesis:
             "checkpoint_location": str(self.spark_checkpoint(run)),
             "shard_ddl": {"control_topic": f"{prefix}.control", "election": f"nemesis-{run}"},
         }
+        if self.spark is not None:
+            data["apply"]["master"] = self.spark.url
+            data["apply"]["spark_conf"] = {
+                **data["apply"].get("spark_conf", {}),
+                "spark.executor.memory": "512m",
+            }
         direct = self.home / "direct.yaml"
         direct.write_text(yaml.safe_dump(data, sort_keys=False))
         for source in data["sources"]:
-            source["port"] = self.proxies[SERVER_OF[source["name"]]].port
+            server = SERVER_OF[source["name"]]
+            source["port"] = self.proxies[server].port
+            if self.pairs is not None:
+                # The project's failover path: the reader continues on a listed replica.
+                replica = self.proxies[f"{server}-replica"].port
+                source["replicas"] = [{"host": "127.0.0.1", "port": replica}]
         data["sink"]["port"] = self.proxies["sink"].port
         data["zookeeper"]["hosts"] = f"127.0.0.1:{self.proxies['zookeeper'].port}"
         piped = self.home / "pipeline.yaml"
@@ -1185,29 +1238,100 @@ class Nemesis:
             action = self._lag_past_session(d)
         elif kind == "full-spill-disk":
             action = self._full_spill(d)
+        elif kind == "failover-source":
+            action = self._failover(fault.target, d)
+        elif kind == "kill-spark-worker":
+            action = self._kill_worker(0 if fault.leader else 1, d)
         else:
             server = "zookeeper" if kind.endswith("-zookeeper") else fault.target or "sink"
-            action = self._network(kind, server, d)
+            action = self._network(kind, self._proxies_of(server), d)
         action()
         self.outcome.faults[kind] += 1
         self.pending.append((kind, time.monotonic()))
 
-    def _network(self, kind: str, server: str, seconds: float) -> Callable[[], None]:
-        """Cut, stall or slow the connections to `server` at its proxy for `seconds`; return
-        what heals them."""
-        proxy = self.proxies[server]
-        if kind.startswith("cut-"):
-            proxy.cut()
-            heal: Callable[[], None] = proxy.restore
-        elif kind.startswith("stall-"):
-            proxy.stall()
-            heal = proxy.resume
-        elif kind.startswith("lag-"):
-            proxy.lag(LAG_S)
-            heal = lambda: proxy.lag(0)  # noqa: E731
-        else:
-            raise ValueError(kind)
+    def _proxies_of(self, server: str) -> list[Proxy]:
+        """The proxies a network fault of `server` acts on: a source server's replica too (a
+        reader cut from its source is cut from both)."""
+        replica = self.proxies.get(f"{server}-replica")
+        return [self.proxies[server], *([replica] if replica is not None else [])]
+
+    def _network(self, kind: str, proxies: list[Proxy], seconds: float) -> Callable[[], None]:
+        """Cut, stall or slow the connections at `proxies` for `seconds`; return what heals
+        them."""
+        for proxy in proxies:
+            if kind.startswith("cut-"):
+                proxy.cut()
+            elif kind.startswith("stall-"):
+                proxy.stall()
+            elif kind.startswith("lag-"):
+                proxy.lag(LAG_S)
+            else:
+                raise ValueError(kind)
         self._hold(seconds)
+
+        def heal() -> None:
+            for proxy in proxies:
+                proxy.restore() if kind.startswith("cut-") else proxy.resume()
+                proxy.lag(0)
+
+        return heal
+
+    def _failover(self, server: str, seconds: float) -> Callable[[], None]:
+        """`server`'s primary shut down and its replica promoted for `seconds`
+        (`benchmarks.failover`): the load of its sources drains, waits, and goes on against
+        the new primary; the readers find it through their `replicas` setting. Return the
+        heal: the old primary back as the new one's replica."""
+        assert self.pairs is not None
+        writers = [self.writers[s] for s in sources_on(server) if s in self.writers]
+        for writer in writers:
+            writer.pause()
+        try:
+            primary, heal = self.pairs.failover(
+                server, lambda: self.services.shutdown(server), self.services.heal
+            )
+        except Exception as exc:  # noqa: BLE001 - the run's failure, said in its summary
+            self.outcome.load_errors.append(f"failover-source {server}: {exc}")
+            for writer in writers:
+                writer.resume()
+            return lambda: None
+        for writer in writers:
+            writer.server = primary
+            writer.resume()
+        self.say(f"  {self.pairs.where(server)}")
+        self._hold(seconds)
+        return heal
+
+    def _primary(self, server: str) -> MySQLSettings:
+        """Where `server`'s sources take writes now (its replica after a failover)."""
+        return self.pairs.primary(server) if self.pairs else self.settings.source(server)
+
+    def _kill_worker(self, worker: int, seconds: float) -> Callable[[], None]:
+        """kill -9 of Spark worker `worker` with its executor and Python workers (a machine
+        lost) for `seconds`; return the heal: the worker started again (the job must go on,
+        on the other worker meanwhile)."""
+        spark = self.spark
+        assert spark is not None
+        spark.kill_worker(worker)
+        self.say(f"  killed worker{worker} and its executor")
+        self._hold(seconds)
+
+        def registered() -> bool:
+            self.supervisor.poll()
+            return spark.workers_alive()
+
+        def heal() -> None:
+            spark.restart_worker(worker)
+            try:
+                # Supervising meanwhile: a JVM's start takes 10-30 s on the loaded machine.
+                wait_for(
+                    registered,
+                    timeout=180,
+                    interval=0.5,
+                    what=f"worker{worker} to register with {spark.url} again",
+                )
+            except Exception as exc:  # noqa: BLE001 - the run's failure, said in its summary
+                self.outcome.load_errors.append(f"kill-spark-worker: {exc}")
+
         return heal
 
     def _lag_past_session(self, seconds: float) -> Callable[[], None]:
@@ -1236,7 +1360,7 @@ class Nemesis:
         schema = self.schemas[SOURCES[0]]
         first = self.bulk_rows + 1
         self.bulk_rows += BULK_ROWS
-        with _connect(self.settings.source(SOURCES[0])) as conn, conn.cursor() as cur:
+        with _connect(self._primary(SOURCES[0])) as conn, conn.cursor() as cur:
             cur.executemany(
                 f"INSERT INTO `{schema}`.bulk VALUES (%s, %s)",
                 [(i, f"{i:08d}" + "p" * 192) for i in range(first, self.bulk_rows + 1)],
@@ -1255,17 +1379,18 @@ class Nemesis:
 
     def _restart(self, server: str, seconds: float) -> Callable[[], None]:
         """Shut the MariaDB server down cleanly (its own SHUTDOWN), keep it down `seconds`;
-        return what starts it again. The source's load pauses first and resumes once the
+        return what starts it again. The load of every source on it (a cluster source's
+        too: its writer died on the shutdown in seed 11) pauses first and resumes once the
         server is back, as an application drains before a planned restart."""
-        writer = self.writers.get(server)
-        if writer is not None:
+        writers = [self.writers[s] for s in sources_on(server) if s in self.writers]
+        for writer in writers:
             writer.pause()
         self.services.shutdown(server)
         self._hold(seconds)
 
         def heal() -> None:
             self.services.heal()
-            if writer is not None:
+            for writer in writers:
                 writer.resume()
 
         return heal
@@ -1292,6 +1417,7 @@ class Nemesis:
         self.stack.up()
         with contextlib.ExitStack() as cleanup:
             cleanup.callback(self.stack.down)
+            self._start_extras(cleanup)
             proxy_class = _proxy_class()
             for name, address in self._servers().items():
                 self.proxies[name] = proxy_class(address)
@@ -1343,19 +1469,43 @@ class Nemesis:
                 if w.error is not None:
                     self.outcome.load_errors.append(f"{w.name}: {w.error!r}")
             self.say(f"load stopped after {self.outcome.changes:,} row changes; healing")
-            self.heal_all()
-            self._catch_up(direct)
-            self._verify(direct_path)
-            self._check_subscriber(direct)
-            if self.outcome.verify_code != 0:
-                self.outcome.hidden = hidden_records(
-                    self.settings.kafka.client_config(), self.spark_checkpoint(self.run_id)
-                )
-            self.outcome.stop_failures = self.supervisor.stop_all()
-            self._check_leases()
+            self._end(direct, direct_path)
             stop_watch.set()
             watcher.join(10)
         return self._summary()
+
+    def _end(self, direct: Settings, direct_path: Path) -> None:
+        """After the load: heal, wait for an equal sink, verify, check the Subscriber, stop
+        every process, check the leases."""
+        self.heal_all()
+        self._catch_up(direct)
+        self._verify(direct_path)
+        self._check_subscriber(direct)
+        if self.outcome.verify_code != 0:
+            self.outcome.hidden = hidden_records(
+                self.settings.kafka.client_config(), self.spark_checkpoint(self.run_id)
+            )
+        self.outcome.stop_failures = self.supervisor.stop_all()
+        if self.spark is not None:
+            # Before the cluster stops: a master or worker gone now died unbidden.
+            self.outcome.stop_failures += [
+                f"spark {name} exited without a fault" for name in self.spark.exited()
+            ]
+        self._check_leases()
+
+    def _start_extras(self, cleanup: contextlib.ExitStack) -> None:
+        """What some kinds need beside the stack: the sources' replicas, the Spark cluster."""
+        if self.pairs is not None:
+            cleanup.callback(self.pairs.stop)
+            self.pairs.start()
+            self.say(
+                "each source server has a replica: "
+                + ", ".join(self.pairs.where(s) for s in SOURCES)
+            )
+        if self.spark is not None:
+            cleanup.callback(self.spark.stop)
+            self.spark.start()
+            self.say(f"the apply job runs on {self.spark.url} ({SPARK_WORKERS} workers)")
 
     def _stop_processes(self) -> None:
         # On an error path: whatever still runs is stopped (no-op after stop_all).
@@ -1371,6 +1521,11 @@ class Nemesis:
     def _catch_up(self, direct: Settings) -> None:
         began = time.monotonic()
         last: list[Any] = []
+        if self.pairs is not None:
+            # verify and the Subscriber check read the stack's servers, whichever role each
+            # has now: a standby must hold what its primary holds.
+            self.outcome.load_errors += self.pairs.settle()
+            self.say("failover pairs: " + "; ".join(self.pairs.where(s) for s in SOURCES))
 
         def equal() -> bool:
             nonlocal last
@@ -1531,7 +1686,10 @@ class Nemesis:
             + (f"{_s(longest[1])} ({longest[0]})" if longest and longest[1] else "-")
             + (f"; {unrecovered} never measured" if unrecovered else ""),
             "  per kind     : "
-            + ", ".join(f"{k} max {max(v):.1f}s" for k, v in sorted(by_kind.items())),
+            + ", ".join(
+                f"{k} {len(v)}x p50/p99/max {_pct(v, 0.5):.1f}/{_pct(v, 0.99):.1f}/{max(v):.1f}s"
+                for k, v in sorted(by_kind.items())
+            ),
             "  restarts     : "
             + (", ".join(f"{k} {n}" for k, n in sorted(sup.restarts.items())) or "none"),
             f"  lag          : p50 {_s(_pct(lags, 0.5))}, p99 {_s(_pct(lags, 0.99))} "

@@ -132,16 +132,29 @@ class ClusterNode:
 
     # ---- run ------------------------------------------------------------------------------------
 
+    def _connect(self, stop: threading.Event) -> None:
+        """Start the ZooKeeper client. ZooKeeper unreachable at start (a node restarted while
+        its network to ZooKeeper is cut or slower than the session timeout: it exited with
+        status 2 after 5 s in the nemesis) is waited out within the registration's deadline,
+        one attempt at a time so a stop is heard between them; only then is it fatal."""
+        deadline = time.monotonic() + 4 * self.cluster.session_timeout_s + 30
+        while True:
+            try:
+                self._client = zookeeper.start_client(
+                    self.services.zookeeper_hosts or "",
+                    self.cluster.session_timeout_s,
+                    listener=self._on_state,
+                    auth=self.services.zookeeper_auth,
+                )
+                return
+            except ZooKeeperClientError as exc:
+                if not exc.retryable or stop.is_set() or time.monotonic() > deadline:
+                    raise SourceUnavailableError(f"ZooKeeper unreachable: {exc}") from exc
+                log.warning("node %s: %s; connecting again", self.node_id, exc)
+                stop.wait(0.5)
+
     def run(self, stop: threading.Event) -> None:
-        try:
-            self._client = zookeeper.start_client(
-                self.services.zookeeper_hosts or "",
-                self.cluster.session_timeout_s,
-                listener=self._on_state,
-                auth=self.services.zookeeper_auth,
-            )
-        except ZooKeeperClientError as exc:
-            raise SourceUnavailableError(f"ZooKeeper unreachable: {exc}") from exc
+        self._connect(stop)
         coordinator = threading.Thread(
             target=self._contend, args=(stop,), name="coordinator", daemon=True
         )

@@ -86,32 +86,50 @@ class SparkCluster:
             str(self.ui_port),
         )
         for n in range(self.workers):
-            work = self.workdir / f"worker{n}"
-            work.mkdir(exist_ok=True)
-            self._spawn(
-                f"worker{n}",
-                "org.apache.spark.deploy.worker.Worker",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port + 10 + n),
-                "--webui-port",
-                str(self.port + 20 + n),
-                "--cores",
-                str(self.cores),
-                "--memory",
-                self.memory,
-                "--work-dir",
-                str(work),
-                self.url,
-            )
+            self._start_worker(n)
         wait_for(
-            lambda: self._check_alive() and len(self.alive_workers()) == self.workers,
+            self.workers_alive,
             timeout=timeout,
             interval=0.5,
             what=f"a Spark master and {self.workers} ALIVE workers on {self.url}",
         )
         return self
+
+    def _start_worker(self, n: int) -> None:
+        work = self.workdir / f"worker{n}"
+        work.mkdir(exist_ok=True)
+        self._spawn(
+            f"worker{n}",
+            "org.apache.spark.deploy.worker.Worker",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port + 10 + n),
+            "--webui-port",
+            str(self.port + 20 + n),
+            "--cores",
+            str(self.cores),
+            "--memory",
+            self.memory,
+            "--work-dir",
+            str(work),
+            self.url,
+        )
+
+    def restart_worker(self, n: int) -> None:
+        """Start worker `n` again after `kill_worker(n)` (a machine back); `workers_alive()`
+        says when the master has it."""
+        self._start_worker(n)
+
+    def workers_alive(self) -> bool:
+        """Every worker ALIVE at the master (RuntimeError when a process of the cluster
+        exited)."""
+        return self._check_alive() and len(self.alive_workers()) == self.workers
+
+    def exited(self) -> list[str]:
+        """The cluster's processes that are not running (a worker killed and not restarted
+        among them)."""
+        return [f"{n} ({p.returncode})" for n, p in self.procs.items() if p.poll() is not None]
 
     def _check_alive(self) -> bool:
         for name, proc in self.procs.items():

@@ -17,6 +17,7 @@ from benchmarks.nemesis import (
     main,
     plan,
     refusals_lines,
+    sources_on,
 )
 
 
@@ -119,6 +120,26 @@ def test_zookeeper_and_cluster_faults_name_no_source_and_come_after_the_earlier_
     faults = plan(3, 600, 37, kinds=added)
     assert {f.kind for f in faults} == set(added)
     assert all(f.target == "" for f in faults)
+
+
+def test_failover_names_a_source_and_the_worker_kill_none_both_after_the_earlier_kinds() -> None:
+    assert KINDS[-2:] == ("failover-source", "kill-spark-worker")
+    assert "failover-source" in SOURCE_KINDS and "kill-spark-worker" not in SOURCE_KINDS
+    faults = plan(2, 600, 37, kinds=("failover-source", "kill-spark-worker"))
+    assert {f.kind for f in faults} == {"failover-source", "kill-spark-worker"}
+    assert {f.target for f in faults if f.kind == "failover-source"} == {"source1", "source2"}
+    assert all(f.target == "" for f in faults if f.kind == "kill-spark-worker")
+    # Added last: the kinds before them, named, draw the plan they drew before.
+    earlier = choose_kinds(without="failover-source,kill-spark-worker")
+    assert earlier == KINDS[:-2]
+
+
+def test_a_server_restart_or_failover_pauses_the_load_of_every_source_on_it() -> None:
+    # Seed 11: restart-source source1 paused source1's writer only; source4's, on the same
+    # server, died on the shutdown ("Lost connection to MySQL server during query").
+    assert sources_on("source1") == ["source1", "source4"]
+    assert sources_on("source2") == ["source2", "source3"]
+    assert sources_on("sink") == []
 
 
 def test_a_checkpoint_of_an_older_epoch_after_a_newer_one_is_a_deposed_leader_writing() -> None:
