@@ -195,18 +195,11 @@ class BatchApplier:
         # Read and decode while the batch before is still being written (`overlap`): neither
         # touches the sink or the catalog.
         # The Iceberg sink writes typed values: its rows are decoded, not rendered.
+        from rowbus.spark_apply.owned import held_rows
+
         rendered = a.sink_kind == "mysql"
-        ranges, wire, envelopes, collected = _read(df, rendered=rendered)
-        spark, kafka = df.sparkSession, self.config.kafka
-
-        def held(previous: PlannerState) -> list[Envelope]:
-            from rowbus.spark_apply.owned import reread
-
-            again = reread(spark, kafka, previous)
-            if again is None:
-                return []
-            return envelopes_of(again.drop("reread").toArrow(), wire if rendered else None)
-
+        ranges, wire, envelopes, collected = read_batch(df, rendered=rendered)
+        held = held_rows(df.sparkSession, self.config.kafka, wire if rendered else None)
         self.plan_and_write(batch_id, ranges, wire, envelopes, started, collected, held)
 
     def plan_and_write(
@@ -337,7 +330,7 @@ def _held_by_reread(p: Plan) -> Plan:
     return p if reread is None else dataclasses.replace(p, state=reread)
 
 
-def _read(
+def read_batch(
     df: Any, rendered: bool = True
 ) -> tuple[dict[tuple[str, int], tuple[int, int]], Wire, list[Envelope], float]:
     """A micro-batch's offset ranges, record bytes and envelopes, and when it was collected

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,7 @@ from rowbus.routing.routes import Target
 from rowbus.spark_apply.exceptions import ApplyError
 from rowbus.spark_apply.keys import Fold
 from rowbus.spark_apply.overlap import logged_offsets
-from rowbus.spark_apply.planner import PlannerState
+from rowbus.spark_apply.planner import Envelope, PlannerState
 from rowbus.spark_apply.release import (
     Bound,
     Released,
@@ -30,6 +31,7 @@ from rowbus.spark_apply.release import (
     released_by_tails,
     reread_span,
 )
+from rowbus.spark_apply.rendered import Wire
 from rowbus.spark_apply.throughput import (
     KEYED_SCHEMA,
     RELEASED_SCHEMA,
@@ -69,7 +71,7 @@ def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:  # noqa:
     if head is not None and head.batch_id == batch_id and not head.complete:
         applier.metrics.fallbacks["a batch the driver's path began"] += 1
         log.info("batch %d: finished by the driver's path, which began it", batch_id)
-        _fallback(applier, df, previous, batch_id, started)
+        _fallback(applier, df, batch_id, started)
         return
     in_flight = sink.stored_tasks(batch_id)
     if in_flight is not None:
@@ -93,7 +95,7 @@ def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:  # noqa:
         _refuse_in_flight(batch_id, in_flight, reads)
         applier.metrics.fallbacks[reads] += 1
         log.info("batch %d: planned by the merger on the driver (%s)", batch_id, reads)
-        _fallback(applier, df, previous, batch_id, started)
+        _fallback(applier, df, batch_id, started)
         return
     keyed = (
         spark.range(0, len(reads), 1, len(reads))
@@ -129,7 +131,7 @@ def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:  # noqa:
             _refuse_in_flight(batch_id, in_flight, reason)
             applier.metrics.fallbacks[(reason or "").split(" at ")[0][:60]] += 1
             log.info("batch %d: planned by the merger on the driver (%s)", batch_id, reason)
-            _fallback(applier, df, previous, batch_id, started)
+            _fallback(applier, df, batch_id, started)
             return
         tasks = sink.batch_tasks(batch_id, a.parallelism)
         wctx = _write_context(applier, batch_id, state, b.mark, folds, keys)
@@ -326,9 +328,26 @@ def _write_context(
     )
 
 
-def reread(spark: Any, kafka: dict[str, Any], previous: PlannerState) -> Any:
-    """The held rows' records, read again from Kafka by executor tasks (None: nothing held).
-    A held offset below its partition's log start stops the job: those rows are gone."""
+def held_rows(
+    spark: Any, kafka: dict[str, Any], wire: Wire | None
+) -> Callable[[PlannerState], list[Envelope]]:
+    """The driver's path's read of the rows a throughput batch left held in Kafka
+    (`PlannerState.reread`; `BatchApplier.plan_and_write` calls it when the state names any):
+    their records read again by executor tasks, as envelopes (rendered into `wire`, or decoded
+    when None). A held offset below its partition's log start stops the job: those rows are
+    gone."""
+
+    def held(previous: PlannerState) -> list[Envelope]:
+        from rowbus.spark_apply.job import envelopes_of
+
+        again = _reread(spark, kafka, previous)
+        return [] if again is None else envelopes_of(again.toArrow(), wire)
+
+    return held
+
+
+def _reread(spark: Any, kafka: dict[str, Any], previous: PlannerState) -> Any:
+    """The held rows' records as a DataFrame of `source.SCHEMA` (None: nothing held)."""
     from rowbus.spark_apply.source import SCHEMA, KafkaRange, read_range
 
     ranges = [
@@ -352,12 +371,8 @@ def reread(spark: Any, kafka: dict[str, Any], previous: PlannerState) -> Any:
                 for cols in read_range(kafka, KafkaRange(t, p, start, end)):
                     yield pa.RecordBatch.from_pydict(cols, schema=arrow_schema())
 
-    from pyspark.sql import functions as sf
-
     frame = spark.createDataFrame(ranges, "topic STRING, partition INT, start BIGINT, end BIGINT")
-    return (
-        frame.repartition(len(ranges)).mapInArrow(read, SCHEMA).withColumn("reread", sf.lit(True))
-    )
+    return frame.repartition(len(ranges)).mapInArrow(read, SCHEMA)
 
 
 def _check_retained(kafka: dict[str, Any], ranges: list[tuple[str, int, int, int]]) -> None:
@@ -386,27 +401,12 @@ def _spark_ranges(df: Any) -> dict[tuple[str, int], tuple[int, int]]:
     return {(r[0], int(r[1])): (int(r[2]), int(r[3])) for r in rows}
 
 
-def _fallback(
-    applier: BatchApplier, df: Any, previous: PlannerState, batch_id: int, started: float
-) -> None:
-    """The batch, with its re-read records, planned by the merger and written by the driver
-    (as snapshot mode does), before the next batch starts."""
-    import pyarrow.compute as pc
-    from pyspark.sql import functions as sf
+def _fallback(applier: BatchApplier, df: Any, batch_id: int, started: float) -> None:
+    """The batch, with its re-read records (`held_rows`), planned by the merger and written by
+    the driver (as snapshot mode does), before the next batch starts."""
+    from rowbus.spark_apply.job import read_batch
 
-    data = df.withColumn("reread", sf.lit(False))
-    again = reread(df.sparkSession, applier.config.kafka, previous)
-    if again is not None:
-        data = data.unionByName(again)
-
-    from rowbus.spark_apply.job import envelopes_of, offset_ranges
-    from rowbus.spark_apply.rendered import Wire
-
-    arrow = data.toArrow()
-    collected = time.perf_counter()
-    wire: Wire = {}
-    # Spark's offsets are those of its own records; the re-read ones are below them.
-    fresh = arrow.filter(pc.invert(arrow.column("reread")))
-    envelopes = envelopes_of(arrow, wire)
-    applier.plan_and_write(batch_id, offset_ranges(fresh), wire, envelopes, started, collected)
+    ranges, wire, envelopes, collected = read_batch(df)
+    held = held_rows(df.sparkSession, applier.config.kafka, wire)
+    applier.plan_and_write(batch_id, ranges, wire, envelopes, started, collected, held)
     applier.drain()
