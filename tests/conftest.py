@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -119,6 +120,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
 
 
+def _stop_spark() -> None:
+    if "pyspark" not in sys.modules:
+        return
+    from pyspark import SparkContext
+
+    active = SparkContext._active_spark_context
+    if active is not None:
+        active.stop()
+
+
 @pytest.fixture(scope="session")
 def services() -> Iterator[Settings]:
     """Settings pointing at real Kafka, ZooKeeper, two source servers and a sink.
@@ -128,6 +139,10 @@ def services() -> Iterator[Settings]:
     broker until the process exits."""
     with session_services() as settings:
         yield settings
+        # The shared Spark session's Python workers are reused between tasks and keep their
+        # Kafka consumers cached: stop them before the broker, or each consumer goes on trying
+        # to reach it until the process exits.
+        _stop_spark()
         # A client in a reference cycle (a callback that refers back to its owner, a frame
         # kept by a stored exception) is destroyed only by the cyclic collector: run it now.
         gc.collect()

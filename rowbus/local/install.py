@@ -107,15 +107,21 @@ def ensure_command(command: str, package: str, allowed: bool = True) -> str:
     return found
 
 
+APT_LOCK_WAIT_S = 600
+
+
 def _apt_install(packages: list[str]) -> None:
     if os.geteuid() != 0 and shutil.which("sudo") is None:
         raise LocalStackError(f"need root to apt-get install {' '.join(packages)}")
     prefix = [] if os.geteuid() == 0 else ["sudo"]
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    # Another apt (a fresh machine's unattended upgrades, a second checkout's first `make test`)
+    # holds dpkg's lock for a minute or two: wait for it rather than fail the whole run.
+    apt = [*prefix, "apt-get", "-o", f"DPkg::Lock::Timeout={APT_LOCK_WAIT_S}"]
     log.info("installing Debian packages: %s", " ".join(packages))
-    _run([*prefix, "apt-get", "update", "-qq"], "apt-get update", env)
+    _run([*apt, "update", "-qq"], "apt-get update", env)
     _run(
-        [*prefix, "apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
+        [*apt, "install", "-y", "-qq", "--no-install-recommends", *packages],
         "apt-get install",
         env,
     )

@@ -128,3 +128,61 @@ def test_rows_throughput_mode_held_in_kafka_are_applied_after_a_switch_to_snapsh
             assert sink_rows(services, sink, name) == model.rows[name], name
     total, distinct, _ = markers(services, job)
     assert total == distinct
+
+
+def test_rows_held_in_kafka_are_applied_when_a_throughput_batch_falls_back_to_the_driver(
+    services: Settings,
+    make_topic: Callable[..., str],
+    make_database: Callable[..., str],
+    unique: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    """Throughput mode holds a's rows in Kafka (`PlannerState.reread`); the next batch carries a
+    DDL, so the driver's path plans it (`owned._fallback`) and must read the held rows again
+    before the DDL's barrier — the same read a restart in snapshot mode uses."""
+    kafka, schemas_topic = services.kafka.client_config(), make_topic("schemas", 1)
+    topics = make_topic("srca", 2), make_topic("srcb", 1)
+    models = Model(unique("upa"), tables=2, seed=5), Model(unique("upb"), tables=1, seed=6)
+    sinks = make_database(services.resolved_sink), make_database(services.resolved_sink)
+    pubs = [Publisher(kafka, topics[0], schemas_topic, topics[0], 2)]
+    pubs.append(Publisher(kafka, topics[1], schemas_topic, topics[1], 1))
+    for pub, model, sink in zip(pubs, models, sinks, strict=True):
+        pub.schemas(list(model.table_schemas.values()))
+        with connect(services.resolved_sink) as conn, conn.cursor() as cur:
+            for name in model.table_schemas:
+                cur.execute(SINK_DDL.format(db=sink, table=name))
+    (a, b), (pub_a, pub_b) = models, pubs
+    pub_b.txn([b.step()])  # b's watermark stops here: a's later transactions are held
+    for _ in range(6):
+        pub_a.txn([a.step(), a.step()])
+    job = unique("job")
+    config = job_config(
+        services,
+        job,
+        list(topics),
+        schemas_topic,
+        [
+            RouteSettings(match=f"{model.schema}.*", target=f"{sink}.{{table}}")
+            for model, sink in zip(models, sinks, strict=True)
+        ],
+        tmp_path / "cp",
+        mode="throughput",
+        parallelism=2,
+        available_now=True,
+    )
+    run_available_now(config)
+    assert all(sink_rows(services, sinks[0], name) == {} for name in a.rows), "a's rows are held"
+    pub_a.txn([], ddl=a.alter_add_note("t0"))  # the driver plans the batch that carries it
+    for _ in range(4):
+        pub_a.txn([a.step(), a.step()])
+    pub_b.txn([b.step()])  # b past all of a's,
+    pub_a.txn([])  # and a past b's last
+    for pub in pubs:
+        pub.close()
+    applier = run_available_now(config)
+    assert applier.metrics.fallbacks, "the DDL's batch is the driver's"
+    for model, sink in zip(models, sinks, strict=True):
+        for name in model.rows:
+            assert sink_rows(services, sink, name) == model.rows[name], name
+    total, distinct, _ = markers(services, job)
+    assert total == distinct
