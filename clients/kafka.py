@@ -266,6 +266,10 @@ class KafkaReader:
         with kafka_errors("cannot assign partitions"):
             self._consumer.assign([kafka_tp(t, p, o) for (t, p), o in sorted(offsets.items())])
 
+    def unassign(self) -> None:
+        with kafka_errors("cannot unassign partitions"):
+            self._consumer.unassign()
+
     def positions(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         """The next offset the consumer will read per partition (-1001 when none yet)."""
         with kafka_errors("cannot read consumer positions"):
@@ -308,7 +312,7 @@ class TopicTail:
     Positions are kept between calls, so a compacted system topic (schemas, control) is read
     once however often it is consulted. `open()` builds the client, `close()` releases it.
 
-    Between a `catch_up` and the next call the partitions are paused: an assigned consumer
+    Between calls the partitions are unassigned (`_fetching`): an assigned consumer
     fetches on in the background, and noida-db answers a fetch at a partition's end at once
     instead of holding it, so an idle tail kept the broker at ~40% of a core (measured
     2026-11-23; the Spark job's schema catalog is such a tail for the job's whole life)."""
@@ -324,6 +328,7 @@ class TopicTail:
     ) -> None:
         self.topic = topic
         self._reader = KafkaReader(config, timeout=timeout, isolation=isolation)
+        self._timeout = timeout
         self._clock = clock
         self._next: dict[int, int] = {}
         self._open = False
@@ -347,9 +352,14 @@ class TopicTail:
         return True
 
     def _fetching(self, on: bool) -> None:
+        # Unassigned and assigned again at the next offset, not paused: librdkafka fetched a
+        # resumed partition only after up to a second (its fetch backoff; an assign fetches
+        # within ~10 ms, measured 2026-11-27), which each shard-DDL round trip paid.
         if self._paused is on:
-            tps = [(self.topic, p) for p in self._next]
-            (self._reader.resume if on else self._reader.pause)(tps)
+            if on:
+                self._reader.assign({(self.topic, p): o for p, o in self._next.items()})
+            else:
+                self._reader.unassign()
             self._paused = not on
 
     def close(self) -> None:
@@ -359,7 +369,21 @@ class TopicTail:
             self._paused = False
 
     def poll(self, timeout: float = 0.0, max_messages: int = 1000) -> list[Message]:
-        """What arrived, waiting at most `timeout` for the first message."""
+        """What is on the broker past this tail's position: everything up to each partition's
+        end as the call begins (`catch_up`), or else what arrives within `timeout` (at most
+        `max_messages`). Paused again afterwards either way: left fetching, the shard-DDL
+        coordinator's control log (polled once a batch) kept noida-db answering ~10,000
+        fetches a second for the apply job's whole life (measured 2026-11-27)."""
+        got = self.catch_up(self._timeout)
+        if got or timeout <= 0:
+            return got
+        self._fetching(True)
+        try:
+            return self._consume(max_messages, timeout)
+        finally:
+            self._fetching(False)
+
+    def _consume(self, max_messages: int, timeout: float) -> list[Message]:
         self._fetching(True)
         msgs = self._reader.consume(max_messages, timeout)
         for msg in msgs:
@@ -382,7 +406,8 @@ class TopicTail:
                     f"timed out after {timeout:.0f}s reading {self.topic} to its end",
                     retryable=True,
                 )
-            out += self.poll(0.2)
+            # A short wait: consume returns early only once it has all it asked for.
+            out += self._consume(1000, 0.02)
             positions = self._reader.positions([(self.topic, p) for p in todo])
             for (_, p), position in positions.items():
                 self._next[p] = max(self._next[p], position)

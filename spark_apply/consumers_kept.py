@@ -20,12 +20,16 @@ process (the oldest closed first). The records of a range are the same whichever
 reads them (offsets, read_committed), so keeping one changes what is read only in cost.
 
 Idle, a kept consumer must not fetch: noida-db answers a fetch at a partition's end at once
-instead of waiting, so unpaused idle consumers fetched in a loop. Pausing every one costs most
-of the saving (in process, 4 consecutive 17k-record ranges: 0.24-0.26 CPU-s with a new
-consumer each, 0.15-0.21 paused between them, 0.09-0.17 kept unpaused), as librdkafka drops a
-paused partition's fetched messages and fetches from the position again on resume. So range
-reads fetch only while fewer than `QUEUED_MIN` messages are queued, and `give_back` pauses a
-consumer only when it stands within that of the high watermark it last saw. The price is
+instead of waiting, so idle consumers left assigned fetched in a loop. Stopping every one costs
+most of the saving (in process, 4 consecutive 17k-record ranges: 0.24-0.26 CPU-s with a new
+consumer each, 0.15-0.21 paused between them, 0.09-0.17 kept fetching), as librdkafka drops
+what it fetched of a stopped partition and fetches from the position again. So range reads
+fetch only while fewer than `QUEUED_MIN` messages are queued, and `give_back` stops a consumer
+only when it stands within that of the high watermark it last saw. It stops it by unassigning
+it, not by librdkafka's pause: a resumed partition was fetched again only after 0.5-0.9 s
+(its fetch backoff), which every read of a caught-up partition paid — the streaming job's
+batches at a low lag (2026-11-27: 100 new records read in 490-900 ms after a pause, 0.4-2 ms
+after an assign at the next offset). The price is
 memory: a kept consumer holds what it fetched until its next read or its eviction (on noida-db
 up to the rest of its partition; on a real Kafka at most ``queued.max.messages.kbytes``).
 """
@@ -68,6 +72,12 @@ class Kept:
     pending: list[Any] = field(default_factory=list)
     """Messages consumed past the last read's end (offset order), the next read's first."""
     paused: bool = False
+    """Unassigned while idle (`give_back`), assigned again at `resume_at` by `take`."""
+
+    def resume_at(self) -> int:
+        """The offset after the last message this consumer delivered: `pending`'s last, or
+        the last read's end (every message it delivered past that end is in `pending`)."""
+        return int(self.pending[-1].offset()) + 1 if self.pending else self.position
 
 
 class KeptConsumers:
@@ -89,7 +99,7 @@ class KeptConsumers:
             kept = self._kept.pop(key, None)
         if kept is not None and kept.position <= start <= kept.position + SKIP:
             if kept.paused:
-                kept.consumer.resume([TopicPartition(topic, partition)])
+                kept.consumer.assign([TopicPartition(topic, partition, kept.resume_at())])
                 kept.paused = False
             return kept
         if kept is not None:
@@ -111,7 +121,7 @@ class KeptConsumers:
         try:
             _low, high = kept.consumer.get_watermark_offsets(tp, cached=True)
             if high < 0 or high - kept.position < QUEUED_MIN:
-                kept.consumer.pause([tp])
+                kept.consumer.unassign()
                 kept.paused = True
         except BaseException:
             kept.consumer.close()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import logging
 import os
 import shutil
@@ -51,13 +52,13 @@ DUMP_TIMEOUT_S = 300.0
 def _key(jvm_options: str) -> str | None:
     """A digest of what the archive depends on, or None without pyspark or java."""
     java = shutil.which("java")
-    try:
-        import pyspark
-    except ImportError:
+    # Found, not imported: this runs in a thread while the main thread collects test modules
+    # that import pyspark.sql, and two threads importing pyspark at once failed a clean-clone
+    # run's collection ("cannot import name 'SQLContext' from partially initialized module").
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or spec.origin is None or java is None:
         return None
-    if java is None:
-        return None
-    jars = Path(pyspark.__file__).parent / "jars"
+    jars = Path(spec.origin).parent / "jars"
     digest = hashlib.sha256(jvm_options.encode())
     for path in [Path(java).resolve(), *sorted(jars.glob("*.jar"))]:
         stat = path.stat()

@@ -1,5 +1,6 @@
 """`TopicTail` on the real broker: between catch-ups it does not fetch, and nothing is lost or
-repeated across its pauses (catch-up after catch-up, and a poll after a catch-up)."""
+repeated across its pauses (catch-up after catch-up, a poll after a catch-up, a poll after a
+poll); a poll pauses it again."""
 
 from __future__ import annotations
 
@@ -66,5 +67,16 @@ def test_an_idle_tail_does_not_fetch_and_reads_on_after_its_pause(
         )
         assert got == [b"f"]
         assert tail.catch_up(30) == []
+
+        # A poll leaves it paused as well: the shard-DDL coordinator polls its control log once
+        # a batch, and a tail left fetching kept noida-db answering ~10k fetches a second.
+        reader.consume(1, 0.3)
+        before = _fetch_requests(stats)
+        assert reader.consume(1, 1.0) == []
+        assert _fetch_requests(stats) - before <= 2
+        # ... and a poll that waits for nothing still returns what is on the broker.
+        produce(b"g", b"h")
+        assert _values(tail.poll(0.0)) == [b"g", b"h"]
     finally:
         tail.close()
+        kafka.close_producer(producer)

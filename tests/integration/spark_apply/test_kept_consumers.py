@@ -85,3 +85,41 @@ def test_ranges_read_by_kept_consumers_equal_a_fresh_read(
     chunks.close()
     assert len(kept) == 0
     assert offsets(7_000, end) == [o for o in whole if o >= 7_000]
+
+
+def test_a_caught_up_kept_consumer_is_unassigned_and_reads_on_where_it_stood(
+    services: Settings, topic: str, kept: KeptConsumers, unique: Callable[[str], str]
+) -> None:
+    """A consumer given back near the partition's end stops fetching by being unassigned, not
+    paused: librdkafka fetched a resumed partition only after 0.5-0.9 s, which every batch of
+    a caught-up streaming job paid. Assigned again, it reads on from the last message it
+    delivered (one consumed past the read's end included), nothing lost or repeated."""
+    kafka = services.kafka.client_config()
+
+    def offsets(start: int, end: int) -> list[int]:
+        return [
+            o
+            for cols in read_range(kafka, KafkaRange(topic, 0, start, end))
+            for o in cols["offset"]
+        ]
+
+    end = TXNS * (PER_TXN + 1)
+    cut = end - 1_000  # within QUEUED_MIN of the end: a consume delivers some past the cut
+    first = offsets(0, cut)
+    (stood,) = kept._kept.values()
+    assert stood.paused and stood.pending, "stopped while idle, with messages past its end"
+    assert stood.consumer.assignment() == []
+    producer = Producer(services.kafka.client_config(**{"transactional.id": unique("more")}))
+    producer.init_transactions(15)
+    producer.begin_transaction()
+    for i in range(PER_TXN):
+        value, headers = encode(Resolved(source="s1", ts=end + i + 1))
+        producer.produce(topic, value, partition=0, headers=list(headers))
+    producer.commit_transaction(30)
+    producer.flush(10)
+    new_end = end + PER_TXN + 1
+    rest = offsets(cut, new_end)
+    assert next(iter(kept._kept.values())).consumer is stood.consumer
+    kept.close()
+    assert first + rest == offsets(0, new_end)
+    assert len(first + rest) == (TXNS + 1) * PER_TXN
