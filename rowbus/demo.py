@@ -35,6 +35,8 @@ from rowbus.waiting import wait_for
 from rowbus.workloads import W2, W3, W3_DDLS, Bulk
 
 Workload = W2 | W3 | Bulk
+TOPIC_FAMILY = "rowbus.demo-"
+"""Every demo run's topics begin so (then the run's time): a run deletes earlier runs'."""
 
 DEMO_PARTITIONS = 4
 W3_TARGET = "demo_w3.orders"
@@ -188,7 +190,7 @@ class Demo:
         # Each run has its own topics and coordination state, so running the demo again starts
         # clean instead of replaying earlier runs.
         run = time.strftime("%Y%m%d%H%M%S")
-        prefix = f"rowbus.demo-{run}"
+        prefix = f"{TOPIC_FAMILY}{run}"
         self.topic_template = prefix + ".{source}"
         data["reader"] = {
             **data["reader"],
@@ -249,6 +251,15 @@ class Demo:
             NewTopic(f"{prefix}.control", 1, 1, config=dict(CONTROL_TOPIC_CONFIG)),
         ]
         admin = kafka.admin(self.settings.kafka.client_config())
+        # Earlier runs' topics go: nothing reads them once a new run has begun, and the local
+        # broker holds every record in memory and rewrites all of it to one file as it changes
+        # (its "autosave" thread: ~90% of a core through a demo after six earlier runs).
+        earlier = [t for t in admin.list_topics(timeout=30).topics if t.startswith(TOPIC_FAMILY)]
+        for topic, future in (
+            admin.delete_topics(earlier, operation_timeout=30) if earlier else {}
+        ).items():
+            future.result(30)
+            log.info("deleted topic %s of an earlier demo run", topic)
         for topic, future in admin.create_topics(wanted, operation_timeout=30).items():
             future.result(30)
             log.info("created topic %s", topic)
