@@ -251,15 +251,7 @@ class Demo:
             NewTopic(f"{prefix}.control", 1, 1, config=dict(CONTROL_TOPIC_CONFIG)),
         ]
         admin = kafka.admin(self.settings.kafka.client_config())
-        # Earlier runs' topics go: nothing reads them once a new run has begun, and the local
-        # broker holds every record in memory and rewrites all of it to one file as it changes
-        # (its "autosave" thread: ~90% of a core through a demo after six earlier runs).
-        earlier = [t for t in admin.list_topics(timeout=30).topics if t.startswith(TOPIC_FAMILY)]
-        for topic, future in (
-            admin.delete_topics(earlier, operation_timeout=30) if earlier else {}
-        ).items():
-            future.result(30)
-            log.info("deleted topic %s of an earlier demo run", topic)
+        delete_earlier_runs(admin)
         for topic, future in admin.create_topics(wanted, operation_timeout=30).items():
             future.result(30)
             log.info("created topic %s", topic)
@@ -538,6 +530,20 @@ class Demo:
 
     def _stop_processes(self) -> None:
         stop_all(list(reversed(self.records)), signal.SIGTERM, grace=30)
+
+
+def delete_earlier_runs(admin: Any) -> list[str]:
+    """Deletes the topics of earlier demo runs (`TOPIC_FAMILY`) and returns their names: nothing
+    reads them once a new run has begun, and the local broker holds every record in memory and
+    rewrites all of it to one file as it changes (its "autosave" thread: ~90% of a core through
+    a demo after six earlier runs, which replicated 5,750-6,654 row changes/s against
+    9,546-10,815 without them; 2026-11-27)."""
+    earlier = sorted(t for t in admin.list_topics(timeout=30).topics if t.startswith(TOPIC_FAMILY))
+    if earlier:
+        for topic, future in admin.delete_topics(earlier, operation_timeout=30).items():
+            future.result(30)
+            log.info("deleted topic %s of an earlier demo run", topic)
+    return earlier
 
 
 def _step_rate(workload: Workload, options: DemoOptions) -> float:
