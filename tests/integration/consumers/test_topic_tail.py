@@ -22,6 +22,13 @@ def _fetch_requests(stats: list[str]) -> int:
     return sum(b.get("req", {}).get("Fetch", 0) for b in brokers)
 
 
+def _assert_idle(reader: Any, stats: list[str]) -> None:
+    reader.consume(1, 0.3)
+    before = _fetch_requests(stats)
+    assert reader.consume(1, 1.0) == []
+    assert _fetch_requests(stats) - before <= 2
+
+
 def test_an_idle_tail_does_not_fetch_and_reads_on_after_its_pause(
     services: Settings, make_topic: Callable[..., str]
 ) -> None:
@@ -43,13 +50,10 @@ def test_an_idle_tail_does_not_fetch_and_reads_on_after_its_pause(
         produce(b"a", b"b", b"c")
         assert _values(tail.catch_up(30)) == [b"a", b"b", b"c"]
 
-        # Paused: serving the client's callbacks (a consume of nothing) shows no fetch sent.
-        # (Unpaused, noida-db answered ~17k fetches a second of an idle consumer.)
+        # Stopped: serving the client's callbacks (a consume of nothing) shows no fetch sent.
+        # (Left fetching, noida-db answered ~17k fetches a second of an idle consumer.)
         reader: Any = tail._reader  # the tail's consumer, to serve callbacks without resuming
-        reader.consume(1, 0.3)
-        before = _fetch_requests(stats)
-        assert reader.consume(1, 1.0) == []
-        assert _fetch_requests(stats) - before <= 2
+        _assert_idle(reader, stats)
 
         produce(b"d", b"e")
         assert _values(tail.catch_up(30)) == [b"d", b"e"]
@@ -70,10 +74,7 @@ def test_an_idle_tail_does_not_fetch_and_reads_on_after_its_pause(
 
         # A poll leaves it paused as well: the shard-DDL coordinator polls its control log once
         # a batch, and a tail left fetching kept noida-db answering ~10k fetches a second.
-        reader.consume(1, 0.3)
-        before = _fetch_requests(stats)
-        assert reader.consume(1, 1.0) == []
-        assert _fetch_requests(stats) - before <= 2
+        _assert_idle(reader, stats)
         # ... and a poll that waits for nothing still returns what is on the broker.
         produce(b"g", b"h")
         assert _values(tail.poll(0.0)) == [b"g", b"h"]
