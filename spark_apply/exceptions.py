@@ -102,8 +102,42 @@ class BatchFailure(Exception):  # noqa: N818 - a carrier of another failure, nam
         line = _failure_line(cause)
         if len(line) > self.LIMIT:
             line = line[: self.LIMIT - 1] + "…"
-        super().__init__(f"\n{line}")
+        stop = interrupted_by_stop(cause)
+        # A call into Spark interrupted by the query's stop keeps the two lines by which Spark
+        # tells a stop's interruption from a failure: it then ends the query quietly instead of
+        # logging it as terminated with an error, with its whole trace.
+        super().__init__(f"\n{stop}" if stop else f"\n{line}")
         self.line = line
+        self.interrupted = stop is not None
+
+
+_STOP_INTERRUPTIONS = (
+    "java.lang.InterruptedException",
+    "java.io.InterruptedIOException",
+    "java.nio.channels.ClosedByInterruptException",
+)
+
+
+def interrupted_by_stop(cause: BaseException) -> str | None:
+    """For a call into Spark that the query's stop interrupted (py4j's error, the Java side
+    an interruption), the text Spark's stream execution recognises as such (``py4j.protocol.
+    Py4JJavaError: An error occurred while calling …`` then ``: java.lang.Interrupted…`` on a
+    line of its own); None for any other failure."""
+    if type(cause).__name__ != "Py4JJavaError":
+        return None
+    head, _, rest = str(cause).partition("\n")
+    for name in _STOP_INTERRUPTIONS:
+        if rest.startswith(f": {name}"):
+            return f"py4j.protocol.Py4JJavaError: {head.strip()}\n: {name}"
+    if _CANCELLED_BY_STOP.search(rest):  # the stop cancelled the batch's job instead
+        return (
+            f"py4j.protocol.Py4JJavaError: {head.strip()}\n: {_STOP_INTERRUPTIONS[0]} "
+            "(the query was stopped: its job was cancelled)"
+        )
+    return None
+
+
+_CANCELLED_BY_STOP = re.compile(r"\[SPARK_JOB_CANCELLED\] Job \d+ cancelled Query .* was stopped")
 
 
 _OURS = (

@@ -37,6 +37,7 @@ from rowbus.spark_apply.exceptions import (
     CheckpointConflictError,
     MissingTopicError,
     SinkUnavailableError,
+    interrupted_by_stop,
 )
 from rowbus.spark_apply.gc_pause import collector_paused
 from rowbus.spark_apply.metrics import ApplyMetrics
@@ -53,6 +54,16 @@ from rowbus.spark_apply.stall import StallReporter
 
 log = logging.getLogger(__name__)
 trace_log = logging.getLogger(f"{__name__}.trace")
+
+
+def _not_a_stop(record: logging.LogRecord) -> bool:
+    """False for py4j's whole-trace report of a batch the query's stop interrupted (the job
+    logs that in one line): a stopped job printed ~20 lines of it."""
+    exc = record.exc_info[1] if record.exc_info else None
+    return not (isinstance(exc, BatchFailure) and exc.interrupted)
+
+
+logging.getLogger("py4j.clientserver").addFilter(_not_a_stop)
 """A failed batch's whole Python trace (`BatchApplier.__call__`); the job's command silences
 it unless asked for traces (-v)."""
 
@@ -168,12 +179,15 @@ class BatchApplier:
             with collector_paused():
                 self._apply_batch(df, batch_id)
         except Exception as exc:  # noqa: BLE001 - handed on to Spark as BatchFailure
-            self.metrics.errors[type(exc).__name__] += 1
             # Spark gets the failure as text (py4j's Python traceback inside its own
             # exception) and, when the query is being stopped, runs a regex over it that
             # recurses per character: a long message ended its stream thread with a
             # StackOverflowError. So Spark gets one short line; the trace is logged here once.
-            trace_log.error("batch %d failed", batch_id, exc_info=exc)
+            if interrupted_by_stop(exc):
+                log.info("batch %d interrupted by the query's stop; it runs again", batch_id)
+            else:
+                self.metrics.errors[type(exc).__name__] += 1
+                trace_log.error("batch %d failed", batch_id, exc_info=exc)
             raise BatchFailure(exc) from None
 
     def _apply_batch(self, df: Any, batch_id: int) -> None:

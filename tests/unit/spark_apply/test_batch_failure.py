@@ -4,12 +4,19 @@ regex over a whole trace overflowed its stream thread's stack)."""
 
 from __future__ import annotations
 
+import re
 import traceback
 
 import pymysql
+import pytest
 
 from rowbus.spark_apply.__main__ import _apply_error_in, one_line
-from rowbus.spark_apply.exceptions import BadEventError, BatchFailure, SinkUnavailableError
+from rowbus.spark_apply.exceptions import (
+    BadEventError,
+    BatchFailure,
+    SinkUnavailableError,
+    interrupted_by_stop,
+)
 from rowbus.spark_apply.recovery import retryable
 
 
@@ -63,3 +70,47 @@ def test_our_error_inside_a_failed_spark_call_names_the_line() -> None:
 
 def test_a_multi_line_message_becomes_one_line() -> None:
     assert BatchFailure(ValueError("first\nsecond")).line == "ValueError: first second"
+
+
+class Py4JJavaError(Exception):
+    """py4j's error as its text reads: the call, then the Java exception and its trace."""
+
+
+# Spark's check for a stop's interruption in a foreachBatch failure (StreamExecution's regex
+# over the Python proxy's message), as it reads in Spark 4.
+SPARK_STOP = re.compile(
+    r"py4j.protocol.Py4JJavaError: An error occurred while calling.+(\r\n|\r|\n): "
+    r"(java.lang.InterruptedException|java.io.InterruptedIOException|"
+    r"java.nio.channels.ClosedByInterruptException)"
+)
+
+
+@pytest.mark.parametrize(
+    "java",
+    [
+        ": java.lang.InterruptedException\n\tat java.base/java.util.concurrent.locks.X(X.java:1)",
+        ": org.apache.spark.SparkException: Exception thrown in awaitResult: \n\tat x\n"
+        "Caused by: org.apache.spark.SparkException: [SPARK_JOB_CANCELLED] Job 22 cancelled "
+        "Query rowbus_apply_job_f5 [id = 88a3, runId = 1a9f] was stopped SQLSTATE: XXKDA",
+    ],
+)
+def test_a_call_the_query_stop_interrupted_reads_to_spark_as_a_stop(java: str) -> None:
+    """Stopped mid-batch, the job's collect fails with the stop's interruption: Spark must see
+    the two lines it tells a stop by, or it logs the query as terminated with an error (~70
+    lines of trace at every stop of a running job)."""
+    cause = Py4JJavaError(f"An error occurred while calling o457.getResult.\n{java}")
+    assert interrupted_by_stop(cause)
+    failure = BatchFailure(cause)
+    assert failure.interrupted
+    assert SPARK_STOP.search(str(_as_spark_gets_it(cause)))
+
+
+def test_any_other_failure_does_not_read_as_a_stop() -> None:
+    other = Py4JJavaError(
+        "An error occurred while calling o81.collectToPython.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: boom"
+    )
+    for cause in (other, RuntimeError("java.lang.InterruptedException")):
+        assert interrupted_by_stop(cause) is None
+        assert not BatchFailure(cause).interrupted
+        assert not SPARK_STOP.search(str(_as_spark_gets_it(cause)))
