@@ -371,7 +371,7 @@ class TopicTail:
     def poll(self, timeout: float = 0.0, max_messages: int = 1000) -> list[Message]:
         """What is on the broker past this tail's position: everything up to each partition's
         end as the call begins (`catch_up`), or else what arrives within `timeout` (at most
-        `max_messages`). Paused again afterwards either way: left fetching, the shard-DDL
+        `max_messages`). Stopped again afterwards either way: left fetching, the shard-DDL
         coordinator's control log (polled once a batch) kept noida-db answering ~10,000
         fetches a second for the apply job's whole life (measured 2026-11-27)."""
         got = self.catch_up(self._timeout)

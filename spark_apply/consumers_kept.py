@@ -28,7 +28,7 @@ fetch only while fewer than `QUEUED_MIN` messages are queued, and `give_back` st
 only when it stands within that of the high watermark it last saw. It stops it by unassigning
 it, not by librdkafka's pause: a resumed partition was fetched again only after 0.5-0.9 s
 (its fetch backoff), which every read of a caught-up partition paid — the streaming job's
-batches at a low lag (2026-11-27: 100 new records read in 490-900 ms after a pause, 0.4-2 ms
+batches at a low lag (2026-11-27: 100 new records read in 490-900 ms after a pause, ~11 ms
 after an assign at the next offset). The price is
 memory: a kept consumer holds what it fetched until its next read or its eviction (on noida-db
 up to the rest of its partition; on a real Kafka at most ``queued.max.messages.kbytes``).

@@ -54,6 +54,8 @@ from rowbus.spark_apply.stall import StallReporter
 
 log = logging.getLogger(__name__)
 trace_log = logging.getLogger(f"{__name__}.trace")
+"""A failed batch's whole Python trace (`BatchApplier.__call__`); the job's command silences
+it unless asked for traces (-v)."""
 
 
 def _not_a_stop(record: logging.LogRecord) -> bool:
@@ -64,8 +66,6 @@ def _not_a_stop(record: logging.LogRecord) -> bool:
 
 
 logging.getLogger("py4j.clientserver").addFilter(_not_a_stop)
-"""A failed batch's whole Python trace (`BatchApplier.__call__`); the job's command silences
-it unless asked for traces (-v)."""
 
 STASH_MEMORY_EVENTS = 20_000
 """Held events the planner keeps in the driver's memory while it plans a batch, at least

@@ -4,6 +4,7 @@ regex over a whole trace overflowed its stream thread's stack)."""
 
 from __future__ import annotations
 
+import logging
 import re
 import traceback
 
@@ -17,6 +18,7 @@ from rowbus.spark_apply.exceptions import (
     SinkUnavailableError,
     interrupted_by_stop,
 )
+from rowbus.spark_apply.job import _not_a_stop
 from rowbus.spark_apply.recovery import retryable
 
 
@@ -72,6 +74,9 @@ def test_a_multi_line_message_becomes_one_line() -> None:
     assert BatchFailure(ValueError("first\nsecond")).line == "ValueError: first second"
 
 
+STOP = "java.lang.InterruptedException\n\tat java.base/java.util.concurrent.locks.X(X.java:1)"
+
+
 class Py4JJavaError(Exception):
     """py4j's error as its text reads: the call, then the Java exception and its trace."""
 
@@ -114,3 +119,17 @@ def test_any_other_failure_does_not_read_as_a_stop() -> None:
         assert interrupted_by_stop(cause) is None
         assert not BatchFailure(cause).interrupted
         assert not SPARK_STOP.search(str(_as_spark_gets_it(cause)))
+
+
+def test_py4j_s_report_of_a_stop_s_interruption_is_left_out_of_the_log() -> None:
+    """py4j logs every failure of the foreachBatch proxy with its whole trace; the job says a
+    stop's interruption in one line of its own, so py4j's record of it is dropped."""
+    stop = BatchFailure(Py4JJavaError("An error occurred while calling o1.getResult.\n: " + STOP))
+    other = BatchFailure(RuntimeError("boom"))
+
+    def record(exc: BaseException) -> logging.LogRecord:
+        return logging.LogRecord("py4j.clientserver", 40, "x", 1, "m", (), (type(exc), exc, None))
+
+    assert not _not_a_stop(record(stop))
+    assert _not_a_stop(record(other))
+    assert _not_a_stop(logging.LogRecord("py4j.clientserver", 40, "x", 1, "m", (), None))
