@@ -16,6 +16,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -444,46 +445,16 @@ class Demo:
                 self.stop_writing.wait(delay)
 
     def _catch_up(self) -> list[TableDiff]:
-        last: list[TableDiff] = []
-
-        def equal() -> bool:
-            nonlocal last
-            self._check_alive()
-            last = verify(self.settings, schemas=["demo_*"])
-            missing = sum(d.source_rows - d.target_rows for d in last)
-            differing = sum(not d.equal for d in last)
-            self.say(f"sink: {missing:,} row(s) still missing, {differing} table(s) differ")
-            return all(d.equal for d in last)
-
-        def probes_seen() -> bool:
-            self._check_alive()
-            return self.probe.seen_all.is_set()
-
-        # The job releases in watermark order, so once the last probe (committed within a
-        # tenth of a second of the writers' end) is in the sink, nearly everything is: wait for
-        # that first, on the probe's one indexed query per 50 ms. A verify while the sink is far
-        # behind fetches each differing chunk row by row: CPU the catching-up job needs here.
-        deadline = time.monotonic() + self.options.catch_up_timeout
         try:
-            with contextlib.suppress(WaitTimeoutError):
-                wait_for(
-                    probes_seen,
-                    timeout=self.options.catch_up_timeout,
-                    what="the sink to show every probe",
-                    interval=0.2,
-                    stop_on=(RowbusError,),
-                )
-            wait_for(
-                equal,
-                timeout=max(1.0, deadline - time.monotonic()),
-                what="the sink to equal the sources",
-                interval=1.0,
-                stop_on=(RowbusError,),
+            return catch_up(
+                self.settings,
+                self.probe,
+                self._check_alive,
+                self.say,
+                self.options.catch_up_timeout,
             )
-        except RowbusError as exc:
-            self.say(f"the sink did not catch up: {exc}")
-        self._probe_done.set()
-        return last
+        finally:
+            self._probe_done.set()
 
     def _summary(
         self, diffs: list[TableDiff], elapsed: float, iceberg: IcebergResult | None = None
@@ -530,6 +501,56 @@ class Demo:
 
     def _stop_processes(self) -> None:
         stop_all(list(reversed(self.records)), signal.SIGTERM, grace=30)
+
+
+def catch_up(
+    settings: Settings,
+    probe: Probe,
+    check_alive: Callable[[], None],
+    say: Callable[[str], None],
+    timeout: float,
+) -> list[TableDiff]:
+    """Waits until `rowbus verify` finds the sink equal to the sources (at most `timeout`
+    seconds) and returns its last answer; says why when it did not catch up."""
+    last: list[TableDiff] = []
+
+    def equal() -> bool:
+        nonlocal last
+        check_alive()
+        last = verify(settings, schemas=["demo_*"])
+        missing = sum(d.source_rows - d.target_rows for d in last)
+        differing = sum(not d.equal for d in last)
+        say(f"sink: {missing:,} row(s) still missing, {differing} table(s) differ")
+        return all(d.equal for d in last)
+
+    def probes_seen() -> bool:
+        check_alive()
+        return probe.seen_all.is_set()
+
+    # The job releases in watermark order, so once the last probe (committed within a tenth
+    # of a second of the writers' end) is in the sink, nearly everything is: wait for that
+    # first, on the probe's one indexed query per 50 ms. A verify while the sink is far behind
+    # fetches each differing chunk row by row: CPU the catching-up job needs here.
+    deadline = time.monotonic() + timeout
+    try:
+        with contextlib.suppress(WaitTimeoutError):
+            wait_for(
+                probes_seen,
+                timeout=timeout,
+                what="the sink to show every probe",
+                interval=0.2,
+                stop_on=(RowbusError,),
+            )
+        wait_for(
+            equal,
+            timeout=max(1.0, deadline - time.monotonic()),
+            what="the sink to equal the sources",
+            interval=1.0,
+            stop_on=(RowbusError,),
+        )
+    except RowbusError as exc:
+        say(f"the sink did not catch up: {exc}")
+    return last
 
 
 def delete_earlier_runs(admin: Any) -> list[str]:
