@@ -377,7 +377,6 @@ class TopicTail:
         got = self.catch_up(self._timeout)
         if got or timeout <= 0:
             return got
-        self._fetching(True)
         try:
             return self._consume(max_messages, timeout)
         finally:

@@ -37,7 +37,6 @@ from rowbus.spark_apply.exceptions import (
     CheckpointConflictError,
     MissingTopicError,
     SinkUnavailableError,
-    interrupted_by_stop,
 )
 from rowbus.spark_apply.gc_pause import collector_paused
 from rowbus.spark_apply.metrics import ApplyMetrics
@@ -183,12 +182,13 @@ class BatchApplier:
             # exception) and, when the query is being stopped, runs a regex over it that
             # recurses per character: a long message ended its stream thread with a
             # StackOverflowError. So Spark gets one short line; the trace is logged here once.
-            if interrupted_by_stop(exc):
+            failure = BatchFailure(exc)
+            if failure.interrupted:
                 log.info("batch %d interrupted by the query's stop; it runs again", batch_id)
             else:
                 self.metrics.errors[type(exc).__name__] += 1
                 trace_log.error("batch %d failed", batch_id, exc_info=exc)
-            raise BatchFailure(exc) from None
+            raise failure from None
 
     def _apply_batch(self, df: Any, batch_id: int) -> None:
         started = time.perf_counter()
@@ -206,17 +206,23 @@ class BatchApplier:
             and a.executor_writes
         ):
             sink.remote = executor_runner(df.sparkSession.sparkContext)
+        self.plan_on_driver(df, batch_id, started)
+
+    def plan_on_driver(self, df: Any, batch_id: int, started: float) -> None:
+        """Read and decode a batch on the driver, plan it and hand its write to the batch
+        writer: snapshot and parallel modes, and throughput mode's batches it leaves to the
+        driver (`owned._fallback`)."""
+        from rowbus.spark_apply.owned import held_rows
+
         # Read and decode while the batch before is still being written (`overlap`): neither
         # touches the sink or the catalog.
         # The Iceberg sink writes typed values: its rows are decoded, not rendered.
-        from rowbus.spark_apply.owned import held_rows
-
-        rendered = a.sink_kind == "mysql"
+        rendered = self.config.apply.sink_kind == "mysql"
         ranges, wire, envelopes, collected = read_batch(df, rendered=rendered)
         held = held_rows(df.sparkSession, self.config.kafka, wire if rendered else None)
-        self.plan_and_write(batch_id, ranges, wire, envelopes, started, collected, held)
+        self._plan_and_write(batch_id, ranges, wire, envelopes, started, collected, held)
 
-    def plan_and_write(
+    def _plan_and_write(
         self,
         batch_id: int,
         ranges: dict[tuple[str, int], tuple[int, int]],
@@ -224,12 +230,11 @@ class BatchApplier:
         envelopes: list[Envelope],
         started: float,
         collected: float,
-        held: Callable[[PlannerState], list[Envelope]] | None = None,
+        held: Callable[[PlannerState], list[Envelope]],
     ) -> None:
         """Plan a batch read and decoded on the driver (`ranges`: Spark's offsets of it) over
         the state the sink holds, and hand its write to the batch writer. `held` reads again
-        what the state names as held in Kafka (a batch of throughput mode before this one);
-        None when `envelopes` hold those already."""
+        what the state names as held in Kafka (a batch of throughput mode before this one)."""
         a = self.config.apply
         records = len(envelopes)
         decoded = time.perf_counter()
@@ -241,7 +246,7 @@ class BatchApplier:
         if previous is None:
             log.info("batch %d is already committed in the sink; skipped", batch_id)
             return
-        if previous.reread and held is not None:
+        if previous.reread:
             _read_held(batch_id, previous, envelopes, held)
         for env in envelopes:
             if isinstance(env.event, DdlChange) and env.event.table_schema is not None:

@@ -3,7 +3,7 @@
 `apply_owned(applier, df, batch_id)` runs the steps `rowbus.spark_apply.throughput` describes
 (key on the executors, bound from summaries, write by owner, commit the head) or, for a batch
 the merger must plan (`release.bound` gives a reason), hands the batch with its re-read
-records to the driver's path of snapshot mode (`BatchApplier.plan_and_write`). What the driver
+records to the driver's path of snapshot mode (`BatchApplier.plan_on_driver`). What the driver
 touches grows with lanes (summaries, aggregates), tasks (results) and tables (schemas, key
 lookups), never with rows.
 """
@@ -332,7 +332,7 @@ def held_rows(
     spark: Any, kafka: dict[str, Any], wire: Wire | None
 ) -> Callable[[PlannerState], list[Envelope]]:
     """The driver's path's read of the rows a throughput batch left held in Kafka
-    (`PlannerState.reread`; `BatchApplier.plan_and_write` calls it when the state names any):
+    (`PlannerState.reread`; `BatchApplier._plan_and_write` calls it when the state names any):
     their records read again by executor tasks, as envelopes (rendered into `wire`, or decoded
     when None). A held offset below its partition's log start stops the job: those rows are
     gone."""
@@ -404,9 +404,5 @@ def _spark_ranges(df: Any) -> dict[tuple[str, int], tuple[int, int]]:
 def _fallback(applier: BatchApplier, df: Any, batch_id: int, started: float) -> None:
     """The batch, with its re-read records (`held_rows`), planned by the merger and written by
     the driver (as snapshot mode does), before the next batch starts."""
-    from rowbus.spark_apply.job import read_batch
-
-    ranges, wire, envelopes, collected = read_batch(df)
-    held = held_rows(df.sparkSession, applier.config.kafka, wire)
-    applier.plan_and_write(batch_id, ranges, wire, envelopes, started, collected, held)
+    applier.plan_on_driver(df, batch_id, started)
     applier.drain()
