@@ -218,8 +218,10 @@ class BatchApplier:
         # touches the sink or the catalog.
         # The Iceberg sink writes typed values: its rows are decoded, not rendered.
         rendered = self.config.apply.sink_kind == "mysql"
-        ranges, wire, envelopes, collected = read_batch(df, rendered=rendered)
-        held = held_rows(df.sparkSession, self.config.kafka, wire if rendered else None)
+        ranges, wire, envelopes, collected = read_batch(df, self.metrics, rendered=rendered)
+        held = held_rows(
+            df.sparkSession, self.config.kafka, wire if rendered else None, self.metrics
+        )
         self._plan_and_write(batch_id, ranges, wire, envelopes, started, collected, held)
 
     def _plan_and_write(
@@ -288,7 +290,7 @@ class BatchApplier:
                 spill.close()
             if hook is not None:
                 hook.after_apply(p)
-            self._observe(records, p, applied, seconds)
+            self._observe(p, applied, seconds)
             log.info(
                 "batch %d: %d records, %d rows applied in %d step(s), watermark %d, stash %d; "
                 "collect %.3fs decode %.3fs wait %.3fs plan %.3fs apply %.3fs",
@@ -307,10 +309,9 @@ class BatchApplier:
         if not a.overlap_batches:
             self.drain()
 
-    def _observe(self, records: int, p: Any, applied: int, seconds: float) -> None:
+    def _observe(self, p: Any, applied: int, seconds: float) -> None:
         m = self.metrics
         m.batches += 1
-        m.records_in += records
         m.rows_applied += applied
         m.watermark_ts = max(m.watermark_ts, p.bound)
         m.stash_events = p.state.stash_events
@@ -350,12 +351,14 @@ def _held_by_reread(p: Plan) -> Plan:
 
 
 def read_batch(
-    df: Any, rendered: bool = True
+    df: Any, metrics: ApplyMetrics, rendered: bool = True
 ) -> tuple[dict[tuple[str, int], tuple[int, int]], Wire, list[Envelope], float]:
     """A micro-batch's offset ranges, record bytes and envelopes, and when it was collected
-    (`rendered`: rows the executors rendered are built from their literals, else decoded)."""
+    (`rendered`: rows the executors rendered are built from their literals, else decoded);
+    counted in `metrics`."""
     arrow = df.toArrow()
     collected = time.perf_counter()
+    metrics.read(arrow)
     wire: Wire = {}
     return offset_ranges(arrow), wire, envelopes_of(arrow, wire if rendered else None), collected
 

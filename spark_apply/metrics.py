@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from rowbus.clients.prometheus import LatencyHistogram, Readings
 from rowbus.protocol.hlc import physical_ms
@@ -14,8 +15,10 @@ from rowbus.protocol.hlc import physical_ms
 class ApplyMetrics:
     batches: int = 0
     records_in: int = 0
-    """Kafka records of the batches (rows, DDL, watermarks)."""
+    """Kafka records the job read (rows, DDL, watermarks), held rows read again included."""
     bytes_in: int = 0
+    """Their values' bytes: over the bytes of the rows applied, what a long hold costs in
+    reads (`benchmarks.bounded`)."""
     rows_applied: int = 0
     watermark_ts: int = 0
     """The bound released up to (the merged watermark) by the last batch."""
@@ -33,6 +36,13 @@ class ApplyMetrics:
     """Throughput mode: batches written by executor tasks."""
     fallbacks: Counter[str] = field(default_factory=Counter)
     """Throughput mode: batches the merger planned on the driver, by reason."""
+
+    def read(self, table: Any) -> None:
+        """Counts an Arrow batch of `source.SCHEMA` read from Kafka."""
+        import pyarrow.compute as pc
+
+        self.records_in += table.num_rows
+        self.bytes_in += int(pc.sum(pc.binary_length(table.column("value"))).as_py() or 0)
 
     def prometheus(self) -> Readings:
         lag = max(0, int(time.time() * 1000) - physical_ms(self.watermark_ts))

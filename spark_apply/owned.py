@@ -48,6 +48,7 @@ from rowbus.spark_apply.throughput import (
 
 if TYPE_CHECKING:
     from rowbus.spark_apply.job import BatchApplier
+    from rowbus.spark_apply.metrics import ApplyMetrics
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,8 @@ def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:  # noqa:
     try:
         texts = keyed.where(sf.col("summary").isNotNull()).select("summary").collect()
         summary = Summary.of(r[0] for r in texts)
+        applier.metrics.records_in += summary.records
+        applier.metrics.bytes_in += summary.bytes
         keyed_at = time.perf_counter()
         sink.check_offsets(batch_id, summary.ranges, previous)
         expected = applier.expected(summary.ends)
@@ -329,7 +332,7 @@ def _write_context(
 
 
 def held_rows(
-    spark: Any, kafka: dict[str, Any], wire: Wire | None
+    spark: Any, kafka: dict[str, Any], wire: Wire | None, metrics: ApplyMetrics
 ) -> Callable[[PlannerState], list[Envelope]]:
     """The driver's path's read of the rows a throughput batch left held in Kafka
     (`PlannerState.reread`; `BatchApplier._plan_and_write` calls it when the state names any):
@@ -341,7 +344,11 @@ def held_rows(
         from rowbus.spark_apply.job import envelopes_of
 
         again = _reread(spark, kafka, previous)
-        return [] if again is None else envelopes_of(again.toArrow(), wire)
+        if again is None:
+            return []
+        table = again.toArrow()
+        metrics.read(table)
+        return envelopes_of(table, wire)
 
     return held
 

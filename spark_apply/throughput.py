@@ -174,6 +174,9 @@ class _Keyer:
         self.heads: dict[tuple[str, str], _Head] = {}
         self.owners: dict[int, tuple[Projection, tuple[Fold, ...], str, int] | None] = {}
         """Per schema id, `projections`' entry, once its first row was owned by its event."""
+        self.records = 0
+        self.bytes = 0
+        """Kafka records and value bytes the task read (held rows read again included)."""
 
     def key(self, c: dict[str, list[Any]], fresh: int) -> dict[str, list[Any]]:  # noqa: PLR0915 - one pass per record
         """`BUNDLE_SCHEMA`'s columns and the owner bucket of one chunk of `source.read_range`
@@ -190,6 +193,8 @@ class _Keyer:
         )
         heads, tails, floors, last_seen = self.heads, self.tails, ctx.floors, ctx.last_seen
         ends, ranges, whole = self.ends, self.ranges, ctx.whole
+        self.records += len(c["offset"])
+        self.bytes += sum(len(v) for v in c["value"] if v is not None)
         records = (c["topic"], c["partition"], c["offset"], c["kind"], c["source"], c["ts"])
         for topic, partition, offset, kind, source, ts, text in zip(
             *records, c["row"], strict=True
@@ -316,6 +321,7 @@ class _Keyer:
             "reasons": self.reasons[:_REASONS],
             "ranges": [[t, p, lo, hi] for (t, p), (lo, hi) in self.ranges.items()],
             "ends": [[t, p, e] for (t, p), e in self.ends.items()],
+            "read": [self.records, self.bytes],
         }
         return {"bucket": [None], "rows": [None], "summary": [json.dumps(summary)]}
 
@@ -761,6 +767,9 @@ class Summary:
     ranges: dict[TopicPartition, tuple[int, int]]
     """(first, last) offset per partition of the records Spark's batch names (not re-read)."""
     ends: dict[TopicPartition, int]
+    records: int
+    bytes: int
+    """Kafka records and value bytes stage 1 read (`metrics.ApplyMetrics.bytes_in`)."""
 
     @staticmethod
     def of(texts: Iterable[str]) -> Summary:
@@ -769,8 +778,11 @@ class Summary:
         reasons: list[str] = []
         ranges: dict[TopicPartition, tuple[int, int]] = {}
         ends: dict[TopicPartition, int] = {}
+        records = size = 0
         for text in texts:
             data = json.loads(text)
+            records += data["read"][0]
+            size += data["read"][1]
             for fields in data["pieces"]:
                 t, p, s, wm, at, n, first, fk, lk, fts, lts, ordered = fields
                 pieces.append(
@@ -797,7 +809,7 @@ class Summary:
                 ranges[(t, p)] = (min(old[0], lo), max(old[1], hi))
             for t, p, e in data["ends"]:
                 ends[(t, p)] = max(ends.get((t, p), 0), e)
-        return Summary(tuple(pieces), tuple(tails), tuple(reasons), ranges, ends)
+        return Summary(tuple(pieces), tuple(tails), tuple(reasons), ranges, ends, records, size)
 
 
 def _key(items: list[Any] | None) -> PosKey | None:

@@ -60,9 +60,14 @@ class Publisher:
         )
         self.producer.init_transactions(15)
         self.position = 4
+        self.records = self.value_bytes = 0
+        """Records and value bytes published to the data topic."""
 
     def _send(self, topic: str, partition: int, record: Any, key: bytes | None = None) -> None:
         value, headers = encode(record)
+        if topic == self.topic:
+            self.records += 1
+            self.value_bytes += len(value)
         self.producer.produce(topic, value, key, partition=partition, headers=headers)
 
     def schemas(self, tables: list[TableSchema]) -> None:

@@ -188,6 +188,7 @@ def test_keying_from_the_header_equals_keying_by_the_event() -> None:
         "kind": ["row"] * len(events) + ["row"],
         "source": [ev.source for ev in events] + ["s1"],
         "ts": [ev.ts for ev in events] + [1],
+        "value": [b"v" * 10] * (len(events) + 1),
         "row": [*texts, texts[0]],  # the first row again: a duplicate
     }
     folds = {"k": Fold.TEXT, "b": Fold.TEXT}
@@ -215,3 +216,6 @@ def test_keying_from_the_header_equals_keying_by_the_event() -> None:
     assert [(*g, True) for g in got] == expected
     assert out["part"] == [0, 1, 2, 0, 0, 0]
     assert keyer.pieces[("t", 0, "s1")].rows == 5
+    # Every record read counts, those the push rules drop too (`bytes_in_total`).
+    summary = throughput.Summary.of([keyer.summary_row()["summary"][0]])
+    assert (summary.records, summary.bytes) == (len(events) + 1, 10 * (len(events) + 1))
