@@ -13,6 +13,14 @@ upstream transaction and under a stalled lane.
   tail; the second source's reader is down for the stall (it starts afterwards, from where the
   workload began), so the Subscriber and the Spark job, which merge both sources, hold the first
   source's events all that time; then everything must catch up.
+- ``shard``: one sharded table on two sources (shard a and shard b, single-row inserts and
+  updates at ``--w2-rate`` each); shard a runs ``ALTER TABLE`` after a short head, shard b
+  ``--stall-s`` later, so the job (pessimistic shard-DDL coordination) holds shard a's rows
+  behind the lock all that time; then the sink must equal both shards.
+
+For the Spark job (``--mode``: its ``apply.mode``) the peak of its whole process tree (the
+driver, its JVM, the Python daemon and workers, sampled every second) and what it read from
+Kafka against what the data topics hold (1.0: every record read once) are printed too.
 
 Each component runs in a process of its own, so its peak RSS (``ru_maxrss``) is its own; for
 Spark the driver's Python process and the JVM (its child) are reported apart. Topics are
@@ -57,6 +65,30 @@ def _children(pid: int) -> list[int]:
     for task in Path(f"/proc/{pid}/task").iterdir():
         children = (task / "children").read_text().split()
         out.extend(int(c) for c in children)
+    return out
+
+
+def _tree_memory(pid: int) -> dict[str, float]:
+    """MB of `pid` and all its descendants now (the driver, its JVM, the Python daemon and
+    every worker and their children), by process kind: the proportional set size (PSS: a page
+    shared by n processes — a forked worker's with its daemon's — counts 1/n in each, so the
+    kinds add up to the memory the tree holds) and, under "rss", the plain sum of resident
+    sizes, which counts shared pages once per process. A process that ends meanwhile counts 0."""
+    out: dict[str, float] = {}
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            cmd = Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")
+            kind = "driver" if p == pid else "jvm" if cmd[0].endswith(b"java") else "python workers"
+            for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
+                if line.startswith(("Pss:", "Rss:")):
+                    mb = int(line.split()[1]) / 1024
+                    key = kind if line.startswith("Pss:") else "rss"
+                    out[key] = out.get(key, 0.0) + mb
+            todo.extend(_children(p))
+        except (FileNotFoundError, ProcessLookupError):
+            continue
     return out
 
 
@@ -193,7 +225,6 @@ def bare_consumer_child(
     `variant` "subscriber-conf": the Subscriber's queue settings; "small-queue": a 1 MB
     pre-fetch queue and 1 MB fetches (which noida-db ignores: this shows whether any client
     setting bounds what one fetch answer brings)."""
-    from rowbus.clients import kafka as clients_kafka
     from rowbus.consumers.subscriber import QUEUED_KBYTES
 
     overrides: dict[str, Any] = {"queued.max.messages.kbytes": QUEUED_KBYTES}
@@ -204,30 +235,7 @@ def bare_consumer_child(
             "max.partition.fetch.bytes": 1 << 20,
         }
     began = time.monotonic()
-    consumer = clients_kafka.consumer({"bootstrap.servers": args.kafka}, **overrides)
-    try:
-        ends: dict[tuple[str, int], int] = {}
-        for topic in data_topics:
-            meta = consumer.list_topics(topic, timeout=10)
-            for p in meta.topics[topic].partitions:
-                _, high = consumer.get_watermark_offsets(
-                    clients_kafka.kafka_tp(topic, p), timeout=10
-                )
-                ends[topic, p] = high
-        consumer.assign([clients_kafka.kafka_tp(t, p, 0) for t, p in ends])
-        at = dict.fromkeys(ends, 0)
-        records = 0
-        deadline = time.monotonic() + 1800
-        while any(at[tp] < ends[tp] for tp in ends) and time.monotonic() < deadline:
-            msgs = consumer.consume(1000, 1.0)
-            records += sum(1 for m in msgs if not m.error())
-            if not msgs:
-                # Positions, not record offsets: a transaction's commit marker takes the last
-                # offset below the end, and only the position moves past it.
-                for tp in consumer.position([clients_kafka.kafka_tp(t, p) for t, p in ends]):
-                    at[tp.topic, tp.partition] = max(tp.offset, 0)
-    finally:
-        consumer.close()
+    records, _ = _topic_bytes(args, data_topics, **overrides)
     out.put(
         {
             "component": f"bare consumer ({variant})",
@@ -246,13 +254,18 @@ def spark_child(
     job: str,
     stop: Any,
     out: Any,
+    shard_tables: tuple[str, ...] = (),
 ) -> None:
-    """The Spark apply job until `stop` is set; then its driver's and JVM's peak RSS."""
+    """The Spark apply job until `stop` is set; then its driver's and JVM's peak RSS, the
+    peak of its whole process tree (sampled every second) and what it read from Kafka.
+    `shard_tables` (``source/schema.table``): the routes are sharded and the job coordinates
+    their DDL through ``topics["control"]``."""
     from rowbus.routing.routes import RouteSettings
-    from rowbus.spark_apply.job import BatchApplier, spark_session, start_query
+    from rowbus.spark_apply.job import BatchApplier, shard_ddl_hook, spark_session, start_query
     from rowbus.spark_apply.settings import (
         ApplySettings,
         JobConfig,
+        ShardDdlSettings,
         SinkConnection,
     )
 
@@ -263,7 +276,20 @@ def spark_child(
             sources=tuple(sources),
             topic_template=topics["data"],
             schemas_topic=topics["schemas"],
-            routes=tuple(RouteSettings(match=m, target=t) for m, t in routes),
+            routes=tuple(
+                RouteSettings(match=m, target=t, sharded=bool(shard_tables)) for m, t in routes
+            ),
+            mode=args.mode,
+            spark_conf=dict(c.split("=", 1) for c in args.spark_conf),
+            **(
+                {
+                    "shard_ddl": ShardDdlSettings(
+                        tables=shard_tables, control_topic=topics["control"]
+                    )
+                }
+                if shard_tables
+                else {}
+            ),
             checkpoint_location=Path(tempfile.mkdtemp(prefix=f"rowbus-bench-{job}-")),
             state_database=f"state_{job}".replace("-", "_"),
             trigger_interval_s=1.0,
@@ -280,21 +306,36 @@ def spark_child(
     )
     began = time.monotonic()
     spark = spark_session(config)
-    applier = BatchApplier(config).start()
+    applier = BatchApplier(config, shard_ddl_hook(config)).start()
     query = start_query(spark, config, applier)
-    jvm = 0.0
+    jvm = tree = rss = 0.0
+    kinds: dict[str, float] = {}
+    me = mp.current_process().pid or 0
     while not stop.wait(1.0):
         if not query.isActive:
             break
-        jvm = max([jvm, *(_hwm_mb(c) for c in _children(mp.current_process().pid or 0))])
+        jvm = max([jvm, *(_hwm_mb(c) for c in _children(me))])
+        now = _tree_memory(me)
+        rss = max(rss, now.pop("rss", 0.0))
+        if sum(now.values()) > tree:
+            tree, kinds = sum(now.values()), now
     error = None if query.isActive else str(query.exception())[:300]
     query.stop()
     applier.close()
+    m = applier.metrics
     out.put(
         {
             "component": "spark apply",
+            "mode": args.mode,
             "driver_rss_mb": round(maxrss_mb()),
             "jvm_and_workers_peak_mb": round(jvm),
+            "process_tree_peak_mb": round(tree),
+            "process_tree_peak_by_kind_mb": {k: round(v) for k, v in kinds.items()},
+            "process_tree_peak_rss_sum_mb": round(rss),
+            "records_read": m.records_in,
+            "bytes_read": m.bytes_in,
+            "rows_applied": m.rows_applied,
+            "batches": m.batches,
             "seconds": round(time.monotonic() - began, 1),
             "error": error,
         }
@@ -302,6 +343,58 @@ def spark_child(
 
 
 # ---- scenarios ------------------------------------------------------------------------------
+
+
+def _topic_bytes(
+    args: argparse.Namespace, data_topics: list[str], **overrides: Any
+) -> tuple[int, int]:
+    """(records, value bytes) in `data_topics` up to their ends now (read_committed), read by
+    a bare consumer (`overrides`: its settings)."""
+    consumer = kafka.consumer({"bootstrap.servers": args.kafka}, **overrides)
+    try:
+        ends: dict[tuple[str, int], int] = {}
+        for topic in data_topics:
+            meta = consumer.list_topics(topic, timeout=10)
+            for p in meta.topics[topic].partitions:
+                _, high = consumer.get_watermark_offsets(kafka.kafka_tp(topic, p), timeout=10)
+                ends[topic, p] = high
+        consumer.assign([kafka.kafka_tp(t, p, 0) for t, p in ends])
+        records = size = 0
+        at = dict.fromkeys(ends, 0)
+        deadline = time.monotonic() + 1800
+        while any(at[tp] < ends[tp] for tp in ends):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the data topics were not read to their ends in 1800s")
+            msgs = consumer.consume(1000, 1.0)
+            for m in msgs:
+                if m.error() is None and m.offset() < ends[m.topic(), m.partition()]:
+                    records += 1
+                    size += len(m.value() or b"")
+            # Positions, not record offsets: a transaction's commit marker takes the last
+            # offset below the end, and only the position moves past it; asked after every
+            # consume, as the readers may still be adding heartbeats past the ends.
+            for tp in consumer.position([kafka.kafka_tp(t, p) for t, p in ends]):
+                at[tp.topic, tp.partition] = max(tp.offset, 0)
+    finally:
+        consumer.close()
+    return records, size
+
+
+def _reads(args: argparse.Namespace, spark: dict[str, Any], data_topics: list[str]) -> None:
+    """What the job read from Kafka against what the data topics hold: 1.0 is every record
+    read once (the issue's "Kafka bytes read per applied row", as bytes read over the bytes
+    of the records that carry the rows and their watermarks)."""
+    records, size = _topic_bytes(args, data_topics)
+    spark["topic_records"], spark["topic_bytes"] = records, size
+    spark["bytes_read_per_topic_byte"] = round(spark["bytes_read"] / max(size, 1), 3)
+    print(
+        f"reads: the job read {spark['bytes_read']:,} bytes in {spark['records_read']:,} "
+        f"records; the data topics hold {size:,} bytes in {records:,} records: "
+        f"{spark['bytes_read_per_topic_byte']}x; {spark['rows_applied']:,} rows applied; "
+        f"process tree peak {spark['process_tree_peak_mb']} MB PSS "
+        f"{spark['process_tree_peak_by_kind_mb']} ({spark['mode']} mode)",
+        flush=True,
+    )
 
 
 def _sink_state(args: argparse.Namespace, job: str) -> tuple[int, int] | None:
@@ -419,6 +512,7 @@ def big(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:  # noqa: PL
         stop.set()
         results.append(out.get(timeout=600))
         spark.join(120)
+    _reads(args, results[-1], [topics["data"].format(source=source)])
     print(json.dumps(results[-1]), flush=True)
     _delete_topics(args, [topics["data"].format(source=source), *list(topics.values())[1:]])
     return results
@@ -540,6 +634,8 @@ def stall(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:  # noqa: 
     )
     for _ in range(2):
         results.append(out.get(timeout=3600))
+        if results[-1]["component"] == "spark apply":
+            _reads(args, results[-1], [topics["data"].format(source=s) for s in sources])
         print(json.dumps(results[-1]), flush=True)
     quit_.set()
     for p in procs.values():
@@ -550,12 +646,163 @@ def stall(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:  # noqa: 
     return results
 
 
+SHARD_DDL = "CREATE TABLE t (id BIGINT PRIMARY KEY, v INT NOT NULL, pad VARCHAR(200))"
+SHARD_ALTER = "ALTER TABLE t ADD COLUMN note VARCHAR(20) NULL"
+
+
+def _shard_writer(
+    args: argparse.Namespace, hostport: str, db: str, odd: int, halt: threading.Event, n: list[int]
+) -> None:
+    """Single-row transactions at --w2-rate/s on one shard: an insert (ids of parity `odd`,
+    so the shards' rows are distinct in the merged table), and every other one an update of
+    an earlier row."""
+    with _connect(hostport, args, db) as conn, conn.cursor() as cur:
+        next_at = time.monotonic()
+        while not halt.is_set():
+            i = n[0]
+            if i % 2 and i > 2:  # an even i below this one inserted its row
+                cur.execute("UPDATE t SET v = v + 1 WHERE id = %s", (2 * (i // 4 * 2) + odd,))
+            else:
+                cur.execute(
+                    "INSERT INTO t (id, v, pad) VALUES (%s, %s, REPEAT('p', 150))",
+                    (2 * i + odd, i),
+                )
+            conn.commit()
+            n[0] += 1
+            next_at += 1 / args.w2_rate
+            time.sleep(max(0.0, next_at - time.monotonic()))
+
+
+def shard(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:  # noqa: PLR0915 - one script
+    """A shard-DDL hold: two shards of one sharded table, written on two sources; shard a
+    ALTERs at once, shard b ``--stall-s`` later, so the job holds shard a's rows behind the
+    lock for that long (pessimistic coordination) while both keep writing."""
+    tag = uuid.uuid4().hex[:8]
+    servers = {f"a_{tag}": args.mysql, f"b_{tag}": args.mysql2}
+    sources = list(servers)
+    db = {s: f"bench_shard_{s}" for s in sources}
+    topics = {
+        "data": f"bench.shard.{tag}.{{source}}",
+        "checkpoints": f"bench.shard.ckpt.{tag}",
+        "schemas": f"bench.shard.schemas.{tag}",
+        "control": f"bench.shard.control.{tag}",
+    }
+    starts = {}
+    for s in sources:
+        with _connect(servers[s], args) as conn, conn.cursor() as cur:
+            starts[s] = binlog_end(conn)
+            cur.execute(f"CREATE DATABASE `{db[s]}`")
+            cur.execute(f"USE `{db[s]}`")
+            cur.execute(SHARD_DDL)
+    sink_db = f"bench_shard_sink_{tag}"
+    with _connect(args.sink, _sink_args(args)) as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{sink_db}`")
+        cur.execute(f"USE `{sink_db}`")
+        cur.execute(SHARD_DDL)
+    data_topics = [topics["data"].format(source=s) for s in sources]
+    _create_topics(args, data_topics, topics)
+    out = ctx.Queue()
+    done, quit_, stop_spark = ctx.Event(), ctx.Event(), ctx.Event()
+    ends = {s: mp.Manager().list([start[0], start[1]]) for s, start in starts.items()}
+    job = f"bench-shard-{tag}"
+    procs = {
+        f"reader {s}": ctx.Process(
+            target=reader_child,
+            args=(args, s, servers[s], db[s], topics, starts[s], ends[s], done, out, quit_),
+        )
+        for s in sources
+    }
+    procs["spark"] = ctx.Process(
+        target=spark_child,
+        args=(
+            args,
+            sources,
+            topics,
+            [(f"{db[s]}.t", f"{sink_db}.t") for s in sources],
+            job,
+            stop_spark,
+            out,
+            tuple(f"{s}/{db[s]}.t" for s in sources),
+        ),
+    )
+    for p in procs.values():
+        p.start()
+    halt = threading.Event()
+    counts = {s: [0] for s in sources}
+    writers = [
+        threading.Thread(
+            target=_shard_writer,
+            args=(args, servers[s], db[s], n, halt, counts[s]),
+            daemon=True,
+        )
+        for n, s in enumerate(sources)
+    ]
+    for w in writers:
+        w.start()
+    a, b = sources
+    head = 20.0
+    time.sleep(head)
+    with _connect(servers[a], args, db[a]) as conn, conn.cursor() as cur:
+        cur.execute(SHARD_ALTER)
+    print(f"shard: {a} altered; {b} alters in {args.stall_s:.0f}s", flush=True)
+    time.sleep(args.stall_s)
+    with _connect(servers[b], args, db[b]) as conn, conn.cursor() as cur:
+        cur.execute(SHARD_ALTER)
+    altered = time.monotonic()
+    time.sleep(head)
+    halt.set()
+    for w in writers:
+        w.join(30)
+    for s in sources:
+        with _connect(servers[s], args) as conn:
+            ends[s][:] = list(binlog_end(conn))
+    print(f"shard: wrote {[c[0] for c in counts.values()]} transactions; catching up", flush=True)
+    done.set()
+    results = [out.get(timeout=3600) for _ in sources]
+    for r in results:
+        print(json.dumps(r), flush=True)
+
+    def caught_up() -> bool:
+        if not procs["spark"].is_alive():
+            raise RuntimeError("the Spark job stopped")
+        with _connect(args.sink, _sink_args(args), sink_db) as conn, conn.cursor() as cur:
+            cur.execute("SELECT COUNT(*), COALESCE(SUM(v), 0) FROM t")
+            sink = tuple(int(x) for x in cur.fetchone())
+            cur.execute("SHOW COLUMNS FROM t LIKE 'note'")
+            has_note = cur.fetchone() is not None
+        total = [0, 0]
+        for s in sources:
+            with _connect(servers[s], args, db[s]) as conn, conn.cursor() as cur:
+                cur.execute("SELECT COUNT(*), COALESCE(SUM(v), 0) FROM t")
+                count, sum_v = cur.fetchone()
+                total = [total[0] + int(count), total[1] + int(sum_v)]
+        return has_note and sink == tuple(total)
+
+    took = _wait(caught_up, 3600, "the sink to equal both shards")
+    print(
+        f"shard: the sink equals both shards {time.monotonic() - altered:.0f}s after the "
+        f"second ALTER (last check {took:.0f}s); Spark state {_sink_state(args, job)}",
+        flush=True,
+    )
+    stop_spark.set()
+    results.append(out.get(timeout=3600))
+    _reads(args, results[-1], data_topics)
+    print(json.dumps(results[-1]), flush=True)
+    quit_.set()
+    for p in procs.values():
+        p.join(120)
+    _delete_topics(args, [*data_topics, *list(topics.values())[1:]])
+    return results
+
+
 def _create_topics(args: argparse.Namespace, data: list[str], topics: dict[str, str]) -> None:
     """The topics, before the consumers look for them (the readers would make them later)."""
     from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
     from rowbus.protocol.topics import (
         CHECKPOINTS_TOPIC_CONFIG,
+        CONTROL_TOPIC_CONFIG,
+        CONTROL_TOPIC_PARTITIONS,
         DATA_TOPIC_CONFIG,
         SCHEMAS_TOPIC_CONFIG,
     )
@@ -563,6 +810,12 @@ def _create_topics(args: argparse.Namespace, data: list[str], topics: dict[str, 
     new = [NewTopic(t, args.partitions, 1, config=dict(DATA_TOPIC_CONFIG)) for t in data]
     new.append(NewTopic(topics["checkpoints"], 1, 1, config=dict(CHECKPOINTS_TOPIC_CONFIG)))
     new.append(NewTopic(topics["schemas"], 1, 1, config=dict(SCHEMAS_TOPIC_CONFIG)))
+    if "control" in topics:
+        new.append(
+            NewTopic(
+                topics["control"], CONTROL_TOPIC_PARTITIONS, 1, config=dict(CONTROL_TOPIC_CONFIG)
+            )
+        )
     admin = kafka.admin({"bootstrap.servers": args.kafka})
     for future in admin.create_topics(new).values():
         future.result(30)
@@ -586,9 +839,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kafka", default="127.0.0.1:19092")
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--stall-s", type=float, default=300.0)
+    parser.add_argument(
+        "--stall-s", type=float, default=300.0, help="the lane stall, and the shard-DDL hold"
+    )
     parser.add_argument("--w2-rate", type=float, default=200.0, help="transactions/s per source")
-    parser.add_argument("--only", choices=["big", "stall"])
+    parser.add_argument("--only", choices=["big", "stall", "shard"])
+    parser.add_argument(
+        "--mode",
+        choices=["snapshot", "parallel", "throughput"],
+        default="snapshot",
+        help="the apply job's apply.mode",
+    )
     parser.add_argument(
         "--max-offsets-per-trigger",
         type=int,
@@ -601,6 +862,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="events held before spilling (default: the Subscriber's default)",
     )
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for the job (apply.spark_conf), repeatable",
+    )
     args = parser.parse_args(argv)
     ctx = mp.get_context("spawn")
     results = []
@@ -608,6 +876,8 @@ def main(argv: list[str] | None = None) -> int:
         results += big(args, ctx)
     if args.only in (None, "stall"):
         results += stall(args, ctx)
+    if args.only in (None, "shard"):
+        results += shard(args, ctx)
     print(json.dumps(results, indent=1))
     return 0
 
