@@ -7,6 +7,7 @@ position, a start timestamp, or a start GTID.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -49,7 +50,9 @@ def key_from_json(items: Sequence[Any]) -> PosKey:
     if len(items) == 4:
         items = [0, *items]
     upstream, number, file, offset, index = items
-    return (int(upstream), int(number), str(file), int(offset), int(index))
+    # Interned: a stored state names the same few binlog files in every held transaction's
+    # keys, and JSON parsing makes a string per occurrence.
+    return (int(upstream), int(number), sys.intern(str(file)), int(offset), int(index))
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ coordinates.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -96,22 +97,52 @@ class SpilledTxn:
     @staticmethod
     def from_json(data: list[Any]) -> SpilledTxn:
         source, id_, ts, count, is_ddl, lo, hi, first, last, tables, runs = data
+        # A long hold keeps one of these per held transaction: names are interned and equal
+        # bounds (a one-event transaction's) shared, not made once per occurrence.
+        low, high = key_from_json(lo), key_from_json(hi)
+        begin, end = _at(first), _at(last)
         return SpilledTxn(
-            str(source),
+            sys.intern(str(source)),
             str(id_),
             int(ts),
             None if count is None else int(count),
             bool(is_ddl),
-            key_from_json(lo),
-            key_from_json(hi),
-            (str(first[0]), int(first[1]), int(first[2])),
-            (str(last[0]), int(last[1]), int(last[2])),
-            tuple((str(a), str(b), None if c is None else str(c)) for a, b, c in tables),
+            low,
+            low if high == low else high,
+            begin,
+            begin if end == begin else end,
             tuple(
-                SpilledRun(str(t), int(p), int(h), int(n), tuple(Chunk(*map(int, c)) for c in cs))
+                (sys.intern(str(a)), sys.intern(str(b)), None if c is None else sys.intern(str(c)))
+                for a, b, c in tables
+            ),
+            tuple(
+                SpilledRun(
+                    sys.intern(str(t)),
+                    int(p),
+                    int(h),
+                    int(n),
+                    tuple(Chunk(*map(int, c)) for c in cs),
+                )
                 for t, p, h, n, cs in runs
             ),
         )
+
+
+def _at(items: list[Any]) -> tuple[str, int, int]:
+    return (sys.intern(str(items[0])), int(items[1]), int(items[2]))
+
+
+_COMPACT = (",", ":")
+
+
+def _spilled(parsed: list[Any]) -> tuple[SpilledTxn, ...]:
+    """The index from its parsed lists, each list released once read (a long hold's parsed
+    index is several times its objects' size)."""
+    out = []
+    for i, item in enumerate(parsed):
+        out.append(SpilledTxn.from_json(item))
+        parsed[i] = None
+    return tuple(out)
 
 
 def _chunk(c: Chunk) -> tuple[int, int, int, int]:
@@ -144,7 +175,7 @@ class MergerState:
 
     def to_json(self) -> str:
         """The merger's part of this state as one JSON document."""
-        return json.dumps(
+        head = json.dumps(
             {
                 "expected": [list(lane) for lane in self.expected],
                 "watermarks": [
@@ -161,18 +192,31 @@ class MergerState:
                     [e.topic, e.partition, e.offset, encode(e.event, Encoding.JSON)[0].decode()]
                     for e in self.stash
                 ],
-                "spilled": [t.to_json() for t in self.spilled],
-                "split": [[src, txn, n] for (src, txn), n in sorted(self.split.items())],
             },
-            separators=(",", ":"),
+            separators=_COMPACT,
         )
+        # The held transactions' index one at a time (the text json.dumps would make of the
+        # whole list): a long hold's index is never all JSON lists at once.
+        spilled = ",".join(json.dumps(t.to_json(), separators=_COMPACT) for t in self.spilled)
+        split = json.dumps(
+            [[src, txn, n] for (src, txn), n in sorted(self.split.items())], separators=_COMPACT
+        )
+        return f'{head[:-1]},"spilled":[{spilled}],"split":{split}}}'
 
     @classmethod
     def from_json(cls: type[S], text: str | bytes) -> S:
-        """Inverse of `to_json` (a `PlannerState` reads its merger part with it);
-        SubscriberError if `text` is not a merger's state."""
+        """Inverse of `to_json`; SubscriberError if `text` is not a merger's state."""
         try:
-            data: dict[str, Any] = json.loads(text)
+            data = json.loads(text)
+        except ValueError as exc:
+            raise SubscriberError(f"not a merger's state: {exc}") from exc
+        return cls.from_data(data)
+
+    @classmethod
+    def from_data(cls: type[S], data: dict[str, Any]) -> S:
+        """`from_json` of the parsed document (a `PlannerState` reads its merger part with
+        it); the held transactions' parsed lists are dropped from `data` as they are read."""
+        try:
             marks = data["watermarks"]
             stash = []
             for t, p, o, value in data["stash"]:
@@ -192,7 +236,7 @@ class MergerState:
                 offsets={(str(t), int(p)): int(o) for t, p, o in data["next_offsets"]},
                 ts=int(data["ts"]),
                 stash=stash,
-                spilled=tuple(SpilledTxn.from_json(t) for t in data.get("spilled", ())),
+                spilled=_spilled(data.get("spilled", [])),
                 split={(str(src), str(txn)): int(n) for src, txn, n in data.get("split", ())},
             )
         except (ValueError, KeyError, TypeError, ProtocolError) as exc:

@@ -153,17 +153,25 @@ class PlannerState(MergerState):
         """A stable binary form: a JSON header (the merger's state without its stash), then
         the stash events (protobuf), framed."""
         blobs = [encode(e.event)[0] for e in self.stash]
-        header = {
-            "v": 3 if self.spilled else 2,
-            "merger": json.loads(self.without_stash().to_json()),
-            "released_through": self.released_through,
-            "reread": [[t, p, o] for (t, p), o in sorted(self.reread.items())],
-            "stash": [
-                [e.topic, e.partition, e.offset, len(b)]
-                for e, b in zip(self.stash, blobs, strict=True)
-            ],
-        }
-        head = json.dumps(header, separators=(",", ":")).encode()
+        compact = (",", ":")
+        # The merger's document goes in as the text it is (parsing it back to embed it would
+        # hold a long hold's index as JSON lists); the bytes are json.dumps' of the header.
+        head = (
+            f'{{"v":{3 if self.spilled else 2},"merger":{self.without_stash().to_json()},'
+            f'"released_through":{json.dumps(self.released_through)},"reread":'
+            + json.dumps(
+                [[t, p, o] for (t, p), o in sorted(self.reread.items())], separators=compact
+            )
+            + ',"stash":'
+            + json.dumps(
+                [
+                    [e.topic, e.partition, e.offset, len(b)]
+                    for e, b in zip(self.stash, blobs, strict=True)
+                ],
+                separators=compact,
+            )
+            + "}"
+        ).encode()
         return struct.pack(">I", len(head)) + head + b"".join(blobs)
 
     @staticmethod
@@ -187,7 +195,7 @@ class PlannerState(MergerState):
                 stash=stash,
                 released_through=header["released_through"],
             )
-        state = PlannerState.from_json(json.dumps(header["merger"]))
+        state = PlannerState.from_data(header.pop("merger"))
         state.stash = stash
         state.released_through = header["released_through"]
         state.reread = {(t, int(p)): int(o) for t, p, o in header.get("reread", ())}

@@ -6,6 +6,8 @@ a replayed batch plans (and spills) exactly the same."""
 from __future__ import annotations
 
 import itertools
+import json
+import struct
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -88,7 +90,14 @@ def run_batches(
     store = Pieces()
     state, released, plans = PlannerState(), [], []
     for batch_id, (a, b) in enumerate(itertools.pairwise(bounds)):
-        state = PlannerState.from_bytes(state.to_bytes())
+        stored = state.to_bytes()
+        (n,) = struct.unpack_from(">I", stored)
+        # The header, written piece by piece, is the one JSON document it always was.
+        assert (
+            stored[4 : 4 + n]
+            == json.dumps(json.loads(stored[4 : 4 + n]), separators=(",", ":")).encode()
+        )
+        state = PlannerState.from_bytes(stored)
         spill = PieceSpill(batch_id, store.fetch)
         p = plan(state, order[a:b], EXPECTED, spill=spill, memory_limit=limit)
         # A replay (same stored state, same records) plans and spills exactly the same.
