@@ -310,6 +310,8 @@ def spark_child(
     query = start_query(spark, config, applier)
     jvm = tree = rss = 0.0
     kinds: dict[str, float] = {}
+    series: dict[int, int] = {}
+    drivers: dict[int, int] = {}
     me = mp.current_process().pid or 0
     while not stop.wait(1.0):
         if not query.isActive:
@@ -319,6 +321,10 @@ def spark_child(
         rss = max(rss, now.pop("rss", 0.0))
         if sum(now.values()) > tree:
             tree, kinds = sum(now.values()), now
+        # The tree's size per 30 s (its largest sample): when the peak came, hold or release.
+        window = int((time.monotonic() - began) // 30)
+        series[window] = max(series.get(window, 0), round(sum(now.values())))
+        drivers[window] = max(drivers.get(window, 0), round(now.get("driver", 0.0)))
     error = None if query.isActive else str(query.exception())[:300]
     query.stop()
     applier.close()
@@ -332,6 +338,8 @@ def spark_child(
             "process_tree_peak_mb": round(tree),
             "process_tree_peak_by_kind_mb": {k: round(v) for k, v in kinds.items()},
             "process_tree_peak_rss_sum_mb": round(rss),
+            "process_tree_mb_per_30s": [series[w] for w in sorted(series)],
+            "driver_mb_per_30s": [drivers[w] for w in sorted(drivers)],
             "records_read": m.records_in,
             "bytes_read": m.bytes_in,
             "rows_applied": m.rows_applied,
