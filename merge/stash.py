@@ -113,6 +113,10 @@ class Stash:
         self._memory_limit = memory_limit
         self._owns_spill = spill is None and memory_limit is not None
         self.spill: Spill | None = SpillStore() if self._owns_spill else spill
+        self._restored: dict[TxnKey, SpilledTxn] = {}
+        """The index each restored transaction came from: `entries` gives the same object
+        back for one still as it was, so a long hold's index is not held twice (the state
+        given and the state left) nor rebuilt per batch."""
         self.in_memory = 0
         self.buffered = 0
         self._stats = stats
@@ -352,7 +356,9 @@ class Stash:
         spilled: list[SpilledTxn] = []
         for pending in self.pending.values():
             if keep_spilled and any(run.chunks for run in pending.runs.values()):
-                spilled.append(_index(pending))
+                index = _index(pending)
+                was = self._restored.get((pending.source, pending.id))
+                spilled.append(was if was == index else index)
                 for run in pending.runs.values():
                     stash.extend(
                         Envelope(run.topic, run.partition, o, e)
@@ -368,6 +374,7 @@ class Stash:
     def restore(self, txn: SpilledTxn) -> None:
         """Stash a transaction whose events are in the spill store, from its index."""
         tkey = (txn.source, txn.id)
+        self._restored[tkey] = txn
         pending = Pending(
             txn.source,
             txn.id,

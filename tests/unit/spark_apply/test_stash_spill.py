@@ -213,3 +213,34 @@ def test_snapshot_markers_held_at_a_batch_end_are_read_back_in_a_later_batch() -
     assert later.fetched > 1
     stash = [Envelope(T, 0, 5, begin), Envelope(T, 1, 6, ddl_), Envelope(T, 2, 7, end)]
     assert unframe(b"".join(frames(stash))) == stash
+
+
+def test_a_held_transaction_that_did_not_change_keeps_its_index_entry() -> None:
+    """A lane stall: transactions of partition 0 held (partition 1 has no watermark yet) and
+    spilled. A batch that brings them nothing leaves the very entries it was given, so the
+    state given and the state left share one index (a long hold is not held twice on the
+    driver); a transaction that did get events gets a new entry."""
+    items: list[tuple[int, object]] = []
+    for i in range(40):
+        items.append((0, row(50 + i, Op.INSERT, after=(i, "x" * 40), txn=f"t{i}")))
+    items.append((0, resolved(100)))
+    pieces = Pieces()
+    spill = PieceSpill(1, pieces.fetch)
+    p = plan(PlannerState(), envs(items), EXPECTED, spill=spill, memory_limit=0)
+    pieces.keep(spill, p.state)
+    spill.close()
+    assert sum(len(s.rows) for s in p.steps) == 0 and len(p.state.spilled) == 40
+    before = p.state
+    spill2 = PieceSpill(2, pieces.fetch)
+    later = [Envelope(T, 0, 41, resolved(110))]
+    q = plan(before, later, EXPECTED, spill=spill2, memory_limit=0)
+    spill2.close()
+    assert sum(len(s.rows) for s in q.steps) == 0
+    assert [a is b for a, b in zip(q.state.spilled, before.spilled, strict=True)] == [True] * 40
+    # Read back from its bytes (a restart): equal entries, and the next batch keeps those.
+    stored = PlannerState.from_bytes(before.to_bytes())
+    assert stored.spilled == before.spilled
+    spill3 = PieceSpill(3, pieces.fetch)
+    r = plan(stored, later, EXPECTED, spill=spill3, memory_limit=0)
+    spill3.close()
+    assert all(a is b for a, b in zip(r.state.spilled, stored.spilled, strict=True))
