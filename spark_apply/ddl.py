@@ -46,6 +46,7 @@ from rowbus.protocol.ddl import (
 from rowbus.protocol.events import DdlChange, order_key
 from rowbus.routing.exceptions import RoutingError
 from rowbus.routing.routes import Router
+from rowbus.shard_ddl.ddl import coordinated
 from rowbus.shard_ddl.exceptions import DownstreamDdlError
 from rowbus.shard_ddl.executor import DdlExecutor
 from rowbus.spark_apply.exceptions import BadEventError
@@ -98,13 +99,7 @@ class SinkDdl:
             for name in parsed.tables:
                 target = self._router.target(name.schema, name.table, ev.source)
                 if target is None or self._router.sharded(name.schema, name.table, ev.source):
-                    log.warning(
-                        "%s: DDL touches %s, which is %s: not applied downstream: %s",
-                        ev.position,
-                        name,
-                        "skipped" if target is None else "sharded",
-                        ev.statement[:200],
-                    )
+                    _not_applied(ev, str(name), target is not None)
                     return None
                 targets[name] = TableName(target.schema, target.table)
         except RoutingError as exc:
@@ -165,3 +160,28 @@ class SinkDdl:
         with conn, conn.cursor() as cur:
             for schema in {t.partition(".")[0] for t in targets}:
                 cur.execute(f"CREATE DATABASE IF NOT EXISTS {quote(schema)}")
+
+
+def _not_applied(ev: DdlChange, name: str, sharded: bool) -> None:
+    """Logs why a DDL of an unrouted or sharded table is not applied here. A sharded table's
+    ALTER TABLE or CREATE/DROP INDEX is applied, once, by the shard-DDL coordination (the
+    job's hook runs whenever a route is sharded): saying "not applied" then misleads."""
+    if sharded and coordinated(ev.statement):
+        log.info(
+            "%s: DDL of shard %s is coordinated with its group's other shards (applied once "
+            "all reached it): %s",
+            ev.position,
+            name,
+            ev.statement[:200],
+        )
+        return
+    log.warning(
+        "%s: DDL touches %s, which is %s: not applied downstream%s: %s",
+        ev.position,
+        name,
+        "sharded" if sharded else "skipped",
+        " (of a sharded table only ALTER TABLE and CREATE/DROP INDEX are coordinated)"
+        if sharded
+        else "",
+        ev.statement[:200],
+    )
