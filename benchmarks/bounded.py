@@ -547,16 +547,26 @@ def _start_writers(
     return written, halt
 
 
-def stall(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:  # noqa: PLR0915 - one script
+def _two_sources(
+    args: argparse.Namespace, scenario: str
+) -> tuple[str, dict[str, str], list[str], dict[str, str], dict[str, str]]:
+    """(tag, server per source, sources, database per source, topics) of a scenario over the
+    two source servers, named apart from every other run."""
     tag = uuid.uuid4().hex[:8]
     servers = {f"a_{tag}": args.mysql, f"b_{tag}": args.mysql2}
-    sources = list(servers)
-    db = {s: f"bench_stall_{s}" for s in sources}
+    db = {s: f"bench_{scenario}_{s}" for s in servers}
     topics = {
-        "data": f"bench.stall.{tag}.{{source}}",
-        "checkpoints": f"bench.stall.ckpt.{tag}",
-        "schemas": f"bench.stall.schemas.{tag}",
+        "data": f"bench.{scenario}.{tag}.{{source}}",
+        "checkpoints": f"bench.{scenario}.ckpt.{tag}",
+        "schemas": f"bench.{scenario}.schemas.{tag}",
+        "control": f"bench.{scenario}.control.{tag}",
     }
+    return tag, servers, list(servers), db, topics
+
+
+def stall(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:  # noqa: PLR0915 - one script
+    tag, servers, sources, db, topics = _two_sources(args, "stall")
+    del topics["control"]
     workloads = {s: W2(db[s], initial_rows=400, seed=n + 1) for n, s in enumerate(sources)}
     starts = {}
     for s in sources:
@@ -685,16 +695,7 @@ def shard(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:  # noqa: 
     """A shard-DDL hold: two shards of one sharded table, written on two sources; shard a
     ALTERs at once, shard b ``--stall-s`` later, so the job holds shard a's rows behind the
     lock for that long (pessimistic coordination) while both keep writing."""
-    tag = uuid.uuid4().hex[:8]
-    servers = {f"a_{tag}": args.mysql, f"b_{tag}": args.mysql2}
-    sources = list(servers)
-    db = {s: f"bench_shard_{s}" for s in sources}
-    topics = {
-        "data": f"bench.shard.{tag}.{{source}}",
-        "checkpoints": f"bench.shard.ckpt.{tag}",
-        "schemas": f"bench.shard.schemas.{tag}",
-        "control": f"bench.shard.control.{tag}",
-    }
+    tag, servers, sources, db, topics = _two_sources(args, "shard")
     starts = {}
     for s in sources:
         with _connect(servers[s], args) as conn, conn.cursor() as cur:
