@@ -113,14 +113,20 @@ class KeptConsumers:
         return Kept(consumer, topic, partition, start)
 
     def give_back(self, kafka: dict[str, Any], kept: Kept) -> None:
-        """Keeps `kept` (its read ended whole at `kept.position`); paused when it has fetched
+        """Keeps `kept` (its read ended whole at `kept.position`); paused when it has delivered
         (nearly) everything the broker had, so it does not fetch while idle."""
         from confluent_kafka import TopicPartition
 
         tp = TopicPartition(kept.topic, kept.partition)
         try:
             _low, high = kept.consumer.get_watermark_offsets(tp, cached=True)
-            if high < 0 or high - kept.position < QUEUED_MIN:
+            # What it delivered, not where the read ended: a consume may have taken into
+            # `pending` what librdkafka had queued, which then fetches again at the end. And
+            # offsets, not messages: librdkafka counts messages against queued.min.messages,
+            # and up to half of a partition's offsets are commit markers (one per
+            # transaction that wrote to it), so fewer than twice QUEUED_MIN offsets may
+            # queue fewer than QUEUED_MIN messages.
+            if high < 0 or high - kept.resume_at() < 2 * QUEUED_MIN:
                 kept.consumer.unassign()
                 kept.paused = True
         except BaseException:

@@ -13,7 +13,7 @@ from rowbus.config import Settings
 from rowbus.protocol.codec import encode
 from rowbus.protocol.events import Resolved
 from rowbus.spark_apply import source
-from rowbus.spark_apply.consumers_kept import SKIP, KeptConsumers
+from rowbus.spark_apply.consumers_kept import QUEUED_MIN, SKIP, KeptConsumers
 from rowbus.spark_apply.source import KafkaRange, read_range
 
 TXNS, PER_TXN = 3, 4_000
@@ -123,3 +123,25 @@ def test_a_caught_up_kept_consumer_is_unassigned_and_reads_on_where_it_stood(
     kept.close()
     assert first + rest == offsets(0, new_end)
     assert len(first + rest) == (TXNS + 1) * PER_TXN
+
+
+def test_a_kept_consumer_that_delivered_near_the_end_stops_fetching(
+    services: Settings, topic: str, kept: KeptConsumers
+) -> None:
+    """A read ending far before the partition's end whose consume delivered past its end
+    (into `pending`) up to near it: librdkafka's own queue then holds fewer than
+    ``queued.min.messages``, so it fetches again, and noida-db answers a fetch at the end at
+    once — an idle worker fetched in a loop (2026-11-27: 58,653 TCP segments a second from one
+    Python worker, 14% of a core in the broker, while a throttled sink kept the job waiting).
+    Whether it stands near the end is decided by what it delivered (`Kept.resume_at`), not by
+    where the read ended, and in offsets twice `QUEUED_MIN` (up to half of them are commit
+    markers, which queue no message)."""
+    kafka = services.kafka.client_config()
+    end = TXNS * (PER_TXN + 1)
+    cut = end - 11_000
+    got = [o for cols in read_range(kafka, KafkaRange(topic, 0, 0, cut)) for o in cols["offset"]]
+    assert got == list(range(cut))
+    (stood,) = kept._kept.values()
+    assert end - stood.position >= 2 * QUEUED_MIN
+    assert end - stood.resume_at() < 2 * QUEUED_MIN, "a consume delivered well past the end"
+    assert stood.paused and stood.consumer.assignment() == []
