@@ -25,7 +25,9 @@ most of the saving (in process, 4 consecutive 17k-record ranges: 0.24-0.26 CPU-s
 consumer each, 0.15-0.21 paused between them, 0.09-0.17 kept fetching), as librdkafka drops
 what it fetched of a stopped partition and fetches from the position again. So range reads
 fetch only while fewer than `QUEUED_MIN` messages are queued, and `give_back` stops a consumer
-only when it stands within that of the high watermark it last saw. It stops it by unassigning
+only when what it delivered (`Kept.resume_at`) stands within twice that many offsets of the
+high watermark it last saw (until 2026-11-27 where its read ended, which left consumers whose
+consume had drained librdkafka's queue into `pending` fetching in a loop). It stops it by unassigning
 it, not by librdkafka's pause: a resumed partition was fetched again only after 0.5-0.9 s
 (its fetch backoff), which every read of a caught-up partition paid — the streaming job's
 batches at a low lag (2026-11-27: 100 new records read in 490-900 ms after a pause, ~11 ms
