@@ -25,9 +25,10 @@ most of the saving (in process, 4 consecutive 17k-record ranges: 0.24-0.26 CPU-s
 consumer each, 0.15-0.21 paused between them, 0.09-0.17 kept fetching), as librdkafka drops
 what it fetched of a stopped partition and fetches from the position again. So range reads
 fetch only while fewer than `QUEUED_MIN` messages are queued, and `give_back` stops a consumer
-only when what it delivered (`Kept.resume_at`) stands within twice that many offsets of the
-high watermark it last saw (until 2026-11-27 where its read ended, which left consumers whose
-consume had drained librdkafka's queue into `pending` fetching in a loop). It stops it by unassigning
+at once when its read ended within that of the high watermark it last saw, or, when only what
+it delivered (`Kept.resume_at`, a consume having taken librdkafka's queue into `pending`)
+stands within twice that, once it has been idle for `IDLE_S` (until 2026-11-27 never: such
+consumers fetched in a loop while idle). It stops it by unassigning
 it, not by librdkafka's pause: a resumed partition was fetched again only after 0.5-0.9 s
 (its fetch backoff), which every read of a caught-up partition paid — the streaming job's
 batches at a low lag (2026-11-27: 100 new records read in 490-900 ms after a pause, ~11 ms
@@ -39,6 +40,7 @@ up to the rest of its partition; on a real Kafka at most ``queued.max.messages.k
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +53,15 @@ partition at once instead of waiting, which kept idle consumers fetching in a lo
 version without this: broker 54 -> 139 µs, Python workers 32 -> 51 µs a row)."""
 LIMIT = 8
 """Consumers kept per process: a Python worker reads a few partitions per batch."""
+IDLE_S = 1.0
+"""A kept consumer that delivered (nearly) all the broker had, but whose read ended further
+from the end (a consume took librdkafka's queue into `Kept.pending`), is unassigned once it has
+not been taken again for this long: librdkafka fetches again below ``queued.min.messages``
+and noida-db answers a fetch at the end at once, so left assigned while idle it fetches in a
+loop (2026-11-27: 58,653 TCP segments a second from one Python worker, the broker at 14% of a
+core, while a throttled sink held the job); unassigned at once, a busy job's next read pays a
+new fetch for it (the demo: 9,223 -> ~8,450 row changes/s). A streaming job takes it again
+within a trigger."""
 SKIP = 60_000
 """Offsets a kept consumer may read and drop to reach a later start; further ahead (or
 behind) a new consumer is assigned at the start instead. Spark runs a batch's tasks in
@@ -75,6 +86,9 @@ class Kept:
     """Messages consumed past the last read's end (offset order), the next read's first."""
     paused: bool = False
     """Unassigned while idle (`give_back`), assigned again at `resume_at` by `take`."""
+    idle_since: float | None = None
+    """When it was given back near the partition's end still assigned: the reaper unassigns
+    it after `IDLE_S` unless taken again."""
 
     def resume_at(self) -> int:
         """The offset after the last message this consumer delivered: `pending`'s last, or
@@ -90,6 +104,9 @@ class KeptConsumers:
         self._limit = limit
         self._kept: dict[tuple[str, str, int], Kept] = {}
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._reaper: threading.Thread | None = None
+        self._closed = False
 
     def take(self, kafka: dict[str, Any], topic: str, partition: int, start: int) -> Kept:
         """A consumer for reading `topic[partition]` from `start`: the kept one when `start`
@@ -100,6 +117,7 @@ class KeptConsumers:
         with self._lock:
             kept = self._kept.pop(key, None)
         if kept is not None and kept.position <= start <= kept.position + SKIP:
+            kept.idle_since = None
             if kept.paused:
                 kept.consumer.assign([TopicPartition(topic, partition, kept.resume_at())])
                 kept.paused = False
@@ -122,18 +140,19 @@ class KeptConsumers:
         tp = TopicPartition(kept.topic, kept.partition)
         try:
             _low, high = kept.consumer.get_watermark_offsets(tp, cached=True)
-            # What it delivered, not where the read ended: a consume may have taken into
-            # `pending` what librdkafka had queued, which then fetches again at the end. And
-            # offsets, not messages: librdkafka counts messages against queued.min.messages,
-            # and up to half of a partition's offsets are commit markers (one per
-            # transaction that wrote to it), so fewer than twice QUEUED_MIN offsets may
-            # queue fewer than QUEUED_MIN messages.
-            if high < 0 or high - kept.resume_at() < 2 * QUEUED_MIN:
+            if high < 0 or high - kept.position < QUEUED_MIN:
                 kept.consumer.unassign()
                 kept.paused = True
+            elif high - kept.resume_at() < 2 * QUEUED_MIN:
+                # What it delivered, not where the read ended, and in offsets twice
+                # QUEUED_MIN: librdkafka counts messages against queued.min.messages, and up
+                # to half of a partition's offsets are commit markers. Stopped if idle (`IDLE_S`).
+                kept.idle_since = time.monotonic()
         except BaseException:
             kept.consumer.close()
             raise
+        if kept.idle_since is not None:
+            self._start_reaper()
         evicted = []
         with self._lock:
             old = self._kept.pop((_settings_key(kafka), kept.topic, kept.partition), None)
@@ -153,8 +172,42 @@ class KeptConsumers:
     def close(self) -> None:
         with self._lock:
             kept, self._kept = list(self._kept.values()), {}
+            self._closed = True
+            self._idle.notify_all()
+            reaper, self._reaper = self._reaper, None
+        if reaper is not None:
+            reaper.join(5)
         for k in kept:
             k.consumer.close()
+
+    def _start_reaper(self) -> None:
+        with self._lock:
+            if self._reaper is None and not self._closed:
+                self._reaper = threading.Thread(
+                    target=self._reap, name="rowbus-kept-consumers", daemon=True
+                )
+                self._reaper.start()
+
+    def _reap(self) -> None:
+        """Unassigns kept consumers idle for `IDLE_S` near their partition's end."""
+        with self._lock:
+            while not self._closed:
+                now = time.monotonic()
+                due = [
+                    k
+                    for k in self._kept.values()
+                    if k.idle_since is not None and now - k.idle_since >= IDLE_S
+                ]
+                for k in due:
+                    # Under the lock: `take` cannot hand it out meanwhile.
+                    k.consumer.unassign()
+                    k.paused, k.idle_since = True, None
+                waits = [
+                    IDLE_S - (now - k.idle_since)
+                    for k in self._kept.values()
+                    if k.idle_since is not None
+                ]
+                self._idle.wait(max(0.05, min(waits)) if waits else IDLE_S)
 
     def __len__(self) -> int:
         return len(self._kept)

@@ -4,6 +4,7 @@ the records a fresh consumer gives, and the kept consumer is reused only where i
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -13,8 +14,9 @@ from rowbus.config import Settings
 from rowbus.protocol.codec import encode
 from rowbus.protocol.events import Resolved
 from rowbus.spark_apply import source
-from rowbus.spark_apply.consumers_kept import QUEUED_MIN, SKIP, KeptConsumers
+from rowbus.spark_apply.consumers_kept import IDLE_S, QUEUED_MIN, SKIP, KeptConsumers
 from rowbus.spark_apply.source import KafkaRange, read_range
+from rowbus.waiting import wait_for
 
 TXNS, PER_TXN = 3, 4_000
 """12,000 records in three transactions: more than a consume's chunk (5,000), and commit
@@ -125,7 +127,7 @@ def test_a_caught_up_kept_consumer_is_unassigned_and_reads_on_where_it_stood(
     assert len(first + rest) == (TXNS + 1) * PER_TXN
 
 
-def test_a_kept_consumer_that_delivered_near_the_end_stops_fetching(
+def test_a_kept_consumer_that_delivered_near_the_end_stops_fetching_once_idle(
     services: Settings, topic: str, kept: KeptConsumers
 ) -> None:
     """A read ending far before the partition's end whose consume delivered past its end
@@ -133,15 +135,31 @@ def test_a_kept_consumer_that_delivered_near_the_end_stops_fetching(
     ``queued.min.messages``, so it fetches again, and noida-db answers a fetch at the end at
     once — an idle worker fetched in a loop (2026-11-27: 58,653 TCP segments a second from one
     Python worker, 14% of a core in the broker, while a throttled sink kept the job waiting).
-    Whether it stands near the end is decided by what it delivered (`Kept.resume_at`), not by
-    where the read ended, and in offsets twice `QUEUED_MIN` (up to half of them are commit
-    markers, which queue no message)."""
+    Such a consumer is unassigned once idle for `IDLE_S` (decided by what it delivered,
+    `Kept.resume_at`, in offsets twice `QUEUED_MIN`); taken again before that, it reads on
+    assigned, so a busy job pays no new fetch. The records read are the same either way."""
     kafka = services.kafka.client_config()
     end = TXNS * (PER_TXN + 1)
     cut = end - 11_000
-    got = [o for cols in read_range(kafka, KafkaRange(topic, 0, 0, cut)) for o in cols["offset"]]
+
+    def offsets(start: int, stop: int) -> list[int]:
+        return [
+            o
+            for cols in read_range(kafka, KafkaRange(topic, 0, start, stop))
+            for o in cols["offset"]
+        ]
+
+    got = offsets(0, cut)
     assert got == list(range(cut))
     (stood,) = kept._kept.values()
     assert end - stood.position >= 2 * QUEUED_MIN
     assert end - stood.resume_at() < 2 * QUEUED_MIN, "a consume delivered well past the end"
-    assert stood.paused and stood.consumer.assignment() == []
+    assert not stood.paused, "not stopped at once: a busy job takes it again"
+    began = time.monotonic()
+    wait_for(lambda: stood.paused, timeout=10 * IDLE_S, what="the idle consumer stopped")
+    assert time.monotonic() - began >= IDLE_S / 2
+    assert stood.consumer.assignment() == []
+    # Assigned again where it stood, it reads on; the records are a fresh read's.
+    rest = offsets(cut, end - 500)
+    assert got + rest == [o for o in range(end - 500) if (o + 1) % (PER_TXN + 1)]
+    assert next(iter(kept._kept.values())).consumer is stood.consumer
