@@ -154,23 +154,21 @@ class PlannerState(MergerState):
         the stash events (protobuf), framed."""
         blobs = [encode(e.event)[0] for e in self.stash]
         compact = (",", ":")
+        reread = json.dumps(
+            [[t, p, o] for (t, p), o in sorted(self.reread.items())], separators=compact
+        )
+        stash = json.dumps(
+            [
+                [e.topic, e.partition, e.offset, len(b)]
+                for e, b in zip(self.stash, blobs, strict=True)
+            ],
+            separators=compact,
+        )
         # The merger's document goes in as the text it is (parsing it back to embed it would
         # hold a long hold's index as JSON lists); the bytes are json.dumps' of the header.
         head = (
             f'{{"v":{3 if self.spilled else 2},"merger":{self.without_stash().to_json()},'
-            f'"released_through":{json.dumps(self.released_through)},"reread":'
-            + json.dumps(
-                [[t, p, o] for (t, p), o in sorted(self.reread.items())], separators=compact
-            )
-            + ',"stash":'
-            + json.dumps(
-                [
-                    [e.topic, e.partition, e.offset, len(b)]
-                    for e, b in zip(self.stash, blobs, strict=True)
-                ],
-                separators=compact,
-            )
-            + "}"
+            f'"released_through":{self.released_through},"reread":{reread},"stash":{stash}}}'
         ).encode()
         return struct.pack(">I", len(head)) + head + b"".join(blobs)
 
