@@ -151,8 +151,6 @@ class KeptConsumers:
         except BaseException:
             kept.consumer.close()
             raise
-        if kept.idle_since is not None:
-            self._start_reaper()
         evicted = []
         with self._lock:
             old = self._kept.pop((_settings_key(kafka), kept.topic, kept.partition), None)
@@ -161,6 +159,13 @@ class KeptConsumers:
             self._kept[(_settings_key(kafka), kept.topic, kept.partition)] = kept
             while len(self._kept) > self._limit:
                 evicted.append(self._kept.pop(next(iter(self._kept))))
+            if kept.idle_since is not None and not self._closed:
+                if self._reaper is None:
+                    self._reaper = threading.Thread(
+                        target=self._reap, name="rowbus-kept-consumers", daemon=True
+                    )
+                    self._reaper.start()
+                self._idle.notify()  # its wait may be longer than this one's
         for k in evicted:
             k.consumer.close()
 
@@ -180,14 +185,6 @@ class KeptConsumers:
         for k in kept:
             k.consumer.close()
 
-    def _start_reaper(self) -> None:
-        with self._lock:
-            if self._reaper is None and not self._closed:
-                self._reaper = threading.Thread(
-                    target=self._reap, name="rowbus-kept-consumers", daemon=True
-                )
-                self._reaper.start()
-
     def _reap(self) -> None:
         """Unassigns kept consumers idle for `IDLE_S` near their partition's end."""
         with self._lock:
@@ -202,12 +199,9 @@ class KeptConsumers:
                     # Under the lock: `take` cannot hand it out meanwhile.
                     k.consumer.unassign()
                     k.paused, k.idle_since = True, None
-                waits = [
-                    IDLE_S - (now - k.idle_since)
-                    for k in self._kept.values()
-                    if k.idle_since is not None
-                ]
-                self._idle.wait(max(0.05, min(waits)) if waits else IDLE_S)
+                since = [k.idle_since for k in self._kept.values() if k.idle_since is not None]
+                # Until the next one is due; with none, until `give_back` notifies.
+                self._idle.wait(max(0.05, min(since) + IDLE_S - now) if since else None)
 
     def __len__(self) -> int:
         return len(self._kept)
