@@ -36,8 +36,9 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pymysql
 
@@ -526,10 +527,18 @@ def big(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:  # noqa: PL
     return results
 
 
+class _Workload(Protocol):
+    def step(self, conn: Any) -> int: ...
+
+
 def _start_writers(
-    args: argparse.Namespace, servers: dict[str, str], db: dict[str, str], workloads: dict[str, W2]
-) -> tuple[dict[str, int], threading.Event]:
-    """W2 on every source at --w2-rate transactions/s until the returned event is set."""
+    args: argparse.Namespace,
+    servers: dict[str, str],
+    db: dict[str, str],
+    workloads: Mapping[str, _Workload],
+) -> tuple[dict[str, int], threading.Event, list[threading.Thread]]:
+    """A workload (W2, `_ShardRows`) on every source at --w2-rate transactions/s until the
+    returned event is set; the writing threads, to join once it is."""
     written = dict.fromkeys(servers, 0)
     halt = threading.Event()
 
@@ -542,9 +551,12 @@ def _start_writers(
                 next_at += 1 / args.w2_rate
                 time.sleep(max(0.0, next_at - time.monotonic()))
 
-    for s in servers:
-        threading.Thread(target=write, args=(s,), daemon=True, name=f"w2-{s}").start()
-    return written, halt
+    threads = [
+        threading.Thread(target=write, args=(s,), daemon=True, name=f"writer-{s}") for s in servers
+    ]
+    for t in threads:
+        t.start()
+    return written, halt, threads
 
 
 def _two_sources(
@@ -559,14 +571,12 @@ def _two_sources(
         "data": f"bench.{scenario}.{tag}.{{source}}",
         "checkpoints": f"bench.{scenario}.ckpt.{tag}",
         "schemas": f"bench.{scenario}.schemas.{tag}",
-        "control": f"bench.{scenario}.control.{tag}",
     }
     return tag, servers, list(servers), db, topics
 
 
 def stall(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:  # noqa: PLR0915 - one script
     tag, servers, sources, db, topics = _two_sources(args, "stall")
-    del topics["control"]
     workloads = {s: W2(db[s], initial_rows=400, seed=n + 1) for n, s in enumerate(sources)}
     starts = {}
     for s in sources:
@@ -602,7 +612,7 @@ def stall(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:  # noqa: 
     }
     for p in procs.values():
         p.start()
-    written, halt = _start_writers(args, servers, db, workloads)
+    written, halt, _threads = _start_writers(args, servers, db, workloads)
     head, tail = 20.0, 20.0
     print(
         f"stall: W2 at {args.w2_rate}/s on both sources; reader {b} down for {args.stall_s:.0f}s",
@@ -668,27 +678,27 @@ SHARD_DDL = "CREATE TABLE t (id BIGINT PRIMARY KEY, v INT NOT NULL, pad VARCHAR(
 SHARD_ALTER = "ALTER TABLE t ADD COLUMN note VARCHAR(20) NULL"
 
 
-def _shard_writer(
-    args: argparse.Namespace, hostport: str, db: str, odd: int, halt: threading.Event, n: list[int]
-) -> None:
-    """Single-row transactions at --w2-rate/s on one shard: an insert (ids of parity `odd`,
-    so the shards' rows are distinct in the merged table), and every other one an update of
-    an earlier row."""
-    with _connect(hostport, args, db) as conn, conn.cursor() as cur:
-        next_at = time.monotonic()
-        while not halt.is_set():
-            i = n[0]
+class _ShardRows:
+    """The shard scenario's workload on one shard: single-row transactions, an insert (ids of
+    parity `odd`, so the shards' rows are distinct in the merged table) and every other one an
+    update of an earlier row."""
+
+    def __init__(self, odd: int) -> None:
+        self.odd, self.n = odd, 0
+
+    def step(self, conn: Any) -> int:
+        i = self.n
+        with conn.cursor() as cur:
             if i % 2 and i > 2:  # an even i below this one inserted its row
-                cur.execute("UPDATE t SET v = v + 1 WHERE id = %s", (2 * (i // 4 * 2) + odd,))
+                cur.execute("UPDATE t SET v = v + 1 WHERE id = %s", (2 * (i // 4 * 2) + self.odd,))
             else:
                 cur.execute(
                     "INSERT INTO t (id, v, pad) VALUES (%s, %s, REPEAT('p', 150))",
-                    (2 * i + odd, i),
+                    (2 * i + self.odd, i),
                 )
-            conn.commit()
-            n[0] += 1
-            next_at += 1 / args.w2_rate
-            time.sleep(max(0.0, next_at - time.monotonic()))
+        conn.commit()
+        self.n += 1
+        return 1
 
 
 def shard(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:  # noqa: PLR0915 - one script
@@ -696,6 +706,7 @@ def shard(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:  # noqa: 
     ALTERs at once, shard b ``--stall-s`` later, so the job holds shard a's rows behind the
     lock for that long (pessimistic coordination) while both keep writing."""
     tag, servers, sources, db, topics = _two_sources(args, "shard")
+    topics["control"] = f"bench.shard.control.{tag}"
     starts = {}
     for s in sources:
         with _connect(servers[s], args) as conn, conn.cursor() as cur:
@@ -736,18 +747,9 @@ def shard(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:  # noqa: 
     )
     for p in procs.values():
         p.start()
-    halt = threading.Event()
-    counts = {s: [0] for s in sources}
-    writers = [
-        threading.Thread(
-            target=_shard_writer,
-            args=(args, servers[s], db[s], n, halt, counts[s]),
-            daemon=True,
-        )
-        for n, s in enumerate(sources)
-    ]
-    for w in writers:
-        w.start()
+    written, halt, writers = _start_writers(
+        args, servers, db, {s: _ShardRows(n) for n, s in enumerate(sources)}
+    )
     a, b = sources
     head = 20.0
     time.sleep(head)
@@ -765,7 +767,7 @@ def shard(args: argparse.Namespace, ctx: Any) -> list[dict[str, Any]]:  # noqa: 
     for s in sources:
         with _connect(servers[s], args) as conn:
             ends[s][:] = list(binlog_end(conn))
-    print(f"shard: wrote {[c[0] for c in counts.values()]} transactions; catching up", flush=True)
+    print(f"shard: wrote {list(written.values())} transactions; catching up", flush=True)
     done.set()
     results = [out.get(timeout=3600) for _ in sources]
     for r in results:
