@@ -1,5 +1,6 @@
 """The job's PySpark daemon (``spark.python.daemon.module``): PySpark's own, except that a
-forked Python worker whose connection the JVM closed exits without a trace.
+forked Python worker whose connection the JVM closed exits without a trace, and that a reused
+worker collects only the young generations of its garbage between tasks.
 
 A reused worker waits on its socket for the next task; when the job stops (a batch failed,
 or the query ended) the JVM closes that socket, the worker's read ends in `EOFError`, and
@@ -15,6 +16,7 @@ with its line.
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 from pyspark import daemon
@@ -37,6 +39,24 @@ def _worker_until_hung_up(sock: Any, authenticated: bool) -> Any:
 
 
 daemon.worker = _worker_until_hung_up
+
+
+class _YoungGenerations:
+    """`gc` as PySpark's daemon calls it in a reused worker after each task.
+
+    The daemon runs ``gc.collect()``, a full collection, after every task; a worker holds the
+    imported modules (pyarrow, pyspark, the job's), its kept Kafka consumers and their queued
+    messages, so each one traversed all of them again: 18% of the workers' CPU samples in a
+    throughput-mode run (py-spy), ~0.3 s a batch of four tasks. What a task leaves in cycles is
+    young (its garbage, its exceptions' frames) and is found by a collection of the young
+    generations; CPython's own thresholds still run the full ones."""
+
+    @staticmethod
+    def collect() -> int:
+        return gc.collect(1)
+
+
+daemon.gc = _YoungGenerations  # type: ignore[attr-defined,assignment]
 
 if __name__ == "__main__":
     daemon.manager()
