@@ -107,6 +107,14 @@ def sized_rows(max_per_trigger: int, partitions: int, bench: Bench, per_txn: int
     return max(per_txn, rows)
 
 
+def _mode_batch(mode: str) -> int:
+    """The job's batch size in `mode` where none is set (`ApplySettings`)."""
+    from rowbus.spark_apply.settings import ApplySettings
+
+    size = ApplySettings.model_validate({"mode": mode}).max_offsets_per_trigger
+    return size or 50_000
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:8]}"
 
@@ -117,11 +125,12 @@ def unique(prefix: str) -> str:
 class Bench:
     """One benchmark run against the services of a rowbus configuration; unique names."""
 
-    def __init__(self, settings: Any, partitions: int, max_per_trigger: int) -> None:
+    def __init__(self, settings: Any, partitions: int, max_per_trigger: int | None) -> None:
         self.settings = settings
         self.kafka: dict[str, Any] = settings.kafka.client_config()
         self.partitions = partitions
         self.max_per_trigger = max_per_trigger
+        """The job's `max_offsets_per_trigger`; None: its mode's default."""
         self.topics: list[str] = []
         self.master = "local[2]"
         self.mode = "snapshot"
@@ -203,9 +212,13 @@ class Bench:
                 overlap_batches=self.overlap,
                 checkpoint_location=checkpoint,
                 state_database=f"{sink}_state",
-                max_offsets_per_trigger=self.max_per_trigger,
                 spark_conf={"spark.ui.showConsoleProgress": "false"},
                 available_now=available_now,
+                **(
+                    {"max_offsets_per_trigger": self.max_per_trigger}
+                    if self.max_per_trigger
+                    else {}
+                ),
             ),
             kafka=self.kafka,
             sink=s,  # the configured sink whole: its TLS and password settings included
@@ -1051,7 +1064,12 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - argument wiri
         "(sizes the default --rows)",
     )
     parser.add_argument("--partitions", type=int, default=3)
-    parser.add_argument("--max-per-trigger", type=int, default=50_000)
+    parser.add_argument(
+        "--max-per-trigger",
+        type=int,
+        default=None,
+        help="the job's apply.max_offsets_per_trigger (default: each mode's own)",
+    )
     parser.add_argument("--rate", type=int, default=5000, help="upstream rows/s for lag")
     parser.add_argument(
         "--seconds",
@@ -1083,7 +1101,9 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - argument wiri
     warm = args.warm_batches if args.warm_batches is not None else (1 if args.rows else 7)
     bench.warm_batches = max(1, warm)
     bench.steady_batches = max(1, args.steady_batches)
-    rows = args.rows or sized_rows(args.max_per_trigger, args.partitions, bench)
+    # Sized for the mode with the largest batch, so each has its steady batches.
+    per_trigger = args.max_per_trigger or max(_mode_batch(m) for m in modes)
+    rows = args.rows or sized_rows(per_trigger, args.partitions, bench)
     if args.profile:
         import cProfile
 

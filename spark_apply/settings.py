@@ -26,6 +26,9 @@ from rowbus.protocol.topics import CONTROL_TOPIC, DEFAULT_DATA_TOPIC_TEMPLATE, S
 from rowbus.routing.routes import RouteSettings
 from rowbus.spark_apply.exceptions import ApplyError
 
+THROUGHPUT_BATCH = 200_000
+"""`ApplySettings.max_offsets_per_trigger` of throughput mode where none is set."""
+
 
 class ShardDdlSettings(StrictModel):
     """Coordination of DDL on sharded routes (see shard_ddl/README.md)."""
@@ -144,9 +147,13 @@ class ApplySettings(StrictModel):
     kafka_format: Literal["python", "spark"] = "python"
     """python: the confluent-kafka data source; spark: Spark's kafka connector (needs its jar)."""
     max_offsets_per_trigger: int | None = Field(50_000, ge=1)
-    """Records per micro-batch. The driver decodes a whole batch at once, so this bounds its
-    memory (measured, `benchmarks.bounded --only big`: driver peak 616 MB at 200k, 278 MB at
-    50k); at ~0.3 s fixed cost per batch, 50k costs a few percent of throughput."""
+    """Records per micro-batch; unset in throughput mode: 200,000. Snapshot and parallel mode
+    decode a whole batch on the driver, so this bounds its memory (measured, `benchmarks.bounded
+    --only big`: driver peak 616 MB at 200k, 278 MB at 50k). Throughput mode's driver holds no
+    rows (but for a batch it falls back on, a DDL's), and each batch costs its Spark jobs and
+    tasks about a second of CPU whatever its size: 200k against 50k took it from 24.6k to 36.9k
+    rows/s (`benchmarks.apply --mode throughput`, spark_apply README "Batch size in throughput
+    mode")."""
     trigger_interval_s: float = Field(0.0, ge=0)
     """Seconds between micro-batches (0: the next starts as soon as the last is handed on)."""
     overlap_batches: bool = True
@@ -178,6 +185,18 @@ class ApplySettings(StrictModel):
     only). Either way the job's checkpoints live in the MySQL sink's `state_database`."""
     iceberg: IcebergSettings = IcebergSettings()
     """The Iceberg sink's catalog, namespace and table forms (``sink_kind: iceberg``)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _throughput_batch(cls, data: Any) -> Any:
+        """Throughput mode's larger batch where none is set (`max_offsets_per_trigger`)."""
+        if (
+            isinstance(data, dict)
+            and data.get("mode") == "throughput"
+            and "max_offsets_per_trigger" not in data
+        ):
+            return {**data, "max_offsets_per_trigger": THROUGHPUT_BATCH}
+        return data
 
     @model_validator(mode="after")
     def _iceberg_mode(self) -> ApplySettings:
