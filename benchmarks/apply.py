@@ -34,6 +34,7 @@ This tool drives the whole platform, so unlike the job it borrows from the appli
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 import uuid
@@ -727,6 +728,22 @@ def lags_of(commits: list[tuple[float, int]], seen: list[tuple[float, int]]) -> 
     return sorted(lags)
 
 
+def by_thirds(
+    runs: list[tuple[list[tuple[float, int]], list[tuple[float, int]]]],
+) -> tuple[str, bool]:
+    """The median commit-to-visible lag of each third of the run (its commits in commit order,
+    each with what its probe saw), as ``a -> b -> c``, and whether it grows: the last third's
+    median clearly above the first's (half again and half a second), i.e. the job falls behind
+    instead of holding a steady lag."""
+    thirds: list[list[float]] = [[], [], []]
+    for commits, seen in runs:
+        n = len(commits)
+        for j in range(3):
+            thirds[j].extend(lags_of(commits[j * n // 3 : (j + 1) * n // 3], seen))
+    medians = [statistics.median(t) if t else 0.0 for t in thirds]
+    return " -> ".join(f"{m:.3f}s" for m in medians), medians[2] > medians[0] * 1.5 + 0.5
+
+
 def bench_lag(bench: Bench, source_index: int, rate: int, seconds: float, workdir: str) -> None:
     """A real reader, the running job, W1 at `rate` rows/s: commit-to-visible lag."""
     import signal
@@ -783,10 +800,12 @@ def bench_lag(bench: Bench, source_index: int, rate: int, seconds: float, workdi
         return lags[min(len(lags) - 1, int(q * len(lags)))]
 
     total = len(commits) * w1.rows_per_txn
+    trend, grows = by_thirds([(commits, probe.seen)])
     print(
-        f"lag: {total} rows at {total / written:,.0f} rows/s offered ({rate} asked) for "
-        f"{written:.0f}s, {len(lags)}/{len(commits)} transactions visible: commit-to-visible "
-        f"p50 {pct(0.5):.3f}s p99 {pct(0.99):.3f}s max {lags[-1]:.3f}s"
+        f"lag [{bench.master}, {bench.mode}]: {total} rows at {total / written:,.0f} rows/s "
+        f"offered ({rate} asked) for {written:.0f}s, {len(lags)}/{len(commits)} transactions "
+        f"visible: commit-to-visible p50 {pct(0.5):.3f}s p99 {pct(0.99):.3f}s max "
+        f"{lags[-1]:.3f}s; median by thirds {trend}: {'GROWING' if grows else 'not growing'}"
     )
 
 
@@ -800,7 +819,6 @@ def bench_lag_w2(  # noqa: PLR0915 - one scenario, read top to bottom
     to tell whether lag grows."""
     import os
     import signal
-    import statistics
 
     from rowbus.spark_apply.job import spark_session, start_query
     from rowbus.workloads import W2, W2_DDL
@@ -899,17 +917,9 @@ def bench_lag_w2(  # noqa: PLR0915 - one scenario, read top to bottom
         for r in readers:
             r.send_signal(signal.SIGTERM)
             r.wait(30)
-    lags: list[float] = []
-    thirds: list[list[float]] = [[], [], []]
-    for p, commits in zip(probes, results, strict=True):
-        mine = lags_of(commits, p.seen)
-        lags.extend(mine)
-        # lags_of sorts; recompute per third in commit order for the trend
-        n = len(commits)
-        for j in range(3):
-            part = commits[j * n // 3 : (j + 1) * n // 3]
-            thirds[j].extend(lags_of(part, p.seen))
-    lags.sort()
+    lags = sorted(
+        x for p, commits in zip(probes, results, strict=True) for x in lags_of(commits, p.seen)
+    )
     if not lags:
         print(f"lag2 at {rate}/s: nothing became visible")
         return
@@ -917,11 +927,9 @@ def bench_lag_w2(  # noqa: PLR0915 - one scenario, read top to bottom
     def pct(q: float) -> float:
         return lags[min(len(lags) - 1, int(q * len(lags)))]
 
-    medians = [statistics.median(t) if t else 0.0 for t in thirds]
-    trend = " -> ".join(f"{m:.3f}s" for m in medians)
-    # Growing: the last third's median is clearly above the first's (half a second and half
-    # again), i.e. the job falls behind instead of holding a steady lag.
-    grows = medians[2] > medians[0] * 1.5 + 0.5
+    trend, grows = by_thirds(
+        [(commits, p.seen) for p, commits in zip(probes, results, strict=True)]
+    )
     print(
         f"lag2 [{bench.master}, {bench.mode}] W2 x2 sources x{writers} writers: {rate} row "
         f"changes/s asked, {sum(offered):,.0f}/s offered for {seconds:.0f}s; {len(lags)} "
@@ -936,8 +944,6 @@ def print_progress(part: str, progress: list[Any]) -> None:
     """Structured Streaming's own timings per micro-batch (the query's progress): the first
     batch, and the median of the others, split into the foreachBatch (`addBatch`: collect,
     decode, plan, write) and the fixed rest (offsets, planning, offset and commit logs)."""
-    import statistics
-
     rows = []
     parts: dict[str, list[int]] = {}
     for prog in progress:
