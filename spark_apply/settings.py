@@ -13,7 +13,7 @@ from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from rowbus.clients import kafka
 from rowbus.clients.settings import (
@@ -147,10 +147,11 @@ class ApplySettings(StrictModel):
     kafka_format: Literal["python", "spark"] = "python"
     """python: the confluent-kafka data source; spark: Spark's kafka connector (needs its jar)."""
     max_offsets_per_trigger: int | None = Field(50_000, ge=1)
-    """Records per micro-batch; unset in throughput mode: 200,000. Snapshot and parallel mode
-    decode a whole batch on the driver, so this bounds its memory (measured, `benchmarks.bounded
-    --only big`: driver peak 616 MB at 200k, 278 MB at 50k). Throughput mode's driver holds no
-    rows (but for a batch it falls back on, a DDL's), and each batch costs its Spark jobs and
+    """Records per micro-batch; unset in throughput mode without a sharded route: 200,000.
+    Snapshot and parallel mode decode a whole batch on the driver, so this bounds its memory
+    (measured, `benchmarks.bounded --only big`: driver peak 616 MB at 200k, 278 MB at 50k).
+    Throughput mode's driver holds no rows (but for a batch it falls back on, a DDL's, and
+    every batch of a job with a sharded route), and each batch costs its Spark jobs and
     tasks about a second of CPU whatever its size: 200k against 50k took it from 24.6k to 36.9k
     rows/s (`benchmarks.apply --mode throughput`, spark_apply README "Batch size in throughput
     mode")."""
@@ -189,11 +190,15 @@ class ApplySettings(StrictModel):
     @model_validator(mode="before")
     @classmethod
     def _throughput_batch(cls, data: Any) -> Any:
-        """Throughput mode's larger batch where none is set (`max_offsets_per_trigger`)."""
+        """Throughput mode's larger batch where none is set (`max_offsets_per_trigger`), unless
+        a route is sharded: shard-DDL coordination sends every batch to the driver's path
+        (`owned.apply_owned`), whose memory the smaller batch bounds. Written into the
+        settings, so the job reads it back from the JSON its shell hands it."""
         if (
             isinstance(data, dict)
             and data.get("mode") == "throughput"
             and "max_offsets_per_trigger" not in data
+            and not any(_sharded(route) for route in data.get("routes") or ())
         ):
             return {**data, "max_offsets_per_trigger": THROUGHPUT_BATCH}
         return data
@@ -206,6 +211,17 @@ class ApplySettings(StrictModel):
                 f"{self.mode}): set apply.mode: snapshot"
             )
         return self
+
+
+def _sharded(route: Any) -> bool:
+    """Whether a route as given (settings or their mapping) is sharded; one that does not
+    validate is not, and is refused with its own message when the routes are validated."""
+    if isinstance(route, RouteSettings):
+        return route.sharded
+    try:
+        return RouteSettings.model_validate(route).sharded
+    except ValidationError:
+        return False
 
 
 SinkConnection = MySQLConnection

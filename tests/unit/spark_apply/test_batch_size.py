@@ -1,11 +1,13 @@
 """Throughput mode's batch is larger where `max_offsets_per_trigger` is not set: its driver holds
-no rows, and each batch costs its Spark jobs a fixed ~0.6 s of CPU (spark_apply README "Batch
-size in throughput mode"); a value the user set, null (no limit) included, is kept."""
+no rows, and each batch costs its Spark jobs and tasks about a second of CPU (spark_apply README
+"Batch size in throughput mode"); a value the user set, null (no limit) included, is kept, and
+a sharded route (every batch on the driver's path) keeps the driver's batch."""
 
 from __future__ import annotations
 
 import pytest
 
+from rowbus.routing.routes import RouteSettings
 from rowbus.spark_apply.settings import THROUGHPUT_BATCH, ApplySettings, JobConfig
 
 
@@ -30,3 +32,12 @@ def test_the_job_reads_back_the_size_its_shell_decided() -> None:
     assert again.apply.max_offsets_per_trigger == THROUGHPUT_BATCH
     explicit = JobConfig(apply=ApplySettings(mode="throughput", max_offsets_per_trigger=None))
     assert JobConfig.model_validate_json(explicit.model_dump_json()).apply == explicit.apply
+
+
+def test_a_sharded_route_keeps_the_drivers_batch_in_throughput_mode() -> None:
+    sharded = RouteSettings(match="shop_*.orders", target="shop.orders", sharded=True)
+    a = ApplySettings.model_validate({"mode": "throughput", "routes": [sharded]})
+    assert a.max_offsets_per_trigger == 50_000
+    plain = RouteSettings(match="shop.*", target="copy.{table}")
+    a = ApplySettings.model_validate({"mode": "throughput", "routes": [plain]})
+    assert a.max_offsets_per_trigger == THROUGHPUT_BATCH
