@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.batch_cpu import BatchCpu, Window
-from benchmarks.cpu import KINDS, CpuSample, per_row
+from benchmarks.cpu import KINDS, CpuSample, cores, per_row
 from benchmarks.workloads import w1_table, w1_transactions
 from rowbus.clients import kafka as clients_kafka
 from rowbus.clients import mysql
@@ -224,6 +224,13 @@ class Bench:
             kafka=self.kafka,
             sink=s,  # the configured sink whole: its TLS and password settings included
         )
+
+    def cpu_ports(self, *sources: Any) -> tuple[int, int, tuple[int, ...]]:
+        """`CpuSample.take`'s ports: the sink's, the broker's (the first bootstrap server) and
+        those of the source servers `sources`."""
+        hostport = str(self.kafka["bootstrap.servers"]).split(",")[0]
+        sink = int(self.settings.resolved_sink.port)
+        return sink, int(hostport.rsplit(":", 1)[1]), tuple(int(s.port) for s in sources)
 
     def cleanup(self) -> None:
 
@@ -440,9 +447,12 @@ def bench_apply(
     if master != bench.master:
         master = f"{master}, asked {bench.master}"
     applier = make_applier(bench, config)
-    hostport = str(bench.kafka["bootstrap.servers"]).split(",")[0]
-    ports = (int(bench.settings.resolved_sink.port), int(hostport.rsplit(":", 1)[1]))
-    cpu = BatchCpu(lambda: bench.connect(bench.settings.resolved_sink), f"{sink_db}_state", ports)
+    sink_port, kafka_port, _ = bench.cpu_ports()
+    cpu = BatchCpu(
+        lambda: bench.connect(bench.settings.resolved_sink),
+        f"{sink_db}_state",
+        (sink_port, kafka_port),
+    )
     try:
         query = start_query(spark, config, applier)
         cpu.start()
@@ -744,7 +754,9 @@ def by_thirds(
     return " -> ".join(f"{m:.3f}s" for m in medians), medians[2] > medians[0] * 1.5 + 0.5
 
 
-def bench_lag(bench: Bench, source_index: int, rate: int, seconds: float, workdir: str) -> None:
+def bench_lag(  # noqa: PLR0915 - one scenario, read top to bottom
+    bench: Bench, source_index: int, rate: int, seconds: float, workdir: str
+) -> None:
     """A real reader, the running job, W1 at `rate` rows/s: commit-to-visible lag."""
     import signal
 
@@ -769,6 +781,7 @@ def bench_lag(bench: Bench, source_index: int, rate: int, seconds: float, workdi
     applier = make_applier(bench, config)
     query = start_query(spark, config, applier)
     probe = Visibility(bench.connect(bench.settings.resolved_sink), f"`{sink_db}`.w1")
+    ports = bench.cpu_ports(server)
     try:
         with bench.connect(server, autocommit=False) as up:
             deadline = time.monotonic() + 180
@@ -780,7 +793,9 @@ def bench_lag(bench: Bench, source_index: int, rate: int, seconds: float, workdi
             while probe.now() < w1.next_key - 1:
                 time.sleep(0.1)
             probe.start()
+            before = CpuSample.take(*ports)
             commits, written = write_at_rate(up, w1, rate, seconds)
+            spent = CpuSample.take(*ports).minus(before)
         limit = time.monotonic() + 120
         while probe.seen[-1][1] < commits[-1][1] and time.monotonic() < limit:
             time.sleep(0.1)
@@ -801,6 +816,8 @@ def bench_lag(bench: Bench, source_index: int, rate: int, seconds: float, workdi
 
     total = len(commits) * w1.rows_per_txn
     trend, grows = by_thirds([(commits, probe.seen)])
+    # The driver's Python is this process: it also runs the writer.
+    print(cores("lag (driver Python: the job's driver and the writer)", spent, written))
     print(
         f"lag [{bench.master}, {bench.mode}]: {total} rows at {total / written:,.0f} rows/s "
         f"offered ({rate} asked) for {written:.0f}s, {len(lags)}/{len(commits)} transactions "
@@ -898,10 +915,13 @@ def bench_lag_w2(  # noqa: PLR0915 - one scenario, read top to bottom
                 offered[i] = k / (time.monotonic() - t0)
 
         threads = [threading.Thread(target=write, args=(i,)) for i in range(len(loads))]
+        ports, started = bench.cpu_ports(*servers), time.monotonic()
+        before = CpuSample.take(*ports)
         for t in threads:
             t.start()
         for t in threads:
             t.join(seconds + 120)
+        spent, wrote_for = CpuSample.take(*ports).minus(before), time.monotonic() - started
         limit = time.monotonic() + 180
         for p, commits in zip(probes, results, strict=True):
             while commits and p.seen[-1][1] < commits[-1][1] and time.monotonic() < limit:
@@ -930,6 +950,8 @@ def bench_lag_w2(  # noqa: PLR0915 - one scenario, read top to bottom
     trend, grows = by_thirds(
         [(commits, p.seen) for p, commits in zip(probes, results, strict=True)]
     )
+    # The driver's Python is this process: it also runs the writers.
+    print(cores("lag2 (driver Python: the job's driver and the writers)", spent, wrote_for))
     print(
         f"lag2 [{bench.master}, {bench.mode}] W2 x2 sources x{writers} writers: {rate} row "
         f"changes/s asked, {sum(offered):,.0f}/s offered for {seconds:.0f}s; {len(lags)} "

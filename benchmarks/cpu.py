@@ -5,8 +5,10 @@ Python: the benchmark runs the job in process), of every descendant (the Spark J
 JVM's Python workers and their children), of the sink server (a ``mariadbd``/``mysqld`` whose
 command line names ``--port=<sink port>``) and of the broker (a process naming the Kafka
 port), and of a throttling sink proxy (``python -m tests.faults.proxy``, a child of the
-benchmark: counted as "sink proxy", not as a Python worker). Two samples subtract;
-`per_row` prints ``cpu per row: <process> <µs>``.
+benchmark: counted as "sink proxy", not as a Python worker). With source ports, the source
+servers and a reader the benchmark started (``rowbus … reader run``) count too, as "source" and
+"reader" (`OTHERS`). Two samples subtract; `per_row` prints ``cpu per row: <process> <µs>``,
+`cores` the cores each kind used over a window.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from pathlib import Path
 
 _TICK = os.sysconf("SC_CLK_TCK")
 KINDS = ("driver Python", "JVM", "Python workers", "sink", "broker", "sink proxy")
+OTHERS = ("reader", "source")
+"""Processes around the job that a run with a real reader has: not the job's, not per row."""
 PLANNING = "of the Python workers, Spark's calls of the Python data source"
 """The Python workers that are not task workers (``pyspark.daemon pyspark.worker``): those
 Spark starts to plan the streaming source's reads (``pyspark.sql.worker.*``, the streaming
@@ -56,7 +60,7 @@ class CpuSample:
     ~7 µs a row that way)."""
 
     @staticmethod
-    def take(sink_port: int, kafka_port: int) -> CpuSample:
+    def take(sink_port: int, kafka_port: int, source_ports: tuple[int, ...] = ()) -> CpuSample:
         me = os.getpid()
         parents: dict[int, int] = {}
         cpu: dict[int, float] = {}
@@ -78,12 +82,16 @@ class CpuSample:
                 ancestor, hops = parents.get(ancestor, 0), hops + 1
             cmd = _cmdline(pid)
             # The services first: a benchmark that started the local stack is their parent.
-            if f"--port={sink_port}" in cmd and ("mariadbd" in cmd or "mysqld" in cmd):
+            if _server_on(cmd, sink_port):
                 processes[pid] = (("sink",), spent)
             elif f"--kafka-port {kafka_port}" in cmd or f"port={kafka_port}" in cmd:
                 processes[pid] = (("broker",), spent)
+            elif any(_server_on(cmd, port) for port in source_ports):
+                processes[pid] = (("source",), spent)
             elif ancestor == me and "tests.faults.proxy" in cmd:
                 processes[pid] = (("sink proxy",), spent)
+            elif ancestor == me and " reader run" in cmd:
+                processes[pid] = (("reader",), spent)
             elif ancestor == me and "zookeeper" not in cmd.lower():
                 program = cmd.split(" ")[0]
                 if "java" in program:
@@ -109,8 +117,13 @@ class CpuSample:
         return CpuSample(_by_kind(delta.values()), delta)
 
 
+def _server_on(cmd: str, port: int) -> bool:
+    """Whether `cmd` is a MariaDB/MySQL server listening on `port`."""
+    return f"--port={port}" in cmd and ("mariadbd" in cmd or "mysqld" in cmd)
+
+
 def _by_kind(processes: Iterable[tuple[tuple[str, ...], float]]) -> dict[str, float]:
-    out = dict.fromkeys((*KINDS, PLANNING), 0.0)
+    out = dict.fromkeys((*KINDS, PLANNING, *OTHERS), 0.0)
     for kinds, spent in processes:
         for kind in kinds:
             out[kind] += spent
@@ -133,3 +146,15 @@ def per_row(label: str, spent: CpuSample, rows: int) -> str:
     job = sum(spent.seconds[k] for k in ("driver Python", "JVM", "Python workers"))
     lines.append(f"{label} cpu per row: job processes together {job / rows * 1e6:.1f} µs")
     return "\n".join(lines)
+
+
+def cores(label: str, spent: CpuSample, seconds: float) -> str:
+    """One line: the cores each kind of process used over a window of `seconds`, and all of
+    them together against the machine's (what shows a rate the machine could not offer)."""
+    kinds = [k for k in (*KINDS, *OTHERS) if spent.seconds.get(k, 0.0) > 0]
+    used = sum(spent.seconds[k] for k in kinds)
+    return (
+        f"{label} cores used over {seconds:.0f}s: "
+        + ", ".join(f"{k} {spent.seconds[k] / seconds:.2f}" for k in kinds)
+        + f"; together {used / seconds:.2f} of {os.cpu_count()}"
+    )
