@@ -606,10 +606,21 @@ def _from_spark_kafka(df: Any) -> Any:
     )
 
 
+SHARDED_THROUGHPUT = (
+    "apply.mode is throughput but a route is sharded: shard-DDL coordination has every batch "
+    "planned by the driver (snapshot mode's path, counted in driver_fallbacks_total), so the "
+    "executors write nothing of their own; set apply.mode: snapshot for this job, or keep "
+    "sharded routes in a job of their own"
+)
+"""Logged once as such a job starts: throughput mode's own path never runs for it."""
+
+
 def shard_ddl_hook(config: JobConfig) -> ShardDdlHook | None:
     """The shard-DDL coordinator hook, when a route is sharded; None otherwise."""
     if not any(route.sharded for route in config.apply.routes):
         return None
+    if config.apply.mode == "throughput":
+        log.warning(SHARDED_THROUGHPUT)
     settings = config.apply.shard_ddl
     if not config.shard_tables:
         raise ApplyError(
