@@ -447,11 +447,8 @@ def bench_apply(
     if master != bench.master:
         master = f"{master}, asked {bench.master}"
     applier = make_applier(bench, config)
-    sink_port, kafka_port, _ = bench.cpu_ports()
     cpu = BatchCpu(
-        lambda: bench.connect(bench.settings.resolved_sink),
-        f"{sink_db}_state",
-        (sink_port, kafka_port),
+        lambda: bench.connect(bench.settings.resolved_sink), f"{sink_db}_state", bench.cpu_ports()
     )
     try:
         query = start_query(spark, config, applier)

@@ -52,7 +52,9 @@ class Window:
 class BatchCpu:
     """Samples at every batch end; `stop` after the query ended; `windows` answers."""
 
-    def __init__(self, connect: Any, state_db: str, ports: tuple[int, int]) -> None:
+    def __init__(
+        self, connect: Any, state_db: str, ports: tuple[int, int, tuple[int, ...]]
+    ) -> None:
         self.connect, self.state_db, self.ports = connect, state_db, ports
         self.ends: list[BatchEnd] = []
         self._stop = threading.Event()
