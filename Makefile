@@ -28,8 +28,12 @@ lint: setup
 unit: setup
 	$(BIN)/pytest tests/unit -q
 
+# Two pytest-xdist workers, each on its own stack (tests/conftest.py): one ran the suite with
+# ~1.15 of the 2 cores busy (the rest waiting on services, JVM starts, Kafka). A file's tests
+# stay on one worker, so its module fixtures are made once.
+TEST_WORKERS ?= 2
 test: lint
-	$(BIN)/pytest -q -ra --durations=15
+	$(BIN)/pytest -q -ra --durations=15 -n $(TEST_WORKERS) --dist loadfile
 
 # The native extensions under ASan+UBSan (.fuzz/build): their unit suites, then a long fuzz
 # run of each (benchmarks/fuzz/__init__.py). `make test` runs a short fuzz run (tests/fuzz).

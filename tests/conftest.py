@@ -19,10 +19,26 @@ import pymysql
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from rowbus.config import MySQLSettings, Settings
-from rowbus.waiting import wait_for
-from tests import proclogs, spark_cds, termination
-from tests.services import session_services
+
+def _worker_port_offset() -> None:
+    """A pytest-xdist worker (`make test` runs two) gets its own stack: the run's port offset
+    plus 100 per worker, set before any module reads it (tests.services, the TLS server's port,
+    rowbus.testing.spark_cluster), so its services, state folder and standalone cluster are its
+    own and its subprocesses inherit it. Sharing one stack would need its start and stop
+    coordinated between the workers; two stacks cost ~1 GB more memory."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw") and "ROWBUS_TEST_WORKER_OFFSET" not in os.environ:
+        base = int(os.environ.get("ROWBUS_TEST_PORT_OFFSET", "0"))
+        offset = base + 100 * (int(worker[2:]) + 1)
+        os.environ["ROWBUS_TEST_WORKER_OFFSET"] = os.environ["ROWBUS_TEST_PORT_OFFSET"] = str(offset)
+
+
+_worker_port_offset()
+
+from rowbus.config import MySQLSettings, Settings  # noqa: E402 - after the worker's offset
+from rowbus.waiting import wait_for  # noqa: E402
+from tests import proclogs, spark_cds, termination  # noqa: E402
+from tests.services import session_services  # noqa: E402
 
 # Hypothesis measures each example against a wall-clock deadline (200 ms) and a "too slow" health
 # check. On CI's shared 2-core machine those measure the machine's load, not the code (a

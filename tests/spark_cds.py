@@ -18,6 +18,7 @@ changes. What a test checks is the same code: only where the JVM finds Spark's c
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import importlib.util
 import logging
@@ -96,6 +97,22 @@ class Archive:
             return
         folder = self._folder
         archive = folder / f"spark-{key}.jsa"
+        folder.mkdir(parents=True, exist_ok=True)
+        with (folder / ".making").open("w") as making:
+            # One process of a run makes it (the two pytest-xdist workers start together);
+            # the other waits for it, as the tests before it is ready run without it.
+            while not self._closed.is_set():
+                try:
+                    fcntl.flock(making, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    self._closed.wait(0.5)
+            else:
+                return
+            self._make_locked(archive, key)
+
+    def _make_locked(self, archive: Path, key: str) -> None:
+        folder = self._folder
         if not archive.exists():
             started = time.monotonic()
             if not self._dump(folder / f".spark-{key}.{os.getpid()}.jsa", archive):
