@@ -33,10 +33,10 @@ from rowbus.spark_apply.release import (
 )
 from rowbus.spark_apply.rendered import Wire
 from rowbus.spark_apply.throughput import (
-    KEYED_SCHEMA,
-    RELEASED_SCHEMA,
     REREAD_LIMIT,
+    SUMMARY,
     KeyContext,
+    LaneRelease,
     ReadRange,
     Summary,
     WriteContext,
@@ -56,7 +56,6 @@ log = logging.getLogger(__name__)
 def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:  # noqa: PLR0915 - the steps in order
     """Apply micro-batch `batch_id` in throughput mode (see the module docstring)."""
     from pyspark import StorageLevel
-    from pyspark.sql import functions as sf
 
     started = time.perf_counter()
     a, sink = applier.config.apply, applier.mysql_sink
@@ -99,13 +98,13 @@ def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:  # noqa:
         _fallback(applier, df, batch_id, started)
         return
     keyed = (
-        spark.range(0, len(reads), 1, len(reads))
-        .mapInArrow(read_and_key(ctx, applier.config.kafka, reads), KEYED_SCHEMA)
+        spark.sparkContext.parallelize(range(len(reads)), len(reads))
+        .mapPartitionsWithIndex(read_and_key(ctx, applier.config.kafka, reads))
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     try:
-        texts = keyed.where(sf.col("summary").isNotNull()).select("summary").collect()
-        summary = Summary.of(r[0] for r in texts)
+        texts = keyed.filter(_is_summary).values().collect()
+        summary = Summary.of(t.decode() for t in texts)
         applier.metrics.records_in += summary.records
         applier.metrics.bytes_in += summary.bytes
         keyed_at = time.perf_counter()
@@ -122,7 +121,7 @@ def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:  # noqa:
         if isinstance(b, str):
             reason, b = b, None
         state: PlannerState | None = None
-        rows = keyed.where(sf.col("summary").isNull())
+        rows = keyed.filter(_is_bundle)
         if b is not None:
             # The tails answer in the usual case; a mark before one asks the JVM.
             released = released_by_tails(summary.tails, b.mark, summary.ends)
@@ -139,15 +138,14 @@ def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:  # noqa:
         tasks = sink.batch_tasks(batch_id, a.parallelism)
         wctx = _write_context(applier, batch_id, state, b.mark, folds, keys)
         results = (
-            # Bucket -1 holds the rows no route takes; each bucket's bundles go to one task,
-            # which writes their rows at or below the mark.
-            rows.where(sf.col("bucket") >= 0)
-            .select("bucket", "rows", "summary")
-            .repartition(tasks, "bucket")
-            .mapInArrow(write_owned(wctx), "task INT, rows BIGINT")
+            # Bucket -1 holds the rows no route takes; each bucket's bundles go to one task
+            # (the bucket modulo the task count), which writes their rows at or below the mark.
+            rows.filter(_is_routed)
+            .partitionBy(tasks, _bucket_task)
+            .mapPartitionsWithIndex(write_owned(wctx))
             .collect()
         )
-        written = sum(int(r["rows"]) for r in results)
+        written = sum(int(n) for _task, n in results)
         wrote_at = time.perf_counter()
         sink.commit_owned(batch_id, state, written)
     finally:
@@ -245,21 +243,43 @@ def read_plan(
 def _released(rows: Any, b: Bound, summary: Summary) -> Released:
     """One aggregate over the cached keyed rows: per lane the last key and the highest ts
     released, and the first held offset (each task's bundles reduced in Python,
-    `throughput.released_by_lane`, then per lane in the JVM)."""
-    from pyspark.sql import functions as sf
+    `throughput.released_by_lane`, then per lane here: a row per task and lane)."""
+    lanes: dict[tuple[str, int, str], LaneRelease] = {}
+    for got in rows.mapPartitions(released_by_lane(b.mark)).collect():
+        was = lanes.get(got[:3])
+        lanes[got[:3]] = got if was is None else (
+            *got[:3], _pick(max, got[3], was[3]), _pick(max, got[4], was[4]),
+            _pick(min, got[5], was[5]),
+        )  # fmt: skip
+    first_held: dict[tuple[str, int], int] = {}
+    for topic, partition, _source, _last, _top, held in lanes.values():
+        if held is not None:
+            tp = (topic, partition)
+            first_held[tp] = min(first_held.get(tp, held), int(held))
+    return Released(released_of(lanes.values()), first_held, summary.ends)
 
-    agg = (
-        rows.mapInArrow(released_by_lane(b.mark), RELEASED_SCHEMA)
-        .groupBy("topic", "partition", "source")
-        .agg(sf.max("last").alias("last"), sf.max("top").alias("top"), sf.min("held").alias("held"))
-        .collect()
-    )
-    held: dict[tuple[str, int], int] = {}
-    for r in agg:
-        if r["held"] is not None:
-            tp = (r["topic"], r["partition"])
-            held[tp] = min(held.get(tp, r["held"]), int(r["held"]))
-    return Released(released_of(agg), held, summary.ends)
+
+def _pick(f: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
+    """`f` of two values of which either may be None (none: the other)."""
+    return b if a is None else a if b is None else f(a, b)
+
+
+def _is_summary(pair: tuple[int, bytes]) -> bool:
+    return pair[0] == SUMMARY
+
+
+def _is_bundle(pair: tuple[int, bytes]) -> bool:
+    return pair[0] != SUMMARY
+
+
+def _is_routed(pair: tuple[int, bytes]) -> bool:
+    return pair[0] >= 0
+
+
+def _bucket_task(bucket: int) -> int:
+    """`partitionBy`'s function: Spark takes it modulo the task count, so bucket b goes to
+    task b % tasks in every attempt and replay (Python's hash of an int is not salted)."""
+    return bucket
 
 
 def _folds(applier: BatchApplier) -> dict[Target, dict[str, Fold]]:

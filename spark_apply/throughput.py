@@ -14,15 +14,19 @@ Per micro-batch (`owned.apply_owned`, called by `job.BatchApplier` in ``mode: th
    a key-moving update as two halves, one per key) and a sortable order key; the kept rows
    leave the worker as one Arrow IPC stream per owner bucket (`_Bundler`), so the JVM (cache,
    shuffle) moves a few large values instead of a row each. Each task ends
-   with one summary row per lane (`release.LanePiece`) and the reasons the merger must plan
-   the batch instead.
+   with its summary (`release.LanePiece` per lane) and the reasons the merger must plan
+   the batch instead. The stages are RDDs of (bucket, bytes) pairs, not DataFrames: the JVM
+   keeps and shuffles the bundles as opaque bytes, without turning Arrow into its rows and a
+   columnar cache and back (~0.16 s a batch and ~40% of the JVM's cost a byte less,
+   spark_apply/README.md, "RDD stages").
 2. **Bound** (driver, `release.bound`): the lane watermarks and the release mark from the
    summaries; then per lane the last key released and per partition the first held offset
    (`release.Released`) from the tasks' tails (`release.released_by_tails`: the last runs of
    equal ts of each piece), or, when the mark falls before a tail, from one aggregate over
    the cached bundles (`released_by_lane`).
-3. **Write** (executors, `write_owned`): the bundles repartitioned by owner bucket into the
-   batch's task count (stored in the sink before any task writes: `MySQLSink.batch_tasks`);
+3. **Write** (executors, `write_owned`): the bundles partitioned by owner bucket (the bucket
+   modulo the batch's task count, stored in the sink before any task writes:
+   `MySQLSink.batch_tasks`);
    each task keeps the rows at or below the mark (`released`), sorts them by (ts, source,
    order key) — the merger's release order restricted to them — and collapses them over
    Arrow (`arrow_collapse`, no Python object per row), or where collapse has more to do
@@ -78,12 +82,13 @@ BUNDLE_SCHEMA = (
 delete of a key-moving update, 2 its new key's upsert; `row`: what the write task needs of the
 rendered text, `_compact`; `okey`: `release.okey`)."""
 WRITE_COLUMNS = tuple(name.split()[0] for name in BUNDLE_SCHEMA.split(","))
-KEYED_SCHEMA = "bucket INT, rows BINARY, summary STRING"
-"""`read_and_key`'s output: per owner bucket (`bucket_of`) one Arrow IPC stream of
-`BUNDLE_SCHEMA` rows (bucket -1: rows no route takes, which only the release reads), and per
-task one row with `summary` only. Rows cross the JVM (the cache, the shuffle by owner) as a
+Keyed = tuple[int, bytes]
+"""An element of `read_and_key`'s RDD: (owner bucket, one Arrow IPC stream of `BUNDLE_SCHEMA`
+rows), bucket -1 for rows no route takes (which only the release reads), and per task one
+(`SUMMARY`, its summary as JSON). Rows cross the JVM (the cache, the shuffle by owner) as a
 few large values instead of one JVM row each, whose conversions, cache and shuffle were most
 of the JVM's CPU per row (spark_apply/README.md, "Fourth step")."""
+UNROUTED, SUMMARY = -1, -2
 BUCKETS = 128
 """Owner buckets: a key's rows share its owner's bucket, so a bucket's rows go to one write
 task (Spark's hash of the bucket modulo the task count) and ownership is kept; 128 spreads
@@ -122,31 +127,27 @@ class _NotInSinkError(Exception):
 
 def read_and_key(
     ctx: KeyContext, kafka: dict[str, Any], groups: list[list[ReadRange]]
-) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """The `mapInArrow` function of stage 1 over ``spark.range(len(groups))`` (one id per
-    task): task i reads ``groups[i]`` from Kafka itself (`source.read_range`, the rendered
-    text made natively) and keys each record in the same worker, so a row's text enters the
-    JVM once, keyed (`KEYED_SCHEMA` out, the task's summary row last)."""
+) -> Callable[[int, Iterator[Any]], Iterator[Keyed]]:
+    """The `mapPartitionsWithIndex` function of stage 1 over one partition per task: task i
+    reads ``groups[i]`` from Kafka itself (`source.read_range`, the rendered text made
+    natively) and keys each record in the same worker, so a row's text enters the JVM once,
+    keyed (`Keyed` pairs out, the task's summary last)."""
 
-    def run(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-
+    def run(task: int, _ids: Iterator[Any]) -> Iterator[Keyed]:
         from rowbus.spark_apply.gc_pause import collector_paused
         from rowbus.spark_apply.source import KafkaRange, read_range
 
         keyer = _Keyer(ctx)
         bundler = _Bundler()
         with collector_paused():
-            for batch in batches:
-                for task in batch.column(0).to_pylist():
-                    for topic, partition, start, end, fresh in groups[task]:
-                        for cols in read_range(kafka, KafkaRange(topic, partition, start, end)):
-                            out = keyer.key(cols, fresh)
-                            if out["topic"] and bundler.add(out) >= _FLUSH_ROWS:
-                                yield bundler.flush()
+            for topic, partition, start, end, fresh in groups[task]:
+                for cols in read_range(kafka, KafkaRange(topic, partition, start, end)):
+                    out = keyer.key(cols, fresh)
+                    if out["topic"] and bundler.add(out) >= _FLUSH_ROWS:
+                        yield from bundler.flush()
             if bundler.rows:
-                yield bundler.flush()
-        yield pa.RecordBatch.from_pydict(keyer.summary_row(), schema=_arrow(KEYED_SCHEMA))
+                yield from bundler.flush()
+        yield SUMMARY, keyer.summary().encode()
 
     return run
 
@@ -311,8 +312,8 @@ class _Keyer:
                 ]
         return [(target, owner(target, new, folds), whole, WHOLE)]
 
-    def summary_row(self) -> dict[str, list[Any]]:
-        """The task's last output row: its summary (`Summary.of` reads it) and nulls."""
+    def summary(self) -> str:
+        """The task's summary as JSON (`Summary.of` reads it)."""
         summary = {
             "pieces": [dataclasses.astuple(p) for p in self.pieces.values()],
             "tails": [
@@ -323,7 +324,7 @@ class _Keyer:
             "ends": [[t, p, e] for (t, p), e in self.ends.items()],
             "read": [self.records, self.bytes],
         }
-        return {"bucket": [None], "rows": [None], "summary": [json.dumps(summary)]}
+        return json.dumps(summary)
 
 
 _DELETE_NAME, _UPDATE_NAME = Op.DELETE.value, Op.UPDATE.value
@@ -372,8 +373,8 @@ class _Bundler:
         self.rows += len(cols["bucket"])
         return self.rows
 
-    def flush(self) -> Any:
-        """The held rows as `KEYED_SCHEMA` rows, one per bucket (rows in their read order)."""
+    def flush(self) -> list[Keyed]:
+        """The held rows as one `Keyed` pair per bucket (rows in their read order)."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -383,19 +384,16 @@ class _Bundler:
         ordered = table.take(pc.sort_indices(table, [("bucket", "ascending")]))
         counts = pc.value_counts(ordered.column("bucket")).to_pylist()
         rows = ordered.drop_columns(["bucket"])
-        buckets, blobs, at = [], [], 0
+        out: list[Keyed] = []
+        at = 0
         for entry in counts:
             n = entry["counts"]
             sink = pa.BufferOutputStream()
             with pa.ipc.new_stream(sink, rows.schema) as writer:
                 writer.write_table(rows.slice(at, n))
-            buckets.append(entry["values"])
-            blobs.append(sink.getvalue().to_pybytes())
+            out.append((entry["values"], sink.getvalue().to_pybytes()))
             at += n
-        return pa.RecordBatch.from_pydict(
-            {"bucket": buckets, "rows": blobs, "summary": [None] * len(buckets)},
-            schema=_arrow(KEYED_SCHEMA),
-        )
+        return out
 
 
 def _BUCKETED() -> Any:  # noqa: N802 - a schema, built where pyarrow is imported
@@ -405,14 +403,12 @@ def _BUCKETED() -> Any:  # noqa: N802 - a schema, built where pyarrow is importe
     return schema.append(pa.field("bucket", pa.int32()))
 
 
-def unbundled(batches: Iterable[Any]) -> Iterator[Any]:
-    """The `BUNDLE_SCHEMA` record batches of `KEYED_SCHEMA` rows' bundles."""
+def unbundled(pairs: Iterable[Keyed]) -> Iterator[Any]:
+    """The `BUNDLE_SCHEMA` record batches of `Keyed` bundles."""
     import pyarrow as pa
 
-    for batch in batches:
-        for blob in batch.column(batch.schema.names.index("rows")).to_pylist():
-            if blob is not None:
-                yield from pa.ipc.open_stream(blob)
+    for _bucket, blob in pairs:
+        yield from pa.ipc.open_stream(blob)
 
 
 def _piece(pieces: dict[Lane, LanePiece], topic: str, partition: int, source: str) -> LanePiece:
@@ -519,23 +515,17 @@ class WriteContext:
     """The sink's column folds per target (`KeyContext.folds`): collapse's, as the driver's."""
 
 
-def write_owned(ctx: WriteContext) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """The `mapInArrow` function of stage 2 over the bundles of the buckets one task owns
-    (every row of their keys): the released rows (ts ≤ the mark), collapsed and written with
-    its marker; yields (task, rows written)."""
+def write_owned(ctx: WriteContext) -> Callable[[int, Iterator[Keyed]], Iterator[Any]]:
+    """The `mapPartitionsWithIndex` function of stage 2 over the bundles of the buckets task
+    `task` owns (every row of their keys): the released rows (ts ≤ the mark), collapsed and
+    written with its marker; yields (task, rows written)."""
 
-    def run(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-        from pyspark import TaskContext
-
+    def run(task: int, pairs: Iterator[Keyed]) -> Iterator[Any]:
         from rowbus.spark_apply.gc_pause import collector_paused
         from rowbus.spark_apply.shard_writes import marked_transaction
 
-        context = TaskContext.get()
-        assert context is not None  # a task's
-        task = context.partitionId()
         with collector_paused():
-            kept = list(released(unbundled(batches), ctx.mark))
+            kept = list(released(unbundled(pairs), ctx.mark))
             if not sum(b.num_rows for b in kept):
                 return
             writes = _TaskWrites(kept, ctx)
@@ -550,9 +540,7 @@ def write_owned(ctx: WriteContext) -> Callable[[Iterator[Any]], Iterator[Any]]:
             # Freed before the collector's pass at the block's end, which would otherwise
             # traverse every row and image still held (~1.9 µs a W1 row, measured in process).
             writes.clear()
-        yield pa.RecordBatch.from_pydict(
-            {"task": [task], "rows": [written]}, schema=_arrow("task INT, rows BIGINT")
-        )
+        yield task, written
 
     return run
 
@@ -606,16 +594,14 @@ def released(batches: Iterable[Any], mark: int) -> Iterator[Any]:
             yield kept
 
 
-def released_by_lane(mark: int) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """The `mapInArrow` function of the release aggregate (`owned._released`, a mark before a
-    piece's tail): per bundle's lane the last order key and highest ts at or below `mark` and
-    the first offset above it (`RELEASED_SCHEMA`), for the driver to reduce per lane."""
+def released_by_lane(mark: int) -> Callable[[Iterator[Keyed]], Iterator[LaneRelease]]:
+    """The `mapPartitions` function of the release aggregate (`owned._released`, a mark before
+    a piece's tail): per bundle's lane the last order key and highest ts at or below `mark`
+    and the first offset above it (a `LaneRelease` row), for the driver to reduce per lane."""
 
-    def run(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-
+    def run(pairs: Iterator[Keyed]) -> Iterator[LaneRelease]:
         out: dict[Lane, list[Any]] = {}
-        for batch in unbundled(batches):
+        for batch in unbundled(pairs):
             cols = [batch.column(batch.schema.names.index(n)).to_pylist() for n in _LANE_COLUMNS]
             for topic, partition, source, offset, ts, k in zip(*cols, strict=True):
                 agg = out.setdefault((topic, partition, source), [None, None, None])
@@ -624,18 +610,16 @@ def released_by_lane(mark: int) -> Callable[[Iterator[Any]], Iterator[Any]]:
                     agg[1] = ts if agg[1] is None or ts > agg[1] else agg[1]
                 elif agg[2] is None or offset < agg[2]:
                     agg[2] = offset
-        names = [n.split()[0] for n in RELEASED_SCHEMA.split(",")]
-        rows = [[*lane, *agg] for lane, agg in out.items()]
-        yield pa.RecordBatch.from_pydict(
-            dict(zip(names, map(list, zip(*rows, strict=True)) if rows else [[]] * 6, strict=True)),
-            schema=_arrow(RELEASED_SCHEMA),
-        )
+        for (topic, partition, source), (last, top, held) in out.items():
+            yield topic, partition, source, last, top, held
 
     return run
 
 
 _LANE_COLUMNS = ("topic", "partition", "source", "offset", "ts", "okey")
-RELEASED_SCHEMA = "topic STRING, partition INT, source STRING, last STRING, top BIGINT, held BIGINT"
+LaneRelease = tuple[str, int, str, str | None, int | None, int | None]
+"""`released_by_lane`'s row: (topic, partition, source, last order key and highest ts at or
+below the mark, first offset above it)."""
 
 
 def _compact(text: str) -> str:
@@ -819,12 +803,13 @@ def _key(items: list[Any] | None) -> PosKey | None:
     return (int(upstream), int(number), str(file), int(offset), int(index))
 
 
-def released_of(rows: Iterable[Any]) -> dict[Lane, tuple[PosKey, int]]:
-    """Per lane (last order key, highest ts) released, from the aggregate's rows."""
+def released_of(rows: Iterable[LaneRelease]) -> dict[Lane, tuple[PosKey, int]]:
+    """Per lane (last order key, highest ts) released, from the aggregate's rows reduced per
+    lane (`owned._released`)."""
     return {
-        (r["topic"], r["partition"], r["source"]): (key_of(r["last"]), int(r["top"]))
-        for r in rows
-        if r["last"] is not None
+        (topic, partition, source): (key_of(last), int(top))
+        for topic, partition, source, last, top, _held in rows
+        if last is not None and top is not None
     }
 
 

@@ -305,12 +305,12 @@ def test_a_write_task_s_compact_row_gives_the_event_s_op_and_images() -> None:
     assert bundler.add(cols) == len(cases)
     assert bundler.add(late) == len(cases) + 1
     bundles = bundler.flush()
-    assert bundles.column(0).to_pylist() == [2, 3]  # one bundle per owner bucket
+    assert [bucket for bucket, _blob in bundles] == [2, 3]  # one bundle per owner bucket
     assert bundler.rows == 0
     # The write task's rows come out as they went in, only those at or below the mark.
     mark = cases[-1][0].ts
-    assert [b.num_rows for b in unbundled([bundles])] == [2, 4]
-    got = sorted(_rows(released(unbundled([bundles]), mark)), key=lambda r: r[:4])
+    assert [b.num_rows for b in unbundled(bundles)] == [2, 4]
+    got = sorted(_rows(released(unbundled(bundles), mark)), key=lambda r: r[:4])
     for got_row, (ev, part, op), text in zip(got, cases, texts, strict=True):
         assert text is not None
         full = row_event(text, ev.source, ev.ts, {})
@@ -362,7 +362,5 @@ def test_the_release_aggregate_over_bundles_equals_one_over_the_rows(
             want[lane] = (last, top, offset if held is None else held)
     bundler = _Bundler()
     bundler.add(cols)
-    (out,) = released_by_lane(mark)(iter([bundler.flush()]))
-    got = {(r["topic"], r["partition"], r["source"]): (r["last"], r["top"], r["held"])
-           for r in out.to_pylist()}  # fmt: skip
+    got = {r[:3]: r[3:] for r in released_by_lane(mark)(iter(bundler.flush()))}
     assert got == want

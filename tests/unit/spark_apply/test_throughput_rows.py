@@ -217,5 +217,5 @@ def test_keying_from_the_header_equals_keying_by_the_event() -> None:
     assert out["part"] == [0, 1, 2, 0, 0, 0]
     assert keyer.pieces[("t", 0, "s1")].rows == 5
     # Every record read counts, those the push rules drop too (`bytes_in_total`).
-    summary = throughput.Summary.of([keyer.summary_row()["summary"][0]])
+    summary = throughput.Summary.of([keyer.summary()])
     assert (summary.records, summary.bytes) == (len(events) + 1, 10 * (len(events) + 1))
