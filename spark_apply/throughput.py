@@ -91,8 +91,8 @@ of the JVM's CPU per row (spark_apply/README.md, "Fourth step")."""
 UNROUTED, SUMMARY = -1, -2
 BUCKETS = 128
 """Owner buckets: a key's rows share its owner's bucket, so a bucket's rows go to one write
-task (Spark's hash of the bucket modulo the task count) and ownership is kept; 128 spreads
-over a handful of tasks within about 10%."""
+task (the bucket modulo the task count, `owned._bucket_task`) and ownership is kept; 128
+spreads over a handful of tasks within a bucket each."""
 WHOLE, OLD_KEY, NEW_KEY = 0, 1, 2
 _FLUSH_ROWS = 20_000
 """Rows a keying task holds before it sends them on as bundles (bounds its memory; ~100 rows
