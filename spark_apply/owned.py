@@ -34,10 +34,10 @@ from rowbus.spark_apply.release import (
 from rowbus.spark_apply.rendered import Wire
 from rowbus.spark_apply.throughput import (
     REREAD_LIMIT,
-    SUMMARY,
     KeyContext,
     LaneRelease,
     ReadRange,
+    Summaries,
     Summary,
     WriteContext,
     read_and_key,
@@ -97,14 +97,19 @@ def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:  # noqa:
         log.info("batch %d: planned by the merger on the driver (%s)", batch_id, reads)
         _fallback(applier, df, batch_id, started)
         return
+    sc = spark.sparkContext
+    summaries = sc.accumulator([], Summaries())
     keyed = (
-        spark.sparkContext.parallelize(range(len(reads)), len(reads))
-        .mapPartitionsWithIndex(read_and_key(ctx, applier.config.kafka, reads))
+        sc.parallelize(range(len(reads)), len(reads))
+        .mapPartitionsWithIndex(read_and_key(ctx, applier.config.kafka, reads, summaries))
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     try:
-        texts = keyed.filter(_is_summary).values().collect()
-        summary = Summary.of(t.decode() for t in texts)
+        # Materialized by the JVM's own count of the cached RDD: a Python action would pass
+        # every cached bundle through a Python worker again (~0.1 s a 200k batch) for
+        # summaries the tasks already handed in through the accumulator.
+        keyed._jrdd.count()
+        summary = Summary.of(Summaries.by_task(summaries.value, len(reads)))
         applier.metrics.records_in += summary.records
         applier.metrics.bytes_in += summary.bytes
         keyed_at = time.perf_counter()
@@ -121,11 +126,10 @@ def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:  # noqa:
         if isinstance(b, str):
             reason, b = b, None
         state: PlannerState | None = None
-        rows = keyed.filter(_is_bundle)
         if b is not None:
-            # The tails answer in the usual case; a mark before one asks the JVM.
+            # The tails answer in the usual case; a mark before one asks the cached bundles.
             released = released_by_tails(summary.tails, b.mark, summary.ends)
-            state = advance(previous, b, released or _released(rows, b, summary))
+            state = advance(previous, b, released or _released(keyed, b, summary))
             if reread_span(state) > REREAD_LIMIT:
                 reason = f"held rows span {reread_span(state)} offsets (> {REREAD_LIMIT})"
         bounded_at = time.perf_counter()
@@ -140,7 +144,7 @@ def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:  # noqa:
         results = (
             # Bucket -1 holds the rows no route takes; each bucket's bundles go to one task
             # (the bucket modulo the task count), which writes their rows at or below the mark.
-            rows.filter(_is_routed)
+            keyed.filter(_is_routed)
             .partitionBy(tasks, _bucket_task)
             .mapPartitionsWithIndex(write_owned(wctx))
             .collect()
@@ -262,14 +266,6 @@ def _released(rows: Any, b: Bound, summary: Summary) -> Released:
 def _pick(f: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
     """`f` of two values of which either may be None (none: the other)."""
     return b if a is None else a if b is None else f(a, b)
-
-
-def _is_summary(pair: tuple[int, bytes]) -> bool:
-    return pair[0] == SUMMARY
-
-
-def _is_bundle(pair: tuple[int, bytes]) -> bool:
-    return pair[0] != SUMMARY
 
 
 def _is_routed(pair: tuple[int, bytes]) -> bool:

@@ -55,12 +55,14 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from pyspark.accumulators import AccumulatorParam
+
 from rowbus.merge.checkpoint import Lane, TopicPartition
 from rowbus.merge.positions import Floor, PosKey
 from rowbus.protocol.codec import construct
 from rowbus.protocol.events import Op, RowChange, TableSchema
 from rowbus.routing.routes import Projection, Router, RouteSettings, Target
-from rowbus.spark_apply.exceptions import BadEventError
+from rowbus.spark_apply.exceptions import ApplyError, BadEventError
 from rowbus.spark_apply.keys import Fold
 from rowbus.spark_apply.literals import SEP, LitImage
 from rowbus.spark_apply.ownership import owner
@@ -70,6 +72,8 @@ from rowbus.spark_apply.rendered import HEADER_FIELDS as _HEADER_FIELDS
 from rowbus.spark_apply.settings import SinkConnection
 
 if TYPE_CHECKING:
+    from pyspark.accumulators import Accumulator
+
     from rowbus.spark_apply.changes import ImageRow, TableChanges
 
 log = logging.getLogger(__name__)
@@ -84,11 +88,37 @@ rendered text, `_compact`; `okey`: `release.okey`)."""
 WRITE_COLUMNS = tuple(name.split()[0] for name in BUNDLE_SCHEMA.split(","))
 Keyed = tuple[int, bytes]
 """An element of `read_and_key`'s RDD: (owner bucket, one Arrow IPC stream of `BUNDLE_SCHEMA`
-rows), bucket -1 for rows no route takes (which only the release reads), and per task one
-(`SUMMARY`, its summary as JSON). Rows cross the JVM (the cache, the shuffle by owner) as a
-few large values instead of one JVM row each, whose conversions, cache and shuffle were most
-of the JVM's CPU per row (spark_apply/README.md, "Fourth step")."""
-UNROUTED, SUMMARY = -1, -2
+rows), bucket -1 for rows no route takes (which only the release reads). Rows cross the JVM
+(the cache, the shuffle by owner) as a few large values instead of one JVM row each, whose
+conversions, cache and shuffle were most of the JVM's CPU per row (spark_apply/README.md,
+"Fourth step")."""
+
+
+class Summaries(AccumulatorParam[list[tuple[int, str]]]):
+    """The accumulator of stage 1's (task, summary JSON) pairs: the driver reads them once the
+    JVM has materialized the stage (`owned.apply_owned`), so no Python task passes over the
+    cached bundles to find them. A task run twice (its stage run again) adds its pair twice,
+    the same both times (the read is the one the offsets name): `by_task` keeps one."""
+
+    def zero(self, value: list[tuple[int, str]]) -> list[tuple[int, str]]:
+        return []
+
+    def addInPlace(  # noqa: N802 - PySpark's name
+        self, value1: list[tuple[int, str]], value2: list[tuple[int, str]]
+    ) -> list[tuple[int, str]]:
+        value1.extend(value2)
+        return value1
+
+    @staticmethod
+    def by_task(pairs: list[tuple[int, str]], tasks: int) -> list[str]:
+        """One summary per task of `tasks`, in task order; a task without one raises."""
+        found = dict(pairs)
+        missing = [t for t in range(tasks) if t not in found]
+        if missing:
+            raise ApplyError(f"stage 1 tasks {missing} of {tasks} reported no summary")
+        return [found[t] for t in range(tasks)]
+
+
 BUCKETS = 128
 """Owner buckets: a key's rows share its owner's bucket, so a bucket's rows go to one write
 task (the bucket modulo the task count, `owned._bucket_task`) and ownership is kept; 128
@@ -126,12 +156,15 @@ class _NotInSinkError(Exception):
 
 
 def read_and_key(
-    ctx: KeyContext, kafka: dict[str, Any], groups: list[list[ReadRange]]
+    ctx: KeyContext,
+    kafka: dict[str, Any],
+    groups: list[list[ReadRange]],
+    summaries: Accumulator[list[tuple[int, str]]],
 ) -> Callable[[int, Iterator[Any]], Iterator[Keyed]]:
     """The `mapPartitionsWithIndex` function of stage 1 over one partition per task: task i
     reads ``groups[i]`` from Kafka itself (`source.read_range`, the rendered text made
     natively) and keys each record in the same worker, so a row's text enters the JVM once,
-    keyed (`Keyed` pairs out, the task's summary last)."""
+    keyed (`Keyed` pairs out); its summary goes to `summaries` (`Summaries`)."""
 
     def run(task: int, _ids: Iterator[Any]) -> Iterator[Keyed]:
         from rowbus.spark_apply.gc_pause import collector_paused
@@ -147,7 +180,7 @@ def read_and_key(
                         yield from bundler.flush()
             if bundler.rows:
                 yield from bundler.flush()
-        yield SUMMARY, keyer.summary().encode()
+        summaries.add([(task, keyer.summary())])
 
     return run
 

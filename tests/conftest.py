@@ -30,7 +30,9 @@ def _worker_port_offset() -> None:
     if worker.startswith("gw") and "ROWBUS_TEST_WORKER_OFFSET" not in os.environ:
         base = int(os.environ.get("ROWBUS_TEST_PORT_OFFSET", "0"))
         offset = base + 100 * (int(worker[2:]) + 1)
-        os.environ["ROWBUS_TEST_WORKER_OFFSET"] = os.environ["ROWBUS_TEST_PORT_OFFSET"] = str(offset)
+        os.environ["ROWBUS_TEST_WORKER_OFFSET"] = os.environ["ROWBUS_TEST_PORT_OFFSET"] = str(
+            offset
+        )
 
 
 _worker_port_offset()

@@ -219,3 +219,17 @@ def test_keying_from_the_header_equals_keying_by_the_event() -> None:
     # Every record read counts, those the push rules drop too (`bytes_in_total`).
     summary = throughput.Summary.of([keyer.summary()])
     assert (summary.records, summary.bytes) == (len(events) + 1, 10 * (len(events) + 1))
+
+
+def test_stage_one_summaries_are_one_per_task_and_none_may_be_missing() -> None:
+    """A task run twice (its stage run again) hands in its summary twice, the same both
+    times: one counts. A task that handed in none stops the batch rather than bound it
+    without that task's lanes."""
+    from rowbus.spark_apply.exceptions import ApplyError
+
+    param = throughput.Summaries()
+    got = param.addInPlace(param.zero([]), [(1, "b"), (0, "a")])
+    got = param.addInPlace(got, [(1, "b")])
+    assert throughput.Summaries.by_task(got, 2) == ["a", "b"]
+    with pytest.raises(ApplyError, match=r"tasks \[2\] of 3 reported no summary"):
+        throughput.Summaries.by_task(got, 3)
