@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import random
 import sys
 import uuid
 from collections.abc import Callable, Iterator
@@ -36,6 +37,23 @@ def _worker_port_offset() -> None:
 
 
 _worker_port_offset()
+
+
+def _one_hash_seed() -> None:
+    """pytest-xdist's workers must collect the same test ids, and an id may hold a set's
+    repr, whose order follows the string hash seed: the run (its controller, before the
+    workers start) picks one seed for every worker and subprocess, still a new one per run
+    unless PYTHONHASHSEED is set (the header shows it)."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        os.environ.setdefault("PYTHONHASHSEED", str(random.randint(1, 2**32 - 1)))
+
+
+_one_hash_seed()
+
+
+def pytest_report_header() -> str:
+    return f"PYTHONHASHSEED={os.environ.get('PYTHONHASHSEED')}"
+
 
 from rowbus.config import MySQLSettings, Settings  # noqa: E402 - after the worker's offset
 from rowbus.waiting import wait_for  # noqa: E402
