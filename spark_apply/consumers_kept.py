@@ -14,7 +14,8 @@ consumer pays that once and reads its next range from records already fetched.
 Contract: `take` gives a consumer whose next delivered message (after `Kept.pending`) is at or
 after `Kept.position`, assigned to the partition; a read that delivered
 ``[start, end)`` whole hands it back with `give_back` (the position the next read starts at,
-and the messages it consumed past it), anything else — an error, a read abandoned half-way —
+the messages it consumed past it and the last `RECENT` it delivered before it, which a read
+starting among them takes again), anything else — an error, a read abandoned half-way —
 closes it (`discard`), since its position is then unknown. At most `LIMIT` are kept per
 process (the oldest closed first). The records of a range are the same whichever consumer
 reads them (offsets, read_committed), so keeping one changes what is read only in cost.
@@ -62,6 +63,13 @@ loop (2026-11-27: 58,653 TCP segments a second from one Python worker, the broke
 core, while a throttled sink held the job); unassigned at once, a busy job's next read pays a
 new fetch for it (the demo: 9,223 -> ~8,450 row changes/s). A streaming job takes it again
 within a trigger."""
+RECENT = 10_000
+"""Messages a kept consumer keeps of the end of its last read (`Kept.recent`). Throughput mode
+reads a partition's held rows again at the next batch (`PlannerState.reread`: the rows above
+the watermark, the last transactions of each partition, 900-2,400 offsets a 200k batch of
+W1), so that batch's range starts behind where the consumer stands; without these it took a
+new consumer, whose fetch from the broker starts again from there (on noida-db the whole rest
+of the partition). ~10,000 messages of a few hundred bytes each: a few MB per kept consumer."""
 SKIP = 60_000
 """Offsets a kept consumer may read and drop to reach a later start; further ahead (or
 behind) a new consumer is assigned at the start instead. Spark runs a batch's tasks in
@@ -84,6 +92,9 @@ class Kept:
     dropped."""
     pending: list[Any] = field(default_factory=list)
     """Messages consumed past the last read's end (offset order), the next read's first."""
+    recent: list[Any] = field(default_factory=list)
+    """The last `RECENT` messages the last read delivered below its end (offset order): a
+    next read that starts among them takes them again from here (`take`)."""
     paused: bool = False
     """Unassigned while idle (`give_back`), assigned again at `resume_at` by `take`."""
     idle_since: float | None = None
@@ -116,6 +127,10 @@ class KeptConsumers:
         key = (_settings_key(kafka), topic, partition)
         with self._lock:
             kept = self._kept.pop(key, None)
+        if kept is not None and kept.recent and kept.recent[0].offset() <= start < kept.position:
+            # Behind, among what the last read delivered: those again, then on as before.
+            kept.pending = from_offset(kept.recent, start) + kept.pending
+            kept.position, kept.recent = start, []
         if kept is not None and kept.position <= start <= kept.position + SKIP:
             kept.idle_since = None
             if kept.paused:

@@ -41,7 +41,13 @@ from pyspark.sql.streaming.datasource import (
 from rowbus.protocol.codec import decode, kind_name
 from rowbus.protocol.events import RowChange
 from rowbus.spark_apply.boundaries import Boundaries
-from rowbus.spark_apply.consumers_kept import QUEUED_MIN, KeptConsumers, from_offset, past
+from rowbus.spark_apply.consumers_kept import (
+    QUEUED_MIN,
+    RECENT,
+    KeptConsumers,
+    from_offset,
+    past,
+)
 from rowbus.spark_apply.exceptions import MissingTopicError
 from rowbus.spark_apply.gc_pause import collector_paused
 from rowbus.spark_apply.rendered import (
@@ -389,6 +395,7 @@ def read_range(
         position = r.start
         msgs, kept.pending = kept.pending, []
         leftover: list[Any] | None = []
+        recent: list[Any] = []
         while position < r.end:
             if time.monotonic() > deadline:
                 raise TimeoutError(
@@ -399,8 +406,13 @@ def read_range(
                 msgs = consumer.consume(_CHUNK, _POLL_S)
             msgs = from_offset(msgs, r.start)
             position = append_messages(cols, r, msgs, position)
-            if position >= r.end:
+            if position < r.end:
+                recent.extend(msgs)
+            else:
                 leftover = past(msgs, r.end)
+                recent.extend(msgs[: len(msgs) - len(leftover or ())])
+            if len(recent) > 2 * RECENT:
+                del recent[:-RECENT]
             msgs = []
             if position < r.end:
                 # Markers and aborted records occupy offsets no message is delivered for.
@@ -411,7 +423,7 @@ def read_range(
                 yield cols
                 cols = {k: [] for k in _COLUMNS}
         if leftover is not None:
-            kept.position, kept.pending = r.end, leftover
+            kept.position, kept.pending, kept.recent = r.end, leftover, recent[-RECENT:]
             whole = True
     finally:
         if whole:

@@ -14,7 +14,7 @@ from rowbus.config import Settings
 from rowbus.protocol.codec import encode
 from rowbus.protocol.events import Resolved
 from rowbus.spark_apply import source
-from rowbus.spark_apply.consumers_kept import IDLE_S, QUEUED_MIN, SKIP, KeptConsumers
+from rowbus.spark_apply.consumers_kept import IDLE_S, QUEUED_MIN, RECENT, SKIP, KeptConsumers
 from rowbus.spark_apply.source import KafkaRange, read_range
 from rowbus.waiting import wait_for
 
@@ -76,9 +76,21 @@ def test_ranges_read_by_kept_consumers_equal_a_fresh_read(
     ]
     consumer = next(iter(kept._kept.values())).consumer
 
-    # Behind it: a new consumer, the same records.
+    # Behind it, among the last RECENT messages it delivered (the held rows a throughput
+    # batch reads again): the same consumer, those messages again, then on.
+    assert offsets(0, end) == whole
+    consumer = next(iter(kept._kept.values())).consumer
+    assert RECENT > 3_000
+    assert offsets(end - 3_000, end) == [o for o in whole if o >= end - 3_000]
+    assert next(iter(kept._kept.values())).consumer is consumer
+
+    # Further behind: a new consumer, the same records.
     assert offsets(2_000, 7_000) == [o for o in whole if 2_000 <= o < 7_000]
     assert next(iter(kept._kept.values())).consumer is not consumer
+    # ... and behind that one's read again, across the end of what it delivered.
+    consumer = next(iter(kept._kept.values())).consumer
+    assert offsets(6_000, 9_000) == [o for o in whole if 6_000 <= o < 9_000]
+    assert next(iter(kept._kept.values())).consumer is consumer
 
     # A read abandoned after its first chunk leaves no consumer behind (its position is
     # unknown), and the next read of that start is whole.
