@@ -108,8 +108,12 @@ def apply_owned(applier: BatchApplier, df: Any, batch_id: int) -> None:  # noqa:
         # Materialized by the JVM's own count of the cached RDD: a Python action would pass
         # every cached bundle through a Python worker again (~0.1 s a 200k batch) for
         # summaries the tasks already handed in through the accumulator.
-        keyed._jrdd.count()
-        summary = Summary.of(Summaries.by_task(summaries.value, len(reads)))
+        try:
+            keyed._jrdd.count()
+            found = summaries.value
+        finally:
+            Summaries.forget(summaries)
+        summary = Summary.of(Summaries.by_task(found, len(reads)))
         applier.metrics.records_in += summary.records
         applier.metrics.bytes_in += summary.bytes
         keyed_at = time.perf_counter()

@@ -110,6 +110,15 @@ class Summaries(AccumulatorParam[list[tuple[int, str]]]):
         return value1
 
     @staticmethod
+    def forget(summaries: Accumulator[list[tuple[int, str]]]) -> None:
+        """Drops `summaries` from PySpark's registry of the driver's accumulators, which keeps
+        every one made for the process's life (here one a batch, holding its summaries); an
+        update arriving later (a stage run again) is then ignored."""
+        from pyspark.accumulators import _accumulatorRegistry
+
+        _accumulatorRegistry.pop(summaries.aid, None)
+
+    @staticmethod
     def by_task(pairs: list[tuple[int, str]], tasks: int) -> list[str]:
         """One summary per task of `tasks`, in task order; a task without one raises."""
         found = dict(pairs)

@@ -233,3 +233,14 @@ def test_stage_one_summaries_are_one_per_task_and_none_may_be_missing() -> None:
     assert throughput.Summaries.by_task(got, 2) == ["a", "b"]
     with pytest.raises(ApplyError, match=r"tasks \[2\] of 3 reported no summary"):
         throughput.Summaries.by_task(got, 3)
+
+
+def test_a_batch_s_summaries_leave_pyspark_s_registry_of_accumulators() -> None:
+    """The driver's registry keeps every accumulator made for the process's life: one a batch
+    would grow without bound in a long-running job."""
+    from pyspark.accumulators import Accumulator, _accumulatorRegistry
+
+    summaries = Accumulator(987_654_321, [], throughput.Summaries())
+    assert _accumulatorRegistry.get(summaries.aid) is summaries
+    throughput.Summaries.forget(summaries)
+    assert summaries.aid not in _accumulatorRegistry
