@@ -26,7 +26,7 @@ def _worker_port_offset() -> None:
     plus 100 per worker, set before any module reads it (tests.services, the TLS server's port,
     rowbus.testing.spark_cluster), so its services, state folder and standalone cluster are its
     own and its subprocesses inherit it. Sharing one stack would need its start and stop
-    coordinated between the workers; two stacks cost ~1 GB more memory."""
+    coordinated between the workers; a second stack costs its memory (~0.4 GB at the start)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     if worker.startswith("gw") and "ROWBUS_TEST_WORKER_OFFSET" not in os.environ:
         base = int(os.environ.get("ROWBUS_TEST_PORT_OFFSET", "0"))
