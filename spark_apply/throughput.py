@@ -17,7 +17,7 @@ Per micro-batch (`owned.apply_owned`, called by `job.BatchApplier` in ``mode: th
    with its summary (`release.LanePiece` per lane) and the reasons the merger must plan
    the batch instead. The stages are RDDs of (bucket, bytes) pairs, not DataFrames: the JVM
    keeps and shuffles the bundles as opaque bytes, without turning Arrow into its rows and a
-   columnar cache and back (~0.16 s a batch and ~40% of the JVM's cost a byte less,
+   columnar cache and back (a third of the JVM's CPU a W1 row less in the benchmark,
    spark_apply/README.md, "RDD stages").
 2. **Bound** (driver, `release.bound`): the lane watermarks and the release mark from the
    summaries; then per lane the last key released and per partition the first held offset
